@@ -1,0 +1,205 @@
+"""The `mpsfuzz` command line. Exit codes are decided in one place, :func:`exit_code`:
+0 clean, 1 findings (new ones for `run`; still failing for `replay`), 2 usage or
+internal error. Bad input is a one-line error, never a traceback."""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import traceback
+from pathlib import Path
+
+from . import __version__
+
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+DEFAULT_BUDGET = "10m"
+
+
+class UsageError(Exception):
+    """Bad input from the user: reported as one line, exit 2."""
+
+
+def exit_code(*, findings: int = 0, error: bool = False) -> int:
+    if error:
+        return EXIT_ERROR
+    return EXIT_FINDINGS if findings else EXIT_CLEAN
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # one line, not argparse's usage block
+        raise UsageError(message)
+
+
+def parse_duration(text: str) -> float:
+    """'90s', '10m', '2h', '1h30m' or a number of seconds."""
+    text = text.strip().lower()
+    if re.fullmatch(r"\d+(\.\d+)?", text):
+        return float(text)
+    parts = re.fullmatch(r"(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?", text)
+    if not text or not parts or not any(parts.groups()):
+        raise UsageError(f"--budget={text!r}: expected a duration such as 90s, 10m, 2h or 1h30m")
+    h, m, s = (float(g) if g else 0.0 for g in parts.groups())
+    return h * 3600 + m * 60 + s
+
+
+def _positive_int(name):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise UsageError(f"{name}={text!r}: expected an integer") from None
+        if value < 0:
+            raise UsageError(f"{name}={text!r}: must be >= 0")
+        return value
+    return parse
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="mpsfuzz", description="Differential fuzzer for PyTorch's MPS backend (and other devices).")
+    parser.add_argument("--version", action="version", version=f"mpsfuzz {__version__}")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    run = sub.add_parser("run", help="fuzz ops on a target against eager CPU")
+    run.add_argument("--ops", default="all", help="family, op name, comma list of these, or 'all' (default)")
+    run.add_argument("--target", default=None, help="built-in target (mps, mps-compiled, cuda, cuda-compiled, "
+                     "cpu-compiled) or package.module:attr; default: the best available")
+    run.add_argument("--budget", default=None, help=f"time budget, e.g. 90s, 10m, 2h (default {DEFAULT_BUDGET} "
+                     "unless --max-cases is given)")
+    run.add_argument("--max-cases", type=_positive_int("--max-cases"), default=None)
+    run.add_argument("--max-findings", type=_positive_int("--max-findings"), default=None,
+                     help="stop after this many new findings")
+    run.add_argument("--seed", type=_positive_int("--seed"), default=None)
+    run.add_argument("--corpus", default="mpsfuzz-corpus", help="corpus folder (default ./mpsfuzz-corpus)")
+    run.add_argument("--oracles", default=None, help="comma list (default: values,errors,crash,hang)")
+    run.add_argument("--timeout", type=float, default=20.0, help="per-case timeout in seconds (hang oracle)")
+    run.add_argument("--shrink-budget", type=float, default=60.0, help="seconds of shrinking per finding")
+    run.add_argument("--max-rank", type=_positive_int("--max-rank"), default=8)
+    run.add_argument("--max-side", type=_positive_int("--max-side"), default=8)
+    run.add_argument("--no-progress", action="store_true", help="no live status line")
+
+    ops = sub.add_parser("ops", help="list op families and ops")
+    ops.add_argument("--family", default=None)
+
+    replay = sub.add_parser("replay", help="re-run findings and say which still fail")
+    replay.add_argument("paths", nargs="+", help="finding files or corpus folders")
+    replay.add_argument("--target", default=None, help="run on this target instead of the one that found them")
+    replay.add_argument("--timeout", type=float, default=20.0)
+    return parser
+
+
+def cmd_ops(args, console) -> int:
+    from rich.table import Table
+
+    from .fuzzer import catalogue
+    fams = catalogue.families()
+    if args.family and args.family not in fams:
+        raise UsageError(f"--family={args.family!r}: unknown family; families are {', '.join(fams)}")
+    table = Table(title="mpsfuzz op catalogue")
+    table.add_column("family")
+    table.add_column("ops", justify="right")
+    table.add_column("names", overflow="fold")
+    for fam, names in fams.items():
+        if args.family in (None, fam):
+            table.add_row(fam, str(len(names)), ", ".join(names))
+    console.print(table)
+    return EXIT_CLEAN
+
+
+def _describe_target(name: str, device: str, chosen_automatically: bool) -> str:
+    what = {"cpu-compiled": "torch.compile (Inductor) on CPU"}.get(name, f"device {device}")
+    line = f"mpsfuzz {__version__}: testing target '{name}' ({what}) against eager CPU"
+    if chosen_automatically and name == "cpu-compiled":
+        line += " - no MPS or CUDA device on this machine"
+    elif chosen_automatically and name == "cuda":
+        line += " - no MPS device on this machine"
+    return line
+
+
+def cmd_run(args, console) -> int:
+    from .corpus.store import Corpus
+    from .fuzzer import catalogue
+    from .fuzzer.engine import Campaign, CampaignConfig
+    from .oracles import select as select_oracles
+    from .reports.console import ConsoleReporter
+    from .targets import BUILTIN, TargetError, best_available, load_target
+
+    budget = parse_duration(args.budget) if args.budget else (
+        None if args.max_cases is not None else parse_duration(DEFAULT_BUDGET))
+    try:
+        ops = catalogue.select(args.ops)
+    except catalogue.UnknownOpError as exc:
+        raise UsageError(str(exc)) from None
+    try:
+        oracles = select_oracles(args.oracles)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    automatic = args.target is None
+    spec = best_available() if automatic else args.target
+    try:
+        target = load_target(spec)  # fail fast in this process, with a one-line error
+    except TargetError as exc:
+        raise UsageError(str(exc)) from None
+    console.print(_describe_target(target.name, str(target.device), automatic and spec in BUILTIN), highlight=False)
+    corpus_dir = Path(args.corpus)
+    try:
+        corpus_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UsageError(f"--corpus={args.corpus!r}: {exc.strerror}") from None
+    _, problems = Corpus(corpus_dir).load()
+    for path, why in problems:
+        console.print(f"[yellow]skipping unreadable corpus file {path}: {why}[/]", highlight=False)
+    config = CampaignConfig(ops=ops, target_spec=spec, corpus_dir=corpus_dir, oracles=oracles,
+                            seed=args.seed, budget_s=budget, max_cases=args.max_cases,
+                            max_findings=args.max_findings,
+                            timeout_s=args.timeout, shrink_budget_s=args.shrink_budget,
+                            max_rank=args.max_rank, max_side=max(1, args.max_side))
+    reporter = ConsoleReporter(console, live=False if args.no_progress else None)
+    try:
+        result = Campaign(config, [reporter]).run()
+    except TargetError as exc:
+        raise UsageError(str(exc)) from None
+    return exit_code(findings=result.stats.new_findings)
+
+
+def cmd_replay(args, console) -> int:
+    from .corpus.replay import replay_findings
+    from .corpus.store import load_findings
+    from .reports.console import replay_table
+
+    found, problems = load_findings(args.paths)
+    for path, why in problems:
+        console.print(f"[yellow]skipping {path}: {why}[/]", highlight=False)
+    if not found:
+        raise UsageError(f"no readable findings in {', '.join(args.paths)}")
+    results = replay_findings(found, target_override=args.target, timeout_s=args.timeout)
+    console.print(replay_table(results))
+    still = sum(r.status == "still fails" for r in results)
+    return exit_code(findings=still)
+
+
+def main(argv: list[str] | None = None) -> int:
+    from rich.console import Console
+    console = Console() if sys.stdout.isatty() else Console(width=160)
+    err = Console(stderr=True)
+    try:
+        args = build_parser().parse_args(argv)
+        if args.command is None:
+            raise UsageError("a command is required: run, ops or replay (see mpsfuzz --help)")
+        handler = {"run": cmd_run, "ops": cmd_ops, "replay": cmd_replay}[args.command]
+        return handler(args, console)
+    except UsageError as exc:
+        err.print(f"mpsfuzz: error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        return exit_code(error=True)
+    except KeyboardInterrupt:
+        err.print("mpsfuzz: interrupted", highlight=False)
+        return exit_code(error=True)
+    except Exception as exc:  # an mpsfuzz bug: one line on stderr, details in a file
+        log = Path("mpsfuzz-internal-error.log")
+        log.write_text(traceback.format_exc())
+        err.print(f"mpsfuzz: internal error: {type(exc).__name__}: {exc} (traceback in {log})",
+                  highlight=False, markup=False, soft_wrap=True)
+        return exit_code(error=True)
+
+
+def entry() -> None:
+    sys.exit(main())

@@ -1,0 +1,1 @@
+"""Findings and the on-disk corpus (one JSON file per distinct signature)."""

@@ -1,0 +1,67 @@
+"""Events the engine emits; the CLI, daemon and report writers consume them."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+
+@dataclass(frozen=True)
+class CampaignStarted:
+    target_name: str
+    target_spec: str
+    device: str
+    ops: tuple[str, ...]
+    oracles: tuple[str, ...]
+    seed: int
+    budget_s: float | None
+    max_cases: int | None
+
+
+@dataclass(frozen=True)
+class CaseFinished:
+    op: str
+    valid: bool
+    unsupported: bool
+    shrinking: bool
+
+
+@dataclass(frozen=True)
+class FindingRecorded:
+    finding: Any            # corpus.finding.Finding
+    path: Path
+    new: bool
+
+
+@dataclass(frozen=True)
+class Notice:
+    message: str
+
+
+@dataclass
+class Stats:
+    cases: int = 0
+    valid: int = 0
+    unsupported: int = 0
+    internal_errors: int = 0
+    restarts: int = 0
+    elapsed_s: float = 0.0
+    new_findings: int = 0
+    known_sightings: int = 0
+    per_op: dict = field(default_factory=dict)          # op -> [cases, valid]
+    unsupported_messages: dict = field(default_factory=dict)  # (op, message) -> count
+
+    @property
+    def valid_ratio(self) -> float:
+        return self.valid / self.cases if self.cases else 0.0
+
+    @property
+    def cases_per_s(self) -> float:
+        return self.cases / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+@dataclass(frozen=True)
+class CampaignFinished:
+    stats: Stats
+    findings: tuple          # (Finding, Path, new) for every finding of this run
+    stopped_because: str

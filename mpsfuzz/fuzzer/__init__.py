@@ -1,0 +1,1 @@
+"""Generation and execution: recipes, strategies, the op catalogue, workers, the engine."""

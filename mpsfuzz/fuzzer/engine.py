@@ -1,0 +1,232 @@
+"""The campaign engine: Hypothesis generates and shrinks, workers execute, oracles judge.
+
+Ops are scheduled round-robin in slices of a few dozen examples, so a time budget is
+spread over all selected ops. Each failure raises an exception whose *type* is unique to
+(op, oracle, kind), so Hypothesis shrinks each bug separately; once shrunk the finding
+is recorded, and from then on its signature counts as passing, so one bug never hides
+the next. Crashes and hangs are failures like any other: the worker is replaced and the
+campaign goes on.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+
+from ..corpus.finding import Finding, signature_of
+from ..corpus.store import Corpus
+from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded,
+                      Notice, Stats)
+from ..oracles import Failure, all_oracles
+from ..oracles.process import ProcessEvent
+from . import catalogue
+from .strategies import cases
+from .worker import WorkerPool
+
+
+@dataclass
+class CampaignConfig:
+    ops: list[str]
+    target_spec: str
+    corpus_dir: Path
+    oracles: tuple[str, ...] = ("values", "errors", "crash", "hang")
+    seed: int | None = None
+    budget_s: float | None = None
+    max_cases: int | None = None
+    max_findings: int | None = None
+    timeout_s: float = 20.0
+    slice_examples: int = 30
+    shrink_budget_s: float = 60.0
+    max_rank: int = 8
+    max_side: int = 8
+    max_numel: int = 4096
+
+
+class BudgetExhausted(BaseException):
+    """Stops a Hypothesis run from inside the test body (BaseException passes through)."""
+
+
+class FindingError(Exception):
+    def __init__(self, case, failure: Failure, signature: str):
+        super().__init__(failure.title)
+        self.case, self.failure, self.signature = case, failure, signature
+
+
+_ERROR_TYPES: dict[tuple, type] = {}
+
+
+def _error_type(op: str, oracle: str, kind: str) -> type:
+    """One exception class per (op, oracle, kind): Hypothesis tells bugs apart by type."""
+    key = (op, oracle, kind)
+    if key not in _ERROR_TYPES:
+        _ERROR_TYPES[key] = type(f"Finding_{abs(hash(key)):x}", (FindingError,), {})
+    return _ERROR_TYPES[key]
+
+
+def _iter_findings(exc: BaseException):
+    if isinstance(exc, FindingError):
+        yield exc
+    for inner in getattr(exc, "exceptions", ()) or ():
+        yield from _iter_findings(inner)
+    if exc.__cause__ is not None and exc.__cause__ is not exc:
+        yield from _iter_findings(exc.__cause__)
+
+
+class Campaign:
+    def __init__(self, config: CampaignConfig, listeners: list[Callable] = ()):
+        self.config = config
+        self.listeners = list(listeners)
+        self.stats = Stats()
+        self.corpus = Corpus(config.corpus_dir)
+        self.known: set[str] = {f.signature for _, f in self.corpus.load()[0]}
+        self.recorded: list[tuple[Finding, Path, bool]] = []
+        self._sightings: dict[str, int] = {}
+        self._shrink_started: dict[tuple, float] = {}
+        self._memo: dict = {}
+        self._start = 0.0
+        self._case_oracles = tuple(o for o in config.oracles if all_oracles()[o].stage == "case")
+        self._process_oracles = tuple(o for o in config.oracles if all_oracles()[o].stage == "process")
+        self.seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**31)
+
+    def emit(self, event) -> None:
+        for listener in self.listeners:
+            listener(event)
+
+    # -- budget ---------------------------------------------------------------------------
+    def _out_of_budget(self) -> str | None:
+        if self.config.max_cases is not None and self.stats.cases >= self.config.max_cases:
+            return "max-cases"
+        if self.config.budget_s is not None and time.monotonic() - self._start >= self.config.budget_s:
+            return "budget"
+        if self.config.max_findings is not None and self.stats.new_findings >= self.config.max_findings:
+            return "max-findings"
+        return None
+
+    # -- one case -------------------------------------------------------------------------
+    def _failures_of(self, case, pool: WorkerPool) -> list[Failure]:
+        outcome = pool.run(case.to_json(), self._case_oracles, case.op)
+        self.stats.cases += 1
+        per_op = self.stats.per_op.setdefault(case.op, [0, 0])
+        per_op[0] += 1
+        if isinstance(outcome, ProcessEvent):
+            self.stats.restarts += 1
+            oracles = all_oracles()
+            failures = [f for name in self._process_oracles if (f := oracles[name].check(outcome))]
+            self.emit(Notice(f"worker {outcome.kind} on {case.op}; restarted"))
+            self.emit(CaseFinished(case.op, valid=True, unsupported=False, shrinking=bool(self._shrink_started)))
+            return failures
+        if outcome.get("internal_error"):
+            self.stats.internal_errors += 1
+            self.emit(Notice(f"internal error on {case.op}: {outcome['internal_error'].strip().splitlines()[-1]}"))
+        if outcome["valid"]:
+            self.stats.valid += 1
+            per_op[1] += 1
+        if outcome["unsupported"]:
+            self.stats.unsupported += 1
+            key = (case.op, outcome.get("unsupported_message", ""))
+            self.stats.unsupported_messages[key] = self.stats.unsupported_messages.get(key, 0) + 1
+        self.emit(CaseFinished(case.op, valid=outcome["valid"], unsupported=outcome["unsupported"],
+                               shrinking=bool(self._shrink_started)))
+        return [Failure.from_json(f) for f in outcome["failures"]]
+
+    def _test_body(self, pool: WorkerPool):
+        def body(case):
+            reason = self._out_of_budget()
+            if reason:
+                raise BudgetExhausted(reason)
+            failures = self._memo.get(case)
+            if failures is None:
+                if any(time.monotonic() - t > self.config.shrink_budget_s
+                       for t in self._shrink_started.values()):
+                    return  # shrink budget spent: smaller variants are no longer tried
+                failures = self._memo[case] = self._failures_of(case, pool)
+            for failure in failures:
+                signature = signature_of(case, failure)
+                if signature in self.known:
+                    self._sightings[signature] = self._sightings.get(signature, 0) + 1
+                    continue
+                key = (case.op, failure.oracle, failure.kind)
+                self._shrink_started.setdefault(key, time.monotonic())
+                raise _error_type(*key)(case, failure, signature)
+        return body
+
+    def _run_slice(self, op: str, round_no: int, pool: WorkerPool) -> None:
+        spec = catalogue.get(op)
+        strategy = cases(spec, max_rank=self.config.max_rank, max_side=self.config.max_side,
+                         max_numel=self.config.max_numel)
+        slice_seed = int(hashlib.sha1(f"{self.seed}:{op}:{round_no}".encode()).hexdigest()[:12], 16)
+        test = given(strategy)(self._test_body(pool))
+        test = settings(max_examples=self.config.slice_examples, deadline=None, database=None,
+                        derandomize=False, suppress_health_check=list(HealthCheck),
+                        phases=(Phase.generate, Phase.shrink), verbosity=Verbosity.quiet,
+                        report_multiple_bugs=True, print_blob=False)(test)
+        test = hypothesis_seed(slice_seed)(test)
+        self._shrink_started.clear()
+        # Results of this slice by case: Hypothesis' shrinker and its final replay of the
+        # minimal example ask again for cases already run (a hang would cost its timeout).
+        self._memo = {}
+        try:
+            test()
+        except BudgetExhausted:
+            raise
+        except Exception as exc:  # Hypothesis' report of our findings (one or several)
+            flaky = "Flaky" in type(exc).__name__
+            found = list(_iter_findings(exc))
+            if not found:
+                self.emit(Notice(f"{op}: hypothesis stopped: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
+            for err in found:
+                self._record(err, pool, flaky=flaky)
+        finally:
+            self._shrink_started.clear()
+            self._memo = {}
+
+    def _record(self, err: FindingError, pool: WorkerPool, *, flaky: bool) -> None:
+        if err.signature in self.known:
+            return
+        finding = Finding.create(err.case, err.failure, target_name=pool.target_name,
+                                 target_spec=self.config.target_spec, device=pool.device, flaky=flaky)
+        path, new = self.corpus.record(finding)
+        self.known.add(err.signature)
+        if new:
+            self.stats.new_findings += 1
+        self.recorded.append((finding, path, new))
+        self.emit(FindingRecorded(finding, path, new))
+
+    # -- the campaign ---------------------------------------------------------------------
+    def run(self) -> CampaignFinished:
+        self._start = time.monotonic()
+        stopped = "completed"
+        with WorkerPool(self.config.target_spec, timeout_s=self.config.timeout_s,
+                        inflight_dir=self.config.corpus_dir) as pool:
+            self.emit(CampaignStarted(pool.target_name, self.config.target_spec, pool.device,
+                                      tuple(self.config.ops), self.config.oracles, self.seed,
+                                      self.config.budget_s, self.config.max_cases))
+            round_no = 0
+            try:
+                while True:
+                    for op in self.config.ops:
+                        if (reason := self._out_of_budget()):
+                            raise BudgetExhausted(reason)
+                        self._run_slice(op, round_no, pool)
+                    round_no += 1
+            except BudgetExhausted as stop:
+                stopped = str(stop) or "budget"
+            except KeyboardInterrupt:
+                stopped = "interrupted"
+            finally:
+                self.stats.elapsed_s = time.monotonic() - self._start
+                self._flush_sightings()
+        result = CampaignFinished(self.stats, tuple(self.recorded), stopped)
+        self.emit(result)
+        return result
+
+    def _flush_sightings(self) -> None:
+        self.stats.known_sightings = sum(self._sightings.values())
+        for signature, count in self._sightings.items():
+            self.corpus.add_sightings(signature, count)

@@ -1,0 +1,1 @@
+"""Op families: each module registers its :class:`~mpsfuzz.fuzzer.catalogue.OpSpec` records."""

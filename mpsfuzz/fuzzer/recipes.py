@@ -1,0 +1,387 @@
+"""Case recipes: small frozen values that rebuild the same tensors on any device.
+
+A :class:`Case` is what the worker executes, what Hypothesis shrinks, what the corpus
+stores and what a repro script is generated from. It never holds tensors, only the
+recipe for them, so it round-trips through versioned JSON.
+
+Values are always generated on the CPU from a seeded generator (so they are bit
+identical everywhere), written into a dense *base* buffer on the CPU, transferred, and
+only then viewed into the requested layout on the target device. Building the view
+after the transfer matters: ``.to(device)`` would make a gapped or expanded view dense.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import dtypes as dt
+
+CASE_FORMAT = 1
+
+# Filler for the parts of a base buffer that the view does not cover (gaps, the storage
+# offset): a value no generator produces at that position, so a kernel that reads
+# outside its view shows up as wrong values rather than passing by luck.
+GAP_FILLER = 77
+
+DISTRIBUTIONS = ("normal", "uniform", "small_int", "int_range", "bool", "positive",
+                 "spd", "diag_dominant")
+
+SPECIAL_NAMES = ("nan", "inf", "-inf", "-0.0", "subnormal", "max", "lowest", "tiny", "eps",
+                 "big", "2^24+1", "2^31+1", "-2^31-1", "0", "-1", "1")
+NONFINITE_SPECIALS = ("nan", "inf", "-inf")
+
+
+def special_value(name: str, dtype_name: str):
+    """The Python value of a named special for a dtype, or None if it has no meaning there."""
+    if dtype_name == "bool":
+        return {"0": False, "1": True, "max": True, "lowest": False}.get(name)
+    info = dt.finfo_or_iinfo(dtype_name)
+    floating = dtype_name in dt.FLOAT or dtype_name in dt.COMPLEX
+    plain = {"0": 0, "-1": -1, "1": 1, "2^24+1": 2**24 + 1, "2^31+1": 2**31 + 1,
+             "-2^31-1": -(2**31) - 1}
+    if name in plain:
+        value = plain[name]
+        if value < info.min or value > info.max:
+            return None
+        return float(value) if floating else value
+    if name == "max":
+        return float(info.max) if floating else int(info.max)
+    if name == "lowest":
+        return float(info.min) if floating else int(info.min)
+    if not floating:
+        return None
+    return {
+        "nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-0.0": -0.0,
+        "subnormal": float(info.smallest_normal) / 4, "tiny": float(info.smallest_normal),
+        "eps": float(info.eps), "big": float(info.max) ** 0.75,
+    }.get(name)
+
+
+@dataclass(frozen=True)
+class ValueRecipe:
+    """How a tensor's values are made: a distribution, a seed, and named specials at
+    chosen positions (flat indices into the logical tensor, taken modulo its numel)."""
+
+    distribution: str = "normal"
+    seed: int = 0
+    low: float | None = None
+    high: float | None = None
+    specials: tuple[tuple[int, str], ...] = ()
+
+    def __post_init__(self):
+        if self.distribution not in DISTRIBUTIONS:
+            raise ValueError(f"distribution={self.distribution!r} is not one of {DISTRIBUTIONS}")
+        for _, name in self.specials:
+            if name not in SPECIAL_NAMES:
+                raise ValueError(f"special {name!r} is not one of {SPECIAL_NAMES}")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the view is built from a dense base buffer, in this fixed order:
+    storage ``offset`` -> ``gaps`` (a slice step per logical dim) -> ``permutation``
+    (view dim j is base dim permutation[j]; channels_last is the permutation
+    (0, 2, 3, 1)'s inverse, i.e. (0, 3, 1, 2)) -> ``expanded`` dims (stride 0)."""
+
+    offset: int = 0
+    gaps: tuple[int, ...] = ()
+    permutation: tuple[int, ...] = ()
+    expanded: tuple[int, ...] = ()
+
+    def is_plain(self) -> bool:
+        return not (self.offset or any(g > 1 for g in self.gaps) or self.moves_dims()
+                    or self.expanded)
+
+    def moves_dims(self) -> bool:
+        return bool(self.permutation) and tuple(self.permutation) != tuple(range(len(self.permutation)))
+
+    def kinds(self) -> tuple[str, ...]:
+        """Names of the layout features present, in a stable order (used in signatures)."""
+        out = []
+        if self.offset:
+            out.append("offset")
+        if any(g > 1 for g in self.gaps):
+            out.append("gapped")
+        if self.moves_dims():
+            p, n = tuple(self.permutation), len(self.permutation)
+            if n in (4, 5) and p == (0, n - 1, *range(1, n - 1)):
+                out.append("channels_last")
+            elif p == (*range(n - 2), n - 1, n - 2):
+                out.append("transposed")
+            else:
+                out.append("permuted")
+        if self.expanded:
+            out.append("expanded")
+        return tuple(out)
+
+    def describe(self) -> str:
+        return "+".join(self.kinds()) or "contiguous"
+
+
+@dataclass(frozen=True)
+class TensorRecipe:
+    shape: tuple[int, ...]
+    dtype: str
+    layout: Layout = field(default_factory=Layout)
+    values: ValueRecipe = field(default_factory=ValueRecipe)
+
+    def __post_init__(self):
+        dt.canonical(self.dtype)
+        rank = len(self.shape)
+        lay = self.layout
+        if any(s < 0 for s in self.shape):
+            raise ValueError(f"shape={self.shape} has a negative size")
+        if lay.gaps and len(lay.gaps) != rank:
+            raise ValueError(f"layout gaps={lay.gaps} must have one step per dim (rank {rank})")
+        if lay.permutation and sorted(lay.permutation) != list(range(rank)):
+            raise ValueError(f"layout permutation={lay.permutation} is not a permutation of rank {rank}")
+        if any(not 0 <= d < rank for d in lay.expanded):
+            raise ValueError(f"layout expanded={lay.expanded} names a dim outside rank {rank}")
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    def describe(self) -> str:
+        return f"{self.dtype}{list(self.shape)} {self.layout.describe()}"
+
+    # -- building -------------------------------------------------------------------
+    def _value_shape(self) -> tuple[int, ...]:
+        """Shape before expansion: expanded dims have size 1 (values repeat along them)."""
+        return tuple(1 if d in self.layout.expanded else s for d, s in enumerate(self.shape))
+
+    def _dense_base_shape(self) -> tuple[int, ...]:
+        vshape = self._value_shape()
+        rank = len(vshape)
+        perm = self.layout.permutation or tuple(range(rank))
+        gaps = self.layout.gaps or (1,) * rank
+        base = [0] * rank
+        for j in range(rank):
+            n, step = vshape[j], gaps[j]
+            base[perm[j]] = (n - 1) * step + 1 if n > 0 else 0
+        return tuple(base)
+
+    def _view_of(self, flat: torch.Tensor) -> torch.Tensor:
+        """Apply offset, gaps and permutation to a flat base buffer (no expansion)."""
+        lay = self.layout
+        dense = self._dense_base_shape()
+        view = flat[lay.offset:lay.offset + math.prod(dense)].view(dense)
+        rank = len(dense)
+        if lay.gaps and any(g > 1 for g in lay.gaps):
+            perm = lay.permutation or tuple(range(rank))
+            index = [slice(None)] * rank
+            for j, step in enumerate(lay.gaps):
+                index[perm[j]] = slice(None, None, step)
+            view = view[tuple(index)]
+        if lay.permutation:
+            view = view.permute(*lay.permutation)
+        return view
+
+    def cpu_values(self) -> torch.Tensor:
+        """The dense logical values (before expansion), generated on the CPU."""
+        return generate_values(self.values, self._value_shape(), self.dtype)
+
+    def materialize(self, device: str | torch.device = "cpu") -> torch.Tensor:
+        torch_dtype = dt.to_torch(self.dtype)
+        flat = torch.full((self.layout.offset + math.prod(self._dense_base_shape()),),
+                          True if self.dtype == "bool" else GAP_FILLER, dtype=torch_dtype)
+        self._view_of(flat).copy_(self.cpu_values())
+        flat = flat.to(device)
+        view = self._view_of(flat)
+        if self.layout.expanded:
+            view = view.expand(*self.shape)
+        return view
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(int(seed) & 0xFFFF_FFFF_FFFF)
+
+
+def generate_values(recipe: ValueRecipe, shape: tuple[int, ...], dtype_name: str) -> torch.Tensor:
+    """Deterministic values of ``shape`` and ``dtype_name`` on the CPU."""
+    gen = _generator(recipe.seed)
+    torch_dtype = dt.to_torch(dtype_name)
+    real_name = dt.real_dtype_name(dtype_name)
+    is_complex = dtype_name in dt.COMPLEX
+
+    def real_values() -> torch.Tensor:
+        return _real_values(recipe, shape, real_name, gen)
+
+    if dtype_name == "bool":
+        values = torch.rand(shape, generator=gen, dtype=torch.float64) < 0.5
+    elif is_complex:
+        values = torch.complex(real_values(), real_values()).to(torch_dtype)
+    else:
+        values = real_values().to(torch_dtype)
+    if recipe.distribution in ("spd", "diag_dominant") and len(shape) >= 2 and shape[-1] == shape[-2]:
+        values = _well_conditioned(values, recipe.distribution, torch_dtype)
+    numel = values.numel()
+    if numel:
+        flat = values.view(-1)
+        for position, name in recipe.specials:
+            value = special_value(name, real_name)
+            if value is not None:
+                flat[position % numel] = value
+    return values
+
+
+def _real_values(recipe: ValueRecipe, shape, real_name: str, gen) -> torch.Tensor:
+    """Values in float64 or int64 (wide enough for every target dtype), clamped to range."""
+    dist = recipe.distribution
+    integral = real_name in dt.INTEGRAL or real_name == "bool"
+    info = dt.finfo_or_iinfo(real_name)
+    lo_limit = float(info.min) if info is not None else 0.0
+    hi_limit = float(info.max) if info is not None else 1.0
+    if dist in ("small_int", "int_range") or (integral and dist not in ("bool",)):
+        if dist == "int_range":
+            low = recipe.low if recipe.low is not None else max(lo_limit, -(2.0**62))
+            high = recipe.high if recipe.high is not None else min(hi_limit, 2.0**62)
+        else:
+            low = recipe.low if recipe.low is not None else -4
+            high = recipe.high if recipe.high is not None else 4
+        low, high = int(max(low, lo_limit)), int(min(high, hi_limit))
+        if high < low:
+            high = low
+        values = torch.randint(low, high + 1, shape, generator=gen, dtype=torch.int64)
+        return values if integral else values.to(torch.float64)
+    if dist == "bool":
+        return (torch.rand(shape, generator=gen, dtype=torch.float64) < 0.5).to(torch.float64)
+    if dist == "uniform":
+        low = -1.0 if recipe.low is None else recipe.low
+        high = 1.0 if recipe.high is None else recipe.high
+        values = torch.rand(shape, generator=gen, dtype=torch.float64) * (high - low) + low
+    elif dist == "positive":
+        low = 0.125 if recipe.low is None else recipe.low
+        high = 8.0 if recipe.high is None else recipe.high
+        values = torch.rand(shape, generator=gen, dtype=torch.float64) * (high - low) + low
+    else:  # normal, spd, diag_dominant
+        scale = 1.0 if recipe.high is None else recipe.high
+        values = torch.randn(shape, generator=gen, dtype=torch.float64) * scale
+    return values.clamp(lo_limit, hi_limit)
+
+
+def _well_conditioned(values: torch.Tensor, kind: str, torch_dtype) -> torch.Tensor:
+    """Make square matrices SPD (A A^H + n I) or diagonally dominant, computed in the
+    widest dtype of the class so the result is exactly representable after the cast."""
+    if values.numel() == 0 or torch_dtype == torch.bool or not (
+            torch_dtype.is_floating_point or torch_dtype.is_complex):
+        return values
+    wide = values.to(torch.complex128 if torch_dtype.is_complex else torch.float64)
+    n = wide.shape[-1]
+    eye = torch.eye(n, dtype=wide.dtype)
+    if kind == "spd":
+        wide = wide @ wide.mH / max(n, 1) + eye
+    else:
+        wide = wide + eye * (wide.abs().sum(-1, keepdim=True) + 1)
+    return wide.to(torch_dtype)
+
+
+# -- kwargs encoding --------------------------------------------------------------------
+@dataclass(frozen=True)
+class DtypeArg:
+    """A dtype passed as a keyword argument (e.g. ``sum(dtype=...)``), kept by name."""
+
+    name: str
+
+
+def resolve_kwargs(kwargs: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    return {k: dt.to_torch(v.name) if isinstance(v, DtypeArg) else v for k, v in kwargs}
+
+
+def _encode_value(v):
+    if isinstance(v, DtypeArg):
+        return {"dtype": v.name}
+    if isinstance(v, float) and not math.isfinite(v):
+        return {"float": repr(v)}
+    if isinstance(v, (list, tuple)):
+        return [_encode_value(x) for x in v]
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise TypeError(f"argument value {v!r} of type {type(v).__name__} cannot go into a case")
+
+
+def _decode_value(v):
+    if isinstance(v, dict):
+        if "dtype" in v:
+            return DtypeArg(dt.canonical(v["dtype"]))
+        if "float" in v:
+            return float(v["float"])
+        raise ValueError(f"unknown argument encoding {v!r}")
+    if isinstance(v, list):
+        return tuple(_decode_value(x) for x in v)
+    return v
+
+
+@dataclass(frozen=True)
+class Case:
+    """One op call: the op id, a recipe per input tensor and the other arguments."""
+
+    op: str
+    inputs: tuple[TensorRecipe, ...]
+    kwargs: tuple[tuple[str, Any], ...] = ()
+
+    def materialize(self, device: str | torch.device = "cpu") -> list[torch.Tensor]:
+        return [r.materialize(device) for r in self.inputs]
+
+    def kwargs_dict(self) -> dict[str, Any]:
+        return resolve_kwargs(self.kwargs)
+
+    def describe(self) -> str:
+        args = ", ".join(r.describe() for r in self.inputs)
+        kw = "".join(f", {k}={v.name if isinstance(v, DtypeArg) else v!r}" for k, v in self.kwargs)
+        return f"{self.op}({args}{kw})"
+
+    # -- JSON ---------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        return {
+            "format": CASE_FORMAT,
+            "op": self.op,
+            "inputs": [
+                {
+                    "shape": list(r.shape), "dtype": r.dtype,
+                    "layout": {"offset": r.layout.offset, "gaps": list(r.layout.gaps),
+                               "permutation": list(r.layout.permutation),
+                               "expanded": list(r.layout.expanded)},
+                    "values": {"distribution": r.values.distribution, "seed": r.values.seed,
+                               "low": r.values.low, "high": r.values.high,
+                               "specials": [[p, n] for p, n in r.values.specials]},
+                }
+                for r in self.inputs
+            ],
+            "kwargs": {k: _encode_value(v) for k, v in self.kwargs},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Case":
+        if not isinstance(data, dict):
+            raise ValueError("a case must be a JSON object")
+        version = data.get("format")
+        if version != CASE_FORMAT:
+            raise ValueError(f"case format {version!r} is not supported (this mpsfuzz reads format {CASE_FORMAT})")
+        try:
+            inputs = tuple(
+                TensorRecipe(
+                    shape=tuple(int(s) for s in r["shape"]),
+                    dtype=dt.canonical(r["dtype"]),
+                    layout=Layout(offset=int(r["layout"]["offset"]),
+                                  gaps=tuple(r["layout"]["gaps"]),
+                                  permutation=tuple(r["layout"]["permutation"]),
+                                  expanded=tuple(r["layout"]["expanded"])),
+                    values=ValueRecipe(distribution=r["values"]["distribution"],
+                                       seed=int(r["values"]["seed"]),
+                                       low=r["values"]["low"], high=r["values"]["high"],
+                                       specials=tuple((int(p), str(n)) for p, n in r["values"]["specials"])),
+                )
+                for r in data["inputs"]
+            )
+            kwargs = tuple(sorted((str(k), _decode_value(v)) for k, v in data["kwargs"].items()))
+            return cls(op=str(data["op"]), inputs=inputs, kwargs=kwargs)
+        except (KeyError, TypeError) as exc:
+            raise ValueError(f"malformed case: missing or bad field {exc}") from None

@@ -1,0 +1,173 @@
+"""Hypothesis strategies for awkward tensors and whole cases.
+
+Strategies are plural nouns with keyword-only ``min_*``/``max_*``/``allow_*`` arguments
+validated up front. Every choice is drawn so that Hypothesis shrinks towards the simple
+end (contiguous layout, no specials, low rank, small sides, the first dtype of the op's
+list), which makes the shrunk case show only what the bug needs.
+"""
+from __future__ import annotations
+
+import math
+
+from hypothesis import strategies as st
+
+from . import dtypes as dt
+from .catalogue import OpSpec, ShapeBudget
+from .recipes import (NONFINITE_SPECIALS, SPECIAL_NAMES, Case, Layout, TensorRecipe,
+                      ValueRecipe)
+
+FINITE_SPECIALS = tuple(n for n in SPECIAL_NAMES if n not in NONFINITE_SPECIALS)
+GAP_STEPS = (2, 3)
+MAX_OFFSET = 5
+
+
+def _check(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(message)
+
+
+def dtype_names(*, allowed=dt.ALL_DTYPE_NAMES) -> st.SearchStrategy[str]:
+    """Dtype names from ``allowed`` (group names such as "float" are expanded)."""
+    names = dt.expand_groups(allowed)
+    _check(bool(names), f"allowed={allowed!r} names no dtype")
+    return st.sampled_from(names)
+
+
+def layouts(shape: tuple[int, ...], *, allow_offset: bool = True, allow_gaps: bool = True,
+            allow_permutation: bool = True, allow_expand: bool = True,
+            awkward_ratio: float = 0.55) -> st.SearchStrategy[Layout]:
+    """Layouts for a tensor of ``shape``. ``awkward_ratio`` is the share of draws that get
+    at least one awkward feature; the rest are plain (the shrink target)."""
+    _check(0.0 <= awkward_ratio <= 1.0, f"awkward_ratio={awkward_ratio!r} must be in [0, 1]")
+    rank = len(shape)
+
+    @st.composite
+    def build(draw):
+        # 20 buckets: the low ones (where shrinking goes) are plain.
+        if draw(st.integers(0, 19)) < round(20 * (1 - awkward_ratio)):
+            return Layout()
+        features = []
+        if allow_permutation and rank >= 2:
+            features.append("permutation")
+        if allow_gaps and rank >= 1:
+            features.append("gaps")
+        if allow_expand and rank >= 1:
+            features.append("expand")
+        if allow_offset:
+            features.append("offset")
+        if not features:
+            return Layout()
+        chosen = draw(st.lists(st.sampled_from(features), min_size=1, max_size=len(features), unique=True))
+        offset = draw(st.integers(1, MAX_OFFSET)) if "offset" in chosen else 0
+        gaps: tuple[int, ...] = ()
+        if "gaps" in chosen:
+            steps = [draw(st.sampled_from((1,) + GAP_STEPS)) for _ in range(rank)]
+            if all(s == 1 for s in steps):
+                # Put the gap on a dim longer than 1 so the view really is gapped.
+                longer = [d for d, n in enumerate(shape) if n > 1] or [rank - 1]
+                steps[draw(st.sampled_from(longer))] = draw(st.sampled_from(GAP_STEPS))
+            gaps = tuple(steps)
+        permutation: tuple[int, ...] = ()
+        if "permutation" in chosen:
+            kinds = ["transpose", "random"] + (["channels_last"] if rank in (4, 5) else [])
+            kind = draw(st.sampled_from(kinds))
+            if kind == "transpose":
+                permutation = (*range(rank - 2), rank - 1, rank - 2)
+            elif kind == "channels_last":
+                permutation = (0, rank - 1, *range(1, rank - 1))
+            else:
+                permutation = tuple(draw(st.permutations(range(rank))))
+        expanded: tuple[int, ...] = ()
+        if "expand" in chosen:
+            candidates = [d for d, n in enumerate(shape) if n != 1] or list(range(rank))
+            expanded = tuple(sorted(draw(st.lists(st.sampled_from(candidates), min_size=1,
+                                                  max_size=min(2, len(candidates)), unique=True))))
+        return Layout(offset=offset, gaps=gaps, permutation=permutation, expanded=expanded)
+
+    return build()
+
+
+def _distributions_for(dtype_name: str) -> tuple[str, ...]:
+    if dtype_name == "bool":
+        return ("bool",)
+    if dtype_name in dt.INTEGRAL:
+        return ("small_int", "int_range")
+    return ("normal", "small_int", "uniform", "positive")
+
+
+def value_recipes(dtype_name: str, *, distribution: str | None = None,
+                  allow_specials: bool = True, allow_nonfinite: bool = True,
+                  max_specials: int = 3) -> st.SearchStrategy[ValueRecipe]:
+    """Value recipes for ``dtype_name``: a distribution, a seed and (sometimes) named
+    special values at chosen positions."""
+    _check(max_specials >= 0, f"max_specials={max_specials!r} must be >= 0")
+    dt.canonical(dtype_name)
+    names = SPECIAL_NAMES if allow_nonfinite else FINITE_SPECIALS
+    dists = (distribution,) if distribution else _distributions_for(dtype_name)
+
+    @st.composite
+    def build(draw):
+        dist = draw(st.sampled_from(dists))
+        seed = draw(st.integers(0, 2**32 - 1))
+        specials: tuple = ()
+        if allow_specials and max_specials and dtype_name != "bool" and draw(st.integers(0, 9)) >= 6:
+            specials = tuple(draw(st.lists(
+                st.tuples(st.integers(0, 2**16), st.sampled_from(names)),
+                min_size=1, max_size=max_specials)))
+        return ValueRecipe(distribution=dist, seed=seed, specials=specials)
+
+    return build()
+
+
+def tensor_recipes(shape: tuple[int, ...], dtype_name: str, *, distribution: str | None = None,
+                   allow_specials: bool = True, allow_nonfinite: bool = True,
+                   awkward_ratio: float = 0.55) -> st.SearchStrategy[TensorRecipe]:
+    """Recipes for one tensor of a given shape and dtype, with an awkward layout and
+    awkward values drawn independently."""
+    return st.builds(
+        TensorRecipe, st.just(tuple(shape)), st.just(dtype_name),
+        layouts(shape, awkward_ratio=awkward_ratio),
+        value_recipes(dtype_name, distribution=distribution, allow_specials=allow_specials,
+                      allow_nonfinite=allow_nonfinite))
+
+
+def cases(spec: OpSpec, *, min_rank: int = 0, max_rank: int = 8, max_side: int = 8,
+          max_numel: int = 4096, allow_empty: bool = True, awkward_ratio: float = 0.55,
+          mixed_dtype_ratio: float = 0.1) -> st.SearchStrategy[Case]:
+    """Whole cases for one op, honouring its declared dtypes, shapes, values and args."""
+    _check(0 <= min_rank <= max_rank, f"min_rank={min_rank!r} and max_rank={max_rank!r} must satisfy 0 <= min_rank <= max_rank")
+    _check(max_side >= 1, f"max_side={max_side!r} must be >= 1")
+    _check(max_numel >= 1, f"max_numel={max_numel!r} must be >= 1")
+    budget = ShapeBudget(min_rank=max(min_rank, spec.min_rank), max_rank=min(max_rank, spec.max_rank),
+                         max_side=max_side, allow_empty=allow_empty, max_numel=max_numel)
+
+    @st.composite
+    def build(draw):
+        shapes = spec.shapes(draw, budget)
+        main = draw(st.sampled_from(spec.dtypes))
+        n = len(shapes)
+        per_input = list(spec.input_dtypes) or [None] * n
+        values = list(spec.input_values) or [None] * n
+        names = []
+        for i in range(n):
+            allowed = per_input[i] if i < len(per_input) else None
+            name = draw(st.sampled_from(allowed)) if allowed else main
+            if (i > 0 and allowed is None and "mixed_dtypes_sometimes" in spec.semantics
+                    and draw(st.integers(0, 99)) >= round(100 * (1 - mixed_dtype_ratio))):
+                name = draw(st.sampled_from(spec.dtypes))
+            names.append(name)
+        inputs = tuple(
+            draw(tensor_recipes(shapes[i], names[i],
+                                distribution=values[i] if i < len(values) else None,
+                                allow_specials=spec.allow_specials,
+                                allow_nonfinite=spec.allow_nonfinite,
+                                awkward_ratio=awkward_ratio))
+            for i in range(n))
+        kwargs = spec.args(draw, tuple(shapes), tuple(names)) if spec.args else {}
+        return Case(op=spec.name, inputs=inputs, kwargs=tuple(sorted(kwargs.items())))
+
+    return build()
+
+
+def numel_of(shape) -> int:
+    return math.prod(shape)

@@ -1,0 +1,216 @@
+"""Persistent worker processes: cases never run in the process that drives Hypothesis.
+
+Workers are forked from a multiprocessing *forkserver* that has torch and mpsfuzz
+imported once (a zygote), so a replacement after a crash starts in milliseconds instead
+of re-importing torch. The device is first touched in the child, after the fork.
+Each worker's stdout/stderr go to a log file so that a crash finding can quote the last
+lines (faulthandler writes the Python stack there on a fatal signal).
+
+Before a case is sent, it is written to an in-flight file on disk, so a crash of the
+worker, or of anything else, loses nothing.
+"""
+from __future__ import annotations
+
+import faulthandler
+import json
+import multiprocessing
+import os
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from ..oracles.process import ProcessEvent
+
+STARTUP_TIMEOUT_S = 180.0
+_ENV_PREFIXES = ("MPSFUZZ_", "PYTORCH_", "TORCH", "CUDA_")
+
+
+def _context():
+    method = os.environ.get("MPSFUZZ_START_METHOD") or (
+        "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["torch", "mpsfuzz.fuzzer.preload"])
+    return ctx
+
+
+def _worker_main(conn, target_spec: str, log_path: str, env: dict) -> None:
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    faulthandler.enable()
+    os.environ.update(env)
+    from ..targets import TargetError, load_target
+    from .executor import execute
+    from .recipes import Case
+    try:
+        target = load_target(target_spec)
+    except TargetError as exc:
+        conn.send(("target-error", str(exc)))
+        return
+    except Exception as exc:  # a third-party target failing to construct
+        conn.send(("target-error", f"--target {target_spec!r}: {type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready", target.name, str(target.device)))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "stop":
+            return
+        _, case_json, oracle_names = message
+        try:
+            result = execute(Case.from_json(case_json), target, oracle_names)
+            conn.send(("result", result))
+        except Exception:
+            conn.send(("internal", traceback.format_exc(limit=8)))
+
+
+class WorkerStartError(RuntimeError):
+    pass
+
+
+class Worker:
+    """One worker process with a target loaded; restarted by :class:`WorkerPool`."""
+
+    def __init__(self, target_spec: str, workdir: Path, index: int = 0):
+        ctx = _context()
+        self.log_path = workdir / f"worker-{os.getpid()}-{index}.log"
+        env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
+        self.conn, child = ctx.Pipe()
+        self.process = ctx.Process(target=_worker_main, args=(child, target_spec, str(self.log_path), env),
+                                   daemon=True)
+        self.process.start()
+        child.close()
+        if not self.conn.poll(STARTUP_TIMEOUT_S):
+            self.kill()
+            raise WorkerStartError(f"worker for target {target_spec!r} did not start within {STARTUP_TIMEOUT_S:g}s")
+        try:
+            reply = self.conn.recv()
+        except EOFError:
+            self.process.join(5)
+            raise WorkerStartError(f"worker for target {target_spec!r} died while starting "
+                                   f"({self.process.exitcode}): {self.stderr_tail().strip()[-300:]}") from None
+        if reply[0] == "target-error":
+            self.kill()
+            from ..targets import TargetError
+            raise TargetError(reply[1])
+        _, self.target_name, self.device = reply
+
+    def stderr_tail(self, max_lines: int = 40) -> str:
+        """The worker's last words: faulthandler's dump if it wrote one, else the last lines."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 256_000))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        start = text.rfind("Fatal Python error")
+        lines = (text[start:] if start >= 0 else text).splitlines()
+        return "\n".join(lines[:max_lines] if start >= 0 else lines[-max_lines:])
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+        self.conn.close()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(("stop",))
+        except (OSError, BrokenPipeError):
+            pass
+        self.process.join(2)
+        if self.process.is_alive():
+            self.kill()
+        try:
+            os.unlink(self.log_path)
+        except OSError:
+            pass
+
+
+class WorkerPool:
+    """Runs cases in a persistent worker, replacing it when it dies or hangs."""
+
+    def __init__(self, target_spec: str, *, timeout_s: float = 20.0, inflight_dir: Path | None = None):
+        self.target_spec = target_spec
+        self.timeout_s = timeout_s
+        self._tmp = tempfile.TemporaryDirectory(prefix="mpsfuzz-workers-")
+        self.workdir = Path(self._tmp.name)
+        self.inflight_path = (Path(inflight_dir) / f"inflight-{os.getpid()}.json") if inflight_dir else None
+        self.restarts = 0
+        self._worker: Worker | None = None
+        self._started = 0
+        self._ensure()
+        self.target_name = self._worker.target_name
+        self.device = self._worker.device
+
+    def _ensure(self) -> Worker:
+        if self._worker is None:
+            self._worker = Worker(self.target_spec, self.workdir, self._started)
+            self._started += 1
+        return self._worker
+
+    def _write_inflight(self, case_json: dict) -> None:
+        if self.inflight_path is None:
+            return
+        self.inflight_path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.inflight_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"case": case_json, "target": self.target_spec, "started": time.time()}))
+        os.replace(tmp, self.inflight_path)
+
+    def run(self, case_json: dict, oracle_names, op: str, timeout_s: float | None = None):
+        """A result dict from the worker, or a :class:`ProcessEvent` if it died or hung."""
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        worker = self._ensure()
+        self._write_inflight(case_json)
+        try:
+            worker.conn.send(("case", case_json, list(oracle_names)))
+            if worker.conn.poll(timeout):
+                kind, payload = worker.conn.recv()
+                if kind == "internal":
+                    return {"internal_error": payload, "valid": False, "unsupported": False, "failures": []}
+                return payload
+            event = ProcessEvent(op=op, target_name=self.target_name, kind="timeout", timeout_s=timeout)
+            worker.kill()
+        except (EOFError, OSError, BrokenPipeError):
+            worker.process.join(5)
+            event = ProcessEvent(op=op, target_name=self.target_name, kind="died",
+                                 returncode=worker.process.exitcode, stderr_tail=worker.stderr_tail())
+            worker.kill()
+        self._worker = None
+        self.restarts += 1
+        return event
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+        if self.inflight_path is not None:
+            try:
+                os.unlink(self.inflight_path)
+            except OSError:
+                pass
+        self._tmp.cleanup()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _main() -> None:  # pragma: no cover - debugging aid: run one case file in-process
+    from ..targets import load_target
+    from .executor import execute
+    from .recipes import Case
+    case = Case.from_json(json.load(open(sys.argv[1])))
+    print(json.dumps(execute(case, load_target(sys.argv[2]), ("values", "errors")), indent=2))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _main()

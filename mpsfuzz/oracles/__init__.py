@@ -1,0 +1,75 @@
+"""Oracles: plain check functions in one registry, enabled by name (``--oracles``).
+
+A check returns ``None`` (pass) or a :class:`Failure` with a title, a severity and an
+explicit deduplication key. ``case`` checks run inside the worker on an
+:class:`~mpsfuzz.oracles.observation.Observation` (both sides' outputs or errors);
+``process`` checks run in the supervisor when a worker dies or stops answering.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class Failure:
+    oracle: str
+    kind: str              # e.g. wrong-values, dut-raises, ref-raises, crash, hang
+    title: str             # one line, upstream style
+    message: str           # full detail (assert_close layout for values)
+    severity: str          # critical (crash/hang), high (silent wrong values), medium
+    dedup_key: tuple[str, ...] = ()
+    details: dict = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"oracle": self.oracle, "kind": self.kind, "title": self.title,
+                "message": self.message, "severity": self.severity,
+                "dedup_key": list(self.dedup_key), "details": self.details}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Failure":
+        return cls(oracle=d["oracle"], kind=d["kind"], title=d["title"], message=d["message"],
+                   severity=d["severity"], dedup_key=tuple(d.get("dedup_key", ())),
+                   details=dict(d.get("details", {})))
+
+
+@dataclass(frozen=True)
+class Oracle:
+    name: str
+    stage: str             # "case" (in the worker) or "process" (in the supervisor)
+    check: Callable
+    doc: str
+
+
+ORACLES: dict[str, Oracle] = {}
+
+
+def oracle(name: str, *, stage: str, doc: str):
+    def register(fn):
+        ORACLES[name] = Oracle(name, stage, fn, doc)
+        return fn
+    return register
+
+
+def _load() -> None:
+    from . import errors, process, values  # noqa: F401  (they register)
+
+
+def all_oracles() -> dict[str, Oracle]:
+    _load()
+    return dict(ORACLES)
+
+
+DEFAULT = ("values", "errors", "crash", "hang")
+
+
+def select(names: str | None) -> tuple[str, ...]:
+    known = all_oracles()
+    if not names:
+        return DEFAULT
+    chosen = tuple(n.strip() for n in names.split(",") if n.strip())
+    unknown = [n for n in chosen if n not in known]
+    if unknown or not chosen:
+        raise ValueError(f"--oracles: unknown oracle {', '.join(unknown) or '(empty)'}; "
+                         f"available: {', '.join(sorted(known))}")
+    return chosen

@@ -1,0 +1,76 @@
+"""``crash`` and ``hang``: the worker process died, or did not answer in time.
+
+These run in the supervisor, which sees a :class:`ProcessEvent` instead of outputs.
+Crashes key on the signal plus the cleaned last lines of stderr (ClusterFuzz style);
+hangs key on the op alone.
+"""
+from __future__ import annotations
+
+import re
+import signal
+from dataclasses import dataclass
+
+from . import Failure, oracle
+
+_NOISE = re.compile(r"0x[0-9a-fA-F]+|\b\d+\b|/[^\s:]+/")
+
+
+@dataclass(frozen=True)
+class ProcessEvent:
+    op: str
+    target_name: str
+    kind: str                # "died" or "timeout"
+    returncode: int | None = None
+    stderr_tail: str = ""
+    timeout_s: float = 0.0
+
+
+def signal_name(returncode: int | None) -> str:
+    if returncode is None:
+        return "unknown"
+    if returncode < 0:
+        try:
+            return signal.Signals(-returncode).name
+        except ValueError:
+            return f"signal {-returncode}"
+    return f"exit {returncode}"
+
+
+_FRAME = re.compile(r'File "(?:.*/)?([^/"]+)", line \d+ in (\S+)')
+
+
+def clean_frames(stderr_tail: str, keep: int = 3) -> tuple[str, ...]:
+    """The top frames of a crash, cleaned: ``file.py:function`` from faulthandler's
+    dump (most recent call first) when there is one, else the last stderr lines with
+    addresses, numbers and paths masked."""
+    frames = [f"{m.group(1)}:{m.group(2)}" for m in _FRAME.finditer(stderr_tail)]
+    if frames:
+        return tuple(frames[:keep])
+    lines = [ln.strip() for ln in stderr_tail.splitlines() if ln.strip()]
+    lines = [ln for ln in lines if not ln.startswith(("Fatal Python error", "Current thread",
+                                                      "Thread 0x", "Extension modules"))]
+    return tuple(_NOISE.sub("N", ln)[:120] for ln in lines[-keep:])
+
+
+@oracle("crash", stage="process", doc="the worker process died (abort, segfault, ...)")
+def check_crash(event: ProcessEvent) -> Failure | None:
+    if event.kind != "died":
+        return None
+    sig = signal_name(event.returncode)
+    return Failure(
+        oracle="crash", kind="crash", severity="critical",
+        title=f"`{event.op}` crashes the process on {event.target_name} ({sig})",
+        message=f"worker died with {sig}; last stderr lines:\n{event.stderr_tail.strip() or '(none)'}",
+        dedup_key=("crash", sig, *clean_frames(event.stderr_tail, keep=2)),
+        details={"signal": sig, "returncode": event.returncode})
+
+
+@oracle("hang", stage="process", doc="the worker did not answer within the per-case timeout")
+def check_hang(event: ProcessEvent) -> Failure | None:
+    if event.kind != "timeout":
+        return None
+    return Failure(
+        oracle="hang", kind="hang", severity="critical",
+        title=f"`{event.op}` hangs on {event.target_name} (no answer in {event.timeout_s:g}s)",
+        message=f"the worker did not answer within {event.timeout_s:g}s and was killed",
+        dedup_key=("hang", event.target_name))

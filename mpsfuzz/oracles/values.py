@@ -1,0 +1,122 @@
+"""``values``: the DUT's outputs against the CPU reference.
+
+Attributes first (structure, shape, dtype), then values with tolerances from the one
+table in :mod:`.tolerances`; NaN positions must agree and infinities must agree in
+sign. Mismatch messages follow ``torch.testing.assert_close``'s familiar layout.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..fuzzer.dtypes import name_of
+from . import Failure, oracle
+from .observation import Observation, Raised
+from .tolerances import tolerance
+
+
+def flatten_outputs(out) -> list:
+    """Tensors and scalars of an op's result in a stable order (tuples, namedtuples and
+    lists are walked depth first; Python scalars become 0-d tensors)."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [leaf for item in out for leaf in flatten_outputs(item)]
+    if isinstance(out, (bool, int, float, complex)):
+        return [torch.tensor(out)]
+    if out is None:
+        return [None]
+    return [out]
+
+
+def _index(flat_index: int, shape) -> tuple[int, ...]:
+    out = []
+    for size in reversed(shape):
+        out.append(flat_index % size if size else 0)
+        flat_index = flat_index // size if size else 0
+    return tuple(reversed(out))
+
+
+def compare_tensors(actual: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -> str | None:
+    """None when close, else an assert_close-style description of the mismatch."""
+    if actual.shape != expected.shape:
+        return f"The values for attribute 'shape' do not match: {tuple(actual.shape)} != {tuple(expected.shape)}."
+    if actual.dtype != expected.dtype:
+        return f"The values for attribute 'dtype' do not match: {actual.dtype} != {expected.dtype}."
+    if actual.numel() == 0:
+        return None
+    exact = not (expected.is_floating_point() or expected.is_complex())
+    wide = torch.complex128 if expected.is_complex() else (torch.float64 if not exact else None)
+    if exact:
+        bad = (actual != expected).reshape(-1)
+        a64, e64 = actual.reshape(-1).to(torch.float64), expected.reshape(-1).to(torch.float64)
+        abs_diff = (a64 - e64).abs()
+        rel_diff = torch.where(abs_diff == 0, 0.0, abs_diff / e64.abs())
+    else:
+        a, e = actual.to(wide).reshape(-1), expected.to(wide).reshape(-1)
+        nan_a, nan_e = torch.isnan(a), torch.isnan(e)
+        inf_a, inf_e = torch.isinf(a), torch.isinf(e)
+        finite = ~(nan_a | nan_e | inf_a | inf_e)
+        abs_diff = torch.where(finite, (a - e).abs(), torch.zeros((), dtype=torch.float64))
+        rel_diff = torch.where(abs_diff == 0, 0.0, abs_diff / e.abs())
+        close = abs_diff <= atol + rtol * e.abs()
+        same_special = (nan_a & nan_e) | ((inf_a | inf_e) & (a == e))
+        bad = torch.where(finite, ~close, ~same_special)
+        # A NaN or inf on one side only counts as an infinitely large difference.
+        abs_diff = torch.where(finite, abs_diff, bad.to(torch.float64) * math.inf)
+        rel_diff = torch.where(finite, rel_diff, bad.to(torch.float64) * math.inf)
+    n_bad = int(bad.sum())
+    if n_bad == 0:
+        return None
+    total = expected.numel()
+    i_abs = int(torch.argmax(torch.where(bad, abs_diff, torch.zeros_like(abs_diff))))
+    i_rel = int(torch.argmax(torch.where(bad, rel_diff, torch.zeros_like(rel_diff))))
+    head = "Tensor-likes are not equal!" if exact else "Tensor-likes are not close!"
+    lines = [head, "", f"Mismatched elements: {n_bad} / {total} ({100.0 * n_bad / total:.1f}%)",
+             f"Greatest absolute difference: {float(abs_diff[i_abs]):.6g} at index {_index(i_abs, expected.shape)} (up to {atol:g} allowed)",
+             f"Greatest relative difference: {float(rel_diff[i_rel]):.6g} at index {_index(i_rel, expected.shape)} (up to {rtol:g} allowed)"]
+    if not exact:
+        nan_only = int((torch.isnan(actual.to(wide).reshape(-1)) != torch.isnan(expected.to(wide).reshape(-1))).sum())
+        if nan_only:
+            lines.append(f"NaN on one side only at {nan_only} position(s).")
+    flat_a, flat_e = actual.reshape(-1), expected.reshape(-1)
+    lines.append(f"First mismatch at index {_index(int(torch.nonzero(bad)[0]), expected.shape)}: "
+                 f"actual {flat_a[int(torch.nonzero(bad)[0])].item()!r}, expected {flat_e[int(torch.nonzero(bad)[0])].item()!r}")
+    return "\n".join(lines)
+
+
+@oracle("values", stage="case", doc="DUT outputs equal the CPU reference within the dtype's tolerance")
+def check_values(obs: Observation) -> Failure | None:
+    if isinstance(obs.dut, Raised) or isinstance(obs.ref, Raised):
+        return None
+    actual, expected = flatten_outputs(obs.dut), flatten_outputs(obs.ref)
+    op, target = obs.spec.name, obs.target_name
+
+    def failure(kind: str, message: str, what: str) -> Failure:
+        return Failure(oracle="values", kind=kind, severity="high",
+                       title=f"`{op}` returns {what} on {target}", message=message,
+                       dedup_key=(kind,))
+
+    if len(actual) != len(expected):
+        return failure("wrong-structure", f"{target} returned {len(actual)} outputs, CPU {len(expected)}",
+                       "a different number of outputs")
+    for i, (a, e) in enumerate(zip(actual, expected)):
+        if a is None or e is None:
+            if (a is None) != (e is None):
+                return failure("wrong-structure", f"output {i}: {a!r} vs {e!r}", "a different output structure")
+            continue
+        rtol, atol = tolerance(name_of(e.dtype), rtol_scale=obs.spec.rtol_scale,
+                               atol_scale=obs.spec.atol_scale, widened=obs.ref_widened)
+        problem = compare_tensors(a, e, rtol, atol)
+        if problem is None:
+            continue
+        prefix = f"output {i}: " if len(expected) > 1 else ""
+        note = ("\n(the CPU reference was computed in a wider dtype and cast back; tolerance widened)"
+                if obs.ref_widened else "")
+        if "attribute 'shape'" in problem:
+            return failure("wrong-shape", prefix + problem, "a wrongly shaped result")
+        if "attribute 'dtype'" in problem:
+            return failure("wrong-dtype", prefix + problem, "a result of the wrong dtype")
+        return failure("wrong-values", prefix + problem + note, "wrong values")
+    return None

@@ -1,0 +1,1 @@
+"""Writers that turn engine events and findings into terminal output."""

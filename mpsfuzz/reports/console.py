@@ -1,0 +1,127 @@
+"""Terminal output for `mpsfuzz run`: live progress and the closing summary (rich)."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded,
+                      Notice, Stats)
+
+NON_TTY_EVERY_S = 15.0
+
+
+class ConsoleReporter:
+    """Consumes engine events. On a terminal a live status line; elsewhere (CI logs) a
+    plain progress line every few seconds."""
+
+    def __init__(self, console: Console | None = None, *, live: bool | None = None):
+        self.console = console or Console()
+        self.live_enabled = self.console.is_terminal if live is None else live
+        self._live: Live | None = None
+        self._start = time.monotonic()
+        self._last_print = 0.0
+        self._cases = self._valid = self._unsupported = self._findings = 0
+        self._op = ""
+        self._shrinking = False
+
+    def __call__(self, event) -> None:
+        if isinstance(event, CampaignStarted):
+            self._start = time.monotonic()
+            bounds = []
+            if event.budget_s is not None:
+                bounds.append(f"budget {event.budget_s:g}s")
+            if event.max_cases is not None:
+                bounds.append(f"max {event.max_cases} cases")
+            self.console.print(f"  {len(event.ops)} op(s), oracles {', '.join(event.oracles)}, "
+                               f"seed {event.seed}{', ' + ', '.join(bounds) if bounds else ''}",
+                               highlight=False)
+            if self.live_enabled:
+                self._live = Live(self._status(), console=self.console, refresh_per_second=4, transient=True)
+                self._live.start()
+        elif isinstance(event, CaseFinished):
+            self._cases += 1
+            self._valid += event.valid
+            self._unsupported += event.unsupported
+            self._op, self._shrinking = event.op, event.shrinking
+            self._refresh()
+        elif isinstance(event, FindingRecorded):
+            self._findings += event.new
+            f = event.finding
+            label = "new" if event.new else "known"
+            self._print(Text.assemble(("  finding ", "bold red" if event.new else "yellow"),
+                                      (f"[{label}] ", ""), (f.title, ""), (f"  -> {event.path}", "dim")))
+        elif isinstance(event, Notice):
+            self._print(Text(f"  note: {event.message}", style="dim"))
+        elif isinstance(event, CampaignFinished):
+            if self._live is not None:
+                self._live.stop()
+                self._live = None
+            self.summary(event)
+
+    def _print(self, renderable) -> None:
+        (self._live.console if self._live else self.console).print(renderable, highlight=False)
+
+    def _status(self) -> Text:
+        elapsed = max(time.monotonic() - self._start, 1e-9)
+        valid = 100.0 * self._valid / self._cases if self._cases else 0.0
+        return Text(f"cases {self._cases} | {self._cases / elapsed:.1f}/s | valid {valid:.0f}% | "
+                    f"unsupported {self._unsupported} | findings {self._findings} | "
+                    f"{self._op}{' (shrinking)' if self._shrinking else ''}")
+
+    def _refresh(self) -> None:
+        if self._live is not None:
+            self._live.update(self._status())
+        elif time.monotonic() - self._last_print >= NON_TTY_EVERY_S:
+            self._last_print = time.monotonic()
+            self.console.print(self._status(), highlight=False)
+
+    def summary(self, event: CampaignFinished) -> None:
+        s: Stats = event.stats
+        self.console.print(
+            f"done ({event.stopped_because}): {s.cases} cases in {s.elapsed_s:.1f}s "
+            f"({s.cases_per_s:.1f}/s), valid {100 * s.valid_ratio:.0f}%, unsupported {s.unsupported}, "
+            f"worker restarts {s.restarts}, new findings {s.new_findings}, "
+            f"sightings of known findings {s.known_sightings}", highlight=False)
+        if s.internal_errors:
+            self.console.print(f"[yellow]{s.internal_errors} case(s) hit an internal mpsfuzz error (see notes above)[/]")
+        if s.unsupported_messages:
+            table = Table(title="unsupported on the target (not bugs)", show_lines=False)
+            table.add_column("op")
+            table.add_column("count", justify="right")
+            table.add_column("message")
+            for (op, msg), n in sorted(s.unsupported_messages.items(), key=lambda kv: -kv[1])[:10]:
+                table.add_row(op, str(n), msg)
+            self.console.print(table)
+        if event.findings:
+            self.console.print(findings_table([(f, p, new) for f, p, new in event.findings]))
+        else:
+            self.console.print("no findings")
+
+
+def findings_table(rows, title: str = "findings") -> Table:
+    table = Table(title=title)
+    for column in ("op", "oracle", "dtype", "layout", "message", "corpus file"):
+        table.add_column(column, overflow="fold")
+    for finding, path, new in rows:
+        trig = finding.to_json()["trigger"]
+        first = (finding.failure.message.strip().splitlines() or [""])
+        line = next((ln for ln in first if ln.startswith(("Mismatched", "worker", "The values"))), first[0])
+        table.add_row(finding.op, finding.oracle + ("" if new else " (known)"), ",".join(trig["dtypes"]),
+                      ",".join(trig["layouts"]), line[:100], Path(path).name)
+    return table
+
+
+def replay_table(results) -> Table:
+    table = Table(title="replay")
+    for column in ("status", "op", "oracle", "finding", "detail"):
+        table.add_column(column, overflow="fold")
+    styles = {"still fails": "red", "passes now": "green", "fails differently": "yellow"}
+    for r in results:
+        table.add_row(Text(r.status, style=styles.get(r.status, "dim")), r.finding.op, r.finding.oracle,
+                      str(r.path), r.detail[:120])
+    return table

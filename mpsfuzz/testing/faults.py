@@ -1,0 +1,500 @@
+"""A fault-injecting CPU target that emulates historical MPS bugs.
+
+There is no Mac in CI, so the fuzzer's oracles are proved against this target: it runs
+every op on eager CPU under a :class:`~torch.utils._python_dispatch.TorchDispatchMode`
+that misbehaves when a watched aten op is called with arguments that meet a fault's
+trigger condition. The faults are modelled on bugs fixed in PyTorch releases (see the MPS
+release notes): wrong results on non-contiguous inputs, crashes on mixed dtypes, hangs,
+leaks, and so on. The fuzzer knows nothing of them; it has to find them by generating
+the trigger.
+
+Load it in the fuzzer's workers with ``--target mpsfuzz.testing.faults:target``; the
+environment variable ``MPSFUZZ_FAULTS`` picks the faults (unset: all of them; ``""`` or
+``none``: none, i.e. a clean target that runs the same dispatch mode; otherwise a comma
+separated list of names from :data:`FAULTS`).
+
+Effects:
+
+``corrupt``
+    compute the real result, then change the first element (in flat, logical order) of
+    every output tensor with elements, deterministically and well beyond any tolerance.
+``raise``
+    ``RuntimeError(message)``, like an MPSGraph or kernel error.
+``unsupported``
+    ``NotImplementedError('"<op>_mps" not implemented for '<Dtype>'')``, which the fuzzer
+    must classify as an unsupported combination, not a bug.
+``abort`` / ``segfault``
+    kill the process with SIGABRT / SIGSEGV.
+``hang``
+    never return.
+``leak``
+    compute the real result and keep 1 MiB alive per call.
+
+Only top-level calls reach the mode: calls that a kernel makes internally do not, while a
+CompositeImplicit op (e.g. ``torch.linalg.lu_factor``) is seen as the ops it decomposes
+into (``aten::linalg_lu_factor_ex``).
+"""
+from __future__ import annotations
+
+import functools
+import math
+import os
+import signal
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak")
+
+# What torch's C++ error messages call each dtype ("not implemented for 'Long'").
+_CPP_DTYPE_NAMES = {
+    torch.float16: "Half", torch.bfloat16: "BFloat16", torch.float32: "Float",
+    torch.float64: "Double", torch.complex32: "ComplexHalf", torch.complex64: "ComplexFloat",
+    torch.complex128: "ComplexDouble", torch.int8: "Char", torch.int16: "Short",
+    torch.int32: "Int", torch.int64: "Long", torch.uint8: "Byte", torch.uint16: "UInt16",
+    torch.uint32: "UInt32", torch.uint64: "UInt64", torch.bool: "Bool",
+}
+
+# Where eager CPU has no kernel for a low-precision dtype, a corrupting or leaking fault
+# computes the "real" result in this wider dtype and casts it back (as MPS would have
+# produced a result of the narrow dtype).
+_WIDER = {torch.float16: torch.float32, torch.bfloat16: torch.float32,
+          torch.complex32: torch.complex64}
+
+LEAK_CHUNK_BYTES = 1 << 20
+# Tensors kept alive by ``leak`` faults (module level: it is process memory that leaks).
+_LEAKED: list[torch.Tensor] = []
+
+Trigger = Callable[[Any, tuple, dict], bool]
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A misbehaviour of one or more aten ops under a condition on their arguments.
+
+    ``ops`` holds op names: ``"aten::triu"`` matches every overload of ``aten::triu``
+    (not the in-place ``aten::triu_``), ``"aten::add.Tensor"`` exactly that overload
+    (``"aten::sqrt.default"`` the default one). ``OpOverloadPacket``/``OpOverload``
+    objects are also accepted. ``when(func, args, kwargs)`` sees the arguments as they
+    arrive at dispatch. ``outputs`` restricts a ``corrupt`` fault to those output
+    indices (None: every output tensor).
+    """
+
+    name: str
+    emulates: str
+    ops: tuple
+    when: Trigger
+    effect: str
+    message: str = ""
+    outputs: tuple[int, ...] | None = None
+
+    def __post_init__(self):
+        if self.effect not in EFFECTS:
+            raise ValueError(f"fault {self.name!r}: unknown effect {self.effect!r}; "
+                             f"expected one of {', '.join(EFFECTS)}")
+        if isinstance(self.ops, (str, bytes)):
+            raise TypeError(f"fault {self.name!r}: ops must be a tuple of op names")
+
+    def matches(self, func) -> bool:
+        return any(_op_matches(op, func) for op in self.ops)
+
+    def triggered(self, func, args: tuple, kwargs: dict) -> bool:
+        """Whether this fault fires for this call. A trigger that cannot evaluate the
+        arguments (an unexpected argument kind) does not fire."""
+        if not self.matches(func):
+            return False
+        try:
+            return bool(self.when(func, args, kwargs))
+        except Exception:
+            return False
+
+    def apply(self, func, args: tuple, kwargs: dict):
+        """Misbehave for this call (the mode is not active here)."""
+        effect = self.effect
+        if effect == "corrupt":
+            return _corrupt(func, _real_result(func, args, kwargs), self.outputs)
+        if effect == "leak":
+            out = _real_result(func, args, kwargs)
+            _LEAKED.append(torch.ones(LEAK_CHUNK_BYTES, dtype=torch.uint8))
+            return out
+        if effect == "raise":
+            raise RuntimeError(self.message or f"{_op_name(func)}: internal error")
+        if effect == "unsupported":
+            template = self.message or '"{op}_mps" not implemented for \'{dtype}\''
+            first = _first_tensor(args, kwargs)
+            dtype = _CPP_DTYPE_NAMES.get(first.dtype, str(first.dtype)) if first is not None else "?"
+            raise NotImplementedError(template.format(op=_op_name(func), dtype=dtype))
+        _flush()
+        if effect == "abort":
+            os.abort()
+        if effect == "segfault":
+            os.kill(os.getpid(), signal.SIGSEGV)
+            time.sleep(5)  # the signal is delivered asynchronously to some thread
+            os.abort()     # a handler swallowed it: still die
+        if effect == "hang":
+            while True:
+                time.sleep(1)
+        raise AssertionError(f"unhandled effect {effect!r}")
+
+
+# --- matching ------------------------------------------------------------------------
+
+def _schema_names(func) -> tuple[str, str]:
+    schema = func._schema
+    return schema.name, f"{schema.name}.{schema.overload_name or 'default'}"
+
+
+def _op_matches(op, func) -> bool:
+    if isinstance(op, str):
+        base, full = _schema_names(func)
+        name = op if "::" in op else f"aten::{op}"
+        return name == (full if "." in name.split("::", 1)[1] else base)
+    return op is func or op is getattr(func, "overloadpacket", None)
+
+
+def _op_name(func) -> str:
+    return func._schema.name.split("::", 1)[-1]
+
+
+# --- argument helpers for triggers ----------------------------------------------------
+
+def _tensors(args, kwargs) -> list[torch.Tensor]:
+    leaves, _ = tree_flatten((args, kwargs))
+    return [x for x in leaves if isinstance(x, torch.Tensor)]
+
+
+def _first_tensor(args, kwargs) -> torch.Tensor | None:
+    found = _tensors(args, kwargs)
+    return found[0] if found else None
+
+
+def _arg(func, args, kwargs, index: int):
+    """The argument at schema position ``index``, passed positionally or by name."""
+    if index < len(args):
+        return args[index]
+    arguments = func._schema.arguments
+    if index < len(arguments):
+        return kwargs.get(arguments[index].name)
+    return None
+
+
+def _input(func, args, kwargs) -> torch.Tensor:
+    first = _arg(func, args, kwargs, 0)
+    if not isinstance(first, torch.Tensor):
+        raise TypeError("first argument is not a tensor")
+    return first
+
+
+def _any_noncontiguous(func, args, kwargs) -> bool:
+    return any(not t.is_contiguous() for t in _tensors(args, kwargs))
+
+
+def _input_dim_above(n: int, func, args, kwargs) -> bool:
+    return _input(func, args, kwargs).dim() > n
+
+
+def _input_dtype_is(dtype: torch.dtype, func, args, kwargs) -> bool:
+    return _input(func, args, kwargs).dtype == dtype
+
+
+# Triggers are module-level functions or partials of them, so that faults pickle.
+def _dim_above(n: int) -> Trigger:
+    return functools.partial(_input_dim_above, n)
+
+
+def _dtype_is(dtype: torch.dtype) -> Trigger:
+    return functools.partial(_input_dtype_is, dtype)
+
+
+def _alpha_not_one(func, args, kwargs) -> bool:
+    return "alpha" in kwargs and kwargs["alpha"] != 1
+
+
+def _is_empty(func, args, kwargs) -> bool:
+    return _input(func, args, kwargs).numel() == 0
+
+
+def _second_is_0d_first_not(func, args, kwargs) -> bool:
+    a, b = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)
+            and b.dim() == 0 and a.dim() != 0)
+
+
+def _dtypes_differ(func, args, kwargs) -> bool:
+    a, b = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    return a.dtype != b.dtype
+
+
+def _always(func, args, kwargs) -> bool:
+    return True
+
+
+def _input_noncontiguous(func, args, kwargs) -> bool:
+    return not _input(func, args, kwargs).is_contiguous()
+
+
+def _storage_offset(func, args, kwargs) -> bool:
+    return _input(func, args, kwargs).storage_offset() > 0
+
+
+def _has_negative(func, args, kwargs) -> bool:
+    x = _input(func, args, kwargs)
+    return x.numel() > 0 and not x.is_complex() and bool((x < 0).any())
+
+
+def _where_operand_inf(func, args, kwargs) -> bool:
+    # where.self(Tensor condition, Tensor self, Tensor other)
+    for index in (1, 2):
+        t = _arg(func, args, kwargs, index)
+        if isinstance(t, torch.Tensor) and t.numel() > 0 and bool(torch.isinf(t).any()):
+            return True
+    return False
+
+
+# --- effects -----------------------------------------------------------------------
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+
+
+def _real_result(func, args, kwargs):
+    """The op's real result; where CPU lacks a kernel for a low-precision dtype (e.g.
+    sqrt of complex32), computed in the wider dtype and cast back."""
+    try:
+        return func(*args, **kwargs)
+    except NotImplementedError:
+        narrow = {t.dtype for t in _tensors(args, kwargs) if t.dtype in _WIDER}
+        if func._schema.is_mutable or len(narrow) != 1:
+            raise
+        (low,) = narrow
+        wide = _WIDER[low]
+
+        def up(x):
+            return x.to(wide) if isinstance(x, torch.Tensor) and x.dtype == low else x
+
+        def down(x):
+            return x.to(low) if isinstance(x, torch.Tensor) and x.dtype == wide else x
+
+        wide_args, wide_kwargs = tree_map(up, (tuple(args), dict(kwargs)))
+        return tree_map(down, func(*wide_args, **wide_kwargs))
+
+
+def _same(a, b) -> bool:
+    if isinstance(a, complex) or isinstance(b, complex):
+        a, b = complex(a), complex(b)
+        return _same(a.real, b.real) and _same(a.imag, b.imag)
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def _float_candidates(x: float) -> list[float]:
+    if math.isnan(x):
+        return [0.0, 1.0]
+    if abs(x) < 1:
+        return [x + 1.0, x - 1.0, 3.0]
+    return [-2.0 * x, 0.0]  # also inf -> -inf, and huge -> -inf by overflow
+
+
+_REAL_OF_COMPLEX = {torch.complex32: torch.float16, torch.complex64: torch.float32,
+                    torch.complex128: torch.float64}
+
+
+def _saturate(x: float, top: float) -> float:
+    """x, or an infinity of its sign where it overflows the dtype (fill_ refuses those)."""
+    return math.copysign(math.inf, x) if math.isfinite(x) and abs(x) > top else x
+
+
+def _corrupt_first(t: torch.Tensor) -> None:
+    """Change the first element (flat, logical order) of ``t`` in place, visibly."""
+    if t.numel() == 0:
+        return
+    elem = t[(0,) * t.dim()]  # a 0-d view aliasing t
+    old = elem.item()
+    dtype = t.dtype
+    if dtype == torch.bool:
+        elem.fill_(not old)
+        return
+    if dtype.is_complex:
+        candidates = [complex(r, old.imag) for r in _float_candidates(old.real)]
+    elif dtype.is_floating_point:
+        candidates = _float_candidates(old)
+    else:
+        info = torch.iinfo(dtype)
+        new = old + 1 if old < info.max else info.min  # wraps around
+        if dtype == torch.uint64 and new > 2**63 - 1:
+            elem.view(torch.int64).fill_(new - 2**64)
+        else:
+            elem.fill_(new)
+        return
+    real = _REAL_OF_COMPLEX.get(dtype, dtype)
+    top = torch.finfo(real).max
+    for value in candidates:
+        if isinstance(value, complex):
+            value = complex(_saturate(value.real, top), value.imag)
+        else:
+            value = _saturate(value, top)
+        elem.fill_(value)
+        if not _same(elem.item(), old):
+            return
+    raise AssertionError(f"could not corrupt a {dtype} value {old!r}")  # pragma: no cover
+
+
+def _corrupt(func, result, outputs: tuple[int, ...] | None):
+    in_place = func._schema.is_mutable  # out= / in-place: outputs alias the args
+
+    def corrupt(t):
+        if not isinstance(t, torch.Tensor):
+            return t
+        if not in_place:
+            t = t.clone()
+        _corrupt_first(t)
+        return t
+
+    if outputs is None or not isinstance(result, (tuple, list)):
+        return tree_map(corrupt, result)
+    items = [corrupt(x) if i in outputs else x for i, x in enumerate(result)]
+    if hasattr(result, "_fields"):  # a namedtuple
+        return type(result)(*items)
+    return type(result)(items)  # tuple, list, or torch.return_types structseq
+
+
+# --- the registry -------------------------------------------------------------------
+
+def _registry(*faults: Fault) -> dict[str, Fault]:
+    return {f.name: f for f in faults}
+
+
+FAULTS: dict[str, Fault] = _registry(
+    Fault("bitwise_noncontig", "pytorch#146085: bitwise ops wrong on non-contiguous inputs",
+          ("aten::bitwise_and.Tensor", "aten::bitwise_or.Tensor", "aten::bitwise_xor.Tensor"),
+          _any_noncontiguous, "corrupt"),
+    Fault("triu_tril_gt3d", "pytorch#144545: triu/tril wrong for inputs of more than 3 dims",
+          ("aten::triu", "aten::tril"), _dim_above(3), "corrupt"),
+    Fault("sqrt_chalf", "pytorch#148285: sqrt wrong for complex32",
+          ("aten::sqrt",), _dtype_is(torch.complex32), "corrupt"),
+    Fault("add_alpha_abort", "pytorch#143949: add with alpha != 1 crashes",
+          ("aten::add.Tensor",), _alpha_not_one, "abort"),
+    Fault("cholesky_ex_empty", "pytorch#147159: cholesky_ex fails on empty inputs",
+          ("aten::linalg_cholesky_ex",), _is_empty, "raise",
+          message="MPSGraph: placeholder tensor is empty"),
+    Fault("fmax_fmin_scalar", "pytorch#143934: fmax/fmin wrong for a 0-d (scalar) argument",
+          ("aten::fmax", "aten::fmin"), _second_is_0d_first_not, "corrupt"),
+    Fault("mm_mixed_dtype_segv", "pytorch#143948: mm with mixed dtypes crashes",
+          ("aten::mm",), _dtypes_differ, "segfault"),
+    Fault("shift_scalar_tensor", "pytorch#148686: bitwise_left_shift(scalar, tensor) wrong",
+          ("aten::bitwise_left_shift.Scalar_Tensor",), _always, "corrupt"),
+    Fault("lu_factor_noncontig", "pytorch#146279: lu_factor wrong for non-contiguous inputs",
+          ("aten::linalg_lu_factor_ex",), _input_noncontiguous, "corrupt", outputs=(0,)),
+    Fault("prod_hang_5d", "a hang: prod of an input of 5 or more dims never returns",
+          ("aten::prod",), _dim_above(4), "hang"),
+    Fault("atan2_int64_unsupported", "pytorch#149017: atan2 not implemented for int64 (before)",
+          ("aten::atan2",), _dtype_is(torch.int64), "unsupported"),
+    Fault("unary_offset", "pytorch#148512: unary ops wrong for inputs with a storage offset",
+          ("aten::neg", "aten::exp"), _storage_offset, "corrupt"),
+    Fault("lgamma_negative", "pytorch#145740: lgamma wrong for negative inputs",
+          ("aten::lgamma",), _has_negative, "corrupt"),
+    Fault("where_inf", "pytorch#144500: where wrong when an operand holds inf",
+          ("aten::where.self",), _where_operand_inf, "corrupt"),
+    Fault("var_5d", "like pytorch#147667: var wrong for inputs of 5 or more dims",
+          ("aten::var",), _dim_above(4), "corrupt"),
+    Fault("cumsum_leak", "like pytorch#145503: cumsum leaks memory on every call",
+          ("aten::cumsum",), _always, "leak"),
+)
+
+
+# --- the mode and the target --------------------------------------------------------
+
+class FaultMode(TorchDispatchMode):
+    """Runs every aten op as eager CPU does, except where a fault fires.
+
+    While ``__torch_dispatch__`` runs, torch has popped this mode, so calling ``func``
+    or other torch ops there does not re-enter it.
+    """
+
+    def __init__(self, faults: Iterable[Fault] = (), fired: Counter | None = None):
+        super().__init__()
+        self.faults = tuple(faults)
+        self.fired = fired if fired is not None else Counter()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        for fault in self.faults:
+            if fault.triggered(func, args, kwargs):
+                self.fired[fault.name] += 1
+                return fault.apply(func, args, kwargs)
+        return func(*args, **kwargs)
+
+
+def _resolve(faults: Iterable[Fault | str]) -> tuple[Fault, ...]:
+    out, unknown = [], []
+    for f in faults:
+        if isinstance(f, Fault):
+            out.append(f)
+        elif f in FAULTS:
+            out.append(FAULTS[f])
+        else:
+            unknown.append(f)
+    if unknown:
+        raise ValueError(f"unknown fault(s): {', '.join(map(repr, unknown))}; "
+                         f"known faults are {', '.join(FAULTS)}")
+    return tuple(out)
+
+
+class FaultTarget:
+    """Eager CPU under :class:`FaultMode`: the target interface of
+    :mod:`mpsfuzz.targets`. ``faults`` are :class:`Fault` objects or names (None: all)."""
+
+    device = "cpu"
+
+    def __init__(self, faults: Sequence[Fault | str] | None = None):
+        self.faults = _resolve(FAULTS.values() if faults is None else faults)
+        self.name = "faulty-cpu" if self.faults else "clean-cpu"
+        self.fired: Counter = Counter()  # fault name -> times it fired (in this process)
+
+    def is_available(self) -> bool:
+        return True
+
+    def run(self, fn: Callable, *args, **kwargs) -> Any:
+        with FaultMode(self.faults, self.fired):
+            return fn(*args, **kwargs)
+
+    def synchronize(self) -> None:
+        pass
+
+    def memory_allocated(self) -> int:
+        return sum(t.nbytes for t in _LEAKED)
+
+    def __repr__(self) -> str:
+        names = ",".join(f.name for f in self.faults) or "none"
+        return f"<target {self.name} on cpu, faults: {names}>"
+
+
+def release_leaks() -> None:
+    """Free what ``leak`` faults have kept alive (for tests)."""
+    _LEAKED.clear()
+
+
+def faults_from_env(value: str | None) -> tuple[Fault, ...]:
+    """The faults ``MPSFUZZ_FAULTS=value`` selects (None: the variable is unset)."""
+    if value is None:
+        return tuple(FAULTS.values())
+    if value.strip().lower() in ("", "none"):
+        return ()
+    return _resolve([name.strip() for name in value.split(",") if name.strip()])
+
+
+def target() -> FaultTarget:
+    """Zero-argument factory for ``--target mpsfuzz.testing.faults:target``; the faults
+    come from ``MPSFUZZ_FAULTS`` (unset: all; ``""``/``none``: none; else a comma list)."""
+    return FaultTarget(faults_from_env(os.environ.get("MPSFUZZ_FAULTS")))
