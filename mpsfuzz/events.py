@@ -24,6 +24,7 @@ class CaseFinished:
     valid: bool
     unsupported: bool
     shrinking: bool
+    case: Any = None        # recipes.Case that ran
 
 
 @dataclass(frozen=True)

@@ -119,7 +119,8 @@ class Campaign:
             oracles = all_oracles()
             failures = [f for name in self._process_oracles if (f := oracles[name].check(outcome))]
             self.emit(Notice(f"worker {outcome.kind} on {case.op}; restarted"))
-            self.emit(CaseFinished(case.op, valid=True, unsupported=False, shrinking=bool(self._shrink_started)))
+            self.emit(CaseFinished(case.op, valid=True, unsupported=False,
+                                   shrinking=bool(self._shrink_started), case=case))
             return failures
         if outcome.get("internal_error"):
             self.stats.internal_errors += 1
@@ -132,7 +133,7 @@ class Campaign:
             key = (case.op, outcome.get("unsupported_message", ""))
             self.stats.unsupported_messages[key] = self.stats.unsupported_messages.get(key, 0) + 1
         self.emit(CaseFinished(case.op, valid=outcome["valid"], unsupported=outcome["unsupported"],
-                               shrinking=bool(self._shrink_started)))
+                               shrinking=bool(self._shrink_started), case=case))
         return [Failure.from_json(f) for f in outcome["failures"]]
 
     def _test_body(self, pool: WorkerPool):

@@ -228,7 +228,7 @@ def generate_values(recipe: ValueRecipe, shape: tuple[int, ...], dtype_name: str
         for position, name in recipe.specials:
             value = special_value(name, real_name)
             if value is not None:
-                flat[position % numel] = value
+                flat[position % numel] = torch.tensor(value, dtype=flat.dtype)  # uint64 max overflows a Python-int store
     return values
 
 

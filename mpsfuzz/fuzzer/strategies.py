@@ -39,52 +39,102 @@ def layouts(shape: tuple[int, ...], *, allow_offset: bool = True, allow_gaps: bo
     """Layouts for a tensor of ``shape``. ``awkward_ratio`` is the share of draws that get
     at least one awkward feature; the rest are plain (the shrink target)."""
     _check(0.0 <= awkward_ratio <= 1.0, f"awkward_ratio={awkward_ratio!r} must be in [0, 1]")
+    return _drawn(_draw_layout, tuple(shape), allow_offset=allow_offset, allow_gaps=allow_gaps,
+                  allow_permutation=allow_permutation, allow_expand=allow_expand,
+                  awkward_ratio=awkward_ratio)
+
+
+def value_recipes(dtype_name: str, *, distribution: str | None = None,
+                  allow_specials: bool = True, allow_nonfinite: bool = True,
+                  max_specials: int = 3) -> st.SearchStrategy[ValueRecipe]:
+    """Value recipes for ``dtype_name``: a distribution, a seed and (sometimes) named
+    special values at chosen positions."""
+    _check(max_specials >= 0, f"max_specials={max_specials!r} must be >= 0")
+    dt.canonical(dtype_name)
+    return _drawn(_draw_values, dtype_name, distribution=distribution, allow_specials=allow_specials,
+                  allow_nonfinite=allow_nonfinite, max_specials=max_specials)
+
+
+def tensor_recipes(shape: tuple[int, ...], dtype_name: str, *, distribution: str | None = None,
+                   allow_specials: bool = True, allow_nonfinite: bool = True,
+                   awkward_ratio: float = 0.55) -> st.SearchStrategy[TensorRecipe]:
+    """Recipes for one tensor of a given shape and dtype, with an awkward layout and
+    awkward values drawn independently."""
+    _check(0.0 <= awkward_ratio <= 1.0, f"awkward_ratio={awkward_ratio!r} must be in [0, 1]")
+    dt.canonical(dtype_name)
+    return _drawn(_draw_tensor, tuple(shape), dtype_name, distribution=distribution,
+                  allow_specials=allow_specials, allow_nonfinite=allow_nonfinite,
+                  awkward_ratio=awkward_ratio)
+
+
+def cases(spec: OpSpec, *, min_rank: int = 0, max_rank: int = 8, max_side: int = 8,
+          max_numel: int = 4096, allow_empty: bool = True, awkward_ratio: float = 0.55,
+          mixed_dtype_ratio: float = 0.1) -> st.SearchStrategy[Case]:
+    """Whole cases for one op, honouring its declared dtypes, shapes, values and args."""
+    _check(0 <= min_rank <= max_rank, f"min_rank={min_rank!r} and max_rank={max_rank!r} must satisfy 0 <= min_rank <= max_rank")
+    _check(max_side >= 1, f"max_side={max_side!r} must be >= 1")
+    _check(max_numel >= 1, f"max_numel={max_numel!r} must be >= 1")
+    _check(0.0 <= awkward_ratio <= 1.0, f"awkward_ratio={awkward_ratio!r} must be in [0, 1]")
+    _check(0.0 <= mixed_dtype_ratio <= 1.0, f"mixed_dtype_ratio={mixed_dtype_ratio!r} must be in [0, 1]")
+    budget = ShapeBudget(min_rank=max(min_rank, spec.min_rank), max_rank=min(max_rank, spec.max_rank),
+                         max_side=max_side, allow_empty=allow_empty, max_numel=max_numel)
+    return _drawn(_draw_case, spec, budget, awkward_ratio=awkward_ratio, mixed_dtype_ratio=mixed_dtype_ratio)
+
+
+# -- drawing ------------------------------------------------------------------------------
+# The strategies above are thin wrappers over these plain functions of ``draw``. One
+# module-level composite serves them all: defining composites per call is costly
+# (Hypothesis inspects their source each time), and plain functions compose without
+# building a strategy object per tensor.
+
+@st.composite
+def _drawn(draw, fn, *args, **kwargs):
+    return fn(draw, *args, **kwargs)
+
+
+def _draw_layout(draw, shape, *, allow_offset=True, allow_gaps=True, allow_permutation=True,
+                 allow_expand=True, awkward_ratio=0.55) -> Layout:
     rank = len(shape)
-
-    @st.composite
-    def build(draw):
-        # 20 buckets: the low ones (where shrinking goes) are plain.
-        if draw(st.integers(0, 19)) < round(20 * (1 - awkward_ratio)):
-            return Layout()
-        features = []
-        if allow_permutation and rank >= 2:
-            features.append("permutation")
-        if allow_gaps and rank >= 1:
-            features.append("gaps")
-        if allow_expand and rank >= 1:
-            features.append("expand")
-        if allow_offset:
-            features.append("offset")
-        if not features:
-            return Layout()
-        chosen = draw(st.lists(st.sampled_from(features), min_size=1, max_size=len(features), unique=True))
-        offset = draw(st.integers(1, MAX_OFFSET)) if "offset" in chosen else 0
-        gaps: tuple[int, ...] = ()
-        if "gaps" in chosen:
-            steps = [draw(st.sampled_from((1,) + GAP_STEPS)) for _ in range(rank)]
-            if all(s == 1 for s in steps):
-                # Put the gap on a dim longer than 1 so the view really is gapped.
-                longer = [d for d, n in enumerate(shape) if n > 1] or [rank - 1]
-                steps[draw(st.sampled_from(longer))] = draw(st.sampled_from(GAP_STEPS))
-            gaps = tuple(steps)
-        permutation: tuple[int, ...] = ()
-        if "permutation" in chosen:
-            kinds = ["transpose", "random"] + (["channels_last"] if rank in (4, 5) else [])
-            kind = draw(st.sampled_from(kinds))
-            if kind == "transpose":
-                permutation = (*range(rank - 2), rank - 1, rank - 2)
-            elif kind == "channels_last":
-                permutation = (0, rank - 1, *range(1, rank - 1))
-            else:
-                permutation = tuple(draw(st.permutations(range(rank))))
-        expanded: tuple[int, ...] = ()
-        if "expand" in chosen:
-            candidates = [d for d, n in enumerate(shape) if n != 1] or list(range(rank))
-            expanded = tuple(sorted(draw(st.lists(st.sampled_from(candidates), min_size=1,
-                                                  max_size=min(2, len(candidates)), unique=True))))
-        return Layout(offset=offset, gaps=gaps, permutation=permutation, expanded=expanded)
-
-    return build()
+    # 20 buckets: the low ones (where shrinking goes) are plain.
+    if draw(st.integers(0, 19)) < round(20 * (1 - awkward_ratio)):
+        return Layout()
+    features = []
+    if allow_permutation and rank >= 2:
+        features.append("permutation")
+    if allow_gaps and rank >= 1:
+        features.append("gaps")
+    if allow_expand and rank >= 1:
+        features.append("expand")
+    if allow_offset:
+        features.append("offset")
+    if not features:
+        return Layout()
+    chosen = draw(st.lists(st.sampled_from(features), min_size=1, max_size=len(features), unique=True))
+    offset = draw(st.integers(1, MAX_OFFSET)) if "offset" in chosen else 0
+    gaps: tuple[int, ...] = ()
+    if "gaps" in chosen:
+        steps = [draw(st.sampled_from((1,) + GAP_STEPS)) for _ in range(rank)]
+        if all(s == 1 for s in steps):
+            # Put the gap on a dim longer than 1 so the view really is gapped.
+            longer = [d for d, n in enumerate(shape) if n > 1] or [rank - 1]
+            steps[draw(st.sampled_from(longer))] = draw(st.sampled_from(GAP_STEPS))
+        gaps = tuple(steps)
+    permutation: tuple[int, ...] = ()
+    if "permutation" in chosen:
+        kinds = ["transpose", "random"] + (["channels_last"] if rank in (4, 5) else [])
+        kind = draw(st.sampled_from(kinds))
+        if kind == "transpose":
+            permutation = (*range(rank - 2), rank - 1, rank - 2)
+        elif kind == "channels_last":
+            permutation = (0, rank - 1, *range(1, rank - 1))
+        else:
+            permutation = tuple(draw(st.permutations(range(rank))))
+    expanded: tuple[int, ...] = ()
+    if "expand" in chosen:
+        candidates = [d for d, n in enumerate(shape) if n != 1] or list(range(rank))
+        expanded = tuple(sorted(draw(st.lists(st.sampled_from(candidates), min_size=1,
+                                              max_size=min(2, len(candidates)), unique=True))))
+    return Layout(offset=offset, gaps=gaps, permutation=permutation, expanded=expanded)
 
 
 def _distributions_for(dtype_name: str) -> tuple[str, ...]:
@@ -95,78 +145,47 @@ def _distributions_for(dtype_name: str) -> tuple[str, ...]:
     return ("normal", "small_int", "uniform", "positive")
 
 
-def value_recipes(dtype_name: str, *, distribution: str | None = None,
-                  allow_specials: bool = True, allow_nonfinite: bool = True,
-                  max_specials: int = 3) -> st.SearchStrategy[ValueRecipe]:
-    """Value recipes for ``dtype_name``: a distribution, a seed and (sometimes) named
-    special values at chosen positions."""
-    _check(max_specials >= 0, f"max_specials={max_specials!r} must be >= 0")
-    dt.canonical(dtype_name)
+def _draw_values(draw, dtype_name, *, distribution=None, allow_specials=True, allow_nonfinite=True,
+                 max_specials=3) -> ValueRecipe:
     names = SPECIAL_NAMES if allow_nonfinite else FINITE_SPECIALS
-    dists = (distribution,) if distribution else _distributions_for(dtype_name)
-
-    @st.composite
-    def build(draw):
-        dist = draw(st.sampled_from(dists))
-        seed = draw(st.integers(0, 2**32 - 1))
-        specials: tuple = ()
-        if allow_specials and max_specials and dtype_name != "bool" and draw(st.integers(0, 9)) >= 6:
-            specials = tuple(draw(st.lists(
-                st.tuples(st.integers(0, 2**16), st.sampled_from(names)),
-                min_size=1, max_size=max_specials)))
-        return ValueRecipe(distribution=dist, seed=seed, specials=specials)
-
-    return build()
+    dist = draw(st.sampled_from((distribution,) if distribution else _distributions_for(dtype_name)))
+    seed = draw(st.integers(0, 2**32 - 1))
+    specials: tuple = ()
+    if allow_specials and max_specials and dtype_name != "bool" and draw(st.integers(0, 9)) >= 6:
+        specials = tuple(draw(st.lists(st.tuples(st.integers(0, 2**16), st.sampled_from(names)),
+                                       min_size=1, max_size=max_specials)))
+    return ValueRecipe(distribution=dist, seed=seed, specials=specials)
 
 
-def tensor_recipes(shape: tuple[int, ...], dtype_name: str, *, distribution: str | None = None,
-                   allow_specials: bool = True, allow_nonfinite: bool = True,
-                   awkward_ratio: float = 0.55) -> st.SearchStrategy[TensorRecipe]:
-    """Recipes for one tensor of a given shape and dtype, with an awkward layout and
-    awkward values drawn independently."""
-    return st.builds(
-        TensorRecipe, st.just(tuple(shape)), st.just(dtype_name),
-        layouts(shape, awkward_ratio=awkward_ratio),
-        value_recipes(dtype_name, distribution=distribution, allow_specials=allow_specials,
-                      allow_nonfinite=allow_nonfinite))
+def _draw_tensor(draw, shape, dtype_name, *, distribution=None, allow_specials=True,
+                 allow_nonfinite=True, awkward_ratio=0.55) -> TensorRecipe:
+    return TensorRecipe(tuple(shape), dtype_name,
+                        _draw_layout(draw, shape, awkward_ratio=awkward_ratio),
+                        _draw_values(draw, dtype_name, distribution=distribution,
+                                     allow_specials=allow_specials, allow_nonfinite=allow_nonfinite))
 
 
-def cases(spec: OpSpec, *, min_rank: int = 0, max_rank: int = 8, max_side: int = 8,
-          max_numel: int = 4096, allow_empty: bool = True, awkward_ratio: float = 0.55,
-          mixed_dtype_ratio: float = 0.1) -> st.SearchStrategy[Case]:
-    """Whole cases for one op, honouring its declared dtypes, shapes, values and args."""
-    _check(0 <= min_rank <= max_rank, f"min_rank={min_rank!r} and max_rank={max_rank!r} must satisfy 0 <= min_rank <= max_rank")
-    _check(max_side >= 1, f"max_side={max_side!r} must be >= 1")
-    _check(max_numel >= 1, f"max_numel={max_numel!r} must be >= 1")
-    budget = ShapeBudget(min_rank=max(min_rank, spec.min_rank), max_rank=min(max_rank, spec.max_rank),
-                         max_side=max_side, allow_empty=allow_empty, max_numel=max_numel)
-
-    @st.composite
-    def build(draw):
-        shapes = spec.shapes(draw, budget)
-        main = draw(st.sampled_from(spec.dtypes))
-        n = len(shapes)
-        per_input = list(spec.input_dtypes) or [None] * n
-        values = list(spec.input_values) or [None] * n
-        names = []
-        for i in range(n):
-            allowed = per_input[i] if i < len(per_input) else None
-            name = draw(st.sampled_from(allowed)) if allowed else main
-            if (i > 0 and allowed is None and "mixed_dtypes_sometimes" in spec.semantics
-                    and draw(st.integers(0, 99)) >= round(100 * (1 - mixed_dtype_ratio))):
-                name = draw(st.sampled_from(spec.dtypes))
-            names.append(name)
-        inputs = tuple(
-            draw(tensor_recipes(shapes[i], names[i],
-                                distribution=values[i] if i < len(values) else None,
-                                allow_specials=spec.allow_specials,
-                                allow_nonfinite=spec.allow_nonfinite,
-                                awkward_ratio=awkward_ratio))
-            for i in range(n))
-        kwargs = spec.args(draw, tuple(shapes), tuple(names)) if spec.args else {}
-        return Case(op=spec.name, inputs=inputs, kwargs=tuple(sorted(kwargs.items())))
-
-    return build()
+def _draw_case(draw, spec: OpSpec, budget: ShapeBudget, *, awkward_ratio, mixed_dtype_ratio) -> Case:
+    shapes = spec.shapes(draw, budget)
+    main = draw(st.sampled_from(spec.dtypes))
+    n = len(shapes)
+    per_input = list(spec.input_dtypes) or [None] * n
+    values = list(spec.input_values) or [None] * n
+    names = []
+    for i in range(n):
+        allowed = per_input[i] if i < len(per_input) else None
+        name = draw(st.sampled_from(allowed)) if allowed else main
+        if (i > 0 and allowed is None and "mixed_dtypes_sometimes" in spec.semantics
+                and draw(st.integers(0, 99)) >= round(100 * (1 - mixed_dtype_ratio))):
+            name = draw(st.sampled_from(spec.dtypes))
+        names.append(name)
+    inputs = tuple(
+        _draw_tensor(draw, shapes[i], names[i], distribution=values[i] if i < len(values) else None,
+                     allow_specials=spec.allow_specials, allow_nonfinite=spec.allow_nonfinite,
+                     awkward_ratio=awkward_ratio)
+        for i in range(n))
+    kwargs = spec.args(draw, tuple(shapes), tuple(names)) if spec.args else {}
+    return Case(op=spec.name, inputs=inputs, kwargs=tuple(sorted(kwargs.items())))
 
 
 def numel_of(shape) -> int:
