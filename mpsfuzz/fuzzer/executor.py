@@ -39,11 +39,44 @@ def _to_cpu(out):
     return out
 
 
-def _cast_back(out, back: dict):
+def _cast_like(out, dtypes: list):
+    """Cast each tensor leaf of ``out`` (depth first) to the matching dtype in ``dtypes``."""
+    leaves = iter(dtypes)
+
+    def cast(o):
+        if isinstance(o, torch.Tensor):
+            want = next(leaves, None)
+            return o.to(want) if want is not None and o.dtype != want else o
+        if isinstance(o, (tuple, list)):
+            return tuple(cast(x) for x in o)
+        return o
+    return cast(out)
+
+
+def _leaf_dtypes(out) -> list:
+    if isinstance(out, torch.Tensor):
+        return [out.dtype]
+    if isinstance(out, (tuple, list)):
+        return [d for o in out for d in _leaf_dtypes(o)]
+    return []
+
+
+def _expected_dtypes(spec, case: Case, kwargs, widen: set) -> list:
+    """The output dtypes the op has at the original dtypes, from the meta device (no
+    kernels run); where meta cannot run the op, widened dtypes map back by name."""
+    try:
+        meta = [r.materialize("cpu").to("meta") for r in case.inputs]
+        return _leaf_dtypes(_call(spec, meta, kwargs))
+    except Exception:
+        return []
+
+
+def _cast_back_by_name(out, widen: set):
+    back = {dt.to_torch(dt.WIDER[name]): dt.to_torch(name) for name in widen}
     if isinstance(out, torch.Tensor):
         return out.to(back[out.dtype]) if out.dtype in back else out
     if isinstance(out, (tuple, list)):
-        return tuple(_cast_back(o, back) for o in out)
+        return tuple(_cast_back_by_name(o, widen) for o in out)
     return out
 
 
@@ -65,13 +98,16 @@ def run_reference(case: Case, spec, kwargs) -> tuple[object, bool]:
         widen = {r.dtype for r in case.inputs if r.dtype in dt.WIDER}
         if not (first.unsupported and widen):
             return first, False
-    back = {dt.to_torch(dt.WIDER[name]): dt.to_torch(name) for name in widen}
     wide_inputs = [t.to(dt.to_torch(dt.WIDER[r.dtype])) if r.dtype in widen else t
                    for r, t in zip(case.inputs, inputs)]
     try:
-        return _cast_back(_call(spec, wide_inputs, kwargs), back), True
+        out = _call(spec, wide_inputs, kwargs)
     except Exception:
         return first, False
+    expected = _expected_dtypes(spec, case, kwargs, widen)
+    if expected and len(expected) == len(_leaf_dtypes(out)):
+        return _cast_like(out, expected), True
+    return _cast_back_by_name(out, widen), True
 
 
 def execute(case: Case, target, oracle_names) -> dict:

@@ -383,5 +383,5 @@ class Case:
             )
             kwargs = tuple(sorted((str(k), _decode_value(v)) for k, v in data["kwargs"].items()))
             return cls(op=str(data["op"]), inputs=inputs, kwargs=kwargs)
-        except (KeyError, TypeError) as exc:
+        except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed case: missing or bad field {exc}") from None

@@ -16,7 +16,13 @@ from .catalogue import OpSpec, ShapeBudget
 from .recipes import (NONFINITE_SPECIALS, SPECIAL_NAMES, Case, Layout, TensorRecipe,
                       ValueRecipe)
 
-FINITE_SPECIALS = tuple(n for n in SPECIAL_NAMES if n not in NONFINITE_SPECIALS)
+# Ops that disallow non-finite values (BLAS, factorizations) also get no finite extremes
+# that overflow in any accumulation: the order of accumulation decides inf vs nan there.
+OVERFLOWING_SPECIALS = ("max", "lowest", "big")
+FINITE_SPECIALS = tuple(n for n in SPECIAL_NAMES if n not in NONFINITE_SPECIALS + OVERFLOWING_SPECIALS)
+# Distributions that build well-conditioned matrices in the last two dims: expanding
+# those dims would repeat rows or columns and make the matrix singular.
+MATRIX_DISTRIBUTIONS = ("spd", "diag_dominant")
 GAP_STEPS = (2, 3)
 MAX_OFFSET = 5
 
@@ -93,7 +99,7 @@ def _drawn(draw, fn, *args, **kwargs):
 
 
 def _draw_layout(draw, shape, *, allow_offset=True, allow_gaps=True, allow_permutation=True,
-                 allow_expand=True, awkward_ratio=0.55) -> Layout:
+                 allow_expand=True, awkward_ratio=0.55, keep_last_dims=0) -> Layout:
     rank = len(shape)
     # 20 buckets: the low ones (where shrinking goes) are plain.
     if draw(st.integers(0, 19)) < round(20 * (1 - awkward_ratio)):
@@ -130,8 +136,11 @@ def _draw_layout(draw, shape, *, allow_offset=True, allow_gaps=True, allow_permu
         else:
             permutation = tuple(draw(st.permutations(range(rank))))
     expanded: tuple[int, ...] = ()
+    candidates: list[int] = []
     if "expand" in chosen:
-        candidates = [d for d, n in enumerate(shape) if n != 1] or list(range(rank))
+        expandable = list(range(rank - keep_last_dims)) if keep_last_dims else list(range(rank))
+        candidates = [d for d in expandable if shape[d] != 1] or expandable
+    if "expand" in chosen and candidates:
         expanded = tuple(sorted(draw(st.lists(st.sampled_from(candidates), min_size=1,
                                               max_size=min(2, len(candidates)), unique=True))))
     return Layout(offset=offset, gaps=gaps, permutation=permutation, expanded=expanded)
@@ -159,8 +168,9 @@ def _draw_values(draw, dtype_name, *, distribution=None, allow_specials=True, al
 
 def _draw_tensor(draw, shape, dtype_name, *, distribution=None, allow_specials=True,
                  allow_nonfinite=True, awkward_ratio=0.55) -> TensorRecipe:
+    keep = 2 if distribution in MATRIX_DISTRIBUTIONS else 0
     return TensorRecipe(tuple(shape), dtype_name,
-                        _draw_layout(draw, shape, awkward_ratio=awkward_ratio),
+                        _draw_layout(draw, shape, awkward_ratio=awkward_ratio, keep_last_dims=keep),
                         _draw_values(draw, dtype_name, distribution=distribution,
                                      allow_specials=allow_specials, allow_nonfinite=allow_nonfinite))
 
