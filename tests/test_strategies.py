@@ -68,10 +68,6 @@ def test_stats_run_covers_all_families_and_enough_cases():
     assert stats["counts"]["cases"] >= 0.9 * STATS_EXAMPLES
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "library shortfall: inside cases() Hypothesis makes only ~36-42% of layouts awkward "
-    "(nominal awkward_ratio 0.55), and 0-d, empty, offset-only and size-1-dim layouts stay "
-    "contiguous, so only ~20-29% of inputs are non-contiguous (see report)"))
 def test_at_least_a_third_of_inputs_are_non_contiguous():
     counts = campaign_stats()["counts"]
     share = counts["non_contiguous"] / counts["tensors"]
@@ -232,10 +228,6 @@ def test_cases_honour_the_budget(op):
     assert _budget_violations(op) == []
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "library bug: catalogue.matrix_shapes draws 0..max_batch batch dims and matmul_shapes "
-    "ranks 1..5 (solve: 0..2 batch dims) without looking at budget.max_rank, so "
-    "`mpsfuzz run --max-rank 3` still makes rank-5 inputs for triu/matmul/linalg ops"))
 @pytest.mark.parametrize("op", ["triu", "matmul", "linalg.inv"])
 def test_matrix_ops_honour_max_rank(op):
     assert _budget_violations(op) == []
@@ -275,12 +267,10 @@ def test_most_generated_cases_are_valid_on_cpu():
         assert sum(results) / len(results) >= 0.5, op
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "library bug: layouts() may expand a matrix dim of an spd/diag_dominant input; the "
-    "values are then generated for a (n, 1) or (1, n) shape (not square, so left plain) and "
-    "broadcast, giving singular matrices (linalg.solve: 'input matrix is singular')"))
 @pytest.mark.parametrize("op", ["linalg.solve", "linalg.cholesky"])
 def test_well_conditioned_inputs_stay_well_conditioned(op):
+    """spd/diag_dominant inputs keep their property whatever the layout (no expanded
+    matrix dims, which would repeat rows or columns and make the matrix singular)."""
     spec = OPS[op]
     bad = []
 

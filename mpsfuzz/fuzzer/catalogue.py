@@ -211,7 +211,8 @@ def matrix_shapes(*, square: bool = False, min_batch: int = 0, max_batch: int = 
                   min_side: int = 0) -> ShapeBuilder:
     """One (batch..., m, n) input; ``square`` forces m == n."""
     def build(draw, budget: ShapeBudget):
-        batch = [_side(draw, budget) for _ in range(draw(st.integers(min_batch, max_batch)))]
+        most = max(min_batch, min(max_batch, budget.max_rank - 2))
+        batch = [_side(draw, budget) for _ in range(draw(st.integers(min_batch, most)))]
         m = _side(draw, budget, min_side=min_side)
         n = m if square else _side(draw, budget, min_side=min_side)
         return (_fit_keep_last(batch, [m, n], budget),)
@@ -247,13 +248,14 @@ def matmul_shapes(kind: str = "matmul") -> ShapeBuilder:
         if kind == "outer":
             return ((n,), (m,))
         if kind == "solve":
-            batch = [_side(draw, budget) for _ in range(draw(st.integers(0, 2)))]
+            batch = [_side(draw, budget) for _ in range(draw(st.integers(0, max(0, min(2, budget.max_rank - 2)))))]
             a = _fit_keep_last(list(batch), [n, n], budget)
             if draw(st.booleans()):
                 return (a, tuple(batch) + (n, m))
             return (a, tuple(batch) + (n,)) if not batch else (a, tuple(batch) + (n, m))
         # matmul: pick ranks 1..5 for each side
-        ra, rb = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+        top = max(1, min(5, budget.max_rank))
+        ra, rb = draw(st.integers(1, top)), draw(st.integers(1, top))
         batch = [_side(draw, budget) for _ in range(max(ra, rb) - 2)] if max(ra, rb) > 2 else []
         a = [k] if ra == 1 else batch[len(batch) - (ra - 2):] + [n, k] if ra > 2 else [n, k]
         b = [k] if rb == 1 else batch[len(batch) - (rb - 2):] + [k, m] if rb > 2 else [k, m]
