@@ -1,6 +1,10 @@
 """The `mpsfuzz` command line, run as a user would (`python -m mpsfuzz ...`): listing ops,
 one-line usage errors with exit 2, replaying a corpus with a corrupt file in it, seeded
-runs that reproduce, and a clean run that exits 0."""
+runs that reproduce, and a clean run that exits 0.
+
+Every command starts torch (about 2 s of CPU), so one module fixture starts them in three
+parallel waves (short commands; campaigns; a replay of what a campaign found) and the tests
+only look at the results."""
 from __future__ import annotations
 
 import json
@@ -27,59 +31,46 @@ def _env(faults: str | None) -> dict:
     return env
 
 
-def _argv(args) -> list[str]:
-    return [sys.executable, "-m", "mpsfuzz", *map(str, args)]
+class Run:
+    """One `python -m mpsfuzz ...` started in its own fresh folder (so an internal-error
+    log or a default corpus folder would show up there)."""
+
+    def __init__(self, args, *, faults: str | None, parent: Path):
+        self.cwd = Path(tempfile.mkdtemp(prefix="run-", dir=parent))
+        self.proc = subprocess.Popen([sys.executable, "-m", "mpsfuzz", *map(str, args)], cwd=self.cwd,
+                                     env=_env(faults), text=True, stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE)
+        self._result = None
+
+    def result(self) -> tuple[int, str, str]:
+        if self._result is None:
+            out, err = self.proc.communicate(timeout=240)
+            self._result = (self.proc.returncode, out, err)
+        return self._result
+
+    @property
+    def code(self) -> int:
+        return self.result()[0]
+
+    @property
+    def out(self) -> str:
+        return self.result()[1]
+
+    @property
+    def err(self) -> str:
+        return self.result()[2]
 
 
-def mpsfuzz(*args, cwd: Path, faults: str | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(_argv(args), cwd=cwd, env=_env(faults), capture_output=True, text=True,
-                          timeout=timeout)
-
-
-def fault_campaign(corpus: Path, cwd: Path) -> subprocess.CompletedProcess:
-    return mpsfuzz("run", "--ops", "triu", "--target", FAULT_TARGET, "--max-cases", 400, "--seed", 1,
-                   "--corpus", corpus, "--timeout", 3, "--max-findings", 1, "--no-progress",
-                   cwd=cwd, faults="triu_tril_gt3d")
+def fault_campaign_args(corpus: Path) -> list:
+    return ["run", "--ops", "triu", "--target", FAULT_TARGET, "--max-cases", 400, "--seed", 1,
+            "--corpus", corpus, "--timeout", 3, "--max-findings", 1, "--no-progress"]
 
 
 def findings_in(corpus: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(corpus.glob("*.json"))]
 
 
-@pytest.fixture(scope="module")
-def workdir(tmp_path_factory) -> Path:
-    return tmp_path_factory.mktemp("cli")
-
-
-@pytest.fixture(scope="module")
-def first_campaign(workdir):
-    corpus = workdir / "corpus-a"
-    proc = fault_campaign(corpus, workdir)
-    return proc, corpus
-
-
-# -- ops ------------------------------------------------------------------------------------
-
-def test_ops_lists_families_with_counts(quick_results):
-    from mpsfuzz.fuzzer import catalogue
-
-    code, out, err, _ = quick_results["ops"]
-    assert code == 0, err
-    assert err == ""
-    lines = out.splitlines()
-    for family, names in catalogue.families().items():
-        row = [line for line in lines if line.split("│")[1:2] and line.split("│")[1].strip() == family]
-        assert row, f"no row for {family} in:\n{out}"
-        assert row[0].split("│")[2].strip() == str(len(names))
-    assert {"linalg", "elementwise", "reduction"} <= set(catalogue.families())
-    assert "linalg.solve" in out and "bitwise_and" in out
-
-
-# -- usage errors ---------------------------------------------------------------------------
-
-# Each of these starts torch (~2 s of CPU): the list is kept to what matters, and the
-# argparse-level ones (which do not import torch) are nearly free.
-USAGE_ERRORS = {
+USAGE_ERRORS = {  # name -> (args, MPSFUZZ_FAULTS, text the error line must contain)
     "unknown op": (["run", "--ops", "nosuchop", "--max-cases", "1"], None, "nosuchop"),
     "bad budget": (["run", "--ops", "add", "--budget", "10x"], None, "--budget='10x'"),
     "bad max-cases": (["run", "--ops", "add", "--max-cases", "ten"], None, "--max-cases='ten'"),
@@ -99,65 +90,93 @@ USAGE_ERRORS = {
 }
 
 
-def _run_all(commands: dict, workdir: Path) -> dict:
-    """Run short commands at once (each one starts torch: in parallel they take a few
-    seconds instead of half a minute). ``commands``: name -> (args, faults)."""
-    procs = {}
-    for name, (args, faults) in commands.items():
-        cwd = Path(tempfile.mkdtemp(prefix="run-", dir=workdir))
-        procs[name] = (cwd, subprocess.Popen(_argv(args), cwd=cwd, env=_env(faults), text=True,
-                                             stdout=subprocess.PIPE, stderr=subprocess.PIPE))
-    results = {}
-    for name, (cwd, proc) in procs.items():
-        out, err = proc.communicate(timeout=180)
-        results[name] = (proc.returncode, out, err, cwd)
-    return results
-
-
 @pytest.fixture(scope="module")
-def quick_results(workdir):
-    """`mpsfuzz ops` and every usage-error command, run together."""
-    (workdir / "empty").mkdir()
-    commands = {"ops": (["ops"], None)}
+def runs(tmp_path_factory) -> dict:
+    work = tmp_path_factory.mktemp("cli")
+    (work / "empty").mkdir()
+    started: dict = {"work": work}
+    # 1. `ops` and the usage errors (short, each one starting torch) all at once
+    started["ops"] = Run(["ops"], faults=None, parent=work)
     for name, (args, faults, _) in USAGE_ERRORS.items():
-        commands[name] = ([a.format(empty=workdir / "empty") for a in args], faults)
-    return _run_all(commands, workdir)
+        started[name] = Run([a.format(empty=work / "empty") for a in args], faults=faults, parent=work)
+    for run in list(started.values())[1:]:
+        run.result()
+    # 2. the two identical seeded campaigns and the clean one (not beside the burst above:
+    # --timeout 3 is a hang deadline per case, and a starved worker would miss it)
+    started["campaign-a"] = Run(fault_campaign_args(work / "corpus-a"), faults="triu_tril_gt3d", parent=work)
+    started["campaign-b"] = Run(fault_campaign_args(work / "corpus-b"), faults="triu_tril_gt3d", parent=work)
+    started["clean"] = Run(["run", "--ops", "triu,add,sum", "--target", FAULT_TARGET, "--max-cases", 150,
+                            "--seed", 3, "--corpus", work / "corpus-clean", "--timeout", 3, "--no-progress"],
+                           faults="none", parent=work)
+    # 3. replay what campaign A found, beside a corrupt file, the fault still on
+    started["campaign-a"].result()
+    folder = work / "replay"
+    folder.mkdir()
+    goods = sorted((work / "corpus-a").glob("*.json"))
+    for good in goods:
+        (folder / good.name).write_text(good.read_text())
+    started["good-names"] = [g.name for g in goods]
+    corrupt = started["corrupt-path"] = folder / "corrupt.json"
+    corrupt.write_text(goods[0].read_text()[:200] if goods else "{")
+    started["replay-corrupt"] = Run(["replay", folder], faults="triu_tril_gt3d", parent=work)
+    for run in started.values():
+        if isinstance(run, Run):
+            run.result()
+    return started
 
+
+# -- ops ------------------------------------------------------------------------------------
+
+def test_ops_lists_families_with_counts(runs):
+    from mpsfuzz.fuzzer import catalogue
+
+    run = runs["ops"]
+    assert run.code == 0, run.err
+    assert run.err == ""
+    lines = run.out.splitlines()
+    for family, names in catalogue.families().items():
+        row = [line for line in lines if line.split("│")[1:2] and line.split("│")[1].strip() == family]
+        assert row, f"no row for {family} in:\n{run.out}"
+        assert row[0].split("│")[2].strip() == str(len(names))
+    assert {"linalg", "elementwise", "reduction"} <= set(catalogue.families())
+    assert "linalg.solve" in run.out and "bitwise_and" in run.out
+
+
+# -- usage errors ---------------------------------------------------------------------------
 
 def test_this_machine_has_no_cuda():  # the "unavailable target" case relies on it
     assert not torch.cuda.is_available()
 
 
 @pytest.mark.parametrize("name", USAGE_ERRORS)
-def test_usage_error_is_one_line_and_exit_2(quick_results, name):
-    code, out, err, cwd = quick_results[name]
+def test_usage_error_is_one_line_and_exit_2(runs, name):
+    run = runs[name]
     expected = USAGE_ERRORS[name][2]
-    assert code == 2, (out, err)
-    assert "Traceback" not in err and "Traceback" not in out
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("mpsfuzz: error:"), err
-    assert expected in lines[0], err
-    assert not (cwd / "mpsfuzz-internal-error.log").exists()
-    assert not (cwd / "mpsfuzz-corpus").exists() or not any((cwd / "mpsfuzz-corpus").iterdir())
+    assert run.code == 2, (run.out, run.err)
+    assert "Traceback" not in run.err and "Traceback" not in run.out
+    lines = run.err.strip().splitlines()
+    assert len(lines) == 1, run.err
+    assert lines[0].startswith("mpsfuzz: error:"), run.err
+    assert expected in lines[0], run.err
+    assert not (run.cwd / "mpsfuzz-internal-error.log").exists()
+    assert not (run.cwd / "mpsfuzz-corpus").exists() or not any((run.cwd / "mpsfuzz-corpus").iterdir())
 
 
 # -- campaigns and replay ----------------------------------------------------------------------
 
-def test_fault_campaign_finds_and_records_the_bug(first_campaign):
-    proc, corpus = first_campaign
-    assert proc.returncode == 1, proc.stdout + proc.stderr
-    found = findings_in(corpus)
+def test_fault_campaign_finds_and_records_the_bug(runs):
+    run = runs["campaign-a"]
+    assert run.code == 1, run.out + run.err
+    found = findings_in(runs["work"] / "corpus-a")
     assert len(found) == 1
     assert found[0]["op"] == "triu" and found[0]["oracle"] == "values"
-    assert "Traceback" not in proc.stderr and "internal error" not in proc.stdout
+    assert "Traceback" not in run.err and "internal error" not in run.out
 
 
-def test_seeded_run_is_reproducible(first_campaign, workdir):
-    _, corpus_a = first_campaign
-    corpus_b = workdir / "corpus-b"
-    proc = fault_campaign(corpus_b, workdir)
-    assert proc.returncode == 1, proc.stdout + proc.stderr
+def test_seeded_run_is_reproducible(runs):
+    run = runs["campaign-b"]
+    assert run.code == 1, run.out + run.err
+    corpus_a, corpus_b = runs["work"] / "corpus-a", runs["work"] / "corpus-b"
     a, b = findings_in(corpus_a), findings_in(corpus_b)
     assert len(a) == len(b) == 1
     assert a[0]["signature"] == b[0]["signature"]
@@ -165,46 +184,21 @@ def test_seeded_run_is_reproducible(first_campaign, workdir):
     assert [p.name for p in corpus_a.glob("*.json")] == [p.name for p in corpus_b.glob("*.json")]
 
 
-@pytest.fixture(scope="module")
-def replays(first_campaign, workdir):
-    """Replay (a) a folder with the campaign's finding and a corrupt file, the fault still
-    on, and (b) the campaign's corpus with the fault off; both at once."""
-    _, corpus_a = first_campaign
-    folder = workdir / "replay"
-    folder.mkdir()
-    (good,) = corpus_a.glob("*.json")
-    (folder / good.name).write_text(good.read_text())
-    corrupt = folder / "corrupt.json"
-    corrupt.write_text(good.read_text()[:200])
-    results = _run_all({"corrupt": (["replay", folder], "triu_tril_gt3d"),
-                        "fixed": (["replay", corpus_a], "none")}, workdir)
-    return results, good, corrupt
-
-
-def test_replay_reports_corrupt_file_and_replays_good_one(replays):
-    results, good, corrupt = replays
-    code, stdout, stderr, _ = results["corrupt"]
-    out = stdout + stderr
+def test_replay_reports_corrupt_file_and_replays_good_one(runs):
+    run = runs["replay-corrupt"]
+    out = run.out + run.err
+    assert runs["good-names"], "campaign A found nothing to replay"
     assert "Traceback" not in out
-    assert code == 1, out  # the good finding still fails
-    assert str(corrupt) in out.replace("\n", "")
-    assert "still fails" in stdout
-    assert good.name in stdout.replace("\n", "") or "triu" in stdout
+    assert run.code == 1, out  # the good finding still fails
+    assert str(runs["corrupt-path"]) in out.replace("\n", "")
+    assert "still fails" in run.out
+    assert "triu" in run.out
 
 
-def test_replay_once_fixed_passes(replays):
-    code, stdout, stderr, _ = replays[0]["fixed"]
-    assert code == 0, stdout + stderr
-    assert "passes now" in stdout
-
-
-def test_clean_target_run_has_no_findings(workdir):
-    corpus = workdir / "corpus-clean"
-    proc = mpsfuzz("run", "--ops", "triu,add,sum", "--target", FAULT_TARGET, "--max-cases", 150,
-                   "--seed", 3, "--corpus", corpus, "--timeout", 3, "--no-progress",
-                   cwd=workdir, faults="none")
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "no findings" in proc.stdout
-    assert "150 cases" in proc.stdout
-    assert findings_in(corpus) == []
-    assert "internal error" not in proc.stdout and "Traceback" not in proc.stderr
+def test_clean_target_run_has_no_findings(runs):
+    run = runs["clean"]
+    assert run.code == 0, run.out + run.err
+    assert "no findings" in run.out
+    assert "150 cases" in run.out
+    assert findings_in(runs["work"] / "corpus-clean") == []
+    assert "internal error" not in run.out and "Traceback" not in run.err
