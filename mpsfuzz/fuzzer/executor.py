@@ -61,7 +61,7 @@ def _leaf_dtypes(out) -> list:
     return []
 
 
-def _expected_dtypes(spec, case: Case, kwargs, widen: set) -> list:
+def _expected_dtypes(spec, case: Case, kwargs) -> list:
     """The output dtypes the op has at the original dtypes, from the meta device (no
     kernels run); where meta cannot run the op, widened dtypes map back by name."""
     try:
@@ -104,7 +104,7 @@ def run_reference(case: Case, spec, kwargs) -> tuple[object, bool]:
         out = _call(spec, wide_inputs, kwargs)
     except Exception:
         return first, False
-    expected = _expected_dtypes(spec, case, kwargs, widen)
+    expected = _expected_dtypes(spec, case, kwargs)
     if expected and len(expected) == len(_leaf_dtypes(out)):
         return _cast_like(out, expected), True
     return _cast_back_by_name(out, widen), True

@@ -7,7 +7,6 @@ list), which makes the shrunk case show only what the bug needs.
 """
 from __future__ import annotations
 
-import math
 
 from hypothesis import strategies as st
 
@@ -201,6 +200,3 @@ def _draw_case(draw, spec: OpSpec, budget: ShapeBudget, *, awkward_ratio, mixed_
     kwargs = spec.args(draw, tuple(shapes), tuple(names)) if spec.args else {}
     return Case(op=spec.name, inputs=inputs, kwargs=tuple(sorted(kwargs.items())))
 
-
-def numel_of(shape) -> int:
-    return math.prod(shape)
