@@ -70,15 +70,21 @@ def build_parser() -> argparse.ArgumentParser:
                      help="stop after this many new findings")
     run.add_argument("--seed", type=_positive_int("--seed"), default=None)
     run.add_argument("--corpus", default="mpsfuzz-corpus", help="corpus folder (default ./mpsfuzz-corpus)")
-    run.add_argument("--oracles", default=None, help="comma list (default: values,errors,crash,hang)")
+    run.add_argument("--oracles", default=None, help="comma list of oracles (default: all; 'mpsfuzz oracles' lists them)")
     run.add_argument("--timeout", type=float, default=20.0, help="per-case timeout in seconds (hang oracle)")
     run.add_argument("--shrink-budget", type=float, default=60.0, help="seconds of shrinking per finding")
     run.add_argument("--max-rank", type=_positive_int("--max-rank"), default=8)
     run.add_argument("--max-side", type=_positive_int("--max-side"), default=8)
     run.add_argument("--no-progress", action="store_true", help="no live status line")
+    run.add_argument("--known", action="append", default=[], metavar="FILE",
+                     help="extra known-failure table (JSON, the format of mpsfuzz/data/known_failures.json); repeatable")
+    run.add_argument("--no-variants", action="store_true",
+                     help="call ops in their functional form only (no method, in-place, out= or grad variants)")
 
     ops = sub.add_parser("ops", help="list op families and ops")
     ops.add_argument("--family", default=None)
+
+    sub.add_parser("oracles", help="list the oracles (all are enabled by default)")
 
     replay = sub.add_parser("replay", help="re-run findings and say which still fail")
     replay.add_argument("paths", nargs="+", help="finding files or corpus folders")
@@ -94,13 +100,29 @@ def cmd_ops(args, console) -> int:
     fams = catalogue.families()
     if args.family and args.family not in fams:
         raise UsageError(f"--family={args.family!r}: unknown family; families are {', '.join(fams)}")
+    ops = catalogue.all_ops()
     table = Table(title="mpsfuzz op catalogue")
     table.add_column("family")
     table.add_column("ops", justify="right")
+    table.add_column("variants (method/in-place/out=/grad)", justify="right")
     table.add_column("names", overflow="fold")
     for fam, names in fams.items():
         if args.family in (None, fam):
-            table.add_row(fam, str(len(names)), ", ".join(names))
+            counts = [sum(bool(getattr(ops[n], a)) for n in names) for a in ("method", "inplace", "out", "grad")]
+            table.add_row(fam, str(len(names)), "/".join(map(str, counts)), ", ".join(names))
+    console.print(table)
+    return EXIT_CLEAN
+
+
+def cmd_oracles(args, console) -> int:
+    from rich.table import Table
+
+    from .oracles import DEFAULT, all_oracles
+    table = Table(title="mpsfuzz oracles")
+    for column in ("oracle", "stage", "default", "what it checks"):
+        table.add_column(column, overflow="fold")
+    for name, o in all_oracles().items():
+        table.add_row(name, o.stage, "yes" if name in DEFAULT else "no", o.doc)
     console.print(table)
     return EXIT_CLEAN
 
@@ -116,6 +138,7 @@ def _describe_target(name: str, device: str, chosen_automatically: bool) -> str:
 
 
 def cmd_run(args, console) -> int:
+    from .corpus.known import KnownTableError
     from .corpus.store import Corpus
     from .fuzzer import catalogue
     from .fuzzer.engine import Campaign, CampaignConfig
@@ -152,11 +175,12 @@ def cmd_run(args, console) -> int:
                             seed=args.seed, budget_s=budget, max_cases=args.max_cases,
                             max_findings=args.max_findings,
                             timeout_s=args.timeout, shrink_budget_s=args.shrink_budget,
-                            max_rank=args.max_rank, max_side=max(1, args.max_side))
+                            max_rank=args.max_rank, max_side=max(1, args.max_side),
+                            known_tables=tuple(args.known), allow_variants=not args.no_variants)
     reporter = ConsoleReporter(console, live=False if args.no_progress else None)
     try:
         result = Campaign(config, [reporter]).run()
-    except TargetError as exc:
+    except (TargetError, KnownTableError) as exc:
         raise UsageError(str(exc)) from None
     return exit_code(findings=result.stats.new_findings)
 
@@ -185,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         if args.command is None:
             raise UsageError("a command is required: run, ops or replay (see mpsfuzz --help)")
-        handler = {"run": cmd_run, "ops": cmd_ops, "replay": cmd_replay}[args.command]
+        handler = {"run": cmd_run, "ops": cmd_ops, "oracles": cmd_oracles, "replay": cmd_replay}[args.command]
         return handler(args, console)
     except UsageError as exc:
         err.print(f"mpsfuzz: error: {exc}", highlight=False, markup=False, soft_wrap=True)

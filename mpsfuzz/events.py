@@ -47,7 +47,10 @@ class Stats:
     internal_errors: int = 0
     restarts: int = 0
     elapsed_s: float = 0.0
-    new_findings: int = 0
+    new_findings: int = 0        # target bugs not in the known-failure tables
+    known_bugs: int = 0          # new files for bugs the known-failure tables list
+    cpu_bugs: int = 0            # the float64 arbiter blamed the CPU reference
+    suppressed: int = 0          # failures the tables call unimplemented or undefined
     known_sightings: int = 0
     per_op: dict = field(default_factory=dict)          # op -> [cases, valid]
     unsupported_messages: dict = field(default_factory=dict)  # (op, message) -> count

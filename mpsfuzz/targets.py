@@ -21,12 +21,25 @@ class TargetError(ValueError):
     """A target that cannot be loaded or is not available here (a usage error)."""
 
 
+def _cuda_full_precision() -> None:
+    """CUDA trades precision for speed by default in some kernels (TF32 convolutions,
+    reduced-precision fp16/bf16 GEMM accumulation): documented choices, not bugs, which
+    would drown real findings. Turn them off in the worker so float32 means float32."""
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for flag in ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
+        if hasattr(torch.backends.cuda.matmul, flag):
+            setattr(torch.backends.cuda.matmul, flag, False)
+
+
 class DeviceTarget:
     """Eager execution on a torch device."""
 
     def __init__(self, name: str, device: str):
         self.name = name
         self.device = device
+        if torch.device(device).type == "cuda":
+            _cuda_full_precision()
 
     def is_available(self) -> bool:
         kind = torch.device(self.device).type

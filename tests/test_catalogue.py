@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from mpsfuzz.fuzzer import catalogue
 from mpsfuzz.fuzzer import dtypes as dt
 from mpsfuzz.fuzzer.catalogue import ShapeBudget, gather_at_indices
+from mpsfuzz.fuzzer.strategies import _value_options
 from mpsfuzz.fuzzer.recipes import DISTRIBUTIONS, TensorRecipe, ValueRecipe, resolve_kwargs
 
 warnings.filterwarnings("ignore", message="ComplexHalf support is experimental")
@@ -73,7 +74,7 @@ def test_declarations_are_consistent(name):
         if allowed is not None:
             assert allowed and all(dt.canonical(d) == d for d in allowed)
     for values in spec.input_values:
-        assert values is None or values in DISTRIBUTIONS
+        assert values is None or callable(values) or values in DISTRIBUTIONS
     if spec.input_dtypes and spec.input_values:
         assert len(spec.input_dtypes) == len(spec.input_values)
     assert 0 <= spec.min_rank <= spec.max_rank
@@ -124,12 +125,15 @@ def test_fn_runs_on_small_cpu_inputs(name):
         for i in range(len(shapes)):
             allowed = spec.input_dtypes[i] if spec.input_dtypes else None
             names.append(allowed[0] if allowed else main)
+        kwargs = spec.args(data.draw, tuple(shapes), tuple(names)) if spec.args else {}
         inputs = []
         for i, (shape, dtype) in enumerate(zip(shapes, names)):
-            dist = (spec.input_values[i] if spec.input_values else None) or _default_distribution(dtype)
-            recipe = TensorRecipe(shape=shape, dtype=dtype, values=ValueRecipe(dist, seed=i + 1))
+            entry = spec.input_values[i] if spec.input_values else None
+            asked = _value_options(entry, shapes, kwargs, spec)
+            dist = asked["distribution"] or _default_distribution(dtype)
+            recipe = TensorRecipe(shape=shape, dtype=dtype,
+                                  values=ValueRecipe(dist, seed=i + 1, low=asked.get("low"), high=asked.get("high")))
             inputs.append(recipe.materialize())
-        kwargs = spec.args(data.draw, tuple(shapes), tuple(names)) if spec.args else {}
         out = spec.fn(*inputs, **resolve_kwargs(tuple(kwargs.items())))
         if spec.canonicalise is not None:
             out = spec.canonicalise(inputs, out)

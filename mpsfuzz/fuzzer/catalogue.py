@@ -24,6 +24,31 @@ ArgBuilder = Callable[[Callable, tuple, tuple], dict]
 # A canonicaliser turns outputs into what is compared, on each side with its own inputs,
 # e.g. replacing argmax's indices by the values they point at (ties are unspecified).
 Canonicaliser = Callable[[list, Any], Any]
+# An input's values, when they depend on the drawn shapes and arguments (indices into
+# another input's dim, a class count...):
+#   values(shapes, kwargs) -> dict(distribution=..., low=..., high=..., allow_specials=...)
+ValueBuilder = Callable[[tuple, dict], dict]
+# A statistical judge for random ops: sees the DUT's outputs (on the CPU), its inputs and
+# arguments, and returns a one-line problem description or None. Never compares values
+# with the CPU's (different generators).
+StatisticalJudge = Callable[[Any, list, dict], "str | None"]
+
+# Semantics an op may declare (``OpSpec.semantics``):
+#   mixed_dtypes_sometimes  inputs after the first may take another dtype of the op's set
+#   ties_unspecified        which of equal elements an index output names is unspecified
+#                           (declared with a canonicaliser that compares what it points at)
+#   undefined-values        output values are unspecified (``empty``-like): only metadata
+#                           is compared, never values
+#   random                  values come from an RNG: judged by ``statistical``, never
+#                           against CPU values or across variants
+#   order-dependent         the result legitimately depends on the order of accumulation
+#                           (atomics, index_put accumulate): the layout and variants
+#                           oracles use the CPU tolerance instead of near-exactness
+SEMANTICS = ("mixed_dtypes_sometimes", "ties_unspecified", "undefined-values", "random", "order-dependent")
+
+# How an op can be called besides ``fn(*tensors, **kwargs)``; a Case names one of these.
+VARIANTS = ("functional", "method", "inplace", "out", "out-strided", "out-resized", "grad")
+GRAD_DTYPES = dt.GRAD
 
 
 @dataclass(frozen=True)
@@ -47,8 +72,9 @@ class OpSpec:
     # Per tensor input: a dtype tuple that overrides ``dtypes`` (e.g. where's bool
     # condition), or None to share the op's drawn dtype.
     input_dtypes: tuple[tuple[str, ...] | None, ...] = ()
-    # Per tensor input: a value distribution that overrides the drawn one, or None.
-    input_values: tuple[str | None, ...] = ()
+    # Per tensor input: a value distribution that overrides the drawn one, a
+    # ValueBuilder (e.g. indices in range of another input's dim), or None.
+    input_values: tuple[str | ValueBuilder | None, ...] = ()
     args: ArgBuilder | None = None
     allow_nonfinite: bool = True
     allow_specials: bool = True
@@ -61,6 +87,38 @@ class OpSpec:
     atol_scale: float = 1.0
     semantics: frozenset[str] = field(default_factory=frozenset)
     doc: str = ""
+    # Other ways to call it. ``method``: ``getattr(inputs[0], method)(*inputs[1:], **kw)``;
+    # ``inplace``: the in-place method (result: inputs[0] after the call); ``out``: ``fn``
+    # accepts ``out=`` (a tuple for several outputs); ``grad``: differentiable in the
+    # inputs listed by ``grad_inputs`` (None: every floating input).
+    method: str | None = None
+    inplace: str | None = None
+    out: bool = False
+    grad: bool = False
+    grad_inputs: tuple[int, ...] | None = None
+    # Random ops: judged by this instead of against CPU values.
+    statistical: StatisticalJudge | None = None
+    # Inputs that the functional form itself writes (batch_norm's running statistics,
+    # in-place-only ops): the variants oracle does not require them unchanged.
+    mutates: tuple[int, ...] = ()
+
+    def __post_init__(self):
+        unknown = set(self.semantics) - set(SEMANTICS)
+        if unknown:
+            raise ValueError(f"op {self.name!r}: unknown semantics {sorted(unknown)}; known: {SEMANTICS}")
+
+    def variants(self) -> tuple[str, ...]:
+        """The variants this op has, functional first (where shrinking goes)."""
+        out = ["functional"]
+        if self.method:
+            out.append("method")
+        if self.inplace:
+            out.append("inplace")
+        if self.out:
+            out += ["out", "out-strided", "out-resized"]
+        if self.grad and any(d in GRAD_DTYPES for d in self.dtypes):
+            out.append("grad")
+        return tuple(out)
 
     @property
     def arity(self) -> int:
@@ -82,7 +140,8 @@ def _load() -> None:
     global _LOADED
     if not _LOADED:
         _LOADED = True
-        from .ops import elementwise, linalg, reduction  # noqa: F401  (they register)
+        from .ops import (elementwise, fft, indexing, linalg, nn, nn_losses,  # noqa: F401
+                          random, reduction)  # (they register)
 
 
 def all_ops() -> dict[str, OpSpec]:
@@ -99,6 +158,11 @@ def families() -> dict[str, list[str]]:
 
 def get(name: str) -> OpSpec:
     ops = all_ops()
+    if name not in ops and name.startswith("opinfo:"):
+        # OpInfo specs are built on request only (importing torch's test database costs
+        # seconds): a worker asked for one builds it here.
+        from . import opinfo
+        ops[name] = _REGISTRY.setdefault(name, opinfo.spec(name))  # KeyError if unknown/unavailable
     if name not in ops:
         raise KeyError(name)
     return ops[name]
@@ -121,6 +185,13 @@ def select(selection: str) -> list[str]:
             names = fams[item]
         elif item in ops:
             names = [item]
+        elif item == "opinfo" or item.startswith("opinfo:"):
+            from . import opinfo
+            try:
+                found = opinfo.resolve(item, {n for n in _REGISTRY if not n.startswith("opinfo:")})
+            except LookupError as exc:
+                raise UnknownOpError(f"--ops: {exc}") from None
+            names = [_REGISTRY.setdefault(s.name, s).name for s in found]
         else:
             raise UnknownOpError(
                 f"--ops: {item!r} is neither a family ({', '.join(fams)}), an op, nor 'all'; "
@@ -364,12 +435,22 @@ def _same_values(a, b) -> bool:
     return a.shape == b.shape and bool(_same_mask(a, b).all())
 
 
+_NO_CPU_GATHER = (torch.uint16, torch.uint32, torch.uint64)
+
+
 def _gather_reduced(x, idx, values=None, reducer: str | None = None):
     """x's values at ``idx``, where ``idx`` indexes one dim of ``x`` (a reduced dim with or
     without keepdim, or the dim of a cumulative op), or x flattened when it is a single
     index. The dim is inferred from the shapes; where several dims fit, the one whose
     gathered values match ``values`` (or ``reducer`` over that dim) is taken.
     Returns (gathered, in_range): indices out of range are clamped and flagged."""
+    if x.dtype in _NO_CPU_GATHER:
+        # CPU has no gather for these: gather their bit patterns as int64 (a bijection,
+        # so equality is kept) and cast back.
+        back = x.dtype
+        gathered, in_range = _gather_reduced(x.to(torch.int64), idx,
+                                             None if values is None else values.to(torch.int64), reducer)
+        return (gathered.to(back) if gathered.dtype == torch.int64 else gathered), in_range
     if idx.numel() == 0 or x.numel() == 0:
         empty = torch.zeros(idx.shape, dtype=x.dtype, device=x.device)
         return empty, torch.ones(idx.shape, dtype=torch.bool, device=x.device)

@@ -20,6 +20,9 @@ _ALIASES = {"chalf": "complex32", "half": "float16", "float": "float32", "double
 
 FLOAT = ("float16", "bfloat16", "float32", "float64")
 COMPLEX = ("complex32", "complex64", "complex128")
+# Dtypes whose gradients are compared (the grad variant): float32, float16 and bfloat16,
+# plus float64, which costs nothing extra on CPU and covers double-precision backward.
+GRAD = ("float32", "float16", "bfloat16", "float64")
 SIGNED = ("int8", "int16", "int32", "int64")
 UNSIGNED = ("uint8", "uint16", "uint32", "uint64")
 INTEGRAL = SIGNED + UNSIGNED
@@ -89,3 +92,6 @@ def finfo_or_iinfo(name: str):
 
 def real_dtype_name(name: str) -> str:
     return {"complex32": "float16", "complex64": "float32", "complex128": "float64"}.get(name, name)
+
+
+GRAD_TORCH_DTYPES = tuple(to_torch(n) for n in GRAD)

@@ -19,10 +19,12 @@ from typing import Callable
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 
-from ..corpus.finding import Finding, signature_of
+from ..corpus import known as known_failures
+from ..corpus.finding import Finding, signature_of, trigger_class
 from ..corpus.store import Corpus
 from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded,
                       Notice, Stats)
+from ..oracles import DEFAULT as ORACLES_DEFAULT
 from ..oracles import Failure, all_oracles
 from ..oracles.process import ProcessEvent
 from . import catalogue
@@ -35,7 +37,7 @@ class CampaignConfig:
     ops: list[str]
     target_spec: str
     corpus_dir: Path
-    oracles: tuple[str, ...] = ("values", "errors", "crash", "hang")
+    oracles: tuple[str, ...] = ORACLES_DEFAULT
     seed: int | None = None
     budget_s: float | None = None
     max_cases: int | None = None
@@ -46,6 +48,8 @@ class CampaignConfig:
     max_rank: int = 8
     max_side: int = 8
     max_numel: int = 4096
+    known_tables: tuple = ()          # extra known-failure table files (--known)
+    allow_variants: bool = True
 
 
 class BudgetExhausted(BaseException):
@@ -90,8 +94,11 @@ class Campaign:
         self._shrink_started: dict[tuple, float] = {}
         self._memo: dict = {}
         self._start = 0.0
+        self.known_table = known_failures.load_tables(list(config.known_tables))
         self._case_oracles = tuple(o for o in config.oracles if all_oracles()[o].stage == "case")
         self._process_oracles = tuple(o for o in config.oracles if all_oracles()[o].stage == "process")
+        import torch  # the version keys known-failure entries (fixed_in)
+        self._torch_version = torch.__version__
         self.seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**31)
 
     def emit(self, event) -> None:
@@ -148,6 +155,8 @@ class Campaign:
                     return  # shrink budget spent: smaller variants are no longer tried
                 failures = self._memo[case] = self._failures_of(case, pool)
             for failure in failures:
+                if self._suppressed(case, failure, pool):
+                    continue
                 signature = signature_of(case, failure)
                 if signature in self.known:
                     self._sightings[signature] = self._sightings.get(signature, 0) + 1
@@ -157,10 +166,24 @@ class Campaign:
                 raise _error_type(*key)(case, failure, signature)
         return body
 
+    def _known_entry(self, case, failure: Failure, device: str):
+        trig = trigger_class(case)
+        return known_failures.match(self.known_table, device=device, op=case.op, dtypes=trig["dtypes"],
+                                    oracle=failure.oracle, kind=failure.kind,
+                                    layout_class=trig["layout_class"], torch_version=self._torch_version)
+
+    def _suppressed(self, case, failure: Failure, pool: WorkerPool) -> bool:
+        """Failures the known-failure tables call unimplemented or undefined: not bugs."""
+        entry = self._known_entry(case, failure, pool.device)
+        if entry is not None and entry.status in known_failures.SUPPRESSED:
+            self.stats.suppressed += 1
+            return True
+        return False
+
     def _run_slice(self, op: str, round_no: int, pool: WorkerPool) -> None:
         spec = catalogue.get(op)
         strategy = cases(spec, max_rank=self.config.max_rank, max_side=self.config.max_side,
-                         max_numel=self.config.max_numel)
+                         max_numel=self.config.max_numel, allow_variants=self.config.allow_variants)
         slice_seed = int(hashlib.sha1(f"{self.seed}:{op}:{round_no}".encode()).hexdigest()[:12], 16)
         test = given(strategy)(self._test_body(pool))
         test = settings(max_examples=self.config.slice_examples, deadline=None, database=None,
@@ -190,12 +213,19 @@ class Campaign:
     def _record(self, err: FindingError, pool: WorkerPool, *, flaky: bool) -> None:
         if err.signature in self.known:
             return
+        entry = self._known_entry(err.case, err.failure, pool.device)
         finding = Finding.create(err.case, err.failure, target_name=pool.target_name,
-                                 target_spec=self.config.target_spec, device=pool.device, flaky=flaky)
+                                 target_spec=self.config.target_spec, device=pool.device, flaky=flaky,
+                                 known=entry.to_json() if entry is not None else None)
         path, new = self.corpus.record(finding)
         self.known.add(err.signature)
         if new:
-            self.stats.new_findings += 1
+            if finding.status == "new":
+                self.stats.new_findings += 1
+            elif finding.status == "known-bug":
+                self.stats.known_bugs += 1
+            else:
+                self.stats.cpu_bugs += 1
         self.recorded.append((finding, path, new))
         self.emit(FindingRecorded(finding, path, new))
 

@@ -2,6 +2,9 @@
 
 This runs inside a worker process. The two sides never share a tensor: each
 materialises its own inputs from the recipe, even when the target's device is the CPU.
+Both sides call the op the same way (the case's variant); the DUT additionally runs the
+functional form (for the ``variants`` oracle) and the op on ``.contiguous()`` copies
+(for the ``layout`` oracle) when those oracles are enabled and the case calls for it.
 """
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import warnings
 import torch
 
 from ..oracles import all_oracles
-from ..oracles.observation import Observation, Raised
+from ..oracles.observation import Observation, Raised, SideResult, output_meta
 from . import catalogue
 from . import dtypes as dt
 from .recipes import Case
@@ -19,6 +22,23 @@ _UNSUPPORTED_HINTS = ("not implemented for", "not currently implemented", "not s
                       "is not supported on", "not supported for", "unsupported dtype",
                       "no kernel", "does not support", "not yet supported",
                       "could not run 'aten::")
+
+# Filler of freshly allocated ``out=`` tensors: a kernel that leaves part of ``out``
+# unwritten shows up as wrong values (same on every device, so CPU agrees on it).
+OUT_FILLER = 77
+
+
+# Errors after which the device context is unusable (CUDA's sticky errors; a failed
+# Metal command buffer): every later call in this process would fail the same way, so
+# the worker reports the case and is replaced before the next one.
+_DEVICE_FAULT_HINTS = ("device-side assert", "illegal memory access", "unspecified launch failure",
+                       "misaligned address", "illegal instruction", "command buffer exited with error",
+                       "mtlcommandbuffer")
+
+
+def is_device_fault(message: str) -> bool:
+    text = message.lower()
+    return any(h in text for h in _DEVICE_FAULT_HINTS)
 
 
 def is_unsupported(exc: BaseException) -> bool:
@@ -61,18 +81,176 @@ def _leaf_dtypes(out) -> list:
     return []
 
 
+def _leaves(out) -> list:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [leaf for o in out for leaf in _leaves(o)]
+    return []
+
+
+# -- calling an op in each variant --------------------------------------------------------
+
+def _seed_rng(case: Case) -> None:
+    """Random ops draw from a generator seeded from the case, so a finding replays. The
+    seed is scrambled: seeded like the recipe's values, an in-place sampler would
+    redraw exactly the input's own values (looking as if it wrote nothing)."""
+    seed = case.inputs[0].values.seed if case.inputs else 0
+    torch.manual_seed((seed * 6364136223846793005 + 1442695040888963407) & 0xFFFF_FFFF_FFFF)
+
+
+def _method_caller(name: str):
+    def call(*inputs, **kwargs):
+        return getattr(inputs[0], name)(*inputs[1:], **kwargs)
+    call.__name__ = name
+    return call
+
+
+def _strided_out(like: torch.Tensor, how: str) -> torch.Tensor:
+    """An ``out=`` tensor for a result like ``like``: dense ("out"), non-contiguous with
+    the right shape ("out-strided": last two dims transposed, or every other element, or
+    a storage offset for 0-d), or of the wrong size ("out-resized": torch resizes it)."""
+    device, dtype, shape = like.device, like.dtype, tuple(like.shape)
+    fill = True if dtype == torch.bool else OUT_FILLER
+    if how == "out-resized":
+        return torch.full((0,), fill, dtype=dtype, device=device)
+    if how == "out" or like.numel() <= 1 and len(shape) > 0:
+        return torch.full(shape, fill, dtype=dtype, device=device)
+    if len(shape) == 0:
+        return torch.full((2,), fill, dtype=dtype, device=device)[1]
+    if len(shape) >= 2:
+        swapped = shape[:-2] + (shape[-1], shape[-2])
+        return torch.full(swapped, fill, dtype=dtype, device=device).transpose(-1, -2)
+    return torch.full((2 * shape[0],), fill, dtype=dtype, device=device)[::2]
+
+
+class VariantNotApplicable(Exception):
+    """The variant cannot be formed for this case (e.g. a non-tensor result for out=)."""
+
+
+def call_variant(spec, case: Case, inputs: list, kwargs: dict, runner=None, functional=None):
+    """Call the op as ``case.variant`` says; returns the raw (uncanonicalised) result.
+    ``functional`` is the functional result on the same device when already known
+    (``out=`` needs its shapes and dtypes)."""
+    variant = case.variant
+    run = runner or (lambda fn, *a, **k: fn(*a, **k))
+    if variant == "functional":
+        return run(spec.fn, *inputs, **kwargs)
+    if variant == "grad":
+        raise ValueError("the grad variant is run by forward_backward")
+    if variant == "method":
+        return run(_method_caller(spec.method), *inputs, **kwargs)
+    if variant == "inplace":
+        run(_method_caller(spec.inplace), *inputs, **kwargs)
+        return inputs[0]
+    if variant.startswith("out"):
+        if functional is None:
+            functional = run(spec.fn, *inputs, **kwargs)
+        leaves = _leaves(functional)
+        if not leaves or (not isinstance(functional, torch.Tensor) and len(leaves) != len(functional)):
+            raise VariantNotApplicable("out= needs a tensor or a flat tuple of tensors")
+        outs = [_strided_out(leaf, variant) for leaf in leaves]
+        target = outs[0] if isinstance(functional, torch.Tensor) else tuple(outs)
+
+        def with_out(*a, **k):
+            spec.fn(*a, **k, out=target)
+            return target
+        return run(with_out, *inputs, **kwargs)
+    raise ValueError(f"unknown variant {variant!r}")
+
+
+def _grad_inputs(spec, inputs: list) -> list[int]:
+    chosen = spec.grad_inputs if spec.grad_inputs is not None else range(len(inputs))
+    return [i for i in chosen if i < len(inputs) and inputs[i].dtype in dt.GRAD_TORCH_DTYPES]
+
+
+def upstream_gradient(leaf_shape, dtype, index: int, seed: int) -> torch.Tensor:
+    """The same upstream gradient on both sides: seeded, on the CPU, then moved."""
+    gen = torch.Generator().manual_seed((seed + 7919 * (index + 1)) & 0xFFFF_FFFF)
+    return torch.randn(tuple(leaf_shape), generator=gen, dtype=torch.float64).to(dtype)
+
+
+def _backward(case: Case, inputs: list, out, wrt: list[int]):
+    """Gradients of ``out`` w.r.t. ``inputs[wrt]`` with seeded upstream gradients;
+    None for an input that does not influence the output."""
+    diff = [o for o in _leaves(out) if o.requires_grad and (o.is_floating_point() or o.is_complex())]
+    if not diff or not wrt:
+        return [None] * len(wrt)
+    seed = case.inputs[0].values.seed if case.inputs else 0
+    grads_out = [upstream_gradient(o.shape, o.dtype, i, seed).to(o.device) for i, o in enumerate(diff)]
+    return list(torch.autograd.grad(diff, [inputs[i] for i in wrt], grads_out, allow_unused=True))
+
+
+def run_side(spec, case: Case, kwargs: dict, device, runner=None, synchronize=None,
+             inputs=None, functional=None) -> SideResult:
+    """One side's run: outputs (CPU copies, canonicalised), their metadata, gradients
+    for the grad variant, and the inputs as the call left them."""
+    if inputs is None:
+        inputs = case.materialize(device)
+    wrt: list[int] = []
+    if case.variant == "grad":
+        wrt = _grad_inputs(spec, inputs)
+        for i in wrt:
+            inputs[i].requires_grad_(True)
+    if "random" in spec.semantics:
+        _seed_rng(case)
+    try:
+        grads = None
+        if case.variant == "grad":
+            # Forward and backward both run inside the target (a fault-injecting or
+            # compiling target sees the backward kernels too).
+            def forward_backward(*a, **k):
+                out = spec.fn(*a, **k)
+                return out, _backward(case, list(a), out, wrt)
+            raw, grads = (runner or (lambda fn, *a, **k: fn(*a, **k)))(forward_backward, *inputs, **kwargs)
+        else:
+            raw = call_variant(spec, case, inputs, kwargs, runner, functional)
+        if synchronize:
+            synchronize()
+    except VariantNotApplicable:
+        raise
+    except Exception as exc:  # any error of the op is an observation, not ours
+        return SideResult(outputs=_raised(exc))
+    meta = output_meta(raw)
+    base_after = None
+    if case.variant == "inplace" and isinstance(inputs[0], torch.Tensor) and inputs[0]._base is not None:
+        base_after = _to_cpu(inputs[0]._base)
+    with torch.no_grad():
+        detached = _detach(raw)
+        out = spec.canonicalise(inputs, detached) if spec.canonicalise is not None else detached
+        return SideResult(outputs=_to_cpu(out), meta=meta,
+                          grads=None if grads is None else [None if g is None else _to_cpu(g) for g in grads],
+                          inputs_after=[_to_cpu(t) for t in inputs], raw=raw, base_after=base_after)
+
+
+def _detach(out):
+    if isinstance(out, torch.Tensor):
+        return out.detach()
+    if isinstance(out, (tuple, list)):
+        return tuple(_detach(o) for o in out)
+    return out
+
+
+# -- the CPU reference ----------------------------------------------------------------------
+
 def _expected_dtypes(spec, case: Case, kwargs) -> list:
     """The output dtypes the op has at the original dtypes, from the meta device (no
     kernels run); where meta cannot run the op, widened dtypes map back by name."""
     try:
         meta = [r.materialize("cpu").to("meta") for r in case.inputs]
-        return _leaf_dtypes(_call(spec, meta, kwargs))
+        out = spec.fn(*meta, **kwargs)
+        if spec.canonicalise is not None:
+            out = spec.canonicalise(meta, out)
+        return _leaf_dtypes(out)
     except Exception:
         return []
 
 
 def _cast_back_by_name(out, widen: set):
-    back = {dt.to_torch(dt.WIDER[name]): dt.to_torch(name) for name in widen}
+    # int64 results are left alone: they are usually indices (nonzero, argmax), not
+    # values of the widened dtype.
+    back = {dt.to_torch(dt.WIDER[name]): dt.to_torch(name) for name in widen
+            if dt.WIDER[name] != "int64"}
     if isinstance(out, torch.Tensor):
         return out.to(back[out.dtype]) if out.dtype in back else out
     if isinstance(out, (tuple, list)):
@@ -80,62 +258,111 @@ def _cast_back_by_name(out, widen: set):
     return out
 
 
-def _call(spec, inputs, kwargs, runner=None):
-    out = runner(spec.fn, *inputs, **kwargs) if runner else spec.fn(*inputs, **kwargs)
-    if spec.canonicalise is not None:
-        out = spec.canonicalise(inputs, out)
-    return out
-
-
-def run_reference(case: Case, spec, kwargs) -> tuple[object, bool]:
-    """CPU eager result; where CPU has no kernel for the dtype, recompute in the next
-    wider dtype and cast back (returns widened=True so the oracle can say so)."""
-    inputs = case.materialize("cpu")
-    try:
-        return _call(spec, inputs, kwargs), False
-    except Exception as exc:  # any error of the op is an observation, not ours
-        first = _raised(exc)
-        widen = {r.dtype for r in case.inputs if r.dtype in dt.WIDER}
-        if not (first.unsupported and widen):
-            return first, False
+def run_reference(case: Case, spec, kwargs) -> tuple[SideResult, bool]:
+    """CPU eager result in the case's variant; where CPU has no kernel for the dtype,
+    recompute in the next wider dtype and cast back (returns widened=True so the oracle
+    can say so)."""
+    first = run_side(spec, case, kwargs, "cpu")
+    widen = {r.dtype for r in case.inputs if r.dtype in dt.WIDER}
+    if not (isinstance(first.outputs, Raised) and first.outputs.unsupported and widen):
+        return first, False
     wide_inputs = [t.to(dt.to_torch(dt.WIDER[r.dtype])) if r.dtype in widen else t
-                   for r, t in zip(case.inputs, inputs)]
-    try:
-        out = _call(spec, wide_inputs, kwargs)
-    except Exception:
+                   for r, t in zip(case.inputs, case.materialize("cpu"))]
+    wide = run_side(spec, case, kwargs, "cpu", inputs=wide_inputs)
+    if isinstance(wide.outputs, Raised):
         return first, False
     expected = _expected_dtypes(spec, case, kwargs)
-    if expected and len(expected) == len(_leaf_dtypes(out)):
-        return _cast_like(out, expected), True
-    return _cast_back_by_name(out, widen), True
+    if expected and len(expected) == len(_leaf_dtypes(wide.outputs)):
+        outputs = _cast_like(wide.outputs, expected)
+    else:
+        outputs = _cast_back_by_name(wide.outputs, widen)
+    grads = wide.grads
+    if grads is not None:
+        wrt = _grad_inputs(spec, case.materialize("cpu"))
+        grads = [None if g is None else g.to(dt.to_torch(case.inputs[i].dtype)) for g, i in zip(grads, wrt)]
+    # Metadata of a widened run says nothing about the narrow dtype's memory format.
+    return SideResult(outputs=outputs, meta=None, grads=grads, inputs_after=None), True
+
+
+# -- the case ---------------------------------------------------------------------------------
+
+def _wants_functional(case: Case, enabled) -> bool:
+    return case.variant not in ("functional", "grad") and "variants" in enabled
+
+
+def _wants_contiguous(spec, case: Case, enabled) -> bool:
+    return (case.variant == "functional" and "layout" in enabled
+            and any(not r.layout.is_plain() for r in case.inputs)
+            and not ({"random", "undefined-values"} & set(spec.semantics)))
 
 
 def execute(case: Case, target, oracle_names) -> dict:
     """Run ``case`` on both sides and the enabled case oracles; a JSON-able summary."""
     spec = catalogue.get(case.op)
     kwargs = case.kwargs_dict()
+    enabled = tuple(oracle_names)
+    functional = contiguous = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         try:
             dut_inputs = case.materialize(target.device)
-            dut = _to_cpu(_call(spec, dut_inputs, kwargs, runner=target.run))
-            target.synchronize()
-        except Exception as exc:
-            dut = _raised(exc)
+            dut_functional = None
+            if case.variant.startswith("out") or _wants_functional(case, enabled):
+                functional_case = Case(case.op, case.inputs, case.kwargs)
+                functional = run_side(spec, functional_case, kwargs, target.device, runner=target.run,
+                                      synchronize=target.synchronize)
+                if not isinstance(functional.outputs, Raised):
+                    dut_functional = functional.raw
+            dut = run_side(spec, case, kwargs, target.device, runner=target.run,
+                           synchronize=target.synchronize, inputs=dut_inputs, functional=dut_functional)
+            if _wants_contiguous(spec, case, enabled) and not isinstance(dut.outputs, Raised):
+                copies = [t.contiguous() for t in case.materialize(target.device)]
+                contiguous = run_side(spec, case, kwargs, target.device, runner=target.run,
+                                      synchronize=target.synchronize, inputs=copies)
+        except VariantNotApplicable:
+            return {"valid": False, "unsupported": False, "unsupported_message": "",
+                    "ref_widened": False, "failures": []}
         ref, widened = run_reference(case, spec, kwargs)
-    obs = Observation(case=case, spec=spec, target_name=target.name, dut=dut, ref=ref, ref_widened=widened)
+        ref_functional = None
+        if functional is not None and _wants_functional(case, enabled):
+            ref_functional, _ = run_reference(Case(case.op, case.inputs, case.kwargs), spec, kwargs)
+    if functional is not None:
+        functional.raw = None
+    dut.raw = None
+    obs = Observation(case=case, spec=spec, target_name=target.name, dut=dut.outputs, ref=ref.outputs,
+                      ref_widened=widened, enabled=enabled, dut_side=dut, ref_side=ref,
+                      dut_functional=functional, dut_contiguous=contiguous, ref_functional=ref_functional)
+    failures = run_case_oracles(obs, enabled)
+    dut_raised, ref_raised = isinstance(dut.outputs, Raised), isinstance(ref.outputs, Raised)
+    poisoned = any(isinstance(side, SideResult) and isinstance(side.outputs, Raised)
+                   and is_device_fault(side.outputs.message) for side in (dut, functional, contiguous))
+    return {
+        "poisoned": poisoned,
+        "valid": not ref_raised,
+        "unsupported": dut_raised and dut.outputs.unsupported and not ref_raised,
+        "unsupported_message": dut.outputs.message.splitlines()[0][:200] if dut_raised and dut.outputs.unsupported else "",
+        "ref_widened": widened,
+        "failures": [f.to_json() for f in failures],
+    }
+
+
+def run_case_oracles(obs: Observation, enabled) -> list:
+    """Case checks in order, then each verdict check (the float64 arbiter) on every
+    failure: it may confirm, re-attribute (the CPU is the one that is wrong) or
+    dismiss it."""
     oracles = all_oracles()
     failures = []
-    for name in oracle_names:
+    for name in enabled:
         o = oracles[name]
         if o.stage == "case":
             failure = o.check(obs)
             if failure is not None:
-                failures.append(failure.to_json())
-    return {
-        "valid": not isinstance(ref, Raised),
-        "unsupported": isinstance(dut, Raised) and dut.unsupported and not isinstance(ref, Raised),
-        "unsupported_message": dut.message.splitlines()[0][:200] if isinstance(dut, Raised) and dut.unsupported else "",
-        "ref_widened": widened,
-        "failures": failures,
-    }
+                failures.append(failure)
+    if any(f.oracle == "values" for f in failures):
+        # The DUT-alone comparisons would report the same wrong result again.
+        failures = [f for f in failures if not (f.oracle == "layout" or f.kind.startswith("variant-"))]
+    for name in enabled:
+        o = oracles[name]
+        if o.stage == "verdict":
+            failures = [f for f in (o.check(obs, f) for f in failures) if f is not None]
+    return failures

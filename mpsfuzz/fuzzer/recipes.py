@@ -19,7 +19,9 @@ import torch
 
 from . import dtypes as dt
 
-CASE_FORMAT = 1
+CASE_FORMAT = 2
+# Format 1 (before variants) reads as format 2 with variant "functional".
+READABLE_FORMATS = (1, 2)
 
 # Filler for the parts of a base buffer that the view does not cover (gaps, the storage
 # offset): a value no generator produces at that position, so a kernel that reads
@@ -326,6 +328,9 @@ class Case:
     op: str
     inputs: tuple[TensorRecipe, ...]
     kwargs: tuple[tuple[str, Any], ...] = ()
+    # How the op is called: one of catalogue.VARIANTS ("functional", "method", "inplace",
+    # "out", "out-strided", "out-resized", "grad").
+    variant: str = "functional"
 
     def materialize(self, device: str | torch.device = "cpu") -> list[torch.Tensor]:
         return [r.materialize(device) for r in self.inputs]
@@ -336,13 +341,15 @@ class Case:
     def describe(self) -> str:
         args = ", ".join(r.describe() for r in self.inputs)
         kw = "".join(f", {k}={v.name if isinstance(v, DtypeArg) else v!r}" for k, v in self.kwargs)
-        return f"{self.op}({args}{kw})"
+        via = "" if self.variant == "functional" else f" [{self.variant}]"
+        return f"{self.op}({args}{kw}){via}"
 
     # -- JSON ---------------------------------------------------------------------------
     def to_json(self) -> dict:
         return {
             "format": CASE_FORMAT,
             "op": self.op,
+            "variant": self.variant,
             "inputs": [
                 {
                     "shape": list(r.shape), "dtype": r.dtype,
@@ -363,8 +370,9 @@ class Case:
         if not isinstance(data, dict):
             raise ValueError("a case must be a JSON object")
         version = data.get("format")
-        if version != CASE_FORMAT:
-            raise ValueError(f"case format {version!r} is not supported (this mpsfuzz reads format {CASE_FORMAT})")
+        if version not in READABLE_FORMATS:
+            raise ValueError(f"case format {version!r} is not supported (this mpsfuzz reads formats "
+                             f"{', '.join(map(str, READABLE_FORMATS))})")
         try:
             inputs = tuple(
                 TensorRecipe(
@@ -382,6 +390,7 @@ class Case:
                 for r in data["inputs"]
             )
             kwargs = tuple(sorted((str(k), _decode_value(v)) for k, v in data["kwargs"].items()))
-            return cls(op=str(data["op"]), inputs=inputs, kwargs=kwargs)
+            return cls(op=str(data["op"]), inputs=inputs, kwargs=kwargs,
+                       variant=str(data.get("variant", "functional")))
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed case: missing or bad field {exc}") from None

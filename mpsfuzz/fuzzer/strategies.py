@@ -11,7 +11,7 @@ from __future__ import annotations
 from hypothesis import strategies as st
 
 from . import dtypes as dt
-from .catalogue import OpSpec, ShapeBudget
+from .catalogue import GRAD_DTYPES, OpSpec, ShapeBudget
 from .recipes import (NONFINITE_SPECIALS, SPECIAL_NAMES, Case, Layout, TensorRecipe,
                       ValueRecipe)
 
@@ -78,8 +78,9 @@ def tensor_recipes(shape: tuple[int, ...], dtype_name: str, *, distribution: str
 
 def cases(spec: OpSpec, *, min_rank: int = 0, max_rank: int = 8, max_side: int = 8,
           max_numel: int = 4096, allow_empty: bool = True, awkward_ratio: float = AWKWARD_RATIO,
-          mixed_dtype_ratio: float = 0.1) -> st.SearchStrategy[Case]:
-    """Whole cases for one op, honouring its declared dtypes, shapes, values and args."""
+          mixed_dtype_ratio: float = 0.1, allow_variants: bool = True) -> st.SearchStrategy[Case]:
+    """Whole cases for one op, honouring its declared dtypes, shapes, values and args;
+    ``allow_variants`` lets cases call the op's method, in-place, ``out=`` and grad forms."""
     _check(0 <= min_rank <= max_rank, f"min_rank={min_rank!r} and max_rank={max_rank!r} must satisfy 0 <= min_rank <= max_rank")
     _check(max_side >= 1, f"max_side={max_side!r} must be >= 1")
     _check(max_numel >= 1, f"max_numel={max_numel!r} must be >= 1")
@@ -87,7 +88,8 @@ def cases(spec: OpSpec, *, min_rank: int = 0, max_rank: int = 8, max_side: int =
     _check(0.0 <= mixed_dtype_ratio <= 1.0, f"mixed_dtype_ratio={mixed_dtype_ratio!r} must be in [0, 1]")
     budget = ShapeBudget(min_rank=max(min_rank, spec.min_rank), max_rank=min(max_rank, spec.max_rank),
                          max_side=max_side, allow_empty=allow_empty, max_numel=max_numel)
-    return _drawn(_draw_case, spec, budget, awkward_ratio=awkward_ratio, mixed_dtype_ratio=mixed_dtype_ratio)
+    return _drawn(_draw_case, spec, budget, awkward_ratio=awkward_ratio, mixed_dtype_ratio=mixed_dtype_ratio,
+                  allow_variants=allow_variants)
 
 
 # -- drawing ------------------------------------------------------------------------------
@@ -158,7 +160,7 @@ def _distributions_for(dtype_name: str) -> tuple[str, ...]:
 
 
 def _draw_values(draw, dtype_name, *, distribution=None, allow_specials=True, allow_nonfinite=True,
-                 max_specials=3) -> ValueRecipe:
+                 max_specials=3, low=None, high=None) -> ValueRecipe:
     names = SPECIAL_NAMES if allow_nonfinite else FINITE_SPECIALS
     dist = draw(st.sampled_from((distribution,) if distribution else _distributions_for(dtype_name)))
     seed = draw(st.integers(0, 2**32 - 1))
@@ -166,19 +168,51 @@ def _draw_values(draw, dtype_name, *, distribution=None, allow_specials=True, al
     if allow_specials and max_specials and dtype_name != "bool" and draw(st.integers(0, 9)) >= 6:
         specials = tuple(draw(st.lists(st.tuples(st.integers(0, 2**16), st.sampled_from(names)),
                                        min_size=1, max_size=max_specials)))
-    return ValueRecipe(distribution=dist, seed=seed, specials=specials)
+    return ValueRecipe(distribution=dist, seed=seed, specials=specials, low=low, high=high)
 
 
 def _draw_tensor(draw, shape, dtype_name, *, distribution=None, allow_specials=True,
-                 allow_nonfinite=True, awkward_ratio=AWKWARD_RATIO) -> TensorRecipe:
+                 allow_nonfinite=True, awkward_ratio=AWKWARD_RATIO, low=None, high=None) -> TensorRecipe:
     keep = 2 if distribution in MATRIX_DISTRIBUTIONS else 0
     return TensorRecipe(tuple(shape), dtype_name,
                         _draw_layout(draw, shape, awkward_ratio=awkward_ratio, keep_last_dims=keep),
                         _draw_values(draw, dtype_name, distribution=distribution,
-                                     allow_specials=allow_specials, allow_nonfinite=allow_nonfinite))
+                                     allow_specials=allow_specials, allow_nonfinite=allow_nonfinite,
+                                     low=low, high=high))
 
 
-def _draw_case(draw, spec: OpSpec, budget: ShapeBudget, *, awkward_ratio, mixed_dtype_ratio) -> Case:
+# Share of cases (in twentieths) that call the plain functional form; the rest spread
+# over the op's other variants. Functional is variant 0, so shrinking goes there first
+# and a shrunk variant case means the bug needs that variant.
+FUNCTIONAL_TWENTIETHS = 9
+
+
+def _draw_variant(draw, spec: OpSpec, main_dtype: str, allow_variants: bool, inputs=()) -> str:
+    variants = [v for v in spec.variants() if v != "grad" or main_dtype in GRAD_DTYPES]
+    if inputs and inputs[0].layout.expanded:
+        # Writing into a stride-0 self is undefined (some in-place kernels do not refuse).
+        variants = [v for v in variants if v != "inplace"]
+    if not allow_variants or len(variants) == 1 or draw(st.integers(0, 19)) < FUNCTIONAL_TWENTIETHS:
+        return "functional"
+    return draw(st.sampled_from(variants[1:]))
+
+
+def _value_options(entry, shapes, kwargs, spec: OpSpec) -> dict:
+    """What an ``input_values`` entry asks of an input's values, as _draw_tensor kwargs."""
+    options = dict(distribution=None, allow_specials=spec.allow_specials,
+                   allow_nonfinite=spec.allow_nonfinite)
+    if isinstance(entry, str):
+        options["distribution"] = entry
+    elif callable(entry):
+        asked = dict(entry(tuple(shapes), kwargs))
+        if "allow_specials" in asked:
+            options["allow_specials"] = options["allow_specials"] and asked.pop("allow_specials")
+        options.update(asked)
+    return options
+
+
+def _draw_case(draw, spec: OpSpec, budget: ShapeBudget, *, awkward_ratio, mixed_dtype_ratio,
+               allow_variants=True) -> Case:
     shapes = spec.shapes(draw, budget)
     main = draw(st.sampled_from(spec.dtypes))
     n = len(shapes)
@@ -192,11 +226,12 @@ def _draw_case(draw, spec: OpSpec, budget: ShapeBudget, *, awkward_ratio, mixed_
                 and draw(st.integers(0, 99)) >= round(100 * (1 - mixed_dtype_ratio))):
             name = draw(st.sampled_from(spec.dtypes))
         names.append(name)
-    inputs = tuple(
-        _draw_tensor(draw, shapes[i], names[i], distribution=values[i] if i < len(values) else None,
-                     allow_specials=spec.allow_specials, allow_nonfinite=spec.allow_nonfinite,
-                     awkward_ratio=awkward_ratio)
-        for i in range(n))
+    # Arguments come before values: an input's values may depend on them (indices
+    # into the dim that ``dim`` names).
     kwargs = spec.args(draw, tuple(shapes), tuple(names)) if spec.args else {}
-    return Case(op=spec.name, inputs=inputs, kwargs=tuple(sorted(kwargs.items())))
-
+    inputs = tuple(
+        _draw_tensor(draw, shapes[i], names[i], awkward_ratio=awkward_ratio,
+                     **_value_options(values[i] if i < len(values) else None, shapes, kwargs, spec))
+        for i in range(n))
+    variant = _draw_variant(draw, spec, main, allow_variants, inputs)
+    return Case(op=spec.name, inputs=inputs, kwargs=tuple(sorted(kwargs.items())), variant=variant)

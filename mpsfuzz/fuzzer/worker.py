@@ -65,6 +65,8 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict) -> None:
         try:
             result = execute(Case.from_json(case_json), target, oracle_names)
             conn.send(("result", result))
+            if result.get("poisoned"):
+                return  # the device context is unusable: the pool starts a fresh worker
         except Exception:
             conn.send(("internal", traceback.format_exc(limit=8)))
 
@@ -174,6 +176,10 @@ class WorkerPool:
                 kind, payload = worker.conn.recv()
                 if kind == "internal":
                     return {"internal_error": payload, "valid": False, "unsupported": False, "failures": []}
+                if payload.get("poisoned"):
+                    worker.kill()
+                    self._worker = None
+                    self.restarts += 1
                 return payload
             event = ProcessEvent(op=op, target_name=self.target_name, kind="timeout", timeout_s=timeout)
             worker.kill()

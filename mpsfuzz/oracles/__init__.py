@@ -20,23 +20,29 @@ class Failure:
     severity: str          # critical (crash/hang), high (silent wrong values), medium
     dedup_key: tuple[str, ...] = ()
     details: dict = field(default_factory=dict)
+    # Whose bug it is: "target" (the device under test) or "cpu" (the reference is the
+    # one that is wrong, as the float64 arbiter decided); CPU bugs are kept apart.
+    blame: str = "target"
 
     def to_json(self) -> dict:
         return {"oracle": self.oracle, "kind": self.kind, "title": self.title,
                 "message": self.message, "severity": self.severity,
-                "dedup_key": list(self.dedup_key), "details": self.details}
+                "dedup_key": list(self.dedup_key), "details": self.details, "blame": self.blame}
 
     @classmethod
     def from_json(cls, d: dict) -> "Failure":
         return cls(oracle=d["oracle"], kind=d["kind"], title=d["title"], message=d["message"],
                    severity=d["severity"], dedup_key=tuple(d.get("dedup_key", ())),
-                   details=dict(d.get("details", {})))
+                   details=dict(d.get("details", {})), blame=str(d.get("blame", "target")))
 
 
 @dataclass(frozen=True)
 class Oracle:
     name: str
-    stage: str             # "case" (in the worker) or "process" (in the supervisor)
+    # "case": check(observation) in the worker; "verdict": check(observation, failure)
+    # after the case checks, returning the failure confirmed, re-attributed or None
+    # (dismissed); "process": check(process_event) in the supervisor.
+    stage: str
     check: Callable
     doc: str
 
@@ -52,7 +58,8 @@ def oracle(name: str, *, stage: str, doc: str):
 
 
 def _load() -> None:
-    from . import errors, process, values  # noqa: F401  (they register)
+    from . import (arbiter, distribution, errors, grads, layout, metadata,  # noqa: F401
+                   process, values, variants)  # (they register)
 
 
 def all_oracles() -> dict[str, Oracle]:
@@ -60,7 +67,8 @@ def all_oracles() -> dict[str, Oracle]:
     return dict(ORACLES)
 
 
-DEFAULT = ("values", "errors", "crash", "hang")
+DEFAULT = ("values", "metadata", "grads", "variants", "layout", "distribution", "errors",
+           "arbiter", "crash", "hang")
 
 
 def select(names: str | None) -> tuple[str, ...]:

@@ -10,6 +10,11 @@ import re
 from . import Failure, oracle
 from .observation import Observation, Raised
 
+def _device_fault(message: str) -> bool:
+    from ..fuzzer.executor import is_device_fault
+    return is_device_fault(message)
+
+
 _NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+(\.\d+)?")
 
 
@@ -22,6 +27,14 @@ def normalise_message(message: str) -> str:
 @oracle("errors", stage="case", doc="the DUT raises where CPU does not, or the reverse")
 def check_errors(obs: Observation) -> Failure | None:
     dut_raised, ref_raised = isinstance(obs.dut, Raised), isinstance(obs.ref, Raised)
+    if dut_raised and _device_fault(obs.dut.message):
+        # Even where CPU rejects the input too: a device fault (a failed assert, an
+        # illegal access) kills the context instead of raising a clean error.
+        return Failure(
+            oracle="errors", kind="device-fault", severity="critical",
+            title=f"`{obs.spec.name}` triggers a device fault on {obs.target_name}",
+            message=f"{obs.target_name} raised {obs.dut.type}: {obs.dut.message}",
+            dedup_key=("device-fault", normalise_message(obs.dut.message)))
     if dut_raised and not ref_raised and not obs.dut.unsupported:
         return Failure(
             oracle="errors", kind="dut-raises", severity="high",

@@ -50,9 +50,9 @@ class ConsoleReporter:
             self._op, self._shrinking = event.op, event.shrinking
             self._refresh()
         elif isinstance(event, FindingRecorded):
-            self._findings += event.new
             f = event.finding
-            label = "new" if event.new else "known"
+            self._findings += event.new and f.status == "new"
+            label = (f.status if f.status != "new" else "new") if event.new else "seen before"
             self._print(Text.assemble(("  finding ", "bold red" if event.new else "yellow"),
                                       (f"[{label}] ", ""), (f.title, ""), (f"  -> {event.path}", "dim")))
         elif isinstance(event, Notice):
@@ -86,6 +86,8 @@ class ConsoleReporter:
             f"done ({event.stopped_because}): {s.cases} cases in {s.elapsed_s:.1f}s "
             f"({s.cases_per_s:.1f}/s), valid {100 * s.valid_ratio:.0f}%, unsupported {s.unsupported}, "
             f"worker restarts {s.restarts}, new findings {s.new_findings}, "
+            f"known upstream {s.known_bugs}, CPU-reference bugs {s.cpu_bugs}, "
+            f"suppressed as undefined/unimplemented {s.suppressed}, "
             f"sightings of known findings {s.known_sightings}", highlight=False)
         if s.internal_errors:
             self.console.print(f"[yellow]{s.internal_errors} case(s) hit an internal mpsfuzz error (see notes above)[/]")
@@ -97,21 +99,28 @@ class ConsoleReporter:
             for (op, msg), n in sorted(s.unsupported_messages.items(), key=lambda kv: -kv[1])[:10]:
                 table.add_row(op, str(n), msg)
             self.console.print(table)
-        if event.findings:
-            self.console.print(findings_table([(f, p, new) for f, p, new in event.findings]))
-        else:
+        target = [(f, p, new) for f, p, new in event.findings if f.blame != "cpu"]
+        cpu = [(f, p, new) for f, p, new in event.findings if f.blame == "cpu"]
+        if target:
+            self.console.print(findings_table(target))
+        if cpu:
+            self.console.print(findings_table(cpu, title="CPU reference is wrong (float64 arbiter; not target bugs)"))
+        if not event.findings:
             self.console.print("no findings")
 
 
 def findings_table(rows, title: str = "findings") -> Table:
     table = Table(title=title)
-    for column in ("op", "oracle", "dtype", "layout", "message", "corpus file"):
+    for column in ("op", "variant", "oracle", "status", "dtype", "layout", "message", "corpus file"):
         table.add_column(column, overflow="fold")
     for finding, path, new in rows:
         trig = finding.to_json()["trigger"]
         first = (finding.failure.message.strip().splitlines() or [""])
         line = next((ln for ln in first if ln.startswith(("Mismatched", "worker", "The values"))), first[0])
-        table.add_row(finding.op, finding.oracle + ("" if new else " (known)"), ",".join(trig["dtypes"]),
+        status = finding.status + ("" if new else ", seen before")
+        if finding.known:
+            status += f" {finding.known.get('link', '')}"
+        table.add_row(finding.op, finding.case.variant, finding.oracle, status, ",".join(trig["dtypes"]),
                       ",".join(trig["layouts"]), line[:100], Path(path).name)
     return table
 

@@ -29,6 +29,13 @@ Effects:
     never return.
 ``leak``
     compute the real result and keep 1 MiB alive per call.
+``noop``
+    an in-place op returns ``self`` untouched (the kernel wrote nothing).
+``densify``
+    compute the real result and return a contiguous copy (the memory format is lost).
+``poison``
+    raise a CUDA-style sticky error ("device-side assert triggered"); from then on every
+    op in this process raises it too, as a real device context would.
 
 Only top-level calls reach the mode: calls that a kernel makes internally do not, while a
 CompositeImplicit op (e.g. ``torch.linalg.lu_factor``) is seen as the ops it decomposes
@@ -50,7 +57,8 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak")
+EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak", "noop", "densify",
+           "poison")
 
 # What torch's C++ error messages call each dtype ("not implemented for 'Long'").
 _CPP_DTYPE_NAMES = {
@@ -66,6 +74,10 @@ _CPP_DTYPE_NAMES = {
 # produced a result of the narrow dtype).
 _WIDER = {torch.float16: torch.float32, torch.bfloat16: torch.float32,
           torch.complex32: torch.complex64}
+
+POISON_MESSAGE = "CUDA error: device-side assert triggered"
+# Set by a ``poison`` fault: the (emulated) device context of this process is unusable.
+_POISONED: list[str] = []
 
 LEAK_CHUNK_BYTES = 1 << 20
 # Tensors kept alive by ``leak`` faults (module level: it is process memory that leaks).
@@ -119,6 +131,14 @@ class Fault:
         effect = self.effect
         if effect == "corrupt":
             return _corrupt(func, _real_result(func, args, kwargs), self.outputs)
+        if effect == "poison":
+            _POISONED.append(self.name)
+            raise RuntimeError(POISON_MESSAGE)
+        if effect == "noop":
+            return _input(func, args, kwargs)
+        if effect == "densify":
+            out = _real_result(func, args, kwargs)
+            return tree_map(lambda t: t.contiguous() if isinstance(t, torch.Tensor) else t, out)
         if effect == "leak":
             out = _real_result(func, args, kwargs)
             _LEAKED.append(torch.ones(LEAK_CHUNK_BYTES, dtype=torch.uint8))
@@ -255,6 +275,57 @@ def _where_operand_inf(func, args, kwargs) -> bool:
         if isinstance(t, torch.Tensor) and t.numel() > 0 and bool(torch.isinf(t).any()):
             return True
     return False
+
+
+def _channels_last_input(func, args, kwargs) -> bool:
+    x = _input(func, args, kwargs)
+    return (x.dim() == 4 and not x.is_contiguous() and x.is_contiguous(memory_format=torch.channels_last)
+            and x.shape[1] > 1)
+
+
+def _ceil_mode(func, args, kwargs) -> bool:
+    # max_pool2d_with_indices(self, kernel_size, stride, padding, dilation, ceil_mode)
+    return bool(_arg(func, args, kwargs, 5))
+
+
+def _tanh_approximation(func, args, kwargs) -> bool:
+    # gelu_backward(grad_output, self, *, approximate)
+    return kwargs.get("approximate", "none") == "tanh"
+
+
+def _index_noncontiguous(func, args, kwargs) -> bool:
+    # gather(self, dim, index, *, sparse_grad)
+    index = _arg(func, args, kwargs, 2)
+    return isinstance(index, torch.Tensor) and not index.is_contiguous()
+
+
+def _ignore_index_used(func, args, kwargs) -> bool:
+    # nll_loss_forward(self, target, weight, reduction, ignore_index)
+    target, ignore = _arg(func, args, kwargs, 1), _arg(func, args, kwargs, 4)
+    return isinstance(target, torch.Tensor) and ignore is not None and bool((target == ignore).any())
+
+
+def _causal_lengths_differ(func, args, kwargs) -> bool:
+    # _scaled_dot_product_flash_attention_for_cpu(query, key, value, dropout_p, is_causal, ...)
+    q, k = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    causal = kwargs.get("is_causal", args[4] if len(args) > 4 else False)
+    return bool(causal) and q.shape[-2] != k.shape[-2]
+
+
+def _index_int32(func, args, kwargs) -> bool:
+    # index_select(self, dim, index)
+    index = _arg(func, args, kwargs, 2)
+    return isinstance(index, torch.Tensor) and index.dtype == torch.int32 and index.numel() > 0
+
+
+def _out_noncontiguous(func, args, kwargs) -> bool:
+    out = kwargs.get("out")
+    return isinstance(out, torch.Tensor) and out.numel() > 1 and not out.is_contiguous()
+
+
+def _self_noncontiguous(func, args, kwargs) -> bool:
+    x = _input(func, args, kwargs)
+    return x.numel() > 1 and not x.is_contiguous()
 
 
 # --- effects -----------------------------------------------------------------------
@@ -410,6 +481,33 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::var",), _dim_above(4), "corrupt"),
     Fault("cumsum_leak", "like pytorch#145503: cumsum leaks memory on every call",
           ("aten::cumsum",), _always, "leak"),
+    # nn, losses, attention, backward, indexing, out=, in-place and RNG bugs
+    Fault("conv_channels_last", "like pytorch#141780: convolution wrong for channels_last inputs",
+          ("aten::convolution",), _channels_last_input, "corrupt"),
+    Fault("relu_drops_channels_last", "MPS activations returned contiguous outputs for channels_last inputs",
+          ("aten::relu", "aten::hardtanh", "aten::leaky_relu"), _channels_last_input, "densify"),
+    Fault("max_pool_ceil_mode", "like pytorch#96011: max_pool2d wrong with ceil_mode=True",
+          ("aten::max_pool2d_with_indices",), _ceil_mode, "corrupt", outputs=(0,)),
+    Fault("gelu_tanh_backward", "MPS gelu backward wrong for approximate='tanh'",
+          ("aten::gelu_backward",), _tanh_approximation, "corrupt"),
+    Fault("gather_noncontig_index", "like pytorch#94474: gather wrong for a non-contiguous index",
+          ("aten::gather",), _index_noncontiguous, "corrupt"),
+    Fault("index_add_alpha_raise", "MPS index_add rejected alpha != 1",
+          ("aten::index_add",), _alpha_not_one, "raise", message="index_add(): MPSGraph alpha must be 1"),
+    Fault("nll_loss_ignore_index", "like pytorch#135434: nll_loss wrong when ignore_index occurs in target",
+          ("aten::nll_loss_forward", "aten::nll_loss2d_forward"), _ignore_index_used, "corrupt", outputs=(0,)),
+    Fault("sdpa_causal_lengths", "MPS SDPA wrong for is_causal=True with query and key lengths that differ",
+          ("aten::_scaled_dot_product_flash_attention_for_cpu",), _causal_lengths_differ, "corrupt",
+          outputs=(0,)),
+    Fault("add_out_noncontig", "MPS binary ops wrote wrong values into a non-contiguous out=",
+          ("aten::add.out",), _out_noncontiguous, "corrupt"),
+    Fault("mul_inplace_noncontig", "like pytorch#139006: in-place ops wrong on a non-contiguous self",
+          ("aten::mul_.Tensor",), _self_noncontiguous, "corrupt"),
+    Fault("index_select_int32_assert", "CUDA/MPS-style sticky fault: index_select with an int32 index "
+          "trips a device-side assert that poisons the context",
+          ("aten::index_select",), _index_int32, "poison"),
+    Fault("uniform_noncontig_noop", "MPS in-place RNG left a non-contiguous self unfilled",
+          ("aten::uniform_", "aten::normal_"), _self_noncontiguous, "noop"),
 )
 
 
@@ -429,6 +527,8 @@ class FaultMode(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if _POISONED:
+            raise RuntimeError(POISON_MESSAGE)
         for fault in self.faults:
             if fault.triggered(func, args, kwargs):
                 self.fired[fault.name] += 1

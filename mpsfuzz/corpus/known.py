@@ -1,0 +1,109 @@
+"""Known upstream failures: tables keyed by device, op and dtype, with the reason and
+an issue link.
+
+A finding that matches a ``known-bug`` entry is recorded but marked known (it links to
+the upstream issue and is not counted as new); one that matches an ``unimplemented`` or
+``undefined`` entry is not a bug at all and is never recorded. The built-in table ships
+in ``mpsfuzz/data/known_failures.json``; ``--known FILE`` adds a table of the same
+format (users keep their own triage there).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+KNOWN_FORMAT = 1
+STATUSES = ("known-bug", "unimplemented", "undefined")
+SUPPRESSED = ("unimplemented", "undefined")
+
+
+class KnownTableError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class KnownFailure:
+    id: str
+    device: str
+    ops: tuple[str, ...]
+    dtypes: tuple[str, ...]
+    oracle: str
+    kind: str
+    layout: str
+    status: str
+    reason: str
+    link: str
+    fixed_in: str | None = None
+
+    def to_json(self) -> dict:
+        return {"id": self.id, "status": self.status, "reason": self.reason, "link": self.link}
+
+
+def _version_tuple(v: str) -> tuple[int, ...]:
+    out = []
+    for part in v.split("+")[0].split("."):
+        digits = "".join(ch for ch in part if ch.isdigit())
+        if not digits:
+            break
+        out.append(int(digits))
+        if not part.isdigit():
+            break
+    return tuple(out)
+
+
+def parse_table(data, source: str) -> list[KnownFailure]:
+    if not isinstance(data, dict) or data.get("format") != KNOWN_FORMAT:
+        raise KnownTableError(f"{source}: not a known-failure table of format {KNOWN_FORMAT}")
+    out = []
+    for i, e in enumerate(data.get("entries", [])):
+        try:
+            entry = KnownFailure(
+                id=str(e["id"]), device=str(e.get("device", "*")), ops=tuple(e["ops"]),
+                dtypes=tuple(e.get("dtypes", ())), oracle=str(e.get("oracle", "*")),
+                kind=str(e.get("kind", "*")), layout=str(e.get("layout", "*")), status=str(e["status"]),
+                reason=str(e["reason"]), link=str(e.get("link", "")), fixed_in=e.get("fixed_in"))
+        except (KeyError, TypeError) as exc:
+            raise KnownTableError(f"{source}: entry {i} lacks field {exc}") from None
+        if entry.status not in STATUSES:
+            raise KnownTableError(f"{source}: entry {entry.id!r} has status {entry.status!r}; "
+                                  f"expected one of {', '.join(STATUSES)}")
+        out.append(entry)
+    return out
+
+
+def builtin_table() -> list[KnownFailure]:
+    text = resources.files("mpsfuzz").joinpath("data/known_failures.json").read_text()
+    return parse_table(json.loads(text), "built-in known_failures.json")
+
+
+def load_tables(extra: list[str | Path] = ()) -> list[KnownFailure]:
+    table = builtin_table()
+    for path in extra:
+        try:
+            data = json.loads(Path(path).read_text())
+        except (OSError, ValueError) as exc:
+            raise KnownTableError(f"--known {path}: cannot read it ({str(exc).splitlines()[0]})") from None
+        table += parse_table(data, f"--known {path}")
+    return table
+
+
+def device_kind(device: str) -> str:
+    return str(device).split(":")[0]
+
+
+def match(table: list[KnownFailure], *, device: str, op: str, dtypes, oracle: str, kind: str,
+          layout_class: str, torch_version: str) -> KnownFailure | None:
+    dev = device_kind(device)
+    for e in table:
+        if e.device not in ("*", dev) or op not in e.ops:
+            continue
+        if e.dtypes and not set(dtypes) & set(e.dtypes):
+            continue
+        if e.oracle not in ("*", oracle) or e.kind not in ("*", kind) or e.layout not in ("*", layout_class):
+            continue
+        if e.fixed_in and _version_tuple(torch_version) >= _version_tuple(e.fixed_in):
+            continue
+        return e
+    return None

@@ -1,0 +1,112 @@
+"""``variants``: on the DUT alone, every way of calling an op agrees with its functional
+form, and a call writes only what it should.
+
+- The method, in-place and ``out=`` forms (including a non-contiguous or wrongly sized
+  ``out``) give the functional form's result on the same device (checked where CPU
+  cannot judge the variant; elsewhere ``values`` compares the variant with CPU's).
+- Inputs that are not outputs are left unchanged, bit for bit, in every variant.
+- An in-place op on a gapped or offset ``self`` writes only inside the view: the rest
+  of the base buffer keeps its filler.
+"""
+from __future__ import annotations
+
+import torch
+
+from . import Failure, oracle
+from .observation import Observation, Raised
+from .values import UNCOMPARABLE, compare_outputs, dut_alone_scale, variant_phrase
+
+
+def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    a, b = a.contiguous(), b.contiguous()
+    if a.is_complex():
+        a, b = torch.view_as_real(a), torch.view_as_real(b)
+    if a.is_floating_point():
+        ints = {2: torch.int16, 4: torch.int32, 8: torch.int64}[a.element_size()]
+        return torch.equal(a.view(ints), b.view(ints))
+    return torch.equal(a, b)
+
+
+def _mutated_input(obs: Observation) -> int | None:
+    """The index of an input that changed although it is not an output, or None."""
+    after = obs.dut_side.inputs_after
+    if after is None:
+        return None
+    outputs = {0} if obs.case.variant == "inplace" else set()
+    outputs |= set(obs.spec.mutates)
+    if "random" in obs.spec.semantics:
+        outputs.add(0)  # in-place-only RNG ops (uniform_, normal_) are written as fn(self)
+    for i, (recipe, now) in enumerate(zip(obs.case.inputs, after)):
+        if i in outputs or not isinstance(now, torch.Tensor):
+            continue
+        if not bitwise_equal(now, recipe.materialize("cpu")):
+            return i
+    return None
+
+
+def _writes_outside_view(obs: Observation) -> bool:
+    try:
+        return _base_changed_outside_view(obs)
+    except (RuntimeError, ValueError, IndexError):  # a view this check cannot rebuild
+        return False
+
+
+def _base_changed_outside_view(obs: Observation) -> bool:
+    base_after = obs.dut_side.base_after
+    if base_after is None or obs.case.variant != "inplace":
+        return False
+    recipe = obs.case.inputs[0]
+    view = recipe.materialize("cpu")
+    base = view._base if view._base is not None else view
+    if base.shape != base_after.shape:
+        return False
+    expected = base.clone()
+    # The expected base: filler everywhere, the DUT's own result inside the view.
+    expected_view = recipe._view_of(expected.reshape(-1)) if not recipe.layout.expanded else None
+    if expected_view is None:
+        return False
+    expected_view.copy_(obs.dut_side.inputs_after[0])
+    return not bitwise_equal(base_after, expected)
+
+
+@oracle("variants", stage="case",
+        doc="method/in-place/out= forms equal the functional form on the DUT; non-outputs unchanged")
+def check_variants(obs: Observation) -> Failure | None:
+    if isinstance(obs.dut, Raised) or obs.dut_side is None:
+        return None
+    op, target, via = obs.spec.name, obs.target_name, variant_phrase(obs.case)
+
+    def failure(kind, what, message):
+        return Failure(oracle="variants", kind=kind, severity="high",
+                       title=f"`{op}`{via} {what} on {target}", message=message,
+                       dedup_key=(kind, obs.case.variant))
+
+    changed = _mutated_input(obs)
+    if changed is not None:
+        return failure("input-modified", f"modifies input {changed}, which is not an output",
+                       f"input {changed} ({obs.case.inputs[changed].describe()}) differs after the call")
+    if _writes_outside_view(obs):
+        return failure("writes-outside-view", "writes outside the view of a non-contiguous self",
+                       f"the base buffer of self ({obs.case.inputs[0].describe()}) changed outside the view")
+    functional = obs.dut_functional
+    if functional is None or isinstance(functional.outputs, Raised):
+        return None
+    reference = obs.ref_functional
+    if reference is not None and not isinstance(reference.outputs, Raised):
+        if compare_outputs(functional.outputs, reference.outputs, obs.spec, widened=obs.ref_widened) is not None:
+            # The DUT's functional form is the wrong one (it disagrees with CPU's): a
+            # functional case reports that; this variant is not to blame.
+            return None
+    if UNCOMPARABLE & set(obs.spec.semantics):
+        return None
+    expected = functional.outputs
+    if obs.case.variant == "inplace" and isinstance(expected, torch.Tensor) and isinstance(obs.dut, torch.Tensor):
+        expected = expected.to(obs.dut.dtype)  # in-place keeps self's dtype (eq_, logical_not_)
+    mismatch = compare_outputs(obs.dut, expected, obs.spec, scale=dut_alone_scale(obs.spec, obs.dut))
+    if mismatch is None:
+        return None
+    kind, message = mismatch
+    return failure(f"variant-{kind}", "differs from the functional form",
+                   f"{obs.case.variant} vs functional on {target}:\n{message}")

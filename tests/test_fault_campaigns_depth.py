@@ -1,0 +1,110 @@
+"""`mpsfuzz run` finds the emulated nn, loss, attention, backward, indexing, out=, in-place
+and RNG bugs of the fault target with the right oracle and variant, from the op name
+alone, and records a case that shows the trigger. The fuzzer knows nothing of the
+faults: each test names the op to fuzz and checks what comes out."""
+from __future__ import annotations
+
+import pytest
+
+from test_fault_campaigns import FAULT_TARGET, _inputs, _layout_is_plain, findings_in, mpsfuzz
+
+CHANNELS_LAST = [0, 3, 1, 2]
+
+
+def _kwargs(f: dict) -> dict:
+    return f["case"]["kwargs"]
+
+
+def _variant(f: dict) -> str:
+    return f["case"].get("variant", "functional")
+
+
+def _channels_last(recipe: dict) -> bool:
+    return recipe["layout"]["permutation"] == CHANNELS_LAST
+
+
+# fault -> (op to fuzz, expected oracle, check of the recorded case)
+CASES = {
+    "conv_channels_last": ("conv2d", "values", lambda f: _channels_last(_inputs(f)[0])),
+    "relu_drops_channels_last": ("relu", "metadata",
+                                 lambda f: _channels_last(_inputs(f)[0]) and "memory_format" in f["message"]),
+    "max_pool_ceil_mode": ("max_pool2d", "values", lambda f: _kwargs(f).get("ceil_mode") is True),
+    "gelu_tanh_backward": ("gelu", "grads",
+                           lambda f: _kwargs(f).get("approximate") == "tanh" and _variant(f) == "grad"),
+    "gather_noncontig_index": ("gather", "values", lambda f: not _layout_is_plain(_inputs(f)[1])),
+    "index_add_alpha_raise": ("index_add", "errors",
+                              lambda f: _kwargs(f).get("alpha") not in (None, 1) and "alpha" in f["message"]),
+    "nll_loss_ignore_index": ("nll_loss", "values", lambda f: _kwargs(f).get("ignore_index", -100) >= 0),
+    "sdpa_causal_lengths": ("scaled_dot_product_attention", "values",
+                            lambda f: _inputs(f)[0]["shape"][-2] != _inputs(f)[1]["shape"][-2]),
+    "add_out_noncontig": ("add", "values", lambda f: _variant(f) == "out-strided"),
+    "mul_inplace_noncontig": ("mul", "values",
+                              lambda f: _variant(f) == "inplace" and not _layout_is_plain(_inputs(f)[0])),
+    "uniform_noncontig_noop": ("uniform_", "distribution", lambda f: not _layout_is_plain(_inputs(f)[0])),
+    # The sticky fault poisons the worker: only the case that tripped it may be blamed
+    # (shrinking in a poisoned worker would blame every later case).
+    "index_select_int32_assert": ("index_select", "errors",
+                                  lambda f: _inputs(f)[1]["dtype"] == "int32" and f["kind"] == "device-fault"),
+}
+
+
+def test_a_poisoned_worker_is_replaced_and_nothing_else_is_blamed(tmp_path):
+    corpus = tmp_path / "corpus"
+    run = mpsfuzz("run", "--ops", "index_select,abs,neg", "--target", FAULT_TARGET, "--max-cases", "400",
+                  "--seed", "2", "--corpus", str(corpus), "--timeout", "5", "--no-progress",
+                  faults="index_select_int32_assert", cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    found = findings_in(corpus)
+    assert {(f["op"], f["kind"]) for f in found} == {("index_select", "device-fault")}, run.stdout
+
+
+@pytest.mark.parametrize("fault", sorted(CASES))
+def test_depth_fault_is_found_with_the_right_oracle(fault, tmp_path):
+    op, oracle, shows_trigger = CASES[fault]
+    corpus = tmp_path / "corpus"
+    run = mpsfuzz("run", "--ops", op, "--target", FAULT_TARGET, "--max-cases", "1500", "--seed", "1",
+                  "--corpus", str(corpus), "--timeout", "5", "--shrink-budget", "30",
+                  "--max-findings", "1", "--no-progress", faults=fault, cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    found = findings_in(corpus)
+    assert [(f["op"], f["oracle"]) for f in found] == [(op, oracle)], run.stdout
+    assert found[0]["status"] == "new" and found[0]["blame"] == "target"
+    assert shows_trigger(found[0]), found[0]["case"]
+
+
+def test_known_upstream_bug_is_marked_known_not_new(tmp_path):
+    """A finding that matches a known-failure table entry links to the issue and does
+    not count as new (exit 0); an 'undefined' entry suppresses it entirely."""
+    import json
+    table = tmp_path / "known.json"
+    entry = {"id": "triu-4d", "device": "cpu", "ops": ["triu"], "dtypes": [], "oracle": "*",
+             "kind": "*", "layout": "*", "status": "known-bug", "reason": "emulated",
+             "link": "https://github.com/pytorch/pytorch/issues/144545"}
+    table.write_text(json.dumps({"format": 1, "entries": [entry]}))
+    corpus = tmp_path / "corpus"
+    run = mpsfuzz("run", "--ops", "triu", "--target", FAULT_TARGET, "--max-cases", "300", "--seed", "1",
+                  "--corpus", str(corpus), "--known", str(table), "--no-progress",
+                  faults="triu_tril_gt3d", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    found = findings_in(corpus)
+    assert found and all(f["status"] == "known-bug" for f in found), run.stdout
+    assert found[0]["known"]["link"].endswith("144545")
+    assert "known upstream" in run.stdout
+
+    table.write_text(json.dumps({"format": 1, "entries": [dict(entry, status="undefined")]}))
+    corpus2 = tmp_path / "corpus2"
+    run = mpsfuzz("run", "--ops", "triu", "--target", FAULT_TARGET, "--max-cases", "300", "--seed", "1",
+                  "--corpus", str(corpus2), "--known", str(table), "--no-progress",
+                  faults="triu_tril_gt3d", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert findings_in(corpus2) == []
+    assert "suppressed as undefined/unimplemented 0" not in run.stdout
+
+
+def test_a_corrupt_known_table_is_a_one_line_usage_error(tmp_path):
+    table = tmp_path / "known.json"
+    table.write_text("{not json")
+    run = mpsfuzz("run", "--ops", "triu", "--target", FAULT_TARGET, "--max-cases", "5",
+                  "--corpus", str(tmp_path / "c"), "--known", str(table), faults="none", cwd=tmp_path)
+    assert run.returncode == 2
+    assert len(run.stderr.strip().splitlines()) == 1 and "known.json" in run.stderr
