@@ -73,6 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--oracles", default=None, help="comma list of oracles (default: all; 'mpsfuzz oracles' lists them)")
     run.add_argument("--timeout", type=float, default=20.0, help="per-case timeout in seconds (hang oracle)")
     run.add_argument("--shrink-budget", type=float, default=60.0, help="seconds of shrinking per finding")
+    run.add_argument("--slice", type=_positive_int("--slice"), default=30, dest="slice_examples",
+                     help="cases per op before the next op's turn (default 30; a small slice reaches every op sooner)")
     run.add_argument("--max-rank", type=_positive_int("--max-rank"), default=8)
     run.add_argument("--max-side", type=_positive_int("--max-side"), default=8)
     run.add_argument("--no-progress", action="store_true", help="no live status line")
@@ -81,8 +83,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-variants", action="store_true",
                      help="call ops in their functional form only (no method, in-place, out= or grad variants)")
 
-    ops = sub.add_parser("ops", help="list op families and ops")
+    ops = sub.add_parser("ops", help="list op families and ops; --stats: share of valid generated cases per op")
     ops.add_argument("--family", default=None)
+    ops.add_argument("--stats", action="store_true",
+                     help="generate cases for each op and print the share the CPU reference accepts (valid)")
+    ops.add_argument("--ops", default=None, dest="selection",
+                     help="with --stats: the ops to measure (as for run --ops; default: the catalogue)")
+    ops.add_argument("--cases", type=_positive_int("--cases"), default=100, help="with --stats: cases per op")
+    ops.add_argument("--seed", type=_positive_int("--seed"), default=0, help="with --stats: the seed")
 
     sub.add_parser("oracles", help="list the oracles (all are enabled by default)")
 
@@ -100,6 +108,10 @@ def cmd_ops(args, console) -> int:
     fams = catalogue.families()
     if args.family and args.family not in fams:
         raise UsageError(f"--family={args.family!r}: unknown family; families are {', '.join(fams)}")
+    if args.stats:
+        return _ops_stats(args, console, fams)
+    if args.selection is not None:
+        raise UsageError("--ops is for --stats (to list ops, use --family)")
     ops = catalogue.all_ops()
     table = Table(title="mpsfuzz op catalogue")
     table.add_column("family")
@@ -111,6 +123,49 @@ def cmd_ops(args, console) -> int:
             counts = [sum(bool(getattr(ops[n], a)) for n in names) for a in ("method", "inplace", "out", "grad")]
             table.add_row(fam, str(len(names)), "/".join(map(str, counts)), ", ".join(names))
     console.print(table)
+    return EXIT_CLEAN
+
+
+def _ops_stats(args, console, fams) -> int:
+    from rich.table import Table
+
+    from .fuzzer import catalogue, validity
+    if args.cases < 1:
+        raise UsageError(f"--cases={args.cases}: must be >= 1")
+    if args.selection is not None:
+        try:
+            chosen = catalogue.select(args.selection)
+        except catalogue.UnknownOpError as exc:
+            raise UsageError(str(exc)) from None
+    else:
+        chosen = [n for fam, names in fams.items() if args.family in (None, fam) for n in names]
+    results = validity.measure(chosen, cases_per_op=args.cases, seed=args.seed)
+
+    def pct(share: float) -> str:
+        colour = "red" if share < validity.FLOOR_SHARE else "yellow" if share < validity.TARGET_SHARE else "green"
+        return f"[{colour}]{100 * share:.0f}%[/]"
+
+    per_op = Table(title=f"valid share of generated cases ({args.cases} per op, seed {args.seed})")
+    for column, justify in (("family", "left"), ("op", "left"), ("cases", "right"), ("valid", "right"),
+                            ("first CPU rejection", "left")):
+        per_op.add_column(column, justify=justify, overflow="fold")
+    for r in sorted(results, key=lambda r: (r.family, r.share, r.op)):
+        per_op.add_row(r.family, r.op, str(r.cases), pct(r.share), r.first_rejection)
+    console.print(per_op)
+    summary = Table(title="per family")
+    for column in ("family", "ops", "cases", "valid", "median op", "worst op", f"ops < {validity.TARGET_SHARE:.0%}"):
+        summary.add_column(column, justify="left" if column in ("family", "worst op") else "right")
+    for fam in validity.by_family(results):
+        below = sum(r.share < validity.TARGET_SHARE for r in results if r.family == fam.family)
+        summary.add_row(fam.family, str(fam.ops), str(fam.cases), pct(fam.share), pct(fam.median_share),
+                        f"{fam.worst.op} {100 * fam.worst.share:.0f}%", str(below))
+    console.print(summary)
+    floor = [r.op for r in results if r.share < validity.FLOOR_SHARE]
+    total = sum(r.cases for r in results)
+    console.print(f"{len(results)} ops, {total} cases, valid {100 * sum(r.valid for r in results) / max(total, 1):.1f}%; "
+                  f"below {validity.TARGET_SHARE:.0%}: {sum(r.share < validity.TARGET_SHARE for r in results)}, "
+                  f"below {validity.FLOOR_SHARE:.0%}: {len(floor)}{' (' + ', '.join(floor) + ')' if floor else ''}",
+                  highlight=False)
     return EXIT_CLEAN
 
 
@@ -176,6 +231,7 @@ def cmd_run(args, console) -> int:
                             max_findings=args.max_findings,
                             timeout_s=args.timeout, shrink_budget_s=args.shrink_budget,
                             max_rank=args.max_rank, max_side=max(1, args.max_side),
+                            slice_examples=max(1, args.slice_examples),
                             known_tables=tuple(args.known), allow_variants=not args.no_variants)
     reporter = ConsoleReporter(console, live=False if args.no_progress else None)
     try:

@@ -146,7 +146,7 @@ def test_fn_runs_on_small_cpu_inputs(name):
 def _draw_many(builder, n=200, budget=ShapeBudget()):
     out = []
 
-    @settings(max_examples=n, deadline=None, database=None,
+    @settings(max_examples=n, deadline=None, database=None, derandomize=True,
               suppress_health_check=list(HealthCheck))
     @given(st.data())
     def collect(data):
@@ -190,7 +190,7 @@ def test_add_alpha_is_never_float_for_integral_or_bool():
     build = OPS["add"].args
     seen = set()
 
-    @settings(max_examples=60, deadline=None, database=None)
+    @settings(max_examples=60, deadline=None, database=None, derandomize=True)
     @given(st.data(), st.sampled_from(dt.INTEGRAL + dt.BOOL + dt.FLOAT + dt.COMPLEX))
     def check(data, dtype):
         alpha = build(data.draw, ((2,), (2,)), (dtype, dtype))["alpha"]

@@ -3,8 +3,6 @@ the misbehaviour they exist for, and stay quiet on a correct target. Cases run i
 through the executor on small targets that misbehave in one controlled way."""
 from __future__ import annotations
 
-import math
-
 import pytest
 import torch
 

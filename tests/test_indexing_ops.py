@@ -7,7 +7,6 @@ import warnings
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings
 
 from mpsfuzz.fuzzer import catalogue
 from mpsfuzz.fuzzer import strategies as S
@@ -24,14 +23,7 @@ INDEX_OPS = sorted(n for n, s in OPS.items()
 
 
 def _cases(spec, n=50, **kw):
-    out = []
-
-    @settings(max_examples=n, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-    @given(S.cases(spec, **kw))
-    def collect(case):
-        out.append(case)
-    collect()
-    return out
+    return S.example_cases(spec, n, seed=0, **kw)
 
 
 def test_family_has_the_requested_ops():
@@ -177,7 +169,7 @@ def test_canonicalised_results_agree_between_two_runs(name):
                         for ins in (case.materialize(), case.materialize()))
         except NotImplementedError:  # no CPU kernel for the dtype (the reference widens)
             continue
-        except RuntimeError:  # an invalid case (a few percent are): nothing to compare
+        except (RuntimeError, IndexError):  # an invalid case (a few percent are): nothing to compare
             continue
         for a, b in zip(one, two):
             assert _equal(a, b), case.describe()

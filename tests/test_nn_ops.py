@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from mpsfuzz.fuzzer import catalogue
 from mpsfuzz.fuzzer.catalogue import ShapeBudget
 from mpsfuzz.fuzzer.ops import nn as nn_ops
-from mpsfuzz.fuzzer.strategies import cases
+from mpsfuzz.fuzzer.strategies import example_cases
 
 warnings.filterwarnings("ignore")
 OPS = catalogue.all_ops()
@@ -32,19 +32,12 @@ MINE = [n for n, s in OPS.items() if s.family == "nn" and n in {
 
 
 def _settings(n):
-    return settings(max_examples=n, deadline=None, database=None,
+    return settings(max_examples=n, deadline=None, database=None, derandomize=True,
                     suppress_health_check=list(HealthCheck))
 
 
 def _draw_cases(name, n=50):
-    out = []
-
-    @_settings(n)
-    @given(cases(OPS[name], allow_variants=False))
-    def collect(case):
-        out.append(case)
-    collect()
-    return out
+    return example_cases(OPS[name], n, seed=0, allow_variants=False)
 
 
 def _run(name, case):

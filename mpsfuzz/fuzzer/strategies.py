@@ -8,6 +8,8 @@ list), which makes the shrunk case show only what the bug needs.
 from __future__ import annotations
 
 
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from . import dtypes as dt
@@ -90,6 +92,23 @@ def cases(spec: OpSpec, *, min_rank: int = 0, max_rank: int = 8, max_side: int =
                          max_side=max_side, allow_empty=allow_empty, max_numel=max_numel)
     return _drawn(_draw_case, spec, budget, awkward_ratio=awkward_ratio, mixed_dtype_ratio=mixed_dtype_ratio,
                   allow_variants=allow_variants)
+
+
+def example_cases(spec: OpSpec, n: int, *, seed: int, **limits) -> list[Case]:
+    """``n`` cases of ``cases(spec, **limits)`` as a campaign draws them (fewer when the
+    op has fewer distinct cases), the same ones for the same seed: for measurements and
+    tests, which must not change from run to run."""
+    drawn: list[Case] = []
+
+    @hypothesis_seed(seed)
+    @settings(max_examples=n, deadline=None, database=None, phases=(Phase.generate,),
+              suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
+    @given(cases(spec, **limits))
+    def collect(case):
+        drawn.append(case)
+
+    collect()
+    return drawn
 
 
 # -- drawing ------------------------------------------------------------------------------
