@@ -4,6 +4,8 @@ alone, and records a case that shows the trigger. The fuzzer knows nothing of th
 faults: each test names the op to fuzz and checks what comes out."""
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from test_fault_campaigns import FAULT_TARGET, _inputs, _layout_is_plain, findings_in, mpsfuzz
@@ -41,6 +43,24 @@ CASES = {
     "mul_inplace_noncontig": ("mul", "values",
                               lambda f: _variant(f) == "inplace" and not _layout_is_plain(_inputs(f)[0])),
     "uniform_noncontig_noop": ("uniform_", "distribution", lambda f: not _layout_is_plain(_inputs(f)[0])),
+    "sdpa_gt4d": ("scaled_dot_product_attention", "values", lambda f: len(_inputs(f)[0]["shape"]) > 4),
+    "smooth_l1_empty": ("smooth_l1_loss", "errors", lambda f: 0 in _inputs(f)[0]["shape"]),
+    "mse_loss_empty_abort": ("mse_loss", "crash", lambda f: 0 in _inputs(f)[0]["shape"]),
+    "multinomial_noncontig": ("multinomial", "distribution", lambda f: not _layout_is_plain(_inputs(f)[0])),
+    "avg_pool2d_half": ("avg_pool2d", "values", lambda f: _inputs(f)[0]["dtype"] == "float16"),
+    "silu_noncontig": ("silu", "values", lambda f: not _layout_is_plain(_inputs(f)[0])),
+    "conv_backward_noncontig": ("conv2d", "grads",
+                                lambda f: _variant(f) == "grad" and not _layout_is_plain(_inputs(f)[0])),
+    "batch_norm_backward_3d": ("batch_norm", "grads",
+                               lambda f: _variant(f) == "grad" and len(_inputs(f)[0]["shape"]) > 2),
+    "constant_pad_zero": ("pad_constant", "errors", lambda f: not any(_kwargs(f)["pad"])),
+    "index_copy_strided_index": ("index_copy", "values", lambda f: not _layout_is_plain(_inputs(f)[1])),
+    "index_select_0d": ("index_select", "values", lambda f: _inputs(f)[0]["shape"] == []),
+    "var_0d_raise": ("var", "errors", lambda f: _inputs(f)[0]["shape"] == []),
+    "softmax_gt4d": ("softmax", "values", lambda f: len(_inputs(f)[0]["shape"]) > 4),
+    "fft_noncontig": ("fft.fft", "values", lambda f: not _layout_is_plain(_inputs(f)[0])),
+    "sum_empty_dim": ("sum", "values", lambda f: 0 in _inputs(f)[0]["shape"]),
+    "sub_out_resize": ("sub", "values", lambda f: _variant(f) == "out-resized"),
     # The sticky fault poisons the worker: only the case that tripped it may be blamed
     # (shrinking in a poisoned worker would blame every later case).
     "index_select_int32_assert": ("index_select", "errors",
@@ -70,6 +90,10 @@ def test_depth_fault_is_found_with_the_right_oracle(fault, tmp_path):
     assert [(f["op"], f["oracle"]) for f in found] == [(op, oracle)], run.stdout
     assert found[0]["status"] == "new" and found[0]["blame"] == "target"
     assert shows_trigger(found[0]), found[0]["case"]
+    if oracle in ("values", "grads") and _inputs(found[0])[0]["dtype"].startswith(("float", "bfloat", "complex")):
+        # The float64 arbiter runs inside the campaign's workers: it confirms the target is
+        # wrong, or cannot judge (a mismatch in a non-floating output such as a mask).
+        assert re.search(r"float64 arbiter: (dut-wrong|undecided)", found[0]["message"]), found[0]["message"]
 
 
 def test_known_upstream_bug_is_marked_known_not_new(tmp_path):

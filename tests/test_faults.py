@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import math
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -27,6 +28,13 @@ EXPECTED_FAULTS = {
     "atan2_int64_unsupported": "unsupported", "unary_offset": "corrupt",
     "lgamma_negative": "corrupt", "where_inf": "corrupt", "var_5d": "corrupt",
     "cumsum_leak": "leak",
+    "sdpa_gt4d": "corrupt", "smooth_l1_empty": "raise", "mse_loss_empty_abort": "abort",
+    "multinomial_noncontig": "ignore_strides", "avg_pool2d_half": "corrupt",
+    "silu_noncontig": "ignore_strides", "conv_backward_noncontig": "corrupt",
+    "batch_norm_backward_3d": "corrupt", "constant_pad_zero": "raise",
+    "index_copy_strided_index": "corrupt", "index_select_0d": "corrupt", "var_0d_raise": "raise",
+    "softmax_gt4d": "corrupt", "fft_noncontig": "ignore_strides", "sum_empty_dim": "corrupt",
+    "sub_out_resize": "corrupt",
 }
 
 
@@ -168,6 +176,109 @@ def test_all_faults_target_is_exact_off_trigger(name, case_id, fn, trigger, near
     target = FaultTarget()  # every fault at once
     assert _identical(target.run(fn, *near), fn(*near))
     assert not target.fired
+
+
+def _input_grad(forward):
+    """fn(x, *rest) -> the gradient of forward(x, *rest).sum() w.r.t. x, keeping x's layout."""
+    def fn(x, *rest):
+        x = x.detach().requires_grad_(True)
+        return torch.autograd.grad(forward(x, *rest).sum(), x)[0]
+    return fn
+
+
+def _sub_out(a, b, out):
+    torch.sub(a, b, out=out)
+    return out
+
+
+# Faults of the nn, loss, attention, backward, indexing, out= and RNG families:
+# (fault, id, fn, triggering args, near-identical non-triggering args). A corrupting or
+# stride-ignoring fault changes the result on its trigger; a raising one raises there;
+# on the near args each gives eager CPU's exact result without firing.
+_q5, _q4 = _randn(1, 2, 1, 3, 4, seed=5), _randn(2, 1, 3, 4, seed=5)
+_w = _randn(3, 4).abs() + 0.1
+DEPTH_CASES = [
+    ("sdpa_gt4d", "sdpa", torch.nn.functional.scaled_dot_product_attention,
+     (_q5, _q5.flip(-1), _q5 * 2), (_q4, _q4.flip(-1), _q4 * 2)),
+    ("smooth_l1_empty", "loss", torch.nn.functional.smooth_l1_loss,
+     (_randn(0, 3), _randn(0, 3)), (_randn(1, 3), _randn(1, 3, seed=1))),
+    ("avg_pool2d_half", "pool", lambda x: torch.nn.functional.avg_pool2d(x, 2),
+     (_randn(1, 2, 4, 4, dtype=torch.float16),), (_randn(1, 2, 4, 4),)),
+    ("silu_noncontig", "transposed", torch.nn.functional.silu, (_randn(3, 4).t(),), (_randn(3, 4).t().contiguous(),)),
+    ("silu_noncontig", "gapped", torch.nn.functional.silu, (_randn(8)[::2],), (_randn(8)[::2].clone(),)),
+    ("conv_backward_noncontig", "channels_last",
+     _input_grad(lambda x, w: torch.nn.functional.conv2d(x, w)),
+     (_randn(1, 3, 4, 4).to(memory_format=torch.channels_last), _randn(2, 3, 2, 2, seed=1)),
+     (_randn(1, 3, 4, 4), _randn(2, 3, 2, 2, seed=1))),
+    ("batch_norm_backward_3d", "train",
+     _input_grad(lambda x: torch.nn.functional.batch_norm(x, None, None, training=True)),
+     (_randn(2, 3, 4),), (_randn(2, 3),)),
+    ("constant_pad_zero", "pad", lambda x: torch.nn.functional.pad(x, (0, 0), value=1.0),
+     (_randn(2, 3),), None),
+    ("index_copy_strided_index", "index", lambda x, i, v: x.index_copy(0, i, v),
+     (_randn(4, 3), torch.tensor([3, 0, 1, 2])[::2], _randn(2, 3, seed=1)),
+     (_randn(4, 3), torch.tensor([3, 0, 1, 2])[::2].clone(), _randn(2, 3, seed=1))),
+    ("index_select_0d", "scalar", lambda x, i: torch.index_select(x, 0, i),
+     (torch.tensor(1.5), torch.tensor([0])), (torch.tensor([1.5]), torch.tensor([0]))),
+    ("var_0d_raise", "var", torch.var, (torch.tensor(1.5),), (torch.tensor([1.5, 2.0]),)),
+    ("softmax_gt4d", "softmax", lambda x: torch.softmax(x, -1), (_q5,), (_q4,)),
+    ("softmax_gt4d", "log_softmax", lambda x: torch.log_softmax(x, 0), (_q5,), (_q4,)),
+    ("fft_noncontig", "rfft", torch.fft.rfft, (_randn(4, 3).t(),), (_randn(4, 3).t().contiguous(),)),
+    ("fft_noncontig", "fft_complex", torch.fft.fft, (_randn(4, 3, dtype=torch.complex64).t(),),
+     (_randn(4, 3, dtype=torch.complex64).t().contiguous(),)),
+    ("sum_empty_dim", "sum", lambda x: x.sum(0), (_randn(0, 3),), (_randn(1, 3),)),
+    ("sub_out_resize", "resized", _sub_out, (_randn(2, 3), _randn(3, seed=1), torch.empty(0)),
+     (_randn(2, 3), _randn(3, seed=1), torch.empty(2, 3))),
+]
+
+
+@pytest.mark.parametrize("name,case_id,fn,trigger,near", DEPTH_CASES, ids=[f"{c[0]}-{c[1]}" for c in DEPTH_CASES])
+def test_depth_faults_fire_on_their_trigger_only(name, case_id, fn, trigger, near):
+    target = FaultTarget([name])
+    if FAULTS[name].effect == "raise":
+        with pytest.raises(RuntimeError, match=re.escape(FAULTS[name].message)):
+            target.run(fn, *trigger)
+    else:
+        trigger_copy = [t.clone() for t in trigger]
+        got, want = target.run(fn, *trigger), fn(*trigger_copy)
+        assert _same_layout(got, want) and not _identical(got, want)
+    assert target.fired[name] >= 1
+    if near is not None:
+        target.fired.clear()
+        near_copy = [t.clone() for t in near]
+        assert _identical(target.run(fn, *near), fn(*near_copy))
+        assert not target.fired
+
+
+def test_empty_mse_loss_aborts_only_when_empty():
+    code = ("import torch; from mpsfuzz.testing.faults import FaultTarget; t = FaultTarget(['mse_loss_empty_abort']);"
+            "t.run(torch.nn.functional.mse_loss, torch.ones(2), torch.zeros(2)); print('alive', flush=True);"
+            "t.run(torch.nn.functional.mse_loss, torch.ones(0), torch.zeros(0)); print('survived')")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert run.returncode == -6 and "alive" in run.stdout and "survived" not in run.stdout
+
+
+def test_ignoring_strides_reads_the_storage_densely():
+    x = torch.arange(12.0).view(3, 4)
+    assert torch.equal(F._read_as_contiguous(x.t()), torch.arange(12.0).view(4, 3))
+    assert torch.equal(F._read_as_contiguous(x[:, ::2]), torch.arange(6.0).view(3, 2))
+    assert torch.equal(F._read_as_contiguous(x[1:, 1:]), torch.arange(5.0, 11.0).view(2, 3))
+    # an expanded view reads past its storage: the storage repeats
+    assert torch.equal(F._read_as_contiguous(torch.arange(2.0).view(2, 1).expand(2, 3)),
+                       torch.tensor([[0.0, 1.0, 0.0], [1.0, 0.0, 1.0]]))
+    assert F._read_as_contiguous(x) is x
+
+
+def test_multinomial_fault_samples_zero_probability_classes_of_a_transposed_weight():
+    # rows [1, 0, 0] and [0, 1, 0] over transposed storage [1, 0, 0, 1, 0, 0]: read densely,
+    # row 1 becomes [1, 0, 0]
+    weights = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]]).t().contiguous().t()
+    target = FaultTarget(["multinomial_noncontig"])
+    torch.manual_seed(0)
+    got = target.run(torch.multinomial, weights, 1)
+    assert target.fired["multinomial_noncontig"] == 1
+    assert got.flatten().tolist() == [0, 0]  # the real answer is forced: [0, 1]
+    assert torch.multinomial(weights, 1).flatten().tolist() == [0, 1]
 
 
 def test_lu_factor_corrupts_lu_only():

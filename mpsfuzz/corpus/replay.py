@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..oracles import DEFAULT, Failure, all_oracles
+from ..oracles import DEFAULT, Failure, all_oracles, worker_oracles
 from ..oracles.process import ProcessEvent
 from ..targets import TargetError
 from ..fuzzer.worker import WorkerPool, WorkerStartError
@@ -34,7 +34,7 @@ def replay_findings(found: list[tuple[Path, Finding]], *, target_override: str |
     groups: dict[str, list[tuple[Path, Finding]]] = {}
     for path, finding in found:
         groups.setdefault(target_override or finding.target_spec, []).append((path, finding))
-    case_oracles = tuple(n for n in DEFAULT if all_oracles()[n].stage == "case")
+    case_oracles = worker_oracles(DEFAULT)
     results: list[ReplayResult] = []
     for spec, items in groups.items():
         try:
@@ -44,8 +44,8 @@ def replay_findings(found: list[tuple[Path, Finding]], *, target_override: str |
             continue
         with pool:
             for path, finding in items:
-                oracles = tuple(dict.fromkeys(case_oracles + ((finding.oracle,) if
-                                all_oracles().get(finding.oracle) and all_oracles()[finding.oracle].stage == "case" else ())))
+                known = (finding.oracle,) if finding.oracle in all_oracles() else ()
+                oracles = tuple(dict.fromkeys(case_oracles + worker_oracles(known)))
                 outcome = pool.run(finding.case.to_json(), oracles, finding.op)
                 failures = _failures(outcome, finding.case)
                 signatures = {signature_of(finding.case, f): f for f in failures}

@@ -25,7 +25,7 @@ from ..corpus.store import Corpus
 from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded,
                       Notice, Stats)
 from ..oracles import DEFAULT as ORACLES_DEFAULT
-from ..oracles import Failure, all_oracles
+from ..oracles import Failure, all_oracles, worker_oracles
 from ..oracles.process import ProcessEvent
 from . import catalogue
 from .strategies import cases
@@ -95,7 +95,7 @@ class Campaign:
         self._memo: dict = {}
         self._start = 0.0
         self.known_table = known_failures.load_tables(list(config.known_tables))
-        self._case_oracles = tuple(o for o in config.oracles if all_oracles()[o].stage == "case")
+        self._case_oracles = worker_oracles(config.oracles)
         self._process_oracles = tuple(o for o in config.oracles if all_oracles()[o].stage == "process")
         import torch  # the version keys known-failure entries (fixed_in)
         self._torch_version = torch.__version__

@@ -67,6 +67,13 @@ def all_oracles() -> dict[str, Oracle]:
     return dict(ORACLES)
 
 
+def worker_oracles(names) -> tuple[str, ...]:
+    """Those of ``names`` that run in the worker: the case checks and the verdicts on
+    their failures (the float64 arbiter). Process checks run in the supervisor."""
+    oracles = all_oracles()
+    return tuple(n for n in names if oracles[n].stage in ("case", "verdict"))
+
+
 DEFAULT = ("values", "metadata", "grads", "variants", "layout", "distribution", "errors",
            "arbiter", "crash", "hang")
 

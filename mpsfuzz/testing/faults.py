@@ -33,6 +33,11 @@ Effects:
     an in-place op returns ``self`` untouched (the kernel wrote nothing).
 ``densify``
     compute the real result and return a contiguous copy (the memory format is lost).
+``ignore_strides``
+    run the op on its inputs read as if they were contiguous: every non-contiguous
+    tensor argument is replaced by the dense run of its storage that starts at its
+    storage offset, as a kernel that ignores strides would read it (the commonest MPS
+    layout bug).
 ``poison``
     raise a CUDA-style sticky error ("device-side assert triggered"); from then on every
     op in this process raises it too, as a real device context would.
@@ -58,7 +63,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak", "noop", "densify",
-           "poison")
+           "ignore_strides", "poison")
 
 # What torch's C++ error messages call each dtype ("not implemented for 'Long'").
 _CPP_DTYPE_NAMES = {
@@ -139,6 +144,8 @@ class Fault:
         if effect == "densify":
             out = _real_result(func, args, kwargs)
             return tree_map(lambda t: t.contiguous() if isinstance(t, torch.Tensor) else t, out)
+        if effect == "ignore_strides":
+            return func(*tree_map(_read_as_contiguous, tuple(args)), **tree_map(_read_as_contiguous, dict(kwargs)))
         if effect == "leak":
             out = _real_result(func, args, kwargs)
             _LEAKED.append(torch.ones(LEAK_CHUNK_BYTES, dtype=torch.uint8))
@@ -328,6 +335,44 @@ def _self_noncontiguous(func, args, kwargs) -> bool:
     return x.numel() > 1 and not x.is_contiguous()
 
 
+def _arg_noncontiguous(index: int) -> Trigger:
+    return functools.partial(_nth_noncontiguous, index)
+
+
+def _nth_noncontiguous(index: int, func, args, kwargs) -> bool:
+    t = _arg(func, args, kwargs, index)
+    return isinstance(t, torch.Tensor) and t.numel() > 1 and not t.is_contiguous()
+
+
+def _is_0d(func, args, kwargs) -> bool:
+    return _input(func, args, kwargs).dim() == 0
+
+
+def _all_pads_zero(func, args, kwargs) -> bool:
+    # constant_pad_nd(self, pad, value)
+    pad = _arg(func, args, kwargs, 1)
+    return len(pad) > 0 and all(p == 0 for p in pad)
+
+
+def _empty_input_nonempty_result(func, args, kwargs) -> bool:
+    # sum.dim_IntList(self, dim, keepdim, *, dtype): an empty input reduced over its
+    # empty dims gives zeros, which a broken kernel leaves unwritten
+    x = _input(func, args, kwargs)
+    if x.numel() != 0:
+        return False
+    dims = _arg(func, args, kwargs, 1)
+    dims = range(x.dim()) if not dims else [d % max(x.dim(), 1) for d in dims]
+    keep = [s for i, s in enumerate(x.shape) if i not in dims]
+    return math.prod(keep) > 0
+
+
+def _out_needs_resize(func, args, kwargs) -> bool:
+    # sub.out(self, other, *, alpha, out): an out= of another shape than the result
+    out, a, b = kwargs.get("out"), _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    shape = torch.broadcast_shapes(a.shape, b.shape if isinstance(b, torch.Tensor) else ())
+    return isinstance(out, torch.Tensor) and tuple(out.shape) != tuple(shape) and math.prod(shape) > 0
+
+
 # --- effects -----------------------------------------------------------------------
 
 def _flush() -> None:
@@ -358,6 +403,21 @@ def _real_result(func, args, kwargs):
 
         wide_args, wide_kwargs = tree_map(up, (tuple(args), dict(kwargs)))
         return tree_map(down, func(*wide_args, **wide_kwargs))
+
+
+def _read_as_contiguous(x):
+    """``x`` as a kernel that ignores strides reads it: ``x.numel()`` consecutive storage
+    elements from its storage offset (the storage repeated where an expanded view has
+    fewer elements than that)."""
+    if not isinstance(x, torch.Tensor) or x.is_contiguous() or x.numel() == 0:
+        return x
+    storage = x.untyped_storage()
+    flat = torch.empty(0, dtype=x.dtype, device=x.device).set_(
+        storage, 0, (storage.nbytes() // x.element_size(),), (1,))
+    need = x.storage_offset() + x.numel()
+    if flat.numel() < need:
+        flat = flat.repeat(-(-need // flat.numel()))
+    return flat[x.storage_offset():need].clone().view(x.shape)
 
 
 def _same(a, b) -> bool:
@@ -508,6 +568,38 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::index_select",), _index_int32, "poison"),
     Fault("uniform_noncontig_noop", "MPS in-place RNG left a non-contiguous self unfilled",
           ("aten::uniform_", "aten::normal_"), _self_noncontiguous, "noop"),
+    Fault("sdpa_gt4d", "pytorch#147545: attention wrong for inputs of more than 4 dims",
+          ("aten::_safe_softmax",), _dim_above(4), "corrupt"),
+    Fault("smooth_l1_empty", "pytorch#148133: smooth_l1_loss failed with an empty placeholder error on empty inputs",
+          ("aten::smooth_l1_loss",), _is_empty, "raise", message="MPSGraph: placeholder tensor is empty"),
+    Fault("mse_loss_empty_abort", "pytorch#148608: mse_loss crashed on inputs of 0 elements",
+          ("aten::mse_loss",), _is_empty, "abort"),
+    Fault("multinomial_noncontig", "pytorch#141515: multinomial sampled wrongly from non-contiguous weights",
+          ("aten::multinomial",), _input_noncontiguous, "ignore_strides"),
+    Fault("avg_pool2d_half", "pytorch#136822: avg_pool2d wrong for float16",
+          ("aten::avg_pool2d",), _dtype_is(torch.float16), "corrupt"),
+    Fault("silu_noncontig", "pytorch#139006: silu wrong on non-contiguous inputs",
+          ("aten::silu",), _self_noncontiguous, "ignore_strides"),
+    Fault("conv_backward_noncontig", "like pytorch#141009: convolution backward wrong for non-contiguous "
+          "(e.g. channels_last) inputs", ("aten::convolution_backward",), _arg_noncontiguous(1), "corrupt"),
+    Fault("batch_norm_backward_3d", "like pytorch#156867: batch_norm gradient wrong (here: for inputs of 3+ dims)",
+          ("aten::native_batch_norm_backward",), _dim_above(2), "corrupt"),
+    Fault("constant_pad_zero", "pytorch#161149: constant_pad_nd failed when the padding is empty (all zero)",
+          ("aten::constant_pad_nd",), _all_pads_zero, "raise", message="constant_pad_nd_mps: empty padding"),
+    Fault("index_copy_strided_index", "pytorch#161333: index_copy wrong for strided (non-contiguous) indices",
+          ("aten::index_copy",), _arg_noncontiguous(2), "corrupt"),
+    Fault("index_select_0d", "pytorch#161206: index_select wrong for 0-d (scalar) inputs",
+          ("aten::index_select",), _is_0d, "corrupt"),
+    Fault("var_0d_raise", "pytorch#160889: var raised on a 0-d input (a wrong error check)",
+          ("aten::var",), _is_0d, "raise", message="var(): expected a tensor with at least one dimension"),
+    Fault("softmax_gt4d", "MPSGraph-style rank limit: softmax/log_softmax wrong for inputs of more than 4 dims",
+          ("aten::_softmax", "aten::_log_softmax"), _dim_above(4), "corrupt"),
+    Fault("fft_noncontig", "MPS FFT read non-contiguous inputs as if they were contiguous",
+          ("aten::_fft_r2c", "aten::_fft_c2c"), _input_noncontiguous, "ignore_strides"),
+    Fault("sum_empty_dim", "pytorch#139446: reductions over an empty dim left their output unwritten",
+          ("aten::sum.dim_IntList",), _empty_input_nonempty_result, "corrupt"),
+    Fault("sub_out_resize", "MPS binary ops wrote wrong values into an out= that had to be resized",
+          ("aten::sub.out",), _out_needs_resize, "corrupt"),
 )
 
 
