@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mpsfuzz.fuzzer import catalogue
 from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape, same_shapes
 from mpsfuzz.fuzzer.executor import execute
 from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
@@ -39,20 +38,6 @@ def _spec(name, **kw):
                 doc="test op")
     base.update(kw)
     return OpSpec(**base)
-
-
-@pytest.fixture
-def registered():
-    added = []
-
-    def register(spec):
-        catalogue.all_ops()
-        catalogue._REGISTRY[spec.name] = spec
-        added.append(spec.name)
-        return spec
-    yield register
-    for name in added:
-        catalogue._REGISTRY.pop(name, None)
 
 
 def t(shape, dtype="float32", layout=Layout(), seed=1, **values):

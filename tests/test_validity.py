@@ -17,19 +17,6 @@ def _spec(name, fn):
     return OpSpec(name=name, family="test", fn=fn, shapes=same_shapes(2), dtypes=("float32",), doc="test op")
 
 
-@pytest.fixture
-def registered():
-    added = []
-
-    def register(spec):
-        catalogue.all_ops()
-        catalogue._REGISTRY[spec.name] = spec
-        added.append(spec.name)
-    yield register
-    for name in added:
-        catalogue._REGISTRY.pop(name, None)
-
-
 def _rejects_wide_inputs(a, b):
     if a.dim() >= 2:
         raise RuntimeError("test op: rank >= 2 is not accepted")
