@@ -72,7 +72,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--corpus", default="mpsfuzz-corpus", help="corpus folder (default ./mpsfuzz-corpus)")
     run.add_argument("--oracles", default=None, help="comma list of oracles (default: all; 'mpsfuzz oracles' lists them)")
     run.add_argument("--timeout", type=float, default=20.0, help="per-case timeout in seconds (hang oracle)")
-    run.add_argument("--shrink-budget", type=float, default=60.0, help="seconds of shrinking per finding")
+    run.add_argument("--shrink-budget", type=float, default=60.0, help="seconds of Hypothesis shrinking per finding")
+    run.add_argument("--minimise-budget", type=float, default=30.0,
+                     help="seconds per finding for the deterministic reducer and the ablation after shrinking")
+    run.add_argument("--reruns", type=_positive_int("--reruns"), default=4,
+                     help="re-runs of each failure before it is recorded; one that fails fewer times is flaky")
     run.add_argument("--slice", type=_positive_int("--slice"), default=30, dest="slice_examples",
                      help="cases per op before the next op's turn (default 30; a small slice reaches every op sooner)")
     run.add_argument("--max-rank", type=_positive_int("--max-rank"), default=8)
@@ -98,6 +102,10 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("paths", nargs="+", help="finding files or corpus folders")
     replay.add_argument("--target", default=None, help="run on this target instead of the one that found them")
     replay.add_argument("--timeout", type=float, default=20.0)
+    replay.add_argument("--runs", type=_positive_int("--runs"), default=2,
+                        help="runs per finding (the first in a fresh worker); mixed results are flaky")
+    replay.add_argument("--no-record", action="store_true",
+                        help="do not add the result to each finding's history")
     return parser
 
 
@@ -232,7 +240,8 @@ def cmd_run(args, console) -> int:
                             timeout_s=args.timeout, shrink_budget_s=args.shrink_budget,
                             max_rank=args.max_rank, max_side=max(1, args.max_side),
                             slice_examples=max(1, args.slice_examples),
-                            known_tables=tuple(args.known), allow_variants=not args.no_variants)
+                            known_tables=tuple(args.known), allow_variants=not args.no_variants,
+                            reruns=max(1, args.reruns), minimise_budget_s=args.minimise_budget)
     reporter = ConsoleReporter(console, live=False if args.no_progress else None)
     try:
         result = Campaign(config, [reporter]).run()
@@ -251,9 +260,10 @@ def cmd_replay(args, console) -> int:
         console.print(f"[yellow]skipping {path}: {why}[/]", highlight=False)
     if not found:
         raise UsageError(f"no readable findings in {', '.join(args.paths)}")
-    results = replay_findings(found, target_override=args.target, timeout_s=args.timeout)
+    results = replay_findings(found, target_override=args.target, timeout_s=args.timeout,
+                              runs=max(1, args.runs), record=not args.no_record)
     console.print(replay_table(results))
-    still = sum(r.status == "still fails" for r in results)
+    still = sum(r.result == "still-fails" for r in results)
     return exit_code(findings=still)
 
 

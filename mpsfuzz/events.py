@@ -50,6 +50,8 @@ class Stats:
     new_findings: int = 0        # target bugs not in the known-failure tables
     known_bugs: int = 0          # new files for bugs the known-failure tables list
     cpu_bugs: int = 0            # the float64 arbiter blamed the CPU reference
+    flaky: int = 0               # new findings that did not reproduce on every re-run
+    minimise_s: float = 0.0      # time spent re-running, reducing and explaining findings
     suppressed: int = 0          # failures the tables call unimplemented or undefined
     known_sightings: int = 0
     per_op: dict = field(default_factory=dict)          # op -> [cases, valid]

@@ -104,7 +104,7 @@ def test_fault_is_found_minimised_and_replayed(fault, tmp_path):
     if fault in FIXED_CHECKS:
         fixed = mpsfuzz("replay", str(corpus), "--timeout", "3", faults="none", cwd=tmp_path)
         assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-        assert "passes now" in fixed.stdout
+        assert "fixed" in fixed.stdout
 
 
 # Replay with the fault switched off, for one fault of each oracle (a replay costs a

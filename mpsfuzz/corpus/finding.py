@@ -1,9 +1,11 @@
-"""A finding: one failure of one (minimised) case, with its deduplication signature.
+"""A finding: one failure of one minimised case, with its deduplication signature,
+explanation, reproducibility, sightings and replay history.
 
-The signature is built from the op, the oracle, the oracle's own dedup key (error type
-and normalised message, signal and cleaned frames, ...) and, for case oracles, the
-class of the trigger: the dtype class and whether any input is non-contiguous. Crashes
-key on the signal and top frames; hangs on the target and op (ClusterFuzz style).
+The signature is the failure's *symptom* (op, variant, oracle, the oracle's own dedup
+key such as the error type and normalised message, the dtype class) plus, for case
+oracles, the *necessary* trigger features that ablation found (``conditions``).
+Crashes key on the signal and cleaned top frames; hangs and leaks on the target and op
+(ClusterFuzz style).
 """
 from __future__ import annotations
 
@@ -20,12 +22,18 @@ from ..fuzzer.dtypes import dtype_class
 from ..fuzzer.recipes import Case
 from ..oracles import Failure
 
-FINDING_FORMAT = 2
-# Format 1 (before variants, blame and known-failure links) reads as format 2.
-READABLE_FINDING_FORMATS = (1, 2)
+FINDING_FORMAT = 3
+# Format 1 (before variants) and 2 (before reduction, ablation, reproducibility and
+# replay history) read as format 3 with those fields empty.
+READABLE_FINDING_FORMATS = (1, 2, 3)
 # Oracles that compare the forward result: a grad-variant case calls the op exactly as
 # the functional form does, so it keys as functional (one bug, one finding).
 _FORWARD_ORACLES = ("values", "metadata", "errors", "layout", "arbiter", "distribution")
+PROCESS_ORACLES = ("crash", "hang", "leak")
+# Replay results kept in a finding's history.
+STILL_FAILS, FIXED, CHANGED, FLAKY, CANNOT_RUN = "still-fails", "fixed", "changed", "flaky", "cannot-run"
+# Sightings carried over from a format 1/2 file (one total, no writer).
+LEGACY_WRITER = "before-format-3"
 
 
 def trigger_class(case: Case) -> dict:
@@ -48,19 +56,40 @@ def variant_key(case: Case, failure: Failure) -> str:
     return case.variant
 
 
-def signature_key(case: Case, failure: Failure) -> list[str]:
+def main_dtype_class(case: Case) -> str:
+    from ..fuzzer.reduce import main_input
+    return dtype_class(case.inputs[main_input(case)].dtype) if case.inputs else "none"
+
+
+def symptom_key(case: Case, failure: Failure) -> tuple:
+    """What a failure looks like, without what triggers it: op, (variant,) oracle, the
+    oracle's dedup key, and the class of the case's main dtype. Crashes: the signal and
+    cleaned top frames; hangs and leaks: the target and op. The reducer keeps a case
+    only while its failure has the same symptom."""
     key = [case.op, failure.oracle, *failure.dedup_key]
-    if failure.oracle in ("crash", "hang"):
-        return key
+    if failure.oracle in PROCESS_ORACLES:
+        return tuple(key)
     variant = variant_key(case, failure)
     if variant != "functional":
         key.insert(1, variant)
-    trig = trigger_class(case)
-    return key + [trig["dtype_class"], trig["layout_class"]]
+    return tuple(key + [main_dtype_class(case)])
 
 
-def signature_of(case: Case, failure: Failure) -> str:
-    return hashlib.sha1(json.dumps(signature_key(case, failure)).encode()).hexdigest()[:16]
+def signature_key(case: Case, failure: Failure, conditions=None) -> list[str]:
+    """The symptom plus the *necessary* trigger features found by ablation (values,
+    errors and other case oracles): one root cause across dtypes of a class and shapes
+    is one finding, two causes on one op are two. Crashes, hangs and leaks key on their
+    symptom alone. Without an ablation (a flaky finding) the layout class stands in."""
+    key = list(symptom_key(case, failure))
+    if failure.oracle in PROCESS_ORACLES:
+        return key
+    if conditions is None:
+        return key + [trigger_class(case)["layout_class"]]
+    return key + sorted(conditions)
+
+
+def signature_of(case: Case, failure: Failure, conditions=None) -> str:
+    return hashlib.sha1(json.dumps(signature_key(case, failure, conditions)).encode()).hexdigest()[:16]
 
 
 def now_iso() -> str:
@@ -80,18 +109,109 @@ class Finding:
     platform: str = field(default_factory=lambda: f"{platform.system()} {platform.release()} {platform.machine()}")
     first_seen: str = field(default_factory=now_iso)
     last_seen: str = field(default_factory=now_iso)
-    times_seen: int = 1
+    # Sightings per writer (a corpus folder's id): merging takes the larger count per
+    # writer, so merging the same shard twice does not count its sightings twice.
+    sightings: dict[str, int] = field(default_factory=dict)
     flaky: bool = False
     # The known-failure table entry it matches ({id, status, reason, link}), or None.
     known: dict | None = None
+    # The necessary trigger features (ablation); None when not explained (flaky, or
+    # recorded before format 3).
+    conditions: tuple[str, ...] | None = None
+    explanation: dict | None = None          # ablation.Explanation.to_json()
+    reproducibility: dict | None = None      # triage.Reproducibility.to_json()
+    minimisation: dict | None = None         # triage.Triage.minimisation_json()
+    torch_versions: list[str] = field(default_factory=list)
+    # Replay results, oldest first: {date, torch_version, mpsfuzz_version, target,
+    # device, result, detail}; result is one of still-fails/fixed/changed/flaky/cannot-run.
+    history: list[dict] = field(default_factory=list)
+
+    def __post_init__(self):
+        if self.torch_version and self.torch_version not in self.torch_versions:
+            self.torch_versions = sorted({*self.torch_versions, self.torch_version})
 
     @classmethod
     def create(cls, case: Case, failure: Failure, *, target_name: str, target_spec: str, device: str,
-               flaky: bool = False, known: dict | None = None) -> "Finding":
-        return cls(signature=signature_of(case, failure), signature_key=signature_key(case, failure),
+               flaky: bool = False, known: dict | None = None, conditions=None, explanation: dict | None = None,
+               reproducibility: dict | None = None, minimisation: dict | None = None) -> "Finding":
+        conditions = tuple(sorted(conditions)) if conditions is not None else None
+        return cls(signature=signature_of(case, failure, conditions),
+                   signature_key=signature_key(case, failure, conditions),
                    case=case, failure=failure, target_name=target_name, target_spec=target_spec,
-                   device=device, flaky=flaky, known=known)
+                   device=device, flaky=flaky, known=known, conditions=conditions, explanation=explanation,
+                   reproducibility=reproducibility, minimisation=minimisation)
 
+    # -- sightings ----------------------------------------------------------------------
+    @property
+    def times_seen(self) -> int:
+        return max(1, sum(self.sightings.values()))
+
+    def add_sightings(self, writer: str, count: int, torch_version: str | None = None) -> None:
+        self.sightings[writer] = self.sightings.get(writer, 0) + count
+        self.last_seen = now_iso()
+        version = torch_version or torch.__version__
+        if version not in self.torch_versions:
+            self.torch_versions = sorted({*self.torch_versions, version})
+
+    def absorb(self, other: "Finding") -> None:
+        """Merge another copy of this finding (same signature) into this one: sightings
+        per writer (the larger count), torch versions, the time range and the history;
+        the earliest minimal case is kept."""
+        for writer, count in other.sightings.items():
+            self.sightings[writer] = max(self.sightings.get(writer, 0), count)
+        self.torch_versions = sorted({*self.torch_versions, *other.torch_versions})
+        if other.first_seen < self.first_seen:
+            for name in ("case", "failure", "target_name", "target_spec", "device", "torch_version",
+                         "platform", "first_seen", "explanation", "minimisation", "reproducibility"):
+                setattr(self, name, getattr(other, name))
+        self.last_seen = max(self.last_seen, other.last_seen)
+        seen = {json.dumps(h, sort_keys=True) for h in self.history}
+        self.history = sorted(self.history + [h for h in other.history if json.dumps(h, sort_keys=True) not in seen],
+                              key=lambda h: str(h.get("date", "")))
+        self.flaky = self.flaky and other.flaky
+        self.known = self.known or other.known
+
+    # -- replay history ----------------------------------------------------------------
+    def record_replay(self, result: str, *, target: str, device: str, detail: str = "",
+                      torch_version: str | None = None, date: str | None = None) -> None:
+        self.history.append({"date": date or now_iso(), "torch_version": torch_version or torch.__version__,
+                             "mpsfuzz_version": __version__, "target": target, "device": device,
+                             "result": result, "detail": detail})
+
+    def _decisive(self) -> list[dict]:
+        return [h for h in self.history if h.get("result") in (STILL_FAILS, FIXED, CHANGED)]
+
+    @property
+    def fixed(self) -> bool:
+        decisive = self._decisive()
+        return bool(decisive) and decisive[-1]["result"] == FIXED
+
+    @property
+    def fixed_since(self) -> str | None:
+        """The torch version from which the latest run of replays says fixed."""
+        since = None
+        for h in self._decisive():
+            since = (since or h.get("torch_version")) if h["result"] == FIXED else None
+        return since
+
+    @property
+    def fixed_versions(self) -> list[str]:
+        """Distinct torch versions in the trailing run of 'fixed' replays."""
+        out: list[str] = []
+        for h in self._decisive():
+            if h["result"] != FIXED:
+                out = []
+            elif h.get("torch_version") not in out:
+                out.append(h.get("torch_version"))
+        return out
+
+    @property
+    def regression(self) -> bool:
+        """It was replayed as fixed once and fails again since."""
+        results = [h["result"] for h in self._decisive()]
+        return FIXED in results and results[-1] == STILL_FAILS and results.index(FIXED) < len(results) - 1
+
+    # -- what it is --------------------------------------------------------------------
     @property
     def blame(self) -> str:
         """"target" (a bug of the device under test) or "cpu" (the reference is wrong)."""
@@ -99,9 +219,14 @@ class Finding:
 
     @property
     def status(self) -> str:
-        """new, known-bug (matches an upstream issue), or cpu-bug (the reference is wrong)."""
+        """cpu-bug (the reference is wrong), flaky (does not reproduce every time),
+        fixed (the latest replay passes), known-bug (matches an upstream issue) or new."""
         if self.blame == "cpu":
             return "cpu-bug"
+        if self.flaky:
+            return "flaky"
+        if self.fixed:
+            return "fixed"
         return "known-bug" if self.known else "new"
 
     @property
@@ -113,9 +238,13 @@ class Finding:
         return self.failure.oracle
 
     @property
+    def explanation_text(self) -> str:
+        return str((self.explanation or {}).get("text", ""))
+
+    @property
     def title(self) -> str:
         trig = trigger_class(self.case)
-        if self.failure.oracle in ("crash", "hang"):
+        if self.failure.oracle in PROCESS_ORACLES:
             return self.failure.title
         return f"{self.failure.title} ({', '.join(trig['dtypes'])}; {', '.join(trig['layouts'])})"
 
@@ -131,20 +260,30 @@ class Finding:
             "severity": self.failure.severity,
             "blame": self.blame,
             "status": self.status,
+            "regression": self.regression,
+            "fixed_since": self.fixed_since,
             "known": self.known,
             "title": self.title,
+            "explanation": self.explanation_text,
             "message": self.failure.message,
+            "conditions": list(self.conditions) if self.conditions is not None else None,
+            "ablation": self.explanation,
+            "reproducibility": self.reproducibility,
+            "minimisation": self.minimisation,
             "failure": self.failure.to_json(),
             "trigger": trigger_class(self.case),
             "target": {"name": self.target_name, "spec": self.target_spec, "device": self.device},
             "torch_version": self.torch_version,
+            "torch_versions": list(self.torch_versions),
             "platform": self.platform,
             "mpsfuzz_version": __version__,
             "case": self.case.to_json(),
             "first_seen": self.first_seen,
             "last_seen": self.last_seen,
             "times_seen": self.times_seen,
+            "sightings": dict(self.sightings),
             "flaky": self.flaky,
+            "history": list(self.history),
         }
 
     @classmethod
@@ -155,12 +294,26 @@ class Finding:
             raise ValueError(f"finding format {d['format']!r} is not supported "
                              f"(this mpsfuzz reads formats {', '.join(map(str, READABLE_FINDING_FORMATS))})")
         try:
-            return cls(signature=d["signature"], signature_key=list(d["signature_key"]),
+            sightings = d.get("sightings")
+            if not isinstance(sightings, dict):
+                sightings = {LEGACY_WRITER: int(d["times_seen"])}
+            conditions = d.get("conditions")
+            history = d.get("history") or []
+            if not isinstance(history, list) or not all(isinstance(h, dict) and "result" in h for h in history):
+                raise TypeError("'history'")
+            return cls(signature=str(d["signature"]), signature_key=list(d["signature_key"]),
                        case=Case.from_json(d["case"]), failure=Failure.from_json(d["failure"]),
                        target_name=d["target"]["name"], target_spec=d["target"]["spec"],
                        device=d["target"]["device"], torch_version=d["torch_version"],
                        platform=d["platform"], first_seen=d["first_seen"], last_seen=d["last_seen"],
-                       times_seen=int(d["times_seen"]), flaky=bool(d.get("flaky", False)),
-                       known=d.get("known") if isinstance(d.get("known"), dict) else None)
-        except (KeyError, TypeError) as exc:
+                       sightings={str(k): int(v) for k, v in sightings.items()},
+                       flaky=bool(d.get("flaky", False)),
+                       known=d.get("known") if isinstance(d.get("known"), dict) else None,
+                       conditions=tuple(str(c) for c in conditions) if isinstance(conditions, list) else None,
+                       explanation=d.get("ablation") if isinstance(d.get("ablation"), dict) else None,
+                       reproducibility=d.get("reproducibility") if isinstance(d.get("reproducibility"), dict) else None,
+                       minimisation=d.get("minimisation") if isinstance(d.get("minimisation"), dict) else None,
+                       torch_versions=[str(v) for v in d.get("torch_versions") or []],
+                       history=history)
+        except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed finding: missing or bad field {exc}") from None

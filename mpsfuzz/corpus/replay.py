@@ -1,58 +1,100 @@
-"""Re-run findings (each in a worker of its target) and classify the outcome."""
+"""Re-run findings, each isolated in a fresh worker of its target, classify the outcome
+and record it (with the torch version and date) in the finding's history, so a corpus
+shows since which version a bug is fixed and whether it came back."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..oracles import DEFAULT, Failure, all_oracles, worker_oracles
-from ..oracles.process import ProcessEvent
-from ..targets import TargetError
+from ..fuzzer import catalogue
+from ..fuzzer.probe import DIFFERENT, SAME, Prober
 from ..fuzzer.worker import WorkerPool, WorkerStartError
-from .finding import Finding, signature_of
+from ..oracles import DEFAULT, all_oracles
+from ..targets import TargetError
+from .finding import CANNOT_RUN, CHANGED, FIXED, FLAKY, STILL_FAILS, Finding, symptom_key
+from .store import Corpus
 
-STILL_FAILS, PASSES_NOW, FAILS_DIFFERENTLY, CANNOT_RUN = (
-    "still fails", "passes now", "fails differently", "cannot run here")
+# How each result reads in a table.
+WORDS = {STILL_FAILS: "still fails", FIXED: "fixed", CHANGED: "changed", FLAKY: "flaky",
+         CANNOT_RUN: "cannot run here"}
+DEFAULT_REPLAY_RUNS = 2
 
 
 @dataclass(frozen=True)
 class ReplayResult:
     path: Path
     finding: Finding
-    status: str
+    result: str                # STILL_FAILS, FIXED, CHANGED, FLAKY or CANNOT_RUN
     detail: str = ""
+    regression: bool = False   # replayed as fixed before, failing again now
+
+    @property
+    def status(self) -> str:
+        return WORDS[self.result] + (" (regression)" if self.regression else "")
 
 
-def _failures(outcome, case) -> list[Failure]:
-    oracles = all_oracles()
-    if isinstance(outcome, ProcessEvent):
-        return [f for name in ("crash", "hang") if (f := oracles[name].check(outcome))]
-    return [Failure.from_json(f) for f in outcome["failures"]]
+def _oracles_for(finding: Finding) -> tuple[str, ...]:
+    extra = (finding.oracle,) if finding.oracle in all_oracles() else ()
+    return tuple(dict.fromkeys(DEFAULT + extra))
+
+
+def replay_one(pool: WorkerPool, finding: Finding, *, runs: int = DEFAULT_REPLAY_RUNS,
+               timeout_s: float | None = None) -> tuple[str, str]:
+    """(result, detail) of re-running one finding ``runs`` times, the first in a fresh
+    worker (crash and hang findings: every run in a fresh worker)."""
+    try:
+        catalogue.get(finding.op)
+    except KeyError:
+        return CANNOT_RUN, f"op {finding.op!r} is not in this mpsfuzz's catalogue"
+    process = finding.oracle in ("crash", "hang")
+    prober = Prober(pool, _oracles_for(finding), fresh=True, timeout_s=timeout_s)
+    symptom = symptom_key(finding.case, finding.failure)
+    verdicts, other = [], None
+    for k in range(max(1, runs)):
+        prober.fresh = process or k == 0
+        outcome = prober.classify(finding.case, symptom)
+        verdicts.append(outcome.verdict)
+        if outcome.verdict == SAME:
+            same = outcome.same
+        elif outcome.verdict == DIFFERENT and other is None:
+            other = outcome.failures[0]
+    failed = verdicts.count(SAME)
+    if failed == len(verdicts):
+        return STILL_FAILS, same.title
+    if failed:
+        return FLAKY, f"failed {failed} of {len(verdicts)} runs"
+    if other is not None:
+        return CHANGED, f"now: {other.title}"
+    return FIXED, ""
 
 
 def replay_findings(found: list[tuple[Path, Finding]], *, target_override: str | None = None,
-                    timeout_s: float = 20.0) -> list[ReplayResult]:
+                    timeout_s: float = 20.0, runs: int = DEFAULT_REPLAY_RUNS,
+                    record: bool = True) -> list[ReplayResult]:
     groups: dict[str, list[tuple[Path, Finding]]] = {}
     for path, finding in found:
         groups.setdefault(target_override or finding.target_spec, []).append((path, finding))
-    case_oracles = worker_oracles(DEFAULT)
     results: list[ReplayResult] = []
     for spec, items in groups.items():
         try:
             pool = WorkerPool(spec, timeout_s=timeout_s)
         except (TargetError, WorkerStartError) as exc:
-            results += [ReplayResult(p, f, CANNOT_RUN, str(exc)) for p, f in items]
+            results += [_finish(p, f, CANNOT_RUN, str(exc).splitlines()[0], spec, "", record) for p, f in items]
             continue
         with pool:
             for path, finding in items:
-                known = (finding.oracle,) if finding.oracle in all_oracles() else ()
-                oracles = tuple(dict.fromkeys(case_oracles + worker_oracles(known)))
-                outcome = pool.run(finding.case.to_json(), oracles, finding.op)
-                failures = _failures(outcome, finding.case)
-                signatures = {signature_of(finding.case, f): f for f in failures}
-                if finding.signature in signatures:
-                    results.append(ReplayResult(path, finding, STILL_FAILS, signatures[finding.signature].title))
-                elif failures:
-                    results.append(ReplayResult(path, finding, FAILS_DIFFERENTLY, failures[0].title))
-                else:
-                    results.append(ReplayResult(path, finding, PASSES_NOW, ""))
+                result, detail = replay_one(pool, finding, runs=runs)
+                results.append(_finish(path, finding, result, detail, spec, pool.device, record))
     return results
+
+
+def _finish(path: Path, finding: Finding, result: str, detail: str, target: str, device: str,
+            record: bool) -> ReplayResult:
+    regression = result == STILL_FAILS and finding.fixed
+    if record:
+        def note(f: Finding) -> None:
+            f.record_replay(result, target=target, device=device, detail=detail)
+        updated = Corpus(path.parent).update(path, note)
+        if updated is not None:
+            finding = updated
+    return ReplayResult(path, finding, result, detail, regression)

@@ -1,14 +1,18 @@
 """The corpus folder: one JSON file per distinct signature, written atomically.
 
 Writers take an exclusive lock on ``.lock`` for each read-modify-write, so two runs
-sharing a folder never lose a sighting. A corrupt or unreadable file is reported with
-its path and skipped; files are never loaded with pickle.
+sharing a folder never lose a sighting; each write is a temp file, fsync and rename, so
+a writer killed mid-write leaves the old file or the new one, never half of one. A
+corrupt or unreadable file is reported with its path and skipped (and moved aside to
+``*.corrupt`` rather than overwritten); files are never loaded with pickle.
 """
 from __future__ import annotations
 
 import json
 import os
 import re
+import socket
+import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -34,12 +38,29 @@ def atomic_write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
+CORPUS_META = ".corpus.json"   # {"format": 1, "id": ...}: names this folder as a writer
+
+
 class Corpus:
     def __init__(self, root: str | os.PathLike):
         self.root = Path(root)
+        self._id: str | None = None
 
     def path_for(self, finding: Finding) -> Path:
         return self.root / f"{_safe(finding.op)}-{finding.oracle}-{finding.signature}.json"
+
+    @property
+    def writer_id(self) -> str:
+        """This folder's id: sightings recorded here count under it (see Finding.sightings)."""
+        if self._id is None:
+            meta = self.root / CORPUS_META
+            with self._locked():
+                try:
+                    self._id = str(json.loads(meta.read_text())["id"])
+                except (OSError, ValueError, KeyError, TypeError):
+                    self._id = f"{socket.gethostname()}-{uuid.uuid4().hex[:12]}"
+                    atomic_write_json(meta, {"format": 1, "id": self._id})
+        return self._id
 
     @contextmanager
     def _locked(self):
@@ -53,39 +74,116 @@ class Corpus:
                 if fcntl is not None:
                     fcntl.flock(lock, fcntl.LOCK_UN)
 
+    def _read(self, path: Path) -> Finding | None:
+        """The finding at ``path``; an unreadable file is moved aside to ``*.corrupt``
+        (never overwritten) and None returned."""
+        try:
+            return Finding.from_json(json.loads(path.read_text()))
+        except (ValueError, OSError, UnicodeDecodeError):
+            os.replace(path, _aside(path))
+            return None
+
     def record(self, finding: Finding, extra_sightings: int = 0) -> tuple[Path, bool]:
         """Store a finding; if its signature is known, count the sighting instead.
-        Returns (path, is_new). The earliest (first recorded) minimal case is kept."""
+        Returns (path, is_new). The earliest (first recorded) minimal case is kept; a
+        finding replayed as fixed that is found again gets a history entry saying so."""
+        writer = self.writer_id
         path = self.path_for(finding)
         with self._locked():
-            if path.exists():
-                try:
-                    existing = Finding.from_json(json.loads(path.read_text()))
-                except (ValueError, OSError):
-                    # Never overwrite a file we cannot read: keep it beside the new one.
-                    os.replace(path, path.with_suffix(".corrupt"))
-                else:
-                    existing.times_seen += finding.times_seen + extra_sightings
-                    existing.last_seen = now_iso()
-                    existing.flaky = existing.flaky and finding.flaky
-                    atomic_write_json(path, existing.to_json())
-                    return path, False
-            finding.times_seen += extra_sightings
+            existing = self._read(path) if path.exists() else None
+            if existing is not None:
+                existing.add_sightings(writer, 1 + extra_sightings, finding.torch_version)
+                existing.flaky = existing.flaky and finding.flaky
+                if existing.fixed:
+                    existing.record_replay("still-fails", target=finding.target_spec, device=finding.device,
+                                           detail="found again by mpsfuzz run")
+                atomic_write_json(path, existing.to_json())
+                return path, False
+            finding.sightings = {writer: 1 + extra_sightings}
             atomic_write_json(path, finding.to_json())
             return path, True
 
-    def add_sightings(self, signature: str, count: int) -> None:
-        for path, finding in self.load()[0]:
-            if finding.signature == signature:
-                with self._locked():
-                    finding.times_seen += count
-                    finding.last_seen = now_iso()
+    def add_sightings(self, counts: dict[str, int]) -> None:
+        """Count sightings of known signatures ({signature: count}) in one pass."""
+        if not counts:
+            return
+        writer = self.writer_id
+        with self._locked():
+            for path in self._finding_files():
+                try:
+                    data = json.loads(path.read_text())
+                except (ValueError, OSError, UnicodeDecodeError):
+                    continue
+                if not isinstance(data, dict) or data.get("signature") not in counts:
+                    continue
+                finding = self._read(path)
+                if finding is not None:
+                    finding.add_sightings(writer, counts[finding.signature])
                     atomic_write_json(path, finding.to_json())
-                return
+
+    def update(self, path: Path, change) -> Finding | None:
+        """Read-modify-write one finding under the lock: ``change(finding)`` edits it."""
+        with self._locked():
+            finding = self._read(path) if path.exists() else None
+            if finding is None:
+                return None
+            change(finding)
+            atomic_write_json(path, finding.to_json())
+            return finding
+
+    def merge(self, found: list[tuple[Path, Finding]]) -> tuple[int, int]:
+        """Merge findings from other corpora: new signatures are copied, known ones
+        absorbed (sightings per writer, versions, history). Returns (added, merged)."""
+        added = merged = 0
+        with self._locked():
+            for _, other in found:
+                path = self.path_for(other)
+                existing = self._read(path) if path.exists() else None
+                if existing is None:
+                    atomic_write_json(path, other.to_json())
+                    added += 1
+                else:
+                    existing.absorb(other)
+                    atomic_write_json(path, existing.to_json())
+                    merged += 1
+        return added, merged
+
+    def prune(self, keep, *, dry_run: bool = False) -> list[Path]:
+        """Move every finding for which ``keep(finding)`` is false to ``pruned/``
+        (nothing is deleted). Returns the paths moved (or that would be)."""
+        moved: list[Path] = []
+        with self._locked():
+            for path, finding in self.load()[0]:
+                if keep(finding):
+                    continue
+                moved.append(path)
+                if not dry_run:
+                    (self.root / PRUNED).mkdir(exist_ok=True)
+                    os.replace(path, self.root / PRUNED / path.name)
+        return moved
+
+    def _finding_files(self) -> list[Path]:
+        return _finding_files(self.root)
 
     def load(self) -> tuple[list[tuple[Path, Finding]], list[tuple[Path, str]]]:
         """(findings, problems): every readable finding, and each bad file with why."""
         return load_findings([self.root])
+
+
+PRUNED = "pruned"
+
+
+def _aside(path: Path) -> Path:
+    target = path.with_suffix(".corrupt")
+    n = 1
+    while target.exists():
+        target = path.with_suffix(f".corrupt{n}")
+        n += 1
+    return target
+
+
+def _finding_files(root: Path) -> list[Path]:
+    return sorted(q for q in root.glob("*.json") if not q.name.startswith((".", "inflight")))
 
 
 def load_findings(paths) -> tuple[list[tuple[Path, Finding]], list[tuple[Path, str]]]:
@@ -93,7 +191,7 @@ def load_findings(paths) -> tuple[list[tuple[Path, Finding]], list[tuple[Path, s
     problems: list[tuple[Path, str]] = []
     for p in map(Path, paths):
         if p.is_dir():
-            files += sorted(q for q in p.glob("*.json") if not q.name.startswith((".", "inflight")))
+            files += _finding_files(p)
         elif p.is_file():
             files.append(p)
         else:

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 
 from ..corpus import known as known_failures
-from ..corpus.finding import Finding, signature_of, trigger_class
+from ..corpus.finding import Finding, signature_of, symptom_key, trigger_class
 from ..corpus.store import Corpus
 from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded,
                       Notice, Stats)
@@ -28,7 +28,9 @@ from ..oracles import DEFAULT as ORACLES_DEFAULT
 from ..oracles import Failure, all_oracles, worker_oracles
 from ..oracles.process import ProcessEvent
 from . import catalogue
+from .ablation import holds_all
 from .strategies import cases
+from .triage import DEFAULT_RERUNS, triage
 from .worker import WorkerPool
 
 
@@ -50,6 +52,28 @@ class CampaignConfig:
     max_numel: int = 4096
     known_tables: tuple = ()          # extra known-failure table files (--known)
     allow_variants: bool = True
+    reruns: int = DEFAULT_RERUNS      # re-runs of a shrunk failure before it is recorded
+    minimise_budget_s: float = 30.0   # reduction + ablation time per finding
+
+
+@dataclass(frozen=True)
+class KnownBug:
+    """What the campaign already has: a failing case with this symptom that meets the
+    conditions is a sighting of ``signature``, not a new bug."""
+    symptom: tuple
+    conditions: tuple | None          # None: a finding recorded before ablation
+    signature: str
+
+    @classmethod
+    def of(cls, finding: Finding) -> "KnownBug":
+        return cls(symptom_key(finding.case, finding.failure), finding.conditions, finding.signature)
+
+    def covers(self, case, failure: Failure, symptom: tuple) -> bool:
+        if symptom != self.symptom:
+            return False
+        if self.conditions is None:
+            return signature_of(case, failure) == self.signature
+        return holds_all(self.conditions, case)
 
 
 class BudgetExhausted(BaseException):
@@ -88,7 +112,7 @@ class Campaign:
         self.listeners = list(listeners)
         self.stats = Stats()
         self.corpus = Corpus(config.corpus_dir)
-        self.known: set[str] = {f.signature for _, f in self.corpus.load()[0]}
+        self.known: list[KnownBug] = [KnownBug.of(f) for _, f in self.corpus.load()[0]]
         self.recorded: list[tuple[Finding, Path, bool]] = []
         self._sightings: dict[str, int] = {}
         self._shrink_started: dict[tuple, float] = {}
@@ -157,14 +181,18 @@ class Campaign:
             for failure in failures:
                 if self._suppressed(case, failure, pool):
                     continue
-                signature = signature_of(case, failure)
-                if signature in self.known:
-                    self._sightings[signature] = self._sightings.get(signature, 0) + 1
+                known = self._known_bug(case, failure)
+                if known is not None:
+                    self._sightings[known.signature] = self._sightings.get(known.signature, 0) + 1
                     continue
                 key = (case.op, failure.oracle, failure.kind)
                 self._shrink_started.setdefault(key, time.monotonic())
-                raise _error_type(*key)(case, failure, signature)
+                raise _error_type(*key)(case, failure, signature_of(case, failure))
         return body
+
+    def _known_bug(self, case, failure: Failure) -> KnownBug | None:
+        symptom = symptom_key(case, failure)
+        return next((k for k in self.known if k.covers(case, failure, symptom)), None)
 
     def _known_entry(self, case, failure: Failure, device: str):
         trig = trigger_class(case)
@@ -211,21 +239,37 @@ class Campaign:
             self._memo = {}
 
     def _record(self, err: FindingError, pool: WorkerPool, *, flaky: bool) -> None:
-        if err.signature in self.known:
-            return
-        entry = self._known_entry(err.case, err.failure, pool.device)
-        finding = Finding.create(err.case, err.failure, target_name=pool.target_name,
-                                 target_spec=self.config.target_spec, device=pool.device, flaky=flaky,
-                                 known=entry.to_json() if entry is not None else None)
+        """Re-run, reduce and explain the shrunk failure (fuzzer/triage.py), then store it.
+        (Hypothesis' own Flaky verdict, ``flaky``, is only a hint: the re-runs decide.)"""
+        if self._known_bug(err.case, err.failure) is not None:
+            return  # an earlier finding of this slice covers it
+        self.emit(Notice(f"{err.case.op}: minimising {err.failure.oracle} failure"))
+        result = triage(err.case, err.failure, pool, self.config.oracles, reruns=self.config.reruns,
+                        budget_s=self.config.minimise_budget_s, timeout_s=self.config.timeout_s)
+        case, failure = result.case, result.failure
+        explanation = result.explanation
+        entry = self._known_entry(case, failure, pool.device)
+        finding = Finding.create(
+            case, failure, target_name=pool.target_name, target_spec=self.config.target_spec,
+            device=pool.device, flaky=result.flaky,
+            known=entry.to_json() if entry is not None else None,
+            conditions=explanation.conditions if explanation is not None else None,
+            explanation=explanation.to_json() if explanation is not None else None,
+            reproducibility=result.reproducibility.to_json(), minimisation=result.minimisation_json())
         path, new = self.corpus.record(finding)
-        self.known.add(err.signature)
+        # A flaky failure cannot be ablated: any case with its symptom counts as a sighting.
+        self.known.append(KnownBug(symptom_key(case, failure), () if result.flaky else finding.conditions,
+                                   finding.signature))
         if new:
             if finding.status == "new":
                 self.stats.new_findings += 1
             elif finding.status == "known-bug":
                 self.stats.known_bugs += 1
+            elif finding.status == "flaky":
+                self.stats.flaky += 1
             else:
                 self.stats.cpu_bugs += 1
+        self.stats.minimise_s += result.seconds
         self.recorded.append((finding, path, new))
         self.emit(FindingRecorded(finding, path, new))
 
@@ -259,5 +303,4 @@ class Campaign:
 
     def _flush_sightings(self) -> None:
         self.stats.known_sightings = sum(self._sightings.values())
-        for signature, count in self._sightings.items():
-            self.corpus.add_sightings(signature, count)
+        self.corpus.add_sightings(self._sightings)

@@ -192,6 +192,12 @@ class WorkerPool:
         self.restarts += 1
         return event
 
+    def fresh(self) -> None:
+        """Make the next case run in a new worker process (no state from earlier calls)."""
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+
     def close(self) -> None:
         if self._worker is not None:
             self._worker.stop()

@@ -55,6 +55,9 @@ class ConsoleReporter:
             label = (f.status if f.status != "new" else "new") if event.new else "seen before"
             self._print(Text.assemble(("  finding ", "bold red" if event.new else "yellow"),
                                       (f"[{label}] ", ""), (f.title, ""), (f"  -> {event.path}", "dim")))
+            why = f.explanation_text or _flaky_words(f)
+            if why:
+                self._print(Text(f"      {why}", style="dim"))
         elif isinstance(event, Notice):
             self._print(Text(f"  note: {event.message}", style="dim"))
         elif isinstance(event, CampaignFinished):
@@ -86,9 +89,9 @@ class ConsoleReporter:
             f"done ({event.stopped_because}): {s.cases} cases in {s.elapsed_s:.1f}s "
             f"({s.cases_per_s:.1f}/s), valid {100 * s.valid_ratio:.0f}%, unsupported {s.unsupported}, "
             f"worker restarts {s.restarts}, new findings {s.new_findings}, "
-            f"known upstream {s.known_bugs}, CPU-reference bugs {s.cpu_bugs}, "
+            f"known upstream {s.known_bugs}, flaky {s.flaky}, CPU-reference bugs {s.cpu_bugs}, "
             f"suppressed as undefined/unimplemented {s.suppressed}, "
-            f"sightings of known findings {s.known_sightings}", highlight=False)
+            f"sightings of known findings {s.known_sightings}, minimising {s.minimise_s:.1f}s", highlight=False)
         if s.internal_errors:
             self.console.print(f"[yellow]{s.internal_errors} case(s) hit an internal mpsfuzz error (see notes above)[/]")
         if s.unsupported_messages:
@@ -109,9 +112,19 @@ class ConsoleReporter:
             self.console.print("no findings")
 
 
+def _flaky_words(finding) -> str:
+    r = finding.reproducibility or {}
+    if not finding.flaky or not r:
+        return ""
+    words = f"flaky: failed {r.get('failed')} of {r.get('runs')} re-runs"
+    if not r.get("cold_failed"):
+        words += " (not in a fresh process: it depends on earlier calls)"
+    return words
+
+
 def findings_table(rows, title: str = "findings") -> Table:
     table = Table(title=title)
-    for column in ("op", "variant", "oracle", "status", "dtype", "layout", "message", "corpus file"):
+    for column in ("op", "variant", "oracle", "status", "dtype", "layout", "why", "corpus file"):
         table.add_column(column, overflow="fold")
     for finding, path, new in rows:
         trig = finding.to_json()["trigger"]
@@ -121,16 +134,23 @@ def findings_table(rows, title: str = "findings") -> Table:
         if finding.known:
             status += f" {finding.known.get('link', '')}"
         table.add_row(finding.op, finding.case.variant, finding.oracle, status, ",".join(trig["dtypes"]),
-                      ",".join(trig["layouts"]), line[:100], Path(path).name)
+                      ",".join(trig["layouts"]), finding.explanation_text or _flaky_words(finding) or line[:100],
+                      Path(path).name)
     return table
 
 
 def replay_table(results) -> Table:
-    table = Table(title="replay")
-    for column in ("status", "op", "oracle", "finding", "detail"):
+    import torch
+    table = Table(title=f"replay (torch {torch.__version__})")
+    for column in ("status", "op", "oracle", "found with", "fixed since", "finding", "detail"):
         table.add_column(column, overflow="fold")
-    styles = {"still fails": "red", "passes now": "green", "fails differently": "yellow"}
+    styles = {"still-fails": "red", "fixed": "green", "changed": "yellow", "flaky": "magenta"}
+    for r in sorted(results, key=lambda r: (r.result, r.finding.op)):
+        f = r.finding
+        table.add_row(Text(r.status, style=("bold red" if r.regression else styles.get(r.result, "dim"))),
+                      f.op, f.oracle, f"torch {f.torch_version}", f.fixed_since or "", str(r.path), r.detail[:120])
+    counts = {}
     for r in results:
-        table.add_row(Text(r.status, style=styles.get(r.status, "dim")), r.finding.op, r.finding.oracle,
-                      str(r.path), r.detail[:120])
+        counts[r.status] = counts.get(r.status, 0) + 1
+    table.caption = ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
     return table

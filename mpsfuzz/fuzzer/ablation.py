@@ -1,0 +1,276 @@
+"""Explanation by ablation: which features of a minimised case the failure needs.
+
+Each feature present in the case is taken away on its own (contiguous inputs, a
+non-empty tensor, one dim fewer, a 0-d input made 1-D, another dtype of the class,
+finite values, no special values, an argument left out) and the case re-run. If it then
+passes, the feature is *necessary*: a condition. The conditions name the bug rather
+than its symptom, so they go into the finding's signature (two causes on one op stay
+apart; one cause across dtypes of a class and shapes is one finding), they are matched
+against new failing cases during a campaign (a case that meets a known finding's
+conditions is a sighting, not a new bug), and they make the one-line explanation:
+"wrong values only when `other` is non-contiguous (transposed); contiguous inputs pass;
+all float dtypes".
+
+A condition is a short stable string:
+
+``layout:I``        input I has an awkward layout (non-contiguous, offset, expanded)
+``layout:any``      some input must be awkward, none in particular
+``empty``           some input has no elements
+``rank>=R``         the inputs have R or more dims
+``0-d:I``           input I is 0-d
+``dtypes:A+B``      only these dtypes of the class fail
+``nonfinite``       an input holds nan or an infinity
+``specials``        an input holds a finite special value (-0.0, a subnormal, an extreme)
+``kwarg:NAME``      the argument NAME (with a value other than its default) is passed
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+from . import catalogue
+from . import dtypes as dt
+from . import edits
+from .probe import PASSES, SAME, Prober
+from .recipes import NONFINITE_SPECIALS, Case
+from .reduce import DTYPE_PREFERENCE, main_input
+
+
+def input_names(case: Case) -> list[str]:
+    """What to call each input in words: the op's own names where it declares them,
+    else ``input``, ``other``, then ``input3``..."""
+    try:
+        declared = tuple(getattr(catalogue.get(case.op), "input_names", ()) or ())
+    except KeyError:
+        declared = ()
+    names = []
+    for i in range(len(case.inputs)):
+        if i < len(declared):
+            names.append(declared[i])
+        else:
+            names.append(("input", "other")[i] if i < 2 else f"input{i + 1}")
+    return names
+
+
+_LAYOUT_WORDS = {"offset": "has a storage offset", "gapped": "is non-contiguous (gapped)",
+                 "transposed": "is non-contiguous (transposed)", "permuted": "is non-contiguous (permuted)",
+                 "channels_last": "is channels_last", "expanded": "is expanded (stride 0)"}
+
+
+def _layout_phrase(recipe) -> str:
+    kinds = recipe.layout.kinds()
+    words = [_LAYOUT_WORDS[k] for k in kinds]
+    if len(words) > 1:
+        return words[0] + " and " + " and ".join(w.removeprefix("is ") for w in words[1:])
+    return words[0] if words else "is contiguous"
+
+
+# -- conditions: matching a case ---------------------------------------------------------
+
+def holds(condition: str, case: Case) -> bool:
+    """Whether ``case`` has the feature ``condition`` names (unknown conditions: no)."""
+    kind, _, arg = condition.partition(":")
+    inputs = case.inputs
+    if kind == "layout":
+        if arg == "any":
+            return any(not r.layout.is_plain() for r in inputs)
+        i = int(arg)
+        return i < len(inputs) and not inputs[i].layout.is_plain()
+    if condition == "empty":
+        return any(r.numel == 0 for r in inputs)
+    if condition.startswith("rank>="):
+        return max((r.rank for r in inputs), default=0) >= int(condition[len("rank>="):])
+    if kind == "0-d":
+        i = int(arg)
+        return i < len(inputs) and inputs[i].rank == 0
+    if kind == "dtypes":
+        return bool(inputs) and inputs[main_input(case)].dtype in arg.split("+")
+    if condition == "nonfinite":
+        return any(n in NONFINITE_SPECIALS for r in inputs for _, n in r.values.specials)
+    if condition == "specials":
+        return any(n not in NONFINITE_SPECIALS for r in inputs for _, n in r.values.specials)
+    if kind == "kwarg":
+        return any(k == arg for k, _ in case.kwargs)
+    return False
+
+
+def holds_all(conditions, case: Case) -> bool:
+    return all(holds(c, case) for c in conditions)
+
+
+# -- ablation -------------------------------------------------------------------------
+
+@dataclass
+class Probe:
+    """One ablation: the feature taken away, and what the run said."""
+    feature: str          # the condition it would establish
+    question: str         # e.g. "contiguous `other`"
+    verdict: str          # probe verdict: same, passes, invalid, different
+    necessary: bool
+
+
+@dataclass
+class Explanation:
+    conditions: tuple[str, ...]
+    text: str
+    probes: list[Probe] = field(default_factory=list)
+    failing_dtypes: tuple[str, ...] = ()
+    tested_dtypes: tuple[str, ...] = ()
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        return {"conditions": list(self.conditions), "text": self.text,
+                "failing_dtypes": list(self.failing_dtypes), "tested_dtypes": list(self.tested_dtypes),
+                "probes": [{"feature": p.feature, "question": p.question, "verdict": p.verdict,
+                            "necessary": p.necessary} for p in self.probes],
+                "seconds": round(self.seconds, 3)}
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> "Explanation | None":
+        if not isinstance(d, dict):
+            return None
+        return cls(conditions=tuple(str(c) for c in d.get("conditions", ())), text=str(d.get("text", "")),
+                   probes=[Probe(str(p["feature"]), str(p["question"]), str(p["verdict"]), bool(p["necessary"]))
+                           for p in d.get("probes", ()) if isinstance(p, dict)],
+                   failing_dtypes=tuple(d.get("failing_dtypes", ())), tested_dtypes=tuple(d.get("tested_dtypes", ())),
+                   seconds=float(d.get("seconds", 0.0)))
+
+
+def _ablations(case: Case, names: list[str]):
+    """(condition, question, ablated case) for each feature the case has."""
+    inputs = case.inputs
+    awkward = [i for i, r in enumerate(inputs) if not r.layout.is_plain()]
+    for i in awkward:
+        yield f"layout:{i}", f"contiguous `{names[i]}`", edits.with_input(case, i, edits.plain(inputs[i]))
+    if len(awkward) > 1:
+        yield "layout:any", "contiguous inputs", edits.with_inputs(case, [edits.plain(r) for r in inputs])
+    if any(r.numel == 0 for r in inputs):
+        grown = [replace(r, shape=tuple(s or 1 for s in r.shape)) for r in inputs]
+        yield "empty", "non-empty inputs", edits.with_inputs(case, grown)
+    top = max((r.rank for r in inputs), default=0)
+    if top >= 1:
+        fewer = [edits.drop_dim(r, 0) if r.rank == top else r for r in inputs]
+        yield f"rank>={top}", f"{top - 1} dims instead of {top}", edits.with_inputs(case, fewer)
+    for i, r in enumerate(inputs):
+        if r.rank == 0 and top > 0 or (r.rank == 0 and i == main_input(case)):
+            yield f"0-d:{i}", f"a 1-element 1-D `{names[i]}`", edits.with_input(case, i, edits.add_leading_dim(r))
+    if any(n in NONFINITE_SPECIALS for r in inputs for _, n in r.values.specials):
+        yield "nonfinite", "finite values", edits.with_inputs(case, [edits.without_nonfinite(r) for r in inputs])
+    if any(n not in NONFINITE_SPECIALS for r in inputs for _, n in r.values.specials):
+        finite_names = {n for r in inputs for _, n in r.values.specials if n not in NONFINITE_SPECIALS}
+        yield "specials", "no special values", edits.with_inputs(
+            case, [edits.without_specials(r, finite_names) for r in inputs])
+    for name, value in case.kwargs:
+        yield f"kwarg:{name}", f"no `{name}` argument", edits.drop_kwarg(case, name)
+
+
+def _dtype_alternatives(case: Case) -> list[str]:
+    if not case.inputs:
+        return []
+    main = case.inputs[main_input(case)].dtype
+    try:
+        allowed = set(catalogue.get(case.op).dtypes)
+    except KeyError:
+        allowed = set(dt.ALL_DTYPE_NAMES)
+    return [d for d in DTYPE_PREFERENCE[dt.dtype_class(main)] if d in allowed and d != main]
+
+
+_SYMPTOMS = {"wrong-values": "wrong values", "crash": "crashes", "hang": "hangs",
+             "device-fault": "a device fault", "wrong-grads": "wrong gradients"}
+
+
+def symptom_phrase(failure) -> str:
+    if failure.kind == "crash":
+        return f"crashes ({failure.details.get('signal', 'signal')})"
+    if failure.kind == "dut-raises":
+        return f"raises {failure.dedup_key[1] if len(failure.dedup_key) > 1 else 'an error'} where CPU does not"
+    if failure.kind == "ref-raises":
+        return "accepts input that CPU rejects"
+    return _SYMPTOMS.get(failure.kind, failure.kind.replace("-", " "))
+
+
+def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
+    kind, _, arg = condition.partition(":")
+    if kind == "layout":
+        if arg == "any":
+            return "an input is non-contiguous"
+        i = int(arg)
+        return f"`{names[i]}` {_layout_phrase(case.inputs[i])}"
+    if condition == "empty":
+        return "an input is empty"
+    if condition.startswith("rank>="):
+        return f"inputs have {condition[len('rank>='):]} or more dims"
+    if kind == "0-d":
+        return f"`{names[int(arg)]}` is 0-d"
+    if kind == "dtypes":
+        return "the dtype is " + " or ".join(arg.split("+"))
+    if condition == "nonfinite":
+        held = sorted({n for r in case.inputs for _, n in r.values.specials if n in NONFINITE_SPECIALS})
+        return "an input holds " + "/".join(held)
+    if condition == "specials":
+        held = sorted({n for r in case.inputs for _, n in r.values.specials if n not in NONFINITE_SPECIALS})
+        return "an input holds " + "/".join(held)
+    if kind == "kwarg":
+        value = dict(case.kwargs).get(arg)
+        return f"`{arg}={value!r}`"
+    return condition
+
+
+def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: float = 20.0) -> Explanation:
+    """Ablate each feature of ``case`` (which fails with ``symptom``) and explain."""
+    start = time.monotonic()
+    names = input_names(case)
+    probes: list[Probe] = []
+    for condition, question, ablated in _ablations(case, names):
+        if time.monotonic() - start > budget_s:
+            break
+        verdict = prober.classify(ablated, symptom).verdict
+        probes.append(Probe(condition, question, verdict, verdict == PASSES))
+    conditions = [p.feature for p in probes if p.necessary]
+    if "layout:any" in conditions and any(c.startswith("layout:") and c != "layout:any" for c in conditions):
+        conditions.remove("layout:any")
+    m = main_input(case) if case.inputs else 0
+    main = case.inputs[m].dtype if case.inputs else ""
+    failing, tested = ([main], [main]) if main else ([], [])
+    for other in _dtype_alternatives(case):
+        if time.monotonic() - start > budget_s:
+            break
+        ablated = edits.with_inputs(case, [edits.with_dtype(r, other) if r.dtype == main else r for r in case.inputs])
+        verdict = prober.classify(ablated, symptom).verdict
+        probes.append(Probe(f"dtypes:{other}", f"`{names[m]}` in {other}", verdict, verdict == PASSES))
+        if verdict in (SAME, PASSES):
+            tested.append(other)
+            if verdict == SAME:
+                failing.append(other)
+    if main and len(failing) < len(tested):
+        conditions.append("dtypes:" + "+".join(sorted(failing)))
+    text = _sentence(case, failure, conditions, probes, names, failing, tested)
+    return Explanation(tuple(sorted(conditions)), text, probes, tuple(failing), tuple(tested),
+                       time.monotonic() - start)
+
+
+def _sentence(case, failure, conditions, probes, names, failing, tested) -> str:
+    phrase = symptom_phrase(failure)
+    needs = [c for c in conditions if not c.startswith("dtypes:")]
+    parts = []
+    if needs:
+        parts.append(f"{phrase} only when " + " and ".join(_condition_phrase(c, case, names) for c in needs))
+    else:
+        parts.append(f"{phrase} whatever the layout, size and values tried")
+    layout_probe = [p for p in probes if p.feature.startswith("layout:")]
+    if any(p.necessary for p in layout_probe):
+        parts.append("contiguous inputs pass")
+    elif layout_probe and all(p.verdict == SAME for p in layout_probe):
+        parts.append("contiguous inputs fail too")
+    if any(p.feature == "nonfinite" and p.necessary for p in probes):
+        parts.append("finite values pass")
+    if failing:
+        cls = dt.dtype_class(failing[0])
+        if len(failing) == len(tested) and len(tested) > 1:
+            parts.append(f"all {cls} dtypes")
+        elif len(tested) > 1:
+            passing = [d for d in tested if d not in failing]
+            parts.append(f"only {', '.join(failing)} ({', '.join(passing)} pass)")
+        else:
+            parts.append(f"{failing[0]} (no other {cls} dtype tried)")
+    return "; ".join(parts)

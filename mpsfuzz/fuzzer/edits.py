@@ -1,0 +1,107 @@
+"""Small, always-valid edits of case recipes: the moves of the reducer and the ablation.
+
+Each edit returns a new recipe (recipes are frozen) whose layout still fits its shape;
+whether the op still accepts the edited case is for a run to say.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .recipes import NONFINITE_SPECIALS, Case, Layout, TensorRecipe
+
+PLAIN = Layout()
+
+
+def with_input(case: Case, index: int, recipe: TensorRecipe) -> Case:
+    inputs = list(case.inputs)
+    inputs[index] = recipe
+    return replace(case, inputs=tuple(inputs))
+
+
+def with_inputs(case: Case, recipes) -> Case:
+    return replace(case, inputs=tuple(recipes))
+
+
+def drop_kwarg(case: Case, name: str) -> Case:
+    return replace(case, kwargs=tuple((k, v) for k, v in case.kwargs if k != name))
+
+
+def set_kwarg(case: Case, name: str, value) -> Case:
+    return replace(case, kwargs=tuple((k, value if k == name else v) for k, v in case.kwargs))
+
+
+def drop_dim(recipe: TensorRecipe, dim: int) -> TensorRecipe:
+    """``recipe`` without dim ``dim``: the layout loses that dim's gap, its place in the
+    permutation (the rest renumbered) and its expansion."""
+    lay = recipe.layout
+    shape = recipe.shape[:dim] + recipe.shape[dim + 1:]
+    gaps = lay.gaps[:dim] + lay.gaps[dim + 1:] if lay.gaps else ()
+    perm = ()
+    if lay.permutation:
+        gone = lay.permutation[dim]
+        perm = tuple(p - (p > gone) for j, p in enumerate(lay.permutation) if j != dim)
+    expanded = tuple(e - (e > dim) for e in lay.expanded if e != dim)
+    return replace(recipe, shape=shape, layout=Layout(lay.offset, gaps, perm, expanded))
+
+
+def add_leading_dim(recipe: TensorRecipe) -> TensorRecipe:
+    """``recipe`` with a new leading dim of size 1 (a 0-d tensor becomes shape [1])."""
+    lay = recipe.layout
+    gaps = (1,) + lay.gaps if lay.gaps else ()
+    perm = (0,) + tuple(p + 1 for p in lay.permutation) if lay.permutation else ()
+    expanded = tuple(e + 1 for e in lay.expanded)
+    return replace(recipe, shape=(1,) + recipe.shape, layout=Layout(lay.offset, gaps, perm, expanded))
+
+
+def resize(recipe: TensorRecipe, dim: int, size: int) -> TensorRecipe:
+    shape = list(recipe.shape)
+    shape[dim] = size
+    return replace(recipe, shape=tuple(shape))
+
+
+def plain(recipe: TensorRecipe) -> TensorRecipe:
+    return replace(recipe, layout=PLAIN)
+
+
+def without_specials(recipe: TensorRecipe, names=None) -> TensorRecipe:
+    """Drop the named specials (all of them when ``names`` is None)."""
+    kept = tuple((p, n) for p, n in recipe.values.specials if names is not None and n not in names)
+    return replace(recipe, values=replace(recipe.values, specials=kept))
+
+
+def without_nonfinite(recipe: TensorRecipe) -> TensorRecipe:
+    return without_specials(recipe, NONFINITE_SPECIALS)
+
+
+def with_dtype(recipe: TensorRecipe, dtype: str) -> TensorRecipe:
+    return replace(recipe, dtype=dtype)
+
+
+def layout_variants(recipe: TensorRecipe):
+    """Simpler layouts for one input, simplest first: plain, then each feature removed,
+    then each feature made smaller (one gapped dim of step 2, offset 1, a transpose of
+    the last two dims instead of another permutation, one expanded dim)."""
+    lay, rank = recipe.layout, recipe.rank
+    out = [PLAIN]
+    if lay.offset:
+        out.append(replace(lay, offset=0))
+    if any(g > 1 for g in lay.gaps):
+        out.append(replace(lay, gaps=()))
+    if lay.moves_dims():
+        out.append(replace(lay, permutation=()))
+    if lay.expanded:
+        out.append(replace(lay, expanded=()))
+    if lay.offset > 1:
+        out.append(replace(lay, offset=1))
+    gapped = [d for d, g in enumerate(lay.gaps) if g > 1]
+    for d in gapped:
+        one = tuple(2 if j == d else 1 for j in range(rank))
+        if one != tuple(lay.gaps):
+            out.append(replace(lay, gaps=one))
+    if lay.moves_dims() and rank >= 2:
+        transpose = (*range(rank - 2), rank - 1, rank - 2)
+        if tuple(lay.permutation) != transpose:
+            out.append(replace(lay, permutation=transpose))
+    if len(lay.expanded) > 1:
+        out += [replace(lay, expanded=(e,)) for e in lay.expanded]
+    return [replace(recipe, layout=candidate) for candidate in out if candidate != lay]

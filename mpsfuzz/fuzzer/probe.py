@@ -1,0 +1,74 @@
+"""Run one case in a worker and say how it relates to a known failure.
+
+The reducer, the ablation, the reproducibility check, replay and the pytest plugin all
+ask the same question of a case: does it still fail *the same way* (the same symptom:
+op, variant, oracle, the oracle's dedup key, dtype class), does it pass, is it not a
+valid input any more (CPU rejects it), or does it fail some other way?
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from ..oracles import Failure, all_oracles, worker_oracles
+from ..oracles.process import ProcessEvent
+from .recipes import Case
+
+SAME, PASSES, INVALID, DIFFERENT = "same", "passes", "invalid", "different"
+
+
+@dataclass
+class Outcome:
+    verdict: str                      # SAME, PASSES, INVALID or DIFFERENT
+    failures: list[Failure]
+    same: Failure | None = None       # the failure with the wanted symptom, if any
+    process_event: bool = False       # the worker died or hung
+
+
+@dataclass
+class Prober:
+    """Runs cases in ``pool`` with ``oracles`` and classifies them against a symptom.
+
+    ``fresh``: every case runs in a new worker process (crash and hang findings, and
+    the reproducibility check, so that no state from earlier calls leaks in).
+    ``timeout_s``: per-case bound (a hang attempt costs this much)."""
+
+    pool: object                      # fuzzer.worker.WorkerPool
+    oracles: tuple[str, ...]
+    fresh: bool = False
+    timeout_s: float | None = None
+    runs: int = 0
+    seconds: float = 0.0
+    _process_oracles: tuple[str, ...] = field(init=False)
+    _worker_oracles: tuple[str, ...] = field(init=False)
+
+    def __post_init__(self):
+        known = all_oracles()
+        self._worker_oracles = worker_oracles(self.oracles)
+        self._process_oracles = tuple(o for o in self.oracles if known[o].stage == "process")
+
+    def failures(self, case: Case) -> tuple[list[Failure], bool, bool]:
+        """(failures, valid, died-or-hung) of one run of ``case``."""
+        if self.fresh:
+            self.pool.fresh()
+        start = time.monotonic()
+        outcome = self.pool.run(case.to_json(), self._worker_oracles, case.op, timeout_s=self.timeout_s)
+        self.runs += 1
+        self.seconds += time.monotonic() - start
+        if isinstance(outcome, ProcessEvent):
+            oracles = all_oracles()
+            return [f for name in self._process_oracles if (f := oracles[name].check(outcome))], True, True
+        failures = [Failure.from_json(f) for f in outcome["failures"]]
+        return failures, bool(outcome["valid"]), False
+
+    def classify(self, case: Case, symptom: tuple) -> Outcome:
+        from ..corpus.finding import symptom_key
+        failures, valid, died = self.failures(case)
+        for failure in failures:
+            if symptom_key(case, failure) == symptom:
+                return Outcome(SAME, failures, failure, died)
+        if failures and valid:
+            return Outcome(DIFFERENT, failures, None, died)
+        if not valid:
+            return Outcome(INVALID, failures, None, died)
+        return Outcome(PASSES, failures, None, died)
