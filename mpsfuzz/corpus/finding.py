@@ -62,34 +62,42 @@ def main_dtype_class(case: Case) -> str:
 
 
 def symptom_key(case: Case, failure: Failure) -> tuple:
-    """What a failure looks like, without what triggers it: op, (variant,) oracle, the
-    oracle's dedup key, and the class of the case's main dtype. Crashes: the signal and
-    cleaned top frames; hangs and leaks: the target and op. The reducer keeps a case
-    only while its failure has the same symptom."""
+    """What a failure looks like, without what triggers it: op, oracle and the oracle's
+    dedup key (crashes: the signal and cleaned top frames; hangs and leaks: the target).
+    How the op was called (method, out=, in-place, grad) is a trigger feature like the
+    layout, found necessary or not by ablation. The reducer keeps a case only while its
+    failure has the same symptom."""
+    return (case.op, failure.oracle, *failure.dedup_key)
+
+
+def _legacy_key(case: Case, failure: Failure) -> list[str]:
     key = [case.op, failure.oracle, *failure.dedup_key]
-    if failure.oracle in PROCESS_ORACLES:
-        return tuple(key)
     variant = variant_key(case, failure)
-    if variant != "functional":
+    if variant != "functional" and failure.oracle not in PROCESS_ORACLES:
         key.insert(1, variant)
-    return tuple(key + [main_dtype_class(case)])
+    return key
 
 
-def signature_key(case: Case, failure: Failure, conditions=None) -> list[str]:
+def signature_key(case: Case, failure: Failure, conditions=None, *, flaky: bool = False) -> list[str]:
     """The symptom plus the *necessary* trigger features found by ablation (values,
-    errors and other case oracles): one root cause across dtypes of a class and shapes
-    is one finding, two causes on one op are two. Crashes, hangs and leaks key on their
-    symptom alone. Without an ablation (a flaky finding) the layout class stands in."""
+    errors and other case oracles), which include the dtype classes and dtypes the
+    failure is limited to: one root cause across dtypes and shapes is one finding, two
+    causes on one op are two. Crashes, hangs and leaks key on their symptom alone. A
+    flaky finding cannot be ablated: it keys on its symptom (one per op and symptom).
+    Without an ablation (a finding from before format 3) the dtype class and layout
+    class stand in."""
     key = list(symptom_key(case, failure))
     if failure.oracle in PROCESS_ORACLES:
         return key
+    if flaky:
+        return key + ["flaky"]
     if conditions is None:
-        return key + [trigger_class(case)["layout_class"]]
+        return _legacy_key(case, failure) + [main_dtype_class(case), trigger_class(case)["layout_class"]]
     return key + sorted(conditions)
 
 
-def signature_of(case: Case, failure: Failure, conditions=None) -> str:
-    return hashlib.sha1(json.dumps(signature_key(case, failure, conditions)).encode()).hexdigest()[:16]
+def signature_of(case: Case, failure: Failure, conditions=None, *, flaky: bool = False) -> str:
+    return hashlib.sha1(json.dumps(signature_key(case, failure, conditions, flaky=flaky)).encode()).hexdigest()[:16]
 
 
 def now_iso() -> str:
@@ -135,8 +143,8 @@ class Finding:
                flaky: bool = False, known: dict | None = None, conditions=None, explanation: dict | None = None,
                reproducibility: dict | None = None, minimisation: dict | None = None) -> "Finding":
         conditions = tuple(sorted(conditions)) if conditions is not None else None
-        return cls(signature=signature_of(case, failure, conditions),
-                   signature_key=signature_key(case, failure, conditions),
+        return cls(signature=signature_of(case, failure, conditions, flaky=flaky),
+                   signature_key=signature_key(case, failure, conditions, flaky=flaky),
                    case=case, failure=failure, target_name=target_name, target_spec=target_spec,
                    device=device, flaky=flaky, known=known, conditions=conditions, explanation=explanation,
                    reproducibility=reproducibility, minimisation=minimisation)

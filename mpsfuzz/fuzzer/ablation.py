@@ -18,10 +18,13 @@ A condition is a short stable string:
 ``empty``           some input has no elements
 ``rank>=R``         the inputs have R or more dims
 ``0-d:I``           input I is 0-d
-``dtypes:A+B``      only these dtypes of the class fail
+``classes:C+D``     only these dtype classes fail (float, complex, integral, bool)
+``dtypes:A+B``      only these dtypes of the main dtype's class fail
 ``nonfinite``       an input holds nan or an infinity
 ``specials``        an input holds a finite special value (-0.0, a subnormal, an extreme)
 ``kwarg:NAME``      the argument NAME (with a value other than its default) is passed
+``variant:V``       the op is called in form V (method, inplace, out, out-strided,
+                    out-resized, grad); the functional form passes
 """
 from __future__ import annotations
 
@@ -36,20 +39,39 @@ from .recipes import NONFINITE_SPECIALS, Case
 from .reduce import DTYPE_PREFERENCE, main_input
 
 
-def input_names(case: Case) -> list[str]:
-    """What to call each input in words: the op's own names where it declares them,
-    else ``input``, ``other``, then ``input3``..."""
+_FIRST = ("x", "a", "t", "self", "input", "inp")
+_SECOND = ("y", "b", "other", "u")
+
+
+def _declared_names(spec, n: int) -> list[str]:
+    """The op callable's own positional parameter names (``lambda x, index, dim: ...``
+    names its inputs ``input`` and ``index``), or [] when it has none to read."""
+    import inspect
     try:
-        declared = tuple(getattr(catalogue.get(case.op), "input_names", ()) or ())
-    except KeyError:
-        declared = ()
-    names = []
-    for i in range(len(case.inputs)):
-        if i < len(declared):
-            names.append(declared[i])
-        else:
-            names.append(("input", "other")[i] if i < 2 else f"input{i + 1}")
+        params = [p for p in inspect.signature(spec.fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
+    if len(params) < n:
+        return []
+    names = [p.name for p in params[:n]]
+    if names and names[0] in _FIRST:
+        names[0] = "input"
+    if len(names) > 1 and names[1] in _SECOND:
+        names[1] = "other"
     return names
+
+
+def input_names(case: Case) -> list[str]:
+    """What to call each input in words: the op callable's parameter names where it
+    has them, else ``input``, ``other``, then ``input3``..."""
+    try:
+        declared = _declared_names(catalogue.get(case.op), len(case.inputs))
+    except KeyError:
+        declared = []
+    if len(set(declared)) == len(declared) == len(case.inputs):
+        return declared
+    return [("input", "other")[i] if i < 2 else f"input{i + 1}" for i in range(len(case.inputs))]
 
 
 _LAYOUT_WORDS = {"offset": "has a storage offset", "gapped": "is non-contiguous (gapped)",
@@ -85,12 +107,16 @@ def holds(condition: str, case: Case) -> bool:
         return i < len(inputs) and inputs[i].rank == 0
     if kind == "dtypes":
         return bool(inputs) and inputs[main_input(case)].dtype in arg.split("+")
+    if kind == "classes":
+        return bool(inputs) and dt.dtype_class(inputs[main_input(case)].dtype) in arg.split("+")
     if condition == "nonfinite":
         return any(n in NONFINITE_SPECIALS for r in inputs for _, n in r.values.specials)
     if condition == "specials":
         return any(n not in NONFINITE_SPECIALS for r in inputs for _, n in r.values.specials)
     if kind == "kwarg":
         return any(k == arg for k, _ in case.kwargs)
+    if kind == "variant":
+        return case.variant == arg
     return False
 
 
@@ -117,10 +143,13 @@ class Explanation:
     failing_dtypes: tuple[str, ...] = ()
     tested_dtypes: tuple[str, ...] = ()
     seconds: float = 0.0
+    failing_classes: tuple[str, ...] = ()
+    tested_classes: tuple[str, ...] = ()
 
     def to_json(self) -> dict:
         return {"conditions": list(self.conditions), "text": self.text,
                 "failing_dtypes": list(self.failing_dtypes), "tested_dtypes": list(self.tested_dtypes),
+                "failing_classes": list(self.failing_classes), "tested_classes": list(self.tested_classes),
                 "probes": [{"feature": p.feature, "question": p.question, "verdict": p.verdict,
                             "necessary": p.necessary} for p in self.probes],
                 "seconds": round(self.seconds, 3)}
@@ -133,7 +162,8 @@ class Explanation:
                    probes=[Probe(str(p["feature"]), str(p["question"]), str(p["verdict"]), bool(p["necessary"]))
                            for p in d.get("probes", ()) if isinstance(p, dict)],
                    failing_dtypes=tuple(d.get("failing_dtypes", ())), tested_dtypes=tuple(d.get("tested_dtypes", ())),
-                   seconds=float(d.get("seconds", 0.0)))
+                   seconds=float(d.get("seconds", 0.0)), failing_classes=tuple(d.get("failing_classes", ())),
+                   tested_classes=tuple(d.get("tested_classes", ())))
 
 
 def _ablations(case: Case, names: list[str]):
@@ -148,8 +178,10 @@ def _ablations(case: Case, names: list[str]):
         grown = [replace(r, shape=tuple(s or 1 for s in r.shape)) for r in inputs]
         yield "empty", "non-empty inputs", edits.with_inputs(case, grown)
     top = max((r.rank for r in inputs), default=0)
-    if top >= 1:
-        fewer = [edits.drop_dim(r, 0) if r.rank == top else r for r in inputs]
+    fewer = [edits.drop_dim(r, 0) if r.rank == top else r for r in inputs]
+    # One dim fewer, unless that also takes a layout feature away (a transpose needs
+    # two dims): then the layout, not the rank, is what the failure needs.
+    if top >= 2 and all(a.layout.kinds() == b.layout.kinds() for a, b in zip(inputs, fewer)):
         yield f"rank>={top}", f"{top - 1} dims instead of {top}", edits.with_inputs(case, fewer)
     for i, r in enumerate(inputs):
         if r.rank == 0 and top > 0 or (r.rank == 0 and i == main_input(case)):
@@ -162,17 +194,37 @@ def _ablations(case: Case, names: list[str]):
             case, [edits.without_specials(r, finite_names) for r in inputs])
     for name, value in case.kwargs:
         yield f"kwarg:{name}", f"no `{name}` argument", edits.drop_kwarg(case, name)
+    if case.variant != "functional":
+        yield f"variant:{case.variant}", "the functional form", replace(case, variant="functional")
+
+
+def _allowed_dtypes(case: Case) -> set[str]:
+    try:
+        return set(catalogue.get(case.op).dtypes)
+    except KeyError:
+        return set(dt.ALL_DTYPE_NAMES)
 
 
 def _dtype_alternatives(case: Case) -> list[str]:
+    """Other dtypes of the main dtype's class the op takes."""
     if not case.inputs:
         return []
     main = case.inputs[main_input(case)].dtype
-    try:
-        allowed = set(catalogue.get(case.op).dtypes)
-    except KeyError:
-        allowed = set(dt.ALL_DTYPE_NAMES)
+    allowed = _allowed_dtypes(case)
     return [d for d in DTYPE_PREFERENCE[dt.dtype_class(main)] if d in allowed and d != main]
+
+
+def _class_representatives(case: Case) -> list[str]:
+    """The simplest dtype of each other class the op takes."""
+    if not case.inputs:
+        return []
+    main_class = dt.dtype_class(case.inputs[main_input(case)].dtype)
+    allowed = _allowed_dtypes(case)
+    out = []
+    for cls, names in DTYPE_PREFERENCE.items():
+        if cls != main_class:
+            out += [d for d in names if d in allowed][:1]
+    return out
 
 
 _SYMPTOMS = {"wrong-values": "wrong values", "crash": "crashes", "hang": "hangs",
@@ -186,6 +238,10 @@ def symptom_phrase(failure) -> str:
         return f"raises {failure.dedup_key[1] if len(failure.dedup_key) > 1 else 'an error'} where CPU does not"
     if failure.kind == "ref-raises":
         return "accepts input that CPU rejects"
+    if failure.oracle == "grads":
+        return "wrong gradients"
+    if failure.oracle == "layout":
+        return "results that differ between non-contiguous inputs and contiguous copies"
     return _SYMPTOMS.get(failure.kind, failure.kind.replace("-", " "))
 
 
@@ -204,6 +260,8 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
         return f"`{names[int(arg)]}` is 0-d"
     if kind == "dtypes":
         return "the dtype is " + " or ".join(arg.split("+"))
+    if kind == "classes":
+        return "the dtype is " + " or ".join(arg.split("+"))
     if condition == "nonfinite":
         held = sorted({n for r in case.inputs for _, n in r.values.specials if n in NONFINITE_SPECIALS})
         return "an input holds " + "/".join(held)
@@ -213,7 +271,15 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
     if kind == "kwarg":
         value = dict(case.kwargs).get(arg)
         return f"`{arg}={value!r}`"
+    if kind == "variant":
+        return _VARIANT_WORDS.get(arg, f"called as {arg}")
     return condition
+
+
+_VARIANT_WORDS = {"method": "called as a method", "inplace": "called in place",
+                  "out": "writing into `out=`", "out-strided": "writing into a non-contiguous `out=`",
+                  "out-resized": "writing into an `out=` that must be resized",
+                  "grad": "computing gradients"}
 
 
 def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: float = 20.0) -> Explanation:
@@ -221,8 +287,10 @@ def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: fl
     start = time.monotonic()
     names = input_names(case)
     probes: list[Probe] = []
+    incomplete = False
     for condition, question, ablated in _ablations(case, names):
         if time.monotonic() - start > budget_s:
+            incomplete = True
             break
         verdict = prober.classify(ablated, symptom).verdict
         probes.append(Probe(condition, question, verdict, verdict == PASSES))
@@ -234,6 +302,7 @@ def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: fl
     failing, tested = ([main], [main]) if main else ([], [])
     for other in _dtype_alternatives(case):
         if time.monotonic() - start > budget_s:
+            incomplete = True
             break
         ablated = edits.with_inputs(case, [edits.with_dtype(r, other) if r.dtype == main else r for r in case.inputs])
         verdict = prober.classify(ablated, symptom).verdict
@@ -244,14 +313,32 @@ def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: fl
                 failing.append(other)
     if main and len(failing) < len(tested):
         conditions.append("dtypes:" + "+".join(sorted(failing)))
-    text = _sentence(case, failure, conditions, probes, names, failing, tested)
+    classes_failing = [dt.dtype_class(main)] if main else []
+    classes_tested = list(classes_failing)
+    for other in _class_representatives(case):
+        if time.monotonic() - start > budget_s:
+            incomplete = True
+            break
+        ablated = edits.with_inputs(case, [edits.with_dtype(r, other) if r.dtype == main else r for r in case.inputs])
+        verdict = prober.classify(ablated, symptom).verdict
+        probes.append(Probe(f"classes:{dt.dtype_class(other)}", f"`{names[m]}` in {other}", verdict,
+                            verdict == PASSES))
+        if verdict in (SAME, PASSES):
+            classes_tested.append(dt.dtype_class(other))
+            if verdict == SAME:
+                classes_failing.append(dt.dtype_class(other))
+    if main and len(classes_failing) < len(classes_tested):
+        conditions.append("classes:" + "+".join(sorted(classes_failing)))
+    text = _sentence(case, failure, conditions, probes, names, failing, tested, classes_failing, classes_tested)
+    if incomplete:
+        text += " (ablation cut short by the time budget)"
     return Explanation(tuple(sorted(conditions)), text, probes, tuple(failing), tuple(tested),
-                       time.monotonic() - start)
+                       time.monotonic() - start, tuple(classes_failing), tuple(classes_tested))
 
 
-def _sentence(case, failure, conditions, probes, names, failing, tested) -> str:
+def _sentence(case, failure, conditions, probes, names, failing, tested, classes_failing, classes_tested) -> str:
     phrase = symptom_phrase(failure)
-    needs = [c for c in conditions if not c.startswith("dtypes:")]
+    needs = [c for c in conditions if not c.startswith(("dtypes:", "classes:"))]
     parts = []
     if needs:
         parts.append(f"{phrase} only when " + " and ".join(_condition_phrase(c, case, names) for c in needs))
@@ -273,4 +360,10 @@ def _sentence(case, failure, conditions, probes, names, failing, tested) -> str:
             parts.append(f"only {', '.join(failing)} ({', '.join(passing)} pass)")
         else:
             parts.append(f"{failing[0]} (no other {cls} dtype tried)")
+    if len(classes_tested) > 1:
+        if len(classes_failing) == len(classes_tested):
+            parts.append("every dtype class tried fails (" + ", ".join(classes_tested) + ")")
+        else:
+            passing = [c for c in classes_tested if c not in classes_failing]
+            parts.append(f"{', '.join(passing)} dtypes pass")
     return "; ".join(parts)

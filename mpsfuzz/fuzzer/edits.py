@@ -104,4 +104,10 @@ def layout_variants(recipe: TensorRecipe):
             out.append(replace(lay, permutation=transpose))
     if len(lay.expanded) > 1:
         out += [replace(lay, expanded=(e,)) for e in lay.expanded]
+    # The simplest awkward layouts, whatever this one is: a storage offset of 1, or a
+    # gap of 2 in one dim (last dims first) that is not of size 1.
+    out.append(Layout(offset=1))
+    for d in reversed(range(rank)):
+        if recipe.shape[d] > 1:
+            out.append(Layout(gaps=tuple(2 if j == d else 1 for j in range(rank))))
     return [replace(recipe, layout=candidate) for candidate in out if candidate != lay]

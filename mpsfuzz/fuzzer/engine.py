@@ -63,14 +63,18 @@ class KnownBug:
     symptom: tuple
     conditions: tuple | None          # None: a finding recorded before ablation
     signature: str
+    flaky: bool = False               # any case with the symptom (it cannot be ablated)
 
     @classmethod
     def of(cls, finding: Finding) -> "KnownBug":
-        return cls(symptom_key(finding.case, finding.failure), finding.conditions, finding.signature)
+        return cls(symptom_key(finding.case, finding.failure), finding.conditions, finding.signature,
+                   finding.flaky)
 
     def covers(self, case, failure: Failure, symptom: tuple) -> bool:
         if symptom != self.symptom:
             return False
+        if self.flaky:
+            return True
         if self.conditions is None:
             return signature_of(case, failure) == self.signature
         return holds_all(self.conditions, case)
@@ -257,9 +261,7 @@ class Campaign:
             explanation=explanation.to_json() if explanation is not None else None,
             reproducibility=result.reproducibility.to_json(), minimisation=result.minimisation_json())
         path, new = self.corpus.record(finding)
-        # A flaky failure cannot be ablated: any case with its symptom counts as a sighting.
-        self.known.append(KnownBug(symptom_key(case, failure), () if result.flaky else finding.conditions,
-                                   finding.signature))
+        self.known.append(KnownBug.of(finding))
         if new:
             if finding.status == "new":
                 self.stats.new_findings += 1

@@ -48,7 +48,9 @@ class Prober:
         self._process_oracles = tuple(o for o in self.oracles if known[o].stage == "process")
 
     def failures(self, case: Case) -> tuple[list[Failure], bool, bool]:
-        """(failures, valid, died-or-hung) of one run of ``case``."""
+        """(failures, valid, died-or-hung) of one run of ``case``. A case the target
+        does not support (no kernel for the dtype) counts as not valid: it says nothing
+        about the bug."""
         if self.fresh:
             self.pool.fresh()
         start = time.monotonic()
@@ -59,7 +61,7 @@ class Prober:
             oracles = all_oracles()
             return [f for name in self._process_oracles if (f := oracles[name].check(outcome))], True, True
         failures = [Failure.from_json(f) for f in outcome["failures"]]
-        return failures, bool(outcome["valid"]), False
+        return failures, bool(outcome["valid"]) and not outcome.get("unsupported"), False
 
     def classify(self, case: Case, symptom: tuple) -> Outcome:
         from ..corpus.finding import symptom_key

@@ -90,7 +90,7 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
     repro = reproduce(case, symptom, prober, max(1, reruns))
     if not repro.reliable:
         return Triage(case, failure, repro, None, None, case, time.monotonic() - start)
-    reduction = reduce_case(case, failure, symptom, prober, budget_s=budget_s * 0.75)
+    reduction = reduce_case(case, failure, symptom, prober, budget_s=budget_s * 0.6)
     minimal, minimal_failure = reduction.case, reduction.failure
     if minimal != case:
         was = prober.fresh
@@ -101,6 +101,6 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
             minimal, minimal_failure = case, failure
         else:
             minimal_failure = check.same
-    remaining = max(1.0, budget_s - (time.monotonic() - start))
+    remaining = max(0.4 * budget_s, budget_s - (time.monotonic() - start))
     explanation = explain(minimal, minimal_failure, symptom, prober, budget_s=remaining)
     return Triage(minimal, minimal_failure, repro, explanation, reduction, case, time.monotonic() - start)

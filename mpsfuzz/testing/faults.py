@@ -230,6 +230,31 @@ def _input_dtype_is(dtype: torch.dtype, func, args, kwargs) -> bool:
     return _input(func, args, kwargs).dtype == dtype
 
 
+def _input_float_noncontiguous(func, args, kwargs) -> bool:
+    x = _input(func, args, kwargs)
+    return x.is_floating_point() and not x.is_contiguous()
+
+
+# State of the faults that depend on earlier calls in this process (a graph cache keyed
+# too loosely, a race that shows on every other launch): op name -> last input shape,
+# and op name -> calls so far.
+_LAST_SHAPE: dict[str, tuple] = {}
+_CALLS: Counter = Counter()
+
+
+def _shape_changed_since_last_call(func, args, kwargs) -> bool:
+    name, shape = _op_name(func), tuple(_input(func, args, kwargs).shape)
+    previous = _LAST_SHAPE.get(name)
+    _LAST_SHAPE[name] = shape
+    return previous is not None and previous != shape
+
+
+def _every_other_call(func, args, kwargs) -> bool:
+    name = _op_name(func)
+    _CALLS[name] += 1
+    return _CALLS[name] % 2 == 0
+
+
 # Triggers are module-level functions or partials of them, so that faults pickle.
 def _dim_above(n: int) -> Trigger:
     return functools.partial(_input_dim_above, n)
@@ -600,6 +625,17 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::sum.dim_IntList",), _empty_input_nonempty_result, "corrupt"),
     Fault("sub_out_resize", "MPS binary ops wrote wrong values into an out= that had to be resized",
           ("aten::sub.out",), _out_needs_resize, "corrupt"),
+    # Two causes on one op (the corpus must keep them apart), and two that depend on
+    # earlier calls (the corpus must mark them flaky, not present them as repros).
+    Fault("sigmoid_noncontig", "pytorch#139006-like: sigmoid wrong on non-contiguous float inputs",
+          ("aten::sigmoid",), _input_float_noncontiguous, "corrupt"),
+    Fault("sigmoid_half", "pytorch#136822-like: sigmoid wrong for float16 (any layout)",
+          ("aten::sigmoid",), _dtype_is(torch.float16), "corrupt"),
+    Fault("erfinv_stale_graph", "MPSGraph cache keyed too loosely: erfinv reuses the graph of the previous "
+          "call's shape (wrong only after a call with another shape)",
+          ("aten::erfinv",), _shape_changed_since_last_call, "corrupt"),
+    Fault("digamma_every_other", "a race: digamma wrong on every other call in a process",
+          ("aten::digamma",), _every_other_call, "corrupt"),
 )
 
 
