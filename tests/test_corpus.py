@@ -92,7 +92,7 @@ def test_add_sightings(tmp_path):
     corpus = Corpus(tmp_path)
     f = finding()
     corpus.record(f)
-    corpus.add_sightings(f.signature, 5)
+    corpus.add_sightings({f.signature: 5})
     assert corpus.load()[0][0][1].times_seen == 6
 
 
@@ -184,10 +184,10 @@ def test_atomic_write_leaves_no_temp_files(tmp_path):
     for seed in range(3):
         corpus.record(finding(case(seed=seed)))
     corpus.record(finding(case(dtype="int64")))
-    corpus.add_sightings(finding().signature, 2)
+    corpus.add_sightings({finding().signature: 2})
     names = sorted(os.listdir(tmp_path))
     assert not [n for n in names if n.endswith(".tmp") or "tmp" in n]
-    assert set(names) - {".lock"} == {p.name for p in json_files(tmp_path)}
+    assert set(names) - {".lock", ".corpus-id"} == {p.name for p in json_files(tmp_path)}
 
 
 def test_atomic_write_json_replaces_whole_file(tmp_path):
@@ -213,9 +213,24 @@ def test_signature_keys_on_dtype_class():
     assert signature_of(case(dtype="int32"), wrong_values()) != f32
     assert signature_of(case(dtype="complex64"), wrong_values()) != f32
     assert signature_of(case(dtype="bool"), wrong_values()) != f32
-    mixed = Case(op="add", inputs=(TensorRecipe((2,), "float32"), TensorRecipe((2,), "int32")))
-    assert signature_key(mixed, wrong_values())[-2] == "mixed"
-    assert signature_of(mixed, wrong_values()) != f32
+    # mixed dtypes key on the main input's (the first floating one: an index tensor
+    # follows the data it indexes)
+    mixed = Case(op="add", inputs=(TensorRecipe((2,), "int32"), TensorRecipe((2,), "float32")))
+    assert signature_key(mixed, wrong_values())[-2] == "float"
+
+
+def test_signature_keys_on_necessary_conditions_not_on_the_case():
+    """With an ablation, the signature is the symptom plus the necessary features: the
+    dtype, shape, variant and layout of the case itself no longer matter."""
+    base = signature_of(case(), wrong_values(), ("layout:0",))
+    assert signature_of(case(dtype="int8", shape=(5,)), wrong_values(), ("layout:0",)) == base
+    assert signature_of(case(layout=Layout(offset=1)), wrong_values(), ("layout:0",)) == base
+    assert signature_of(case(), wrong_values(), ("layout:0", "dtypes:float16")) != base
+    assert signature_of(case(), wrong_values(), ("dtypes:float16",)) != base
+    assert signature_of(case(), wrong_values(), ("dtypes:float16", "layout:0")) == \
+        signature_of(case(), wrong_values(), ("layout:0", "dtypes:float16"))
+    assert signature_of(case(), wrong_values(), ()) != base
+    assert signature_of(case(), wrong_values(), (), flaky=True) != signature_of(case(), wrong_values(), ())
 
 
 def test_signature_keys_on_layout_class():

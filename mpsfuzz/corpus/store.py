@@ -38,7 +38,7 @@ def atomic_write_json(path: Path, data: dict) -> None:
     os.replace(tmp, path)
 
 
-CORPUS_META = ".corpus.json"   # {"format": 1, "id": ...}: names this folder as a writer
+CORPUS_META = ".corpus-id"   # JSON {"format": 1, "id": ...}: names this folder as a writer
 
 
 class Corpus:
