@@ -4,6 +4,7 @@ internal error. Bad input is a one-line error, never a traceback."""
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import traceback
@@ -106,7 +107,103 @@ def build_parser() -> argparse.ArgumentParser:
                         help="runs per finding (the first in a fresh worker); mixed results are flaky")
     replay.add_argument("--no-record", action="store_true",
                         help="do not add the result to each finding's history")
+    corpus = sub.add_parser("corpus", help="list, show, merge or prune a corpus of findings")
+    corpus_sub = corpus.add_subparsers(dest="corpus_command", parser_class=_Parser)
+    listing = corpus_sub.add_parser("list", help="one row per finding, flaky ones apart")
+    listing.add_argument("dir", nargs="?", default="mpsfuzz-corpus")
+    listing.add_argument("--op", default=None)
+    listing.add_argument("--oracle", default=None)
+    listing.add_argument("--status", default=None, help=f"one of {', '.join(STATUSES)}")
+    listing.add_argument("--format", choices=("table", "json"), default="table")
+    show = corpus_sub.add_parser("show", help="one finding in full")
+    show.add_argument("finding", help="a finding file, or a signature (prefix of 4+ hex digits) in --corpus")
+    show.add_argument("--corpus", default="mpsfuzz-corpus")
+    show.add_argument("--format", choices=("text", "json"), default="text")
+    merge = corpus_sub.add_parser("merge", help="merge corpora (machines, shards) into one, deduplicated")
+    merge.add_argument("sources", nargs="+")
+    merge.add_argument("--into", required=True, help="the corpus folder to merge into (created if missing)")
+    prune = corpus_sub.add_parser("prune", help="move findings fixed for N torch versions to DIR/pruned/")
+    prune.add_argument("dir")
+    prune.add_argument("--fixed-for", type=_positive_int("--fixed-for"), required=True, dest="fixed_for")
+    prune.add_argument("--dry-run", action="store_true")
     return parser
+
+
+STATUSES = ("new", "known-bug", "cpu-bug", "flaky", "fixed", "regression")
+
+
+def cmd_corpus(args, console) -> int:
+    from .corpus.store import Corpus, load_findings
+    from .reports.corpus_views import finding_detail, findings_list
+
+    if args.corpus_command is None:
+        raise UsageError("corpus needs a command: list, show, merge or prune")
+
+    def load(paths):
+        missing = [p for p in paths if not Path(p).exists()]
+        if missing:
+            raise UsageError(f"no such corpus file or folder: {', '.join(missing)}")
+        found, problems = load_findings(paths)
+        for path, why in problems:
+            console.print(f"[yellow]skipping {path}: {why}[/]", highlight=False)
+        return found
+
+    if args.corpus_command == "list":
+        if args.status is not None and args.status not in STATUSES:
+            raise UsageError(f"--status={args.status!r}: expected one of {', '.join(STATUSES)}")
+        found = [(p, f) for p, f in load([args.dir])
+                 if args.op in (None, f.op) and args.oracle in (None, f.oracle)
+                 and (args.status is None or f.status == args.status
+                      or (args.status == "regression" and f.regression))]
+        if args.format == "json":
+            console.print_json(json.dumps([{**f.to_json(), "path": str(p)} for p, f in found]))
+            return EXIT_CLEAN
+        reliable = [(p, f) for p, f in found if not f.flaky]
+        flaky = [(p, f) for p, f in found if f.flaky]
+        console.print(findings_list(reliable, f"{args.dir}: {len(reliable)} finding(s)"))
+        if flaky:
+            console.print(findings_list(flaky, f"flaky (did not reproduce every time): {len(flaky)}"))
+        return EXIT_CLEAN
+    if args.corpus_command == "show":
+        target = Path(args.finding)
+        if target.is_file():
+            found = load([target])
+        else:
+            if not re.fullmatch(r"[0-9a-f]{4,16}", args.finding):
+                raise UsageError(f"{args.finding!r} is neither a finding file nor a signature (4+ hex digits)")
+            found = [(p, f) for p, f in load([args.corpus]) if f.signature.startswith(args.finding)]
+            if len(found) != 1:
+                raise UsageError(f"signature {args.finding!r} matches {len(found)} findings in {args.corpus}"
+                                 + (" (give more digits)" if found else ""))
+        if not found:
+            raise UsageError(f"{args.finding}: not a readable finding")
+        path, finding = found[0]
+        if args.format == "json":
+            console.print_json(json.dumps(finding.to_json()))
+        else:
+            console.print(finding_detail(path, finding))
+        return EXIT_CLEAN
+    if args.corpus_command == "merge":
+        found = load(args.sources)
+        try:
+            added, merged = Corpus(args.into).merge(found)
+        except OSError as exc:
+            raise UsageError(f"--into={args.into!r}: {exc.strerror}") from None
+        console.print(f"merged {len(found)} finding(s) from {len(args.sources)} source(s) into {args.into}: "
+                      f"{added} new, {merged} merged into existing", highlight=False)
+        return EXIT_CLEAN
+    # prune
+    if args.fixed_for < 1:
+        raise UsageError(f"--fixed-for={args.fixed_for}: must be >= 1")
+    if not Path(args.dir).is_dir():
+        raise UsageError(f"no such corpus folder: {args.dir}")
+    moved = Corpus(args.dir).prune(lambda f: len(f.fixed_versions) < args.fixed_for, dry_run=args.dry_run)
+    for path in moved:
+        console.print(f"{'would prune' if args.dry_run else 'pruned'} {path}", highlight=False)
+    console.print(f"{len(moved)} finding(s) fixed for {args.fixed_for}+ torch version(s)"
+                  f"{' (dry run: nothing moved)' if args.dry_run else ' moved to ' + str(Path(args.dir) / 'pruned')}",
+                  highlight=False)
+    return EXIT_CLEAN
 
 
 def cmd_ops(args, console) -> int:
@@ -274,8 +371,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
-            raise UsageError("a command is required: run, ops or replay (see mpsfuzz --help)")
-        handler = {"run": cmd_run, "ops": cmd_ops, "oracles": cmd_oracles, "replay": cmd_replay}[args.command]
+            raise UsageError("a command is required: run, ops, oracles, replay or corpus (see mpsfuzz --help)")
+        handler = {"run": cmd_run, "ops": cmd_ops, "oracles": cmd_oracles, "replay": cmd_replay,
+                   "corpus": cmd_corpus}[args.command]
         return handler(args, console)
     except UsageError as exc:
         err.print(f"mpsfuzz: error: {exc}", highlight=False, markup=False, soft_wrap=True)
