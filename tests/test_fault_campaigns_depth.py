@@ -27,7 +27,11 @@ def _channels_last(recipe: dict) -> bool:
 
 # fault -> (op to fuzz, expected oracle, check of the recorded case)
 CASES = {
-    "conv_channels_last": ("conv2d", "values", lambda f: _channels_last(_inputs(f)[0])),
+    # channels_last, or its unbatched 3-D form (conv2d unsqueezes it to a channels_last
+    # 4-D view, which the reducer finds smaller)
+    "conv_channels_last": ("conv2d", "values",
+                           lambda f: _channels_last(_inputs(f)[0]) or (len(_inputs(f)[0]["shape"]) == 3 and
+                                                                       _inputs(f)[0]["layout"]["permutation"] == [2, 0, 1])),
     "relu_drops_channels_last": ("relu", "metadata",
                                  lambda f: _channels_last(_inputs(f)[0]) and "memory_format" in f["message"]),
     "max_pool_ceil_mode": ("max_pool2d", "values", lambda f: _kwargs(f).get("ceil_mode") is True),

@@ -134,8 +134,16 @@ class TensorRecipe:
         dt.canonical(self.dtype)
         rank = len(self.shape)
         lay = self.layout
+        if not all(isinstance(s, int) and not isinstance(s, bool) for s in self.shape):
+            raise ValueError(f"shape={self.shape} must hold integers")
         if any(s < 0 for s in self.shape):
             raise ValueError(f"shape={self.shape} has a negative size")
+        if not isinstance(lay.offset, int) or isinstance(lay.offset, bool) or lay.offset < 0:
+            raise ValueError(f"layout offset={lay.offset!r} must be an integer >= 0")
+        if not all(isinstance(g, int) and not isinstance(g, bool) and g >= 1 for g in lay.gaps):
+            raise ValueError(f"layout gaps={lay.gaps} must be integers >= 1")
+        if len(set(lay.expanded)) != len(lay.expanded) or not all(isinstance(d, int) for d in lay.expanded):
+            raise ValueError(f"layout expanded={lay.expanded} must be distinct dims")
         if lay.gaps and len(lay.gaps) != rank:
             raise ValueError(f"layout gaps={lay.gaps} must have one step per dim (rank {rank})")
         if lay.permutation and sorted(lay.permutation) != list(range(rank)):
