@@ -1,0 +1,40 @@
+"""``leak``: memory that a call to the op keeps after everything it returned is freed.
+
+The executor measures, around the DUT's part of the case, the target's allocator
+(``memory_allocated()``: MPS, CUDA) and the worker's resident memory (psutil). Growth past
+a threshold is not yet a leak (a first call may build caches, plans or a workspace): the
+executor then calls the op :data:`REPEATS` more times on fresh inputs and only memory
+that keeps growing on every call counts. Leaks key on the target and op (ClusterFuzz
+style): the signature is the op and target, whatever the inputs.
+"""
+from __future__ import annotations
+
+from . import Failure, oracle
+
+# Growth per call that counts (after the first call: caches are built once).
+DEVICE_BYTES_PER_CALL = 64 * 1024
+RSS_BYTES_PER_CALL = 4 * 1024 * 1024
+REPEATS = 3
+
+
+def _mib(n: float) -> str:
+    return f"{n / 2**20:.2f} MiB"
+
+
+@oracle("leak", stage="case", doc="memory kept after each call (target allocator and process RSS, confirmed by repeats)")
+def check_leak(obs) -> Failure | None:
+    m = obs.cache.get("leak")
+    if not m:
+        return None
+    device, rss = m.get("device_per_call", 0), m.get("rss_per_call", 0)
+    if device < DEVICE_BYTES_PER_CALL and rss < RSS_BYTES_PER_CALL:
+        return None
+    where = "the device allocator" if device >= DEVICE_BYTES_PER_CALL else "process memory (RSS)"
+    amount = device if device >= DEVICE_BYTES_PER_CALL else rss
+    return Failure(
+        oracle="leak", kind="leak", severity="high",
+        title=f"`{obs.spec.name}` leaks memory on {obs.target_name} ({_mib(amount)} per call)",
+        message=(f"{where} grows by {_mib(amount)} per call over {m.get('repeats', REPEATS)} repeated calls "
+                 f"(device allocator {_mib(device)}/call, RSS {_mib(rss)}/call; "
+                 f"first call: device {_mib(m.get('device_first', 0))}, RSS {_mib(m.get('rss_first', 0))})"),
+        dedup_key=("leak", obs.target_name), details=dict(m))
