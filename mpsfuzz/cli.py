@@ -110,53 +110,79 @@ def build_parser() -> argparse.ArgumentParser:
     corpus = sub.add_parser("corpus", help="list, show, merge or prune a corpus of findings")
     corpus_sub = corpus.add_subparsers(dest="corpus_command", parser_class=_Parser)
     listing = corpus_sub.add_parser("list", help="one row per finding, flaky ones apart")
-    listing.add_argument("dir", nargs="?", default="mpsfuzz-corpus")
-    listing.add_argument("--op", default=None)
-    listing.add_argument("--oracle", default=None)
-    listing.add_argument("--status", default=None, help=f"one of {', '.join(STATUSES)}")
-    listing.add_argument("--format", choices=("table", "json"), default="table")
+    listing.add_argument("dir", nargs="?", default="mpsfuzz-corpus", help="corpus folder (default ./mpsfuzz-corpus)")
+    listing.add_argument("--op", default=None, help="only this op (exact name)")
+    listing.add_argument("--oracle", default=None, help="only this oracle")
+    listing.add_argument("--status", default=None, help=f"only this status: {', '.join(STATUSES)}")
+    listing.add_argument("--format", choices=("table", "json"), default="table",
+                         help="json: a list of findings (each with its 'path') for machines")
     show = corpus_sub.add_parser("show", help="one finding in full")
     show.add_argument("finding", help="a finding file, or a signature (prefix of 4+ hex digits) in --corpus")
-    show.add_argument("--corpus", default="mpsfuzz-corpus")
+    show.add_argument("--corpus", default="mpsfuzz-corpus", help="where to look a signature up (default ./mpsfuzz-corpus)")
     show.add_argument("--format", choices=("text", "json"), default="text")
     merge = corpus_sub.add_parser("merge", help="merge corpora (machines, shards) into one, deduplicated")
-    merge.add_argument("sources", nargs="+")
-    merge.add_argument("--into", required=True, help="the corpus folder to merge into (created if missing)")
+    merge.add_argument("sources", nargs="+", metavar="SRC", help="corpus folders or finding files")
+    merge.add_argument("--into", required=True, metavar="DST", help="the corpus folder to merge into (created if missing)")
     prune = corpus_sub.add_parser("prune", help="move findings fixed for N torch versions to DIR/pruned/")
     prune.add_argument("dir")
-    prune.add_argument("--fixed-for", type=_positive_int("--fixed-for"), required=True, dest="fixed_for")
-    prune.add_argument("--dry-run", action="store_true")
+    prune.add_argument("--fixed-for", type=_int_at_least("--fixed-for", 1), required=True, dest="fixed_for",
+                       metavar="N", help="prune findings whose latest replays passed on N or more torch versions")
+    prune.add_argument("--dry-run", action="store_true", help="say what would move; move nothing")
     return parser
 
 
+def _int_at_least(name, low):
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise UsageError(f"{name}={text!r}: expected an integer") from None
+        if value < low:
+            raise UsageError(f"{name}={value}: must be >= {low}")
+        return value
+    return parse
+
+
+# Finding.status values, plus "regression" (replayed as fixed, failing again since).
 STATUSES = ("new", "known-bug", "cpu-bug", "flaky", "fixed", "regression")
 
 
 def cmd_corpus(args, console) -> int:
+    from rich.console import Console
+    from rich.text import Text
+
     from .corpus.store import Corpus, load_findings
     from .reports.corpus_views import finding_detail, findings_list
 
     if args.corpus_command is None:
         raise UsageError("corpus needs a command: list, show, merge or prune")
+    as_json = getattr(args, "format", None) == "json"
+    # With --format json, stdout carries the JSON alone: warnings go to stderr.
+    warn = Console(stderr=True) if as_json else console
 
     def load(paths):
-        missing = [p for p in paths if not Path(p).exists()]
+        missing = [str(p) for p in paths if not Path(p).exists()]
         if missing:
             raise UsageError(f"no such corpus file or folder: {', '.join(missing)}")
         found, problems = load_findings(paths)
         for path, why in problems:
-            console.print(f"[yellow]skipping {path}: {why}[/]", highlight=False)
+            warn.print(Text(f"skipping {path}: {why}", style="yellow"), highlight=False)
         return found
+
+    def print_json(data) -> None:
+        console.out(json.dumps(data, indent=2), highlight=False)
 
     if args.corpus_command == "list":
         if args.status is not None and args.status not in STATUSES:
             raise UsageError(f"--status={args.status!r}: expected one of {', '.join(STATUSES)}")
+        if not Path(args.dir).exists():
+            raise UsageError(f"no such corpus folder: {args.dir}")
         found = [(p, f) for p, f in load([args.dir])
                  if args.op in (None, f.op) and args.oracle in (None, f.oracle)
                  and (args.status is None or f.status == args.status
                       or (args.status == "regression" and f.regression))]
-        if args.format == "json":
-            console.print_json(json.dumps([{**f.to_json(), "path": str(p)} for p, f in found]))
+        if as_json:
+            print_json([{**f.to_json(), "path": str(p)} for p, f in found])
             return EXIT_CLEAN
         reliable = [(p, f) for p, f in found if not f.flaky]
         flaky = [(p, f) for p, f in found if f.flaky]
@@ -164,44 +190,54 @@ def cmd_corpus(args, console) -> int:
         if flaky:
             console.print(findings_list(flaky, f"flaky (did not reproduce every time): {len(flaky)}"))
         return EXIT_CLEAN
+
     if args.corpus_command == "show":
         target = Path(args.finding)
         if target.is_file():
-            found = load([target])
+            found, problems = load_findings([target])
+            if problems:
+                raise UsageError(f"{target}: not a readable finding: {problems[0][1]}")
         else:
-            if not re.fullmatch(r"[0-9a-f]{4,16}", args.finding):
+            prefix = args.finding.lower()
+            if not re.fullmatch(r"[0-9a-f]{4,40}", prefix):
                 raise UsageError(f"{args.finding!r} is neither a finding file nor a signature (4+ hex digits)")
-            found = [(p, f) for p, f in load([args.corpus]) if f.signature.startswith(args.finding)]
+            if not Path(args.corpus).is_dir():
+                raise UsageError(f"no such corpus folder: {args.corpus} (to look signature {args.finding!r} up)")
+            found = [(p, f) for p, f in load([args.corpus]) if f.signature.startswith(prefix)]
             if len(found) != 1:
                 raise UsageError(f"signature {args.finding!r} matches {len(found)} findings in {args.corpus}"
-                                 + (" (give more digits)" if found else ""))
-        if not found:
-            raise UsageError(f"{args.finding}: not a readable finding")
+                                 + (": " + ", ".join(f.signature for _, f in found) + " (give more digits)"
+                                    if found else ""))
         path, finding = found[0]
-        if args.format == "json":
-            console.print_json(json.dumps(finding.to_json()))
+        if as_json:
+            print_json({**finding.to_json(), "path": str(path)})
         else:
             console.print(finding_detail(path, finding))
         return EXIT_CLEAN
+
     if args.corpus_command == "merge":
         found = load(args.sources)
+        if Path(args.into).exists() and not Path(args.into).is_dir():
+            raise UsageError(f"--into={args.into!r}: not a folder")
         try:
             added, merged = Corpus(args.into).merge(found)
         except OSError as exc:
-            raise UsageError(f"--into={args.into!r}: {exc.strerror}") from None
-        console.print(f"merged {len(found)} finding(s) from {len(args.sources)} source(s) into {args.into}: "
-                      f"{added} new, {merged} merged into existing", highlight=False)
+            raise UsageError(f"--into={args.into!r}: {exc.strerror or exc}") from None
+        console.print(Text(f"merged {len(found)} findings from {len(args.sources)} source(s) into {args.into}: "
+                           f"{added} new, {merged} merged into existing"), highlight=False)
         return EXIT_CLEAN
+
     # prune
     if args.fixed_for < 1:
         raise UsageError(f"--fixed-for={args.fixed_for}: must be >= 1")
     if not Path(args.dir).is_dir():
         raise UsageError(f"no such corpus folder: {args.dir}")
+    load([args.dir])  # only to report unreadable files; prune skips them
     moved = Corpus(args.dir).prune(lambda f: len(f.fixed_versions) < args.fixed_for, dry_run=args.dry_run)
     for path in moved:
-        console.print(f"{'would prune' if args.dry_run else 'pruned'} {path}", highlight=False)
-    console.print(f"{len(moved)} finding(s) fixed for {args.fixed_for}+ torch version(s)"
-                  f"{' (dry run: nothing moved)' if args.dry_run else ' moved to ' + str(Path(args.dir) / 'pruned')}",
+        console.print(Text(f"{'would prune' if args.dry_run else 'pruned'} {path}"), highlight=False)
+    where = " (dry run: nothing moved)" if args.dry_run else f" moved to {Path(args.dir) / 'pruned'}"
+    console.print(Text(f"{len(moved)} finding(s) fixed for {args.fixed_for}+ torch version(s){where}"),
                   highlight=False)
     return EXIT_CLEAN
 

@@ -182,9 +182,12 @@ class Finding:
     # -- replay history ----------------------------------------------------------------
     def record_replay(self, result: str, *, target: str, device: str, detail: str = "",
                       torch_version: str | None = None, date: str | None = None) -> None:
-        self.history.append({"date": date or now_iso(), "torch_version": torch_version or torch.__version__,
+        version = torch_version or torch.__version__
+        self.history.append({"date": date or now_iso(), "torch_version": version,
                              "mpsfuzz_version": __version__, "target": target, "device": device,
                              "result": result, "detail": detail})
+        if result == STILL_FAILS and version not in self.torch_versions:
+            self.torch_versions = sorted({*self.torch_versions, version})
 
     def _decisive(self) -> list[dict]:
         return [h for h in self.history if h.get("result") in (STILL_FAILS, FIXED, CHANGED)]
@@ -217,7 +220,7 @@ class Finding:
     def regression(self) -> bool:
         """It was replayed as fixed once and fails again since."""
         results = [h["result"] for h in self._decisive()]
-        return FIXED in results and results[-1] == STILL_FAILS and results.index(FIXED) < len(results) - 1
+        return FIXED in results and results[-1] == STILL_FAILS
 
     # -- what it is --------------------------------------------------------------------
     @property

@@ -159,7 +159,12 @@ class Corpus:
                 moved.append(path)
                 if not dry_run:
                     (self.root / PRUNED).mkdir(exist_ok=True)
-                    os.replace(path, self.root / PRUNED / path.name)
+                    dest = self.root / PRUNED / path.name
+                    n = 1
+                    while dest.exists():  # pruned before, found again: keep both
+                        dest = self.root / PRUNED / f"{path.stem}.{n}{path.suffix}"
+                        n += 1
+                    os.replace(path, dest)
         return moved
 
     def _finding_files(self) -> list[Path]:

@@ -8,8 +8,10 @@ functional form (for the ``variants`` oracle) and the op on ``.contiguous()`` co
 """
 from __future__ import annotations
 
+import gc
 import warnings
 
+import psutil
 import torch
 
 from ..oracles import all_oracles
@@ -296,42 +298,100 @@ def _wants_contiguous(spec, case: Case, enabled) -> bool:
             and not ({"random", "undefined-values"} & set(spec.semantics)))
 
 
+def _run_dut(case: Case, spec, kwargs, target, enabled):
+    """The DUT's part of a case: (the call, the functional form or None, the call on
+    contiguous copies or None). Raw device outputs are dropped before returning, so that
+    nothing of the case stays allocated on the device (the leak oracle measures that)."""
+    functional = contiguous = None
+    dut_inputs = case.materialize(target.device)
+    dut_functional = None
+    if case.variant.startswith("out") or _wants_functional(case, enabled):
+        functional_case = Case(case.op, case.inputs, case.kwargs)
+        functional = run_side(spec, functional_case, kwargs, target.device, runner=target.run,
+                              synchronize=target.synchronize)
+        if not isinstance(functional.outputs, Raised):
+            dut_functional = functional.raw
+    dut = run_side(spec, case, kwargs, target.device, runner=target.run,
+                   synchronize=target.synchronize, inputs=dut_inputs, functional=dut_functional)
+    if _wants_contiguous(spec, case, enabled) and not isinstance(dut.outputs, Raised):
+        copies = [t.contiguous() for t in case.materialize(target.device)]
+        contiguous = run_side(spec, case, kwargs, target.device, runner=target.run,
+                              synchronize=target.synchronize, inputs=copies)
+    for side in (dut, functional, contiguous):
+        if side is not None:
+            side.raw = None
+    return dut, functional, contiguous
+
+
+_PROCESS = None
+
+
+def _memory(target, *, collect: bool = False) -> tuple[int, int]:
+    """(target allocator bytes, process RSS bytes). Reference counting frees a case's
+    tensors at once; a full garbage collection (slow with torch loaded) only when the
+    numbers look like a leak."""
+    global _PROCESS
+    if collect:
+        gc.collect()
+    target.synchronize()
+    try:
+        device = int(target.memory_allocated())
+    except Exception:  # a target without an allocator to ask
+        device = 0
+    if _PROCESS is None:
+        _PROCESS = psutil.Process()
+    return device, _PROCESS.memory_info().rss
+
+
+def _leak_measure(case: Case, spec, kwargs, target, before: tuple[int, int]) -> dict | None:
+    """Memory the case kept; when past the leak thresholds, confirmed over repeated calls
+    (a first call may build caches once): the growth per repeated call."""
+    from ..oracles.leak import DEVICE_BYTES_PER_CALL, REPEATS, RSS_BYTES_PER_CALL
+
+    def past(now) -> bool:
+        return now[0] - before[0] >= DEVICE_BYTES_PER_CALL or now[1] - before[1] >= RSS_BYTES_PER_CALL
+    if not past(_memory(target)):
+        return None
+    after = _memory(target, collect=True)
+    if not past(after):
+        return None
+    start = after
+    for _ in range(REPEATS):
+        side = run_side(spec, case, kwargs, target.device, runner=target.run, synchronize=target.synchronize)
+        side.raw = None
+        if isinstance(side.outputs, Raised):
+            return None
+        del side
+    end = _memory(target, collect=True)
+    return {"device_first": after[0] - before[0], "rss_first": after[1] - before[1], "repeats": REPEATS,
+            "device_per_call": (end[0] - start[0]) / REPEATS, "rss_per_call": (end[1] - start[1]) / REPEATS}
+
+
 def execute(case: Case, target, oracle_names) -> dict:
     """Run ``case`` on both sides and the enabled case oracles; a JSON-able summary."""
     spec = catalogue.get(case.op)
     kwargs = case.kwargs_dict()
     enabled = tuple(oracle_names)
-    functional = contiguous = None
+    leak = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        before = _memory(target) if "leak" in enabled else None
         try:
-            dut_inputs = case.materialize(target.device)
-            dut_functional = None
-            if case.variant.startswith("out") or _wants_functional(case, enabled):
-                functional_case = Case(case.op, case.inputs, case.kwargs)
-                functional = run_side(spec, functional_case, kwargs, target.device, runner=target.run,
-                                      synchronize=target.synchronize)
-                if not isinstance(functional.outputs, Raised):
-                    dut_functional = functional.raw
-            dut = run_side(spec, case, kwargs, target.device, runner=target.run,
-                           synchronize=target.synchronize, inputs=dut_inputs, functional=dut_functional)
-            if _wants_contiguous(spec, case, enabled) and not isinstance(dut.outputs, Raised):
-                copies = [t.contiguous() for t in case.materialize(target.device)]
-                contiguous = run_side(spec, case, kwargs, target.device, runner=target.run,
-                                      synchronize=target.synchronize, inputs=copies)
+            dut, functional, contiguous = _run_dut(case, spec, kwargs, target, enabled)
         except VariantNotApplicable:
             return {"valid": False, "unsupported": False, "unsupported_message": "",
                     "ref_widened": False, "failures": []}
+        if before is not None and not isinstance(dut.outputs, Raised):
+            leak = _leak_measure(case, spec, kwargs, target, before)
         ref, widened = run_reference(case, spec, kwargs)
         ref_functional = None
         if functional is not None and _wants_functional(case, enabled):
             ref_functional, _ = run_reference(Case(case.op, case.inputs, case.kwargs), spec, kwargs)
-    if functional is not None:
-        functional.raw = None
-    dut.raw = None
     obs = Observation(case=case, spec=spec, target_name=target.name, dut=dut.outputs, ref=ref.outputs,
                       ref_widened=widened, enabled=enabled, dut_side=dut, ref_side=ref,
                       dut_functional=functional, dut_contiguous=contiguous, ref_functional=ref_functional)
+    if leak is not None:
+        obs.cache["leak"] = leak
     failures = run_case_oracles(obs, enabled)
     dut_raised, ref_raised = isinstance(dut.outputs, Raised), isinstance(ref.outputs, Raised)
     poisoned = any(isinstance(side, SideResult) and isinstance(side.outputs, Raised)

@@ -58,7 +58,7 @@ def oracle(name: str, *, stage: str, doc: str):
 
 
 def _load() -> None:
-    from . import (arbiter, distribution, errors, grads, layout, metadata,  # noqa: F401
+    from . import (arbiter, distribution, errors, grads, layout, leak, metadata,  # noqa: F401
                    process, values, variants)  # (they register)
 
 
@@ -74,7 +74,7 @@ def worker_oracles(names) -> tuple[str, ...]:
     return tuple(n for n in names if oracles[n].stage in ("case", "verdict"))
 
 
-DEFAULT = ("values", "metadata", "grads", "variants", "layout", "distribution", "errors",
+DEFAULT = ("values", "metadata", "grads", "variants", "layout", "distribution", "errors", "leak",
            "arbiter", "crash", "hang")
 
 

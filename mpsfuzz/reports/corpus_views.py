@@ -1,4 +1,10 @@
-"""Rich views for `mpsfuzz corpus list` and `mpsfuzz corpus show`."""
+"""Rich views for `mpsfuzz corpus list` and `mpsfuzz corpus show`.
+
+Everything that comes from a finding file (titles, messages, explanations, paths) is
+wrapped in :class:`rich.text.Text`, never passed as a string: a string would be read as
+rich markup, and a message such as ``tensor([nan, 1.])`` or ``[/x]`` would be garbled or
+raise.
+"""
 from __future__ import annotations
 
 import json
@@ -9,70 +15,121 @@ from rich.table import Table
 from rich.text import Text
 
 _STYLES = {"new": "red", "known-bug": "yellow", "cpu-bug": "cyan", "flaky": "magenta", "fixed": "green"}
+_RESULT_STYLES = {"still-fails": "red", "fixed": "green", "changed": "yellow", "flaky": "magenta"}
 
 
-def _why(finding) -> str:
+def _t(value, style: str = "") -> Text:
+    return Text(str(value), style=style)
+
+
+def reproducibility_words(finding) -> str:
+    """'failed 2 of 4 re-runs' (plus a note when it never failed in a fresh process)."""
+    r = finding.reproducibility if isinstance(finding.reproducibility, dict) else {}
+    if not r:
+        return ""
+    words = f"failed {r.get('failed', '?')} of {r.get('runs', '?')} re-runs"
+    if not r.get("cold_failed", True):
+        words += " (not in a fresh process: it depends on earlier calls)"
+    return words
+
+
+def why(finding) -> str:
+    """The one-line explanation: the ablation's text, for a flaky finding its rate, else
+    the first line of the failure message."""
     if finding.flaky:
-        r = finding.reproducibility or {}
-        return f"flaky: failed {r.get('failed', '?')} of {r.get('runs', '?')} re-runs" + (
-            "" if r.get("cold_failed", True) else " (not in a fresh process)")
-    return finding.explanation_text or (finding.failure.message.strip().splitlines() or [""])[0][:100]
+        rate = reproducibility_words(finding)
+        return f"flaky: {rate}" if rate else "flaky"
+    first = (finding.failure.message.strip().splitlines() or [""])[0]
+    return finding.explanation_text or first[:100]
 
 
-def _status(finding) -> Text:
-    words = finding.status + (" (regression)" if finding.regression else "")
-    return Text(words, style=_STYLES.get(finding.status, ""))
+def status_text(finding) -> Text:
+    text = Text(finding.status, style=_STYLES.get(finding.status, ""))
+    if finding.regression:
+        text.append(" (regression)", style="bold red")
+    return text
 
 
 def findings_list(rows: list[tuple[Path, object]], title: str) -> Table:
-    table = Table(title=title)
+    """One row per finding: status, op, variant, oracle, times seen, torch versions,
+    why, file name."""
+    table = Table(title=_t(title))
     for column in ("status", "op", "variant", "oracle", "seen", "torch", "why", "file"):
         table.add_column(column, overflow="fold", justify="right" if column == "seen" else "left")
     for path, f in rows:
-        table.add_row(_status(f), f.op, f.case.variant, f.oracle, str(f.times_seen), ", ".join(f.torch_versions),
-                      _why(f), Path(path).name)
+        table.add_row(status_text(f), _t(f.op), _t(f.case.variant), _t(f.oracle), _t(f.times_seen),
+                      _t(", ".join(f.torch_versions)), _t(why(f)), _t(Path(path).name))
+    return table
+
+
+def _probes_table(finding) -> Table | None:
+    probes = [p for p in (finding.explanation or {}).get("probes") or () if isinstance(p, dict)]
+    if not probes:
+        return None
+    table = Table(title="ablation: each feature taken away in turn")
+    for column in ("feature", "taken away", "verdict", "necessary"):
+        table.add_column(column, overflow="fold")
+    for p in probes:
+        necessary = bool(p.get("necessary"))
+        table.add_row(_t(p.get("feature", "")), _t(p.get("question", "")), _t(p.get("verdict", "")),
+                      _t("yes", "bold") if necessary else _t("no", "dim"))
+    return table
+
+
+def _history_table(finding) -> Table | None:
+    if not finding.history:
+        return None
+    table = Table(title="replay history")
+    for column in ("date", "torch", "target", "result", "detail"):
+        table.add_column(column, overflow="fold")
+    for h in finding.history:
+        result = str(h.get("result", ""))
+        table.add_row(_t(h.get("date", "")), _t(h.get("torch_version", "")), _t(h.get("target", "")),
+                      _t(result, _RESULT_STYLES.get(result, "")), _t(str(h.get("detail", ""))[:200]))
     return table
 
 
 def finding_detail(path: Path, f) -> Group:
+    """`mpsfuzz corpus show`: one finding in full."""
     head = Table.grid(padding=(0, 2))
     head.add_column(style="bold")
     head.add_column(overflow="fold")
-    rows = [("title", f.title), ("file", str(path)), ("status", _status(f)),
-            ("signature", f"{f.signature}  {json.dumps(f.signature_key)}"),
-            ("explanation", _why(f)), ("conditions", ", ".join(f.conditions or ()) or "-"),
-            ("case", f.case.describe()),
-            ("found", f"{f.first_seen} on {f.target_name} ({f.device}), torch {f.torch_version}, {f.platform}"),
-            ("seen", f"{f.times_seen} times, last {f.last_seen}; torch {', '.join(f.torch_versions)}"),
-            ("fixed since", f.fixed_since or "-")]
+    rows: list[tuple[str, object]] = [
+        ("title", f.title),
+        ("file", path),
+        ("status", status_text(f)),
+        ("blame", "the CPU reference" if f.blame == "cpu" else "the target"),
+        ("signature", f.signature),
+        ("signature key", json.dumps(f.signature_key)),
+        ("explanation", f.explanation_text or "-"),
+        ("conditions", ", ".join(f.conditions) if f.conditions else ("-" if f.conditions is None else "none")),
+    ]
     if f.known:
-        rows.append(("known upstream", f"{f.known.get('id', '')} {f.known.get('link', '')}"))
-    if f.reproducibility:
-        r = f.reproducibility
-        rows.append(("reproducibility", f"failed {r.get('failed')} of {r.get('runs')} re-runs"
-                                        f"{'' if r.get('cold_failed', True) else ', not in a fresh process'}"))
-    if f.minimisation:
-        m = f.minimisation
-        rows.append(("minimisation", f"{m.get('elements_before')} -> {m.get('elements_after')} elements, "
-                                     f"{m.get('attempts')} attempts, {m.get('seconds')}s"))
+        rows.append(("known upstream", f"{f.known.get('id', '')} {f.known.get('status', '')} "
+                                       f"{f.known.get('link', '')}".strip()))
+    rows.append(("reproducibility", reproducibility_words(f) or "-"))
+    m = f.minimisation if isinstance(f.minimisation, dict) else None
+    if m:
+        rows.append(("minimisation", f"{m.get('elements_before', '?')} -> {m.get('elements_after', '?')} elements, "
+                                     f"{m.get('attempts', '?')} attempts, {m.get('seconds', '?')}s"))
+    else:
+        rows.append(("minimisation", "-"))
+    rows += [
+        ("case", f.case.describe()),
+        ("found", f"on {f.target_name} ({f.target_spec}, device {f.device}), torch {f.torch_version}, {f.platform}"),
+        ("first seen", f.first_seen),
+        ("last seen", f.last_seen),
+        ("times seen", f"{f.times_seen}" + (f" ({', '.join(f'{w}: {n}' for w, n in sorted(f.sightings.items()))})"
+                                            if f.sightings else "")),
+        ("torch versions", ", ".join(f.torch_versions) or "-"),
+        ("fixed since", f.fixed_since or "-"),
+        ("regression", "yes: replayed as fixed, failing again since" if f.regression else "no"),
+    ]
     for key, value in rows:
-        head.add_row(key, value)
-    parts = [head, Text(f.failure.message)]
-    probes = (f.explanation or {}).get("probes") or []
-    if probes:
-        table = Table(title="ablation: what the failure needs")
-        for column in ("without", "result", "necessary"):
-            table.add_column(column)
-        for p in probes:
-            table.add_row(str(p.get("question")), str(p.get("verdict")), "yes" if p.get("necessary") else "")
-        parts.append(table)
-    if f.history:
-        table = Table(title="replay history")
-        for column in ("date", "torch", "target", "result", "detail"):
-            table.add_column(column, overflow="fold")
-        for h in f.history:
-            table.add_row(str(h.get("date", "")), str(h.get("torch_version", "")), str(h.get("target", "")),
-                          str(h.get("result", "")), str(h.get("detail", ""))[:100])
-        parts.append(table)
-    parts.append(Text(json.dumps(f.case.to_json(), indent=1), style="dim"))
+        head.add_row(key, value if isinstance(value, Text) else _t(value))
+    parts: list = [head, Text("message", style="bold"), _t(f.failure.message)]
+    for table in (_probes_table(f), _history_table(f)):
+        if table is not None:
+            parts.append(table)
+    parts += [Text("case JSON", style="bold"), _t(json.dumps(f.case.to_json()), "dim")]
     return Group(*parts)
