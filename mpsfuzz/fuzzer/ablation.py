@@ -299,34 +299,33 @@ def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: fl
         conditions.remove("layout:any")
     m = main_input(case) if case.inputs else 0
     main = case.inputs[m].dtype if case.inputs else ""
+
+    def try_dtypes(alternatives, label, failing: list, tested: list) -> bool:
+        """Run the case with the main dtype replaced by each alternative; append the
+        label of each that still runs to ``tested`` and of each that fails to
+        ``failing``. False when the budget ran out."""
+        for other in alternatives:
+            if time.monotonic() - start > budget_s:
+                return False
+            ablated = edits.with_inputs(case, [edits.with_dtype(r, other) if r.dtype == main else r
+                                               for r in case.inputs])
+            verdict = prober.classify(ablated, symptom).verdict
+            probes.append(Probe(f"{label[0]}:{label[1](other)}", f"`{names[m]}` in {other}", verdict,
+                                verdict == PASSES))
+            if verdict in (SAME, PASSES):
+                tested.append(label[1](other))
+                if verdict == SAME:
+                    failing.append(label[1](other))
+        return True
+
     failing, tested = ([main], [main]) if main else ([], [])
-    for other in _dtype_alternatives(case):
-        if time.monotonic() - start > budget_s:
-            incomplete = True
-            break
-        ablated = edits.with_inputs(case, [edits.with_dtype(r, other) if r.dtype == main else r for r in case.inputs])
-        verdict = prober.classify(ablated, symptom).verdict
-        probes.append(Probe(f"dtypes:{other}", f"`{names[m]}` in {other}", verdict, verdict == PASSES))
-        if verdict in (SAME, PASSES):
-            tested.append(other)
-            if verdict == SAME:
-                failing.append(other)
+    incomplete |= not try_dtypes(_dtype_alternatives(case), ("dtypes", str), failing, tested)
     if main and len(failing) < len(tested):
         conditions.append("dtypes:" + "+".join(sorted(failing)))
     classes_failing = [dt.dtype_class(main)] if main else []
     classes_tested = list(classes_failing)
-    for other in _class_representatives(case):
-        if time.monotonic() - start > budget_s:
-            incomplete = True
-            break
-        ablated = edits.with_inputs(case, [edits.with_dtype(r, other) if r.dtype == main else r for r in case.inputs])
-        verdict = prober.classify(ablated, symptom).verdict
-        probes.append(Probe(f"classes:{dt.dtype_class(other)}", f"`{names[m]}` in {other}", verdict,
-                            verdict == PASSES))
-        if verdict in (SAME, PASSES):
-            classes_tested.append(dt.dtype_class(other))
-            if verdict == SAME:
-                classes_failing.append(dt.dtype_class(other))
+    incomplete |= not try_dtypes(_class_representatives(case), ("classes", dt.dtype_class),
+                                 classes_failing, classes_tested)
     if main and len(classes_failing) < len(classes_tested):
         conditions.append("classes:" + "+".join(sorted(classes_failing)))
     text = _sentence(case, failure, conditions, probes, names, failing, tested, classes_failing, classes_tested)
