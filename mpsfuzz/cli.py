@@ -55,6 +55,9 @@ def _positive_int(name):
     return parse
 
 
+REPORT_FORMATS = ("terminal", "markdown", "html", "json", "issue")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="mpsfuzz", description="Differential fuzzer for PyTorch's MPS backend (and other devices).")
     parser.add_argument("--version", action="version", version=f"mpsfuzz {__version__}")
@@ -128,6 +131,27 @@ def build_parser() -> argparse.ArgumentParser:
     prune.add_argument("--fixed-for", type=_int_at_least("--fixed-for", 1), required=True, dest="fixed_for",
                        metavar="N", help="prune findings whose latest replays passed on N or more torch versions")
     prune.add_argument("--dry-run", action="store_true", help="say what would move; move nothing")
+
+    report = sub.add_parser("report", help="triage views of a corpus (terminal, markdown, html, json) or "
+                            "upstream issue drafts (--format issue)")
+    report.add_argument("paths", nargs="+", metavar="DIR|FILE", help="corpus folders or finding files")
+    report.add_argument("--format", choices=REPORT_FORMATS, default="terminal",
+                        help="terminal (default), markdown (CI job summary), html (one self-contained file), "
+                        "json (docs/report.md has the schema) or issue (drafts to file upstream)")
+    report.add_argument("--output", "-o", default=None, metavar="FILE", help="write here instead of stdout")
+    report.add_argument("--target", default=None,
+                        help="--format issue: verify repros on this target instead of the one that found them")
+    report.add_argument("--no-verify", action="store_true",
+                        help="--format issue: do not run repro scripts now (use the stored verification)")
+    report.add_argument("--timeout", type=float, default=60.0, help="seconds per repro verification")
+
+    repro = sub.add_parser("repro", help="print a finding's standalone repro script, verified on the target first")
+    repro.add_argument("finding", help="a finding file")
+    repro.add_argument("--target", default=None, help="verify on this target instead of the one that found it")
+    repro.add_argument("--no-verify", action="store_true",
+                       help="do not run the script now (say whether it was verified before)")
+    repro.add_argument("--timeout", type=float, default=60.0, help="seconds the verification may run")
+    repro.add_argument("--output", "-o", default=None, metavar="FILE", help="write the script here")
     return parser
 
 
@@ -340,6 +364,7 @@ def cmd_run(args, console) -> int:
     from .fuzzer.engine import Campaign, CampaignConfig
     from .oracles import select as select_oracles
     from .reports.console import ConsoleReporter
+    from .reports.run_log import RunLog
     from .targets import BUILTIN, TargetError, best_available, load_target
 
     budget = parse_duration(args.budget) if args.budget else (
@@ -377,7 +402,7 @@ def cmd_run(args, console) -> int:
                             reruns=max(1, args.reruns), minimise_budget_s=args.minimise_budget)
     reporter = ConsoleReporter(console, live=False if args.no_progress else None)
     try:
-        result = Campaign(config, [reporter]).run()
+        result = Campaign(config, [reporter, RunLog(corpus_dir)]).run()
     except (TargetError, KnownTableError) as exc:
         raise UsageError(str(exc)) from None
     return exit_code(findings=result.stats.new_findings)
@@ -400,6 +425,83 @@ def cmd_replay(args, console) -> int:
     return exit_code(findings=still)
 
 
+def _write_or_print(text: str, output: str | None, console) -> None:
+    if output is None:
+        console.out(text, highlight=False)
+        return
+    try:
+        Path(output).write_text(text)
+    except OSError as exc:
+        raise UsageError(f"--output={output!r}: {exc.strerror}") from None
+
+
+def _load_for_report(paths, warn):
+    from rich.text import Text
+
+    from .corpus.store import load_findings
+    missing = [str(p) for p in paths if not Path(p).exists()]
+    if missing:
+        raise UsageError(f"no such corpus file or folder: {', '.join(missing)}")
+    found, problems = load_findings(paths)
+    for path, why in problems:
+        warn.print(Text(f"skipping {path}: {why}", style="yellow"), highlight=False)
+    return found
+
+
+def cmd_report(args, console) -> int:
+    from rich.console import Console
+
+    from .reports import views
+    # Machine formats and files keep stdout clean: warnings go to stderr.
+    warn = console if args.format == "terminal" and args.output is None else Console(stderr=True)
+    found = _load_for_report(args.paths, warn)
+    if args.format == "issue":
+        from .reports.issue import drafts
+        if not found:
+            raise UsageError(f"no readable findings in {', '.join(args.paths)}")
+        text = drafts(found, verify=not args.no_verify, target_override=args.target, timeout_s=args.timeout)
+        _write_or_print(text, args.output, console)
+        return exit_code()
+    roots = [Path(p) for p in args.paths if Path(p).is_dir()]
+    if args.format == "terminal" and args.output is None:
+        views.print_terminal(console, found, roots)
+        return exit_code()
+    _write_or_print(views.render(args.format, found, roots), args.output, console)
+    return exit_code()
+
+
+def cmd_repro(args, console) -> int:
+    from rich.console import Console
+
+    from .corpus.store import Corpus
+    from .reports.repro import ReproError, repro_for
+    err = Console(stderr=True)
+    path = Path(args.finding)
+    if path.is_dir():
+        raise UsageError(f"{args.finding}: a folder; repro takes one finding file (report --format issue takes a folder)")
+    found = _load_for_report([path], err)
+    if not found:
+        raise UsageError(f"{args.finding}: not a readable finding")
+    _, finding = found[0]
+    try:
+        repro = repro_for(finding, verify=not args.no_verify, target_override=args.target, timeout_s=args.timeout)
+    except ReproError as exc:
+        raise UsageError(f"{args.finding}: {exc}") from None
+    if not args.no_verify:
+        Corpus(path.parent).update(path, lambda f: setattr(f, "repro", repro))
+    status = repro.get("verified")
+    if status is True:
+        err.print(f"verified: the script reproduces the finding on {repro.get('target')} ({repro.get('detail', '')})",
+                  highlight=False, markup=False)
+    elif status is False:
+        err.print(f"NOT A REPRO: the script did not reproduce the finding on {repro.get('target')}: "
+                  f"{repro.get('detail', '')}", style="bold red", highlight=False, markup=False)
+    else:
+        err.print("not verified (run without --no-verify to check it on the target)", highlight=False, markup=False)
+    _write_or_print(repro["script"], args.output, console)
+    return exit_code(findings=0 if status is not False else 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
     console = Console() if sys.stdout.isatty() else Console(width=160)
@@ -407,9 +509,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
-            raise UsageError("a command is required: run, ops, oracles, replay or corpus (see mpsfuzz --help)")
+            raise UsageError("a command is required: run, ops, oracles, replay, corpus, report or repro "
+                             "(see mpsfuzz --help)")
         handler = {"run": cmd_run, "ops": cmd_ops, "oracles": cmd_oracles, "replay": cmd_replay,
-                   "corpus": cmd_corpus}[args.command]
+                   "corpus": cmd_corpus, "report": cmd_report, "repro": cmd_repro}[args.command]
         return handler(args, console)
     except UsageError as exc:
         err.print(f"mpsfuzz: error: {exc}", highlight=False, markup=False, soft_wrap=True)

@@ -133,6 +133,12 @@ class Finding:
     # Replay results, oldest first: {date, torch_version, mpsfuzz_version, target,
     # device, result, detail}; result is one of still-fails/fixed/changed/flaky/cannot-run.
     history: list[dict] = field(default_factory=list)
+    # The standalone repro script and whether it was verified to reproduce (see
+    # reports/repro.py): {script, lines, expect, verified, outcome, detail, target,
+    # torch_version, date}; None until one is generated.
+    repro: dict | None = None
+    # ``python -m torch.utils.collect_env`` as captured on the machine that found it.
+    environment: str | None = None
 
     def __post_init__(self):
         if self.torch_version and self.torch_version not in self.torch_versions:
@@ -170,7 +176,8 @@ class Finding:
         self.torch_versions = sorted({*self.torch_versions, *other.torch_versions})
         if other.first_seen < self.first_seen:
             for name in ("case", "failure", "target_name", "target_spec", "device", "torch_version",
-                         "platform", "first_seen", "explanation", "minimisation", "reproducibility"):
+                         "platform", "first_seen", "explanation", "minimisation", "reproducibility",
+                         "repro", "environment"):
                 setattr(self, name, getattr(other, name))
         self.last_seen = max(self.last_seen, other.last_seen)
         seen = {json.dumps(h, sort_keys=True) for h in self.history}
@@ -295,6 +302,8 @@ class Finding:
             "sightings": dict(self.sightings),
             "flaky": self.flaky,
             "history": list(self.history),
+            "repro": self.repro,
+            "environment": self.environment,
         }
 
     @classmethod
@@ -325,6 +334,8 @@ class Finding:
                        reproducibility=d.get("reproducibility") if isinstance(d.get("reproducibility"), dict) else None,
                        minimisation=d.get("minimisation") if isinstance(d.get("minimisation"), dict) else None,
                        torch_versions=[str(v) for v in d.get("torch_versions") or []],
-                       history=history)
+                       history=history,
+                       repro=d.get("repro") if isinstance(d.get("repro"), dict) else None,
+                       environment=d.get("environment") if isinstance(d.get("environment"), str) else None)
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed finding: missing or bad field {exc}") from None

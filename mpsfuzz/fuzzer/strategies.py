@@ -26,9 +26,11 @@ FINITE_SPECIALS = tuple(n for n in SPECIAL_NAMES if n not in NONFINITE_SPECIALS 
 MATRIX_DISTRIBUTIONS = ("spd", "diag_dominant")
 GAP_STEPS = (2, 3)
 # Share of inputs drawn with at least one layout feature. Hypothesis' draws are not
-# uniform, and 0-d, empty and size-1 tensors stay contiguous whatever their layout, so
-# the nominal share is set well above the one third of non-contiguous inputs we want.
-AWKWARD_RATIO = 0.8
+# uniform (it favours boundaries and integer constants it finds in loaded modules, so the
+# realised share even depends on what else is imported), and 0-d, empty and size-1
+# tensors stay contiguous whatever their layout. 0.8 gave 31-34% non-contiguous inputs
+# depending on the imports; 0.9 gives 38-45% over seeds, above the one third we want.
+AWKWARD_RATIO = 0.9
 MAX_OFFSET = 5
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from . import Failure, oracle
 from .observation import Observation, Raised
-from .values import compare_outputs, dut_alone_scale
+from .values import compare_outputs, dut_alone_scale, error_profile
 
 OVERFLOWING = ("max", "lowest", "big")
 
@@ -35,7 +35,8 @@ def check_layout(obs: Observation) -> Failure | None:
     if mismatch is None:
         return None
     kind, message = mismatch
+    profile = error_profile(obs.dut, other.outputs, obs.spec, scale=dut_alone_scale(obs.spec, obs.dut))
     return Failure(oracle="layout", kind=f"layout-{kind}", severity="high",
                    title=f"`{obs.spec.name}` returns different results for non-contiguous inputs on {obs.target_name}",
                    message=f"non-contiguous ({awkward}) vs contiguous copies:\n{message}",
-                   dedup_key=(f"layout-{kind}",))
+                   dedup_key=(f"layout-{kind}",), details={"error_profile": profile} if profile else {})

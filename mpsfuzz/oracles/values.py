@@ -120,6 +120,44 @@ def compare_outputs(actual, expected, spec, *, widened: bool = False, scale: flo
     return None
 
 
+# Elements kept in a finding's error profile (the report's error-distribution plot).
+PROFILE_LIMIT = 256
+
+
+def _plain(x) -> float | str:
+    """A JSON-safe number: floats as they are, non-finite ones and complex as text."""
+    if isinstance(x, complex):
+        return repr(x)
+    x = float(x)
+    return x if math.isfinite(x) else repr(x)
+
+
+def error_profile(actual, expected, spec, *, widened: bool = False, scale: float = 1.0) -> dict | None:
+    """Where and by how much the first mismatching output leaf is off: its shape, element
+    count, the number of mismatched elements and up to PROFILE_LIMIT of them as
+    ``[flat index, expected, actual, |difference|]`` (JSON-safe). The report plots it."""
+    for i, (a, e) in enumerate(zip(flatten_outputs(actual), flatten_outputs(expected))):
+        if not isinstance(a, torch.Tensor) or not isinstance(e, torch.Tensor):
+            continue
+        if a.shape != e.shape or a.dtype != e.dtype or e.numel() == 0:
+            continue
+        rtol, atol = tolerance(name_of(e.dtype), rtol_scale=spec.rtol_scale * scale,
+                               atol_scale=spec.atol_scale * scale, widened=widened)
+        if compare_tensors(a, e, rtol, atol) is None:
+            continue
+        wide = torch.complex128 if e.is_complex() else torch.float64
+        fa, fe = a.detach().to(wide).reshape(-1), e.detach().to(wide).reshape(-1)
+        diff = (fa - fe).abs()
+        both_nan = torch.isnan(fa) & torch.isnan(fe)
+        same = (fa == fe) | both_nan
+        bad = ~same & ~(diff <= atol + rtol * fe.abs())
+        where = torch.nonzero(bad).reshape(-1)[:PROFILE_LIMIT].tolist()
+        elements = [[j, _plain(fe[j].item()), _plain(fa[j].item()), _plain(diff[j].item())] for j in where]
+        return {"output": i, "shape": list(e.shape), "dtype": name_of(e.dtype), "numel": e.numel(),
+                "mismatched": int(bad.sum()), "rtol": rtol, "atol": atol, "elements": elements}
+    return None
+
+
 # Order-dependent ops (long reductions, atomics) may round differently from one layout
 # or variant to another on the same device: the DUT-alone oracles allow this much more.
 ORDER_DEPENDENT_SCALE = 4.0
@@ -168,6 +206,11 @@ def check_values(obs: Observation) -> Failure | None:
         message = f"{obs.target_name} vs CPU: {message}"
     if obs.ref_widened:
         message += "\n(the CPU reference was computed in a wider dtype and cast back; tolerance widened)"
+    details = {}
+    if kind == "wrong-values":
+        profile = error_profile(obs.dut, obs.ref, obs.spec, widened=obs.ref_widened)
+        if profile is not None:
+            details["error_profile"] = profile
     return Failure(oracle="values", kind=kind, severity="high",
                    title=f"`{obs.spec.name}`{variant_phrase(obs.case)} returns {_WHAT[kind]} on {obs.target_name}",
-                   message=message, dedup_key=(kind,))
+                   message=message, dedup_key=(kind,), details=details)

@@ -1,0 +1,539 @@
+"""Standalone repro scripts: a finding's minimal case as a Python script that needs only
+torch.
+
+The script builds each input with literal values when it is small (exact bit patterns:
+``-0.0``, ``torch.nan``, subnormals written as the float64 literal they convert from
+exactly) and with an explicit seeded recipe otherwise, then makes the exact layout *on
+the device* (slices, permute, expand after the tensor is there: ``.to(device)`` would
+make a view dense again). It calls the op, and checks: values against the eager CPU
+reference with the finding's tolerance (``torch.testing.assert_close``), or the error,
+the crash or the hang itself.
+
+Lines that run on the device under test end with :data:`MARKER`. Run directly on a
+torch device (``mps``, ``cuda``) the script needs nothing else; for a target that is not
+a device of its own (the fault-injecting test target, any ``module:attr`` target) the
+small shim in :mod:`mpsfuzz.reports.shim` runs exactly those lines inside the target's
+``run``. :mod:`mpsfuzz.reports.verify` runs the script in a fresh interpreter: a script
+is shown as a repro only when that run reproduces the finding.
+"""
+from __future__ import annotations
+
+import inspect
+import keyword
+import math
+import re
+import warnings
+from dataclasses import dataclass, field
+
+import torch
+
+from .. import __version__
+from ..corpus.finding import Finding, now_iso
+from ..fuzzer import catalogue
+from ..fuzzer import dtypes as dt
+from ..fuzzer.executor import OUT_FILLER
+from ..fuzzer.recipes import GAP_FILLER, Case, TensorRecipe, resolve_kwargs
+from ..oracles.tolerances import tolerance
+from ..oracles.values import LOW_PRECISION_SCALE, ORDER_DEPENDENT_SCALE
+from .source import Rendering, SourceError, literal
+
+MARKER = "# device under test"
+# Inputs with at most this many elements in their buffer are written as literals.
+LITERAL_MAX = 64
+# Larger inputs whose distribution has no seeded recipe below are written as literals
+# up to this size; past it there is no standalone script.
+LITERAL_HARD_MAX = 4096
+LEAK_CALLS = 100
+RESERVED = {"torch", "device", "actual", "expected", "out", "g", "grad", "before", "grown", "used", "resource",
+            "math", "op", "canonical", "values"}
+
+
+class ReproError(ValueError):
+    """No standalone script can be written for this finding (the reason says why)."""
+
+
+@dataclass
+class Script:
+    text: str
+    # What running it shows when it reproduces: {"outcome": "assertion" | "raises" |
+    # "signal" | "timeout", plus "type"/"message" (raises) or "signal"}.
+    expect: dict
+    body_lines: int
+    notes: list[str] = field(default_factory=list)
+
+
+# -- values --------------------------------------------------------------------------------
+
+def _scalar(value, dtype_name: str) -> str:
+    if dtype_name == "bool":
+        return "True" if value else "False"
+    if dtype_name in dt.COMPLEX:
+        c = complex(value)
+        if all(math.isfinite(p) and not (p == 0 and math.copysign(1, p) < 0) for p in (c.real, c.imag)):
+            return repr(c)
+        return f"complex({literal(c.real)}, {literal(c.imag)})"
+    if dtype_name in dt.INTEGRAL:
+        return str(int(value))
+    text = literal(float(value))
+    return text[:-2] + "." if text.endswith(".0") else text
+
+
+def _nested(values: torch.Tensor, dtype_name: str) -> str:
+    if values.dim() == 0:
+        return _scalar(values.item(), dtype_name)
+    return "[" + ", ".join(_nested(v, dtype_name) for v in values) + "]"
+
+
+# torch.tensor infers these from the literal (Python floats, ints, bools).
+_INFERRED_DTYPES = {"float32", "int64", "bool"}
+
+
+def _dtype_arg(dtype_name: str) -> str:
+    return "" if dtype_name in _INFERRED_DTYPES else f", dtype={dt.to_torch(dtype_name)}"
+
+
+def _base_buffer(recipe: TensorRecipe) -> torch.Tensor:
+    """The flat CPU buffer the view is taken from, exactly as materialize fills it."""
+    torch_dtype = dt.to_torch(recipe.dtype)
+    flat = torch.full((recipe.layout.offset + math.prod(recipe._dense_base_shape()),),
+                      True if recipe.dtype == "bool" else GAP_FILLER, dtype=torch_dtype)
+    recipe._view_of(flat).copy_(recipe.cpu_values())
+    return flat
+
+
+def _view_steps(recipe: TensorRecipe) -> str:
+    """The view ops after the dense base: gaps, permutation, expansion."""
+    lay, rank = recipe.layout, recipe.rank
+    steps = ""
+    if lay.gaps and any(g > 1 for g in lay.gaps):
+        perm = lay.permutation or tuple(range(rank))
+        index = ["::"] * rank
+        for j, step in enumerate(lay.gaps):
+            index[perm[j]] = f"::{step}" if step > 1 else ":"
+        index = [":" if i == "::" else i for i in index]
+        while index and index[-1] == ":":
+            index.pop()
+        steps += "[" + ", ".join(index) + "]"
+    if lay.moves_dims():
+        p = tuple(lay.permutation)
+        if rank == 2:
+            steps += ".t()"
+        elif p == (*range(rank - 2), rank - 1, rank - 2):
+            steps += ".transpose(-2, -1)"
+        else:
+            steps += f".permute{p}"
+    if lay.expanded:
+        steps += f".expand{tuple(recipe.shape) if recipe.rank != 1 else '(' + str(recipe.shape[0]) + ')'}"
+    return steps
+
+
+def _seeded_values(recipe: TensorRecipe) -> list[str] | None:
+    """Source lines making ``values`` (the logical values, before expansion) exactly as
+    the recipe does, from its seed; None when only a literal can."""
+    v = recipe.values
+    shape = recipe._value_shape()
+    real = dt.real_dtype_name(recipe.dtype)
+    if v.distribution not in ("normal", "uniform", "positive") or recipe.dtype in dt.INTEGRAL or recipe.dtype == "bool":
+        return None
+    if v.distribution == "normal":
+        one = f"torch.randn({shape}, generator=g, dtype=torch.float64)"
+        if v.high is not None and v.high != 1.0:
+            one += f" * {v.high!r}"
+    else:
+        low, high = ((-1.0, 1.0) if v.distribution == "uniform" else (0.125, 8.0))
+        low = v.low if v.low is not None else low
+        high = v.high if v.high is not None else high
+        one = f"torch.rand({shape}, generator=g, dtype=torch.float64) * {high - low!r} + {low!r}"
+    info = torch.finfo(dt.to_torch(real))
+    one = f"({one}).clamp({float(info.min)!r}, {float(info.max)!r})"
+    expr = f"torch.complex({one}, {one})" if recipe.dtype in dt.COMPLEX else one
+    lines = [f"g = torch.Generator().manual_seed({int(v.seed) & 0xFFFF_FFFF_FFFF})",
+             f"values = {expr}.to({dt.to_torch(recipe.dtype)})"]
+    flat = recipe.cpu_values().reshape(-1)
+    for position, _ in v.specials:
+        if flat.numel():
+            p = position % flat.numel()
+            lines.append(f"values.view(-1)[{p}] = {_scalar(flat[p].item(), recipe.dtype)}")
+    return lines
+
+
+def tensor_lines(recipe: TensorRecipe, name: str) -> list[str]:
+    """Source lines that leave ``name`` bound to the input, built on ``device``."""
+    dense = recipe._dense_base_shape()
+    offset = recipe.layout.offset
+    steps = _view_steps(recipe)
+    base = _base_buffer(recipe)
+    seeded = _seeded_values(recipe) if base.numel() > LITERAL_MAX else None
+    if seeded is None and base.numel() > LITERAL_HARD_MAX:
+        raise ReproError(f"input {name} has {base.numel()} elements and no seeded recipe for "
+                         f"'{recipe.values.distribution}' values")
+    dtype = dt.to_torch(recipe.dtype)
+    if seeded is None:
+        if math.prod(dense) == 0 and offset == 0:
+            return [f"{name} = torch.empty({tuple(dense)}, dtype={dtype}, device=device){steps}"]
+        if offset == 0:
+            text = _nested(base.view(dense), recipe.dtype)
+            return [f"{name} = torch.tensor({text}{_dtype_arg(recipe.dtype)}, device=device){steps}"]
+        text = _nested(base, recipe.dtype)
+        head = f"torch.tensor({text}{_dtype_arg(recipe.dtype)}, device=device)"
+        if not dense:
+            view = f"[{offset}]"
+        else:
+            view = f"[{offset}:]" + (f".view{tuple(dense)}" if len(dense) != 1 else "")
+        return [f"{name} = {head}{view}{steps}"]
+    # Big: a filled buffer on the device, viewed, then the seeded values copied in.
+    expand = ""
+    if recipe.layout.expanded:
+        steps, expand = steps.rsplit(".expand", 1)
+        expand = ".expand" + expand
+    fill = "True" if recipe.dtype == "bool" else str(GAP_FILLER)
+    view = (f"[{offset}:]" if offset else "") + f".view{tuple(dense) if len(dense) != 1 else '(' + str(dense[0]) + ',)'}"
+    lines = [f"{name} = torch.full(({base.numel()},), {fill}, dtype={dtype}, device=device){view}{steps}"]
+    lines += seeded
+    lines.append(f"{name}.copy_(values)" if not expand else f"{name} = {name}.copy_(values){expand}")
+    return lines
+
+
+# -- names and calls ------------------------------------------------------------------------
+
+def input_names(case: Case, spec) -> list[str]:
+    names: list[str] = []
+    try:
+        params = [p.name for p in inspect.signature(spec.fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        params = []
+    fallback = ["x", "y", "z", "w", "v", "u"]
+    for i in range(len(case.inputs)):
+        name = params[i] if i < len(params) else ""
+        if (not name.isidentifier() or keyword.iskeyword(name) or name in RESERVED or name in names
+                or name in ("input", "self")):
+            name = next(f for f in fallback + [f"t{j}" for j in range(len(case.inputs))] if f not in names)
+        names.append(name)
+    return names
+
+
+def _kwargs_source(case: Case) -> dict[str, str]:
+    out = {}
+    for key, value in resolve_kwargs(case.kwargs).items():
+        text = literal(value)
+        if text is None:
+            raise ReproError(f"argument {key}={value!r} has no literal form")
+        out[key] = text
+    return out
+
+
+def _out_lines(spec, case: Case, kwargs: dict) -> tuple[list[str], str]:
+    """``out=`` tensors like the ones the executor makes, from the result's metadata
+    (computed on the meta device: no kernel runs)."""
+    meta = [r.materialize("cpu").to("meta") for r in case.inputs]
+    try:
+        result = spec.fn(*meta, **kwargs)
+    except Exception as exc:
+        raise ReproError(f"cannot infer the out= tensor: {type(exc).__name__}") from None
+    leaves = [result] if isinstance(result, torch.Tensor) else list(result)
+    lines, names = [], []
+    for i, leaf in enumerate(leaves):
+        name = "out" if len(leaves) == 1 else f"out{i}"
+        shape, dtype = tuple(leaf.shape), leaf.dtype
+        fill = "True" if dtype == torch.bool else str(OUT_FILLER)
+        if case.variant == "out-resized":
+            text = f"torch.full((0,), {fill}, dtype={dtype}, device=device)"
+        elif case.variant == "out" or (len(shape) > 0 and leaf.numel() <= 1):
+            text = f"torch.full({shape}, {fill}, dtype={dtype}, device=device)"
+        elif len(shape) == 0:
+            text = f"torch.full((2,), {fill}, dtype={dtype}, device=device)[1]"
+        elif len(shape) >= 2:
+            swapped = shape[:-2] + (shape[-1], shape[-2])
+            text = f"torch.full({swapped}, {fill}, dtype={dtype}, device=device).transpose(-2, -1)"
+        else:
+            text = f"torch.full(({2 * shape[0]},), {fill}, dtype={dtype}, device=device)[::2]"
+        lines.append(f"{name} = {text}")
+        names.append(name)
+    return lines, names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"
+
+
+class _Builder:
+    def __init__(self, finding: Finding, device: str, compiled: bool):
+        self.finding = finding
+        self.case = finding.case
+        try:
+            self.spec = catalogue.get(self.case.op)
+        except KeyError:
+            raise ReproError(f"op {self.case.op!r} is not in this mpsfuzz's catalogue") from None
+        self.device = device
+        self.compiled = compiled
+        self.render = Rendering()
+        self.names = input_names(self.case, self.spec)
+        self.kwargs = _kwargs_source(self.case)
+        self.imports = ["import torch"]
+
+    def call(self, args: list[str], *, variant: str | None = None, out: str | None = None) -> str:
+        variant = variant or self.case.variant
+        kwargs = dict(self.kwargs)
+        if variant == "method":
+            return f"{args[0]}.{self.spec.method}({', '.join(args[1:] + [f'{k}={v}' for k, v in kwargs.items()])})"
+        if variant == "inplace":
+            return f"{args[0]}.{self.spec.inplace}({', '.join(args[1:] + [f'{k}={v}' for k, v in kwargs.items()])})"
+        if out is not None:
+            kwargs["out"] = out
+        try:
+            return self.render.call(self.spec.fn, args, kwargs)
+        except SourceError as exc:
+            raise ReproError(str(exc)) from None
+
+    def dut(self, expr: str) -> str:
+        if not self.compiled:
+            return expr
+        params = ", ".join(self.names)
+        return f"torch.compile(lambda {params}: {expr})({params})"
+
+
+def _tolerance(finding: Finding, spec, *, dut_alone: bool, grads: bool = False) -> tuple[float, float]:
+    profile = finding.failure.details.get("error_profile") if isinstance(finding.failure.details, dict) else None
+    if isinstance(profile, dict) and "rtol" in profile:
+        return float(profile["rtol"]), float(profile["atol"])
+    main = finding.case.inputs[0].dtype if finding.case.inputs else "float32"
+    scale = 1.0
+    if dut_alone:
+        scale = ORDER_DEPENDENT_SCALE if "order-dependent" in spec.semantics else 1.0
+        if main in ("float16", "bfloat16", "complex32"):
+            scale *= LOW_PRECISION_SCALE
+    if grads:
+        scale *= 2.0
+    return tolerance(main, rtol_scale=spec.rtol_scale * scale, atol_scale=spec.atol_scale * scale,
+                     widened="wider dtype" in finding.failure.message)
+
+
+def _assert_close(rtol: float, atol: float, actual: str = "actual", expected: str = "expected") -> str:
+    return (f"torch.testing.assert_close({actual}, {expected}, rtol={rtol:g}, atol={atol:g}, "
+            "equal_nan=True, check_device=False)")
+
+
+def _memory_lines(device: str) -> tuple[list[str], list[str]]:
+    kind = torch.device(device).type
+    if kind == "cuda":
+        return [], ["used = torch.cuda.memory_allocated"]
+    if kind == "mps":
+        return [], ["used = torch.mps.current_allocated_memory"]
+    # Peak resident memory (KiB on Linux, bytes on macOS): grows when memory leaks.
+    return ["import resource", "import sys"], [
+        "used = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == 'darwin' else 1024)"]
+
+
+def generate(finding: Finding, *, device: str | None = None, target_name: str | None = None) -> Script:
+    """The repro script of ``finding`` for ``device`` (default: the one that found it)."""
+    device = device or finding.device
+    target_name = target_name or finding.target_name
+    oracle, kind = finding.failure.oracle, finding.failure.kind
+    if finding.failure.blame == "cpu":
+        raise ReproError("a CPU-reference bug (the float64 arbiter blamed CPU): no device repro")
+    if oracle == "distribution":
+        raise ReproError("statistical findings (random ops) have no deterministic repro")
+    b = _Builder(finding, device, target_name.endswith("-compiled"))
+    spec, case, names = b.spec, b.case, b.names
+    body: list[str] = [f"device = {device!r}"]
+    for recipe, name in zip(case.inputs, names):
+        body += tensor_lines(recipe, name)
+    expect: dict = {"outcome": "assertion"}
+    cpu_names = [f"{n}.cpu()" for n in names]
+    widened = "wider dtype" in finding.failure.message
+
+    def reference(args: list[str]) -> str:
+        if widened:
+            args = [f"{a}.to({dt.to_torch(dt.WIDER[r.dtype])})" if r.dtype in dt.WIDER else a
+                    for a, r in zip(args, case.inputs)]
+        if case.variant == "inplace":
+            args = [f"{args[0]}.clone()"] + args[1:]
+        expr = b.call(args, variant="functional" if case.variant.startswith("out") else case.variant)
+        if widened:
+            expr = f"{expr}.to({dt.to_torch(case.inputs[0].dtype)})"
+        return expr
+
+    def dut_variant() -> list[str]:
+        """Lines that leave the DUT's result in ``actual``."""
+        if case.variant.startswith("out"):
+            lines, out = _out_lines(spec, case, resolve_kwargs(case.kwargs))
+            return lines + [f"{b.dut(b.call(names, out=out))}  {MARKER}", f"actual = {out}"]
+        if case.variant == "inplace":
+            return [f"{b.dut(b.call(names))}  {MARKER}", f"actual = {names[0]}"]
+        return [f"actual = {b.dut(b.call(names))}  {MARKER}"]
+
+    if oracle in ("crash", "hang"):
+        if case.variant == "grad":
+            body.append(f"{b.dut(b.call(names, variant='functional'))}  {MARKER}")
+        elif case.variant.startswith("out"):
+            body += dut_variant()[:-1]
+        else:
+            body.append(f"{b.dut(b.call(names))}  {MARKER}")
+        if oracle == "crash":
+            expect = {"outcome": "signal", "signal": str(finding.failure.details.get("signal", ""))}
+        else:
+            expect = {"outcome": "timeout"}
+    elif oracle == "leak":
+        imports, mem = _memory_lines(device)
+        b.imports += imports
+        call = b.dut(b.call(names, variant="functional" if case.variant == "grad" else None))
+        body += mem
+        body += [f"for _ in range(3): {call}  {MARKER}",
+                 "before = used()",
+                 f"for _ in range({LEAK_CALLS}): {call}  {MARKER}",
+                 "grown = used() - before",
+                 f"print(f'memory in use grew by {{grown / {LEAK_CALLS} / 1024:.1f}} KiB per call')",
+                 f"assert grown < {LEAK_CALLS} * 64 * 1024, 'memory grows with every call'"]
+    elif oracle == "errors":
+        if kind == "ref-raises":
+            body += dut_variant()
+            body.append("print('the device returned:', actual)")
+            body.append(f"expected = {reference(cpu_names)}  # eager CPU raises")
+            expect = {"outcome": "raises", "stdout": "the device returned:"}
+        else:
+            body.append(f"expected = {reference(cpu_names)}  # eager CPU: works")
+            if case.variant == "grad":
+                body.append(f"actual = {b.dut(b.call(names, variant='functional'))}  {MARKER}")
+            else:
+                body += dut_variant()
+            expect = {"outcome": "raises"}
+        message = finding.failure.message
+        match = re.search(r"raised (\w+): (.*)", message)
+        if match:
+            expect.update(type=match.group(1), message=match.group(2).strip()[:80])
+    elif oracle == "grads":
+        body += _grad_lines(b, finding)
+    elif oracle == "layout":
+        body.append(f"expected = {b.dut(b.call([f'{n}.contiguous()' for n in names]))}  {MARKER}")
+        body += dut_variant()
+        body.append("print('non-contiguous:', actual, 'contiguous copies:', expected, sep='\\n')")
+        body.append(_assert_close(*_tolerance(finding, spec, dut_alone=True)))
+    elif oracle == "variants":
+        body += _variant_lines(b, finding, dut_variant)
+    elif oracle == "metadata":
+        body.append(f"expected = {reference(cpu_names)}  # eager CPU reference")
+        body += dut_variant()
+        body.append(_metadata_check(kind))
+    elif oracle in ("values", "arbiter"):
+        body.append(f"expected = {reference(cpu_names)}  # eager CPU reference")
+        body += dut_variant()
+        if spec.canonicalise is not None:
+            try:
+                helper = b.render.helper(spec.canonicalise, "canonical")
+            except SourceError as exc:
+                raise ReproError(str(exc)) from None
+            body += [f"actual = {helper}([{', '.join(names)}], actual)",
+                     f"expected = {helper}([{', '.join(cpu_names)}], expected)"]
+        body.append("print('expected (CPU):', expected, 'actual:', actual, sep='\\n')")
+        body.append(_assert_close(*_tolerance(finding, spec, dut_alone=False)))
+    else:
+        raise ReproError(f"no repro template for the {oracle!r} oracle")
+    helpers = [h for h in b.render.helpers.values() if h]
+    header = [f"# mpsfuzz {__version__} repro of finding {finding.signature}: {finding.failure.title}"]
+    if finding.explanation_text:
+        header.append(f"# {finding.explanation_text}")
+    header.append(f"# Found on {finding.target_name} ({finding.device}), torch {finding.torch_version}. "
+                  f"Lines marked '{MARKER}' run on the target.")
+    text = "\n".join(header + sorted(set(b.imports)) + [""] + helpers + ([""] if helpers else []) + body) + "\n"
+    return Script(text=text, expect=expect, body_lines=count_body_lines(text))
+
+
+def _grad_lines(b: _Builder, finding: Finding) -> list[str]:
+    from ..fuzzer.executor import _grad_inputs, upstream_gradient
+    case, spec, names = b.case, b.spec, b.names
+    wrt = _grad_inputs(spec, case.materialize("cpu"))
+    meta = [r.materialize("cpu").to("meta") for r in case.inputs]
+    try:
+        out = spec.fn(*meta, **resolve_kwargs(case.kwargs))
+    except Exception as exc:
+        raise ReproError(f"cannot infer the output for the gradient: {type(exc).__name__}") from None
+    if not isinstance(out, torch.Tensor) or not wrt:
+        raise ReproError("gradient repros cover ops with one tensor output")
+    seed = case.inputs[0].values.seed if case.inputs else 0
+    g = upstream_gradient(out.shape, out.dtype, 0, seed)
+    if g.numel() > LITERAL_HARD_MAX:
+        raise ReproError("the upstream gradient is too large for a literal")
+    lines = [f"{names[i]} = {names[i]}.detach().requires_grad_()" for i in wrt]
+    lines.append(f"g = torch.tensor({_nested(g, dt.name_of(g.dtype))}, dtype={g.dtype}, device=device)")
+    cpu = {i: f"{names[i]}_cpu" for i in wrt}
+    lines += [f"{cpu[i]} = {names[i]}.detach().cpu().requires_grad_()" for i in wrt]
+    ref_args = [cpu.get(i, f"{n}.cpu()") for i, n in enumerate(names)]
+    wrt_dut = "[" + ", ".join(names[i] for i in wrt) + "]"
+    wrt_cpu = "[" + ", ".join(cpu[i] for i in wrt) + "]"
+    lines.append(f"expected = torch.autograd.grad({b.call(ref_args, variant='functional')}, {wrt_cpu}, g.cpu())"
+                 "  # eager CPU reference")
+    call = b.dut(b.call(names, variant="functional"))
+    lines.append(f"actual = torch.autograd.grad({call}, {wrt_dut}, g)  {MARKER}")
+    lines.append("print('expected (CPU):', expected, 'actual:', actual, sep='\\n')")
+    lines.append(_assert_close(*_tolerance(finding, spec, dut_alone=False, grads=True)))
+    return lines
+
+
+def _variant_lines(b: _Builder, finding: Finding, dut_variant) -> list[str]:
+    kind, names = finding.failure.kind, b.names
+    if kind == "writes-outside-view":
+        raise ReproError("no standalone repro for writes outside an in-place view yet")
+    if kind == "input-modified":
+        match = re.search(r"input (\d+)", finding.failure.title)
+        i = int(match.group(1)) if match else 1
+        name = names[i] if i < len(names) else names[-1]
+        return ([f"before = {name}.clone()"] + dut_variant()
+                + [f"print('{name} before:', before, '{name} after:', {name}, sep='\\n')",
+                   _assert_close(0, 0, name, "before")])
+    lines = [f"expected = {b.dut(b.call(names, variant='functional'))}  {MARKER}"] + dut_variant()
+    lines.append(f"print('functional:', expected, '{finding.case.variant}:', actual, sep='\\n')")
+    lines.append(_assert_close(*_tolerance(finding, b.spec, dut_alone=True)))
+    return lines
+
+
+def _metadata_check(kind: str) -> str:
+    if kind == "wrong-memory-format":
+        cl = "memory_format=torch.channels_last"
+        return (f"assert actual.is_contiguous({cl}) == expected.is_contiguous({cl}), "
+                "f'strides {actual.stride()} vs CPU {expected.stride()}'")
+    if kind == "wrong-dtype":
+        return "assert actual.dtype == expected.dtype, f'{actual.dtype} vs CPU {expected.dtype}'"
+    return "assert actual.shape == expected.shape, f'{tuple(actual.shape)} vs CPU {tuple(expected.shape)}'"
+
+
+def count_body_lines(text: str) -> int:
+    """Lines of the script that are neither imports, comments nor blank."""
+    return sum(1 for line in text.splitlines()
+               if line.strip() and not line.lstrip().startswith("#")
+               and not line.startswith(("import ", "from ")))
+
+
+def repro_for(finding: Finding, *, verify: bool = True, target_override: str | None = None,
+              timeout_s: float = 60.0) -> dict:
+    """Generate ``finding``'s script and (unless ``verify`` is False) run it in a fresh
+    interpreter on the target. The result is what the finding keeps as ``repro``."""
+    from .verify import run_and_judge
+    spec = target_override or finding.target_spec
+    device, name = finding.device, finding.target_name
+    if target_override:
+        from ..targets import TargetError, load_target
+        try:
+            target = load_target(target_override)
+        except TargetError as exc:
+            raise ReproError(str(exc)) from None
+        device, name = str(target.device), target.name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # ComplexHalf is experimental, and so on: not the user's concern here
+        script = generate(finding, device=device, target_name=name)
+    record = {"script": script.text, "lines": script.body_lines, "expect": script.expect, "verified": None,
+              "detail": "not run", "target": spec, "device": device}
+    if finding.repro and finding.repro.get("script") == script.text and finding.repro.get("verified") is not None:
+        # The same script was already judged: keep its verdict unless asked again.
+        record.update({k: finding.repro[k] for k in ("verified", "detail", "torch_version", "date", "target")
+                       if k in finding.repro})
+    if verify:
+        verdict = run_and_judge(script, target_spec=spec, timeout_s=_timeout_for(finding, timeout_s))
+        record.update(verified=verdict.reproduced, detail=verdict.detail, torch_version=torch.__version__,
+                      date=now_iso(), target=spec)
+    return record
+
+
+def _timeout_for(finding: Finding, timeout_s: float) -> float:
+    if finding.failure.oracle == "hang":
+        # Interpreter start-up plus a few times the campaign's own timeout.
+        match = re.search(r"in ([\d.]+)s", finding.failure.title)
+        hang_after = float(match.group(1)) if match else 10.0
+        return min(timeout_s, max(15.0, 3 * hang_after + 10))
+    return timeout_s

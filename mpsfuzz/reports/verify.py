@@ -1,0 +1,92 @@
+"""Run a repro script in a fresh interpreter on its target and judge whether it shows
+the finding: the expected assertion, error, signal or timeout."""
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..targets import BUILTIN
+
+
+@dataclass(frozen=True)
+class Verdict:
+    reproduced: bool
+    detail: str
+
+
+def command_for(script_path: Path, target_spec: str) -> list[str]:
+    """Built-in targets are torch devices (or torch.compile on one): the script runs as
+    it is. Any other target runs through the shim."""
+    if target_spec in BUILTIN:
+        return [sys.executable, str(script_path)]
+    return [sys.executable, "-m", "mpsfuzz.reports.shim", target_spec, str(script_path)]
+
+
+def _last_line(text: str) -> str:
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1].strip()[:200] if lines else ""
+
+
+def _signal_name(returncode: int) -> str:
+    try:
+        return signal.Signals(-returncode).name
+    except ValueError:
+        return f"signal {-returncode}"
+
+
+def judge(expect: dict, returncode: int | None, stdout: str, stderr: str) -> Verdict:
+    outcome = expect.get("outcome")
+    if returncode is None:
+        if outcome == "timeout":
+            return Verdict(True, "the call did not return (killed after the time limit)")
+        return Verdict(False, "the script did not finish within the time limit")
+    if outcome == "timeout":
+        return Verdict(False, f"the script finished (exit {returncode}): the call returns")
+    if returncode < 0:
+        name = _signal_name(returncode)
+        if outcome == "signal" and (not expect.get("signal") or expect["signal"] == name):
+            return Verdict(True, f"the process died with {name}")
+        return Verdict(False, f"the process died with {name}, not as the finding says")
+    if outcome == "signal":
+        return Verdict(False, f"the process did not crash (exit {returncode}: {_last_line(stderr) or 'no error'})")
+    if returncode == 0:
+        return Verdict(False, "the script ran to the end without showing the bug")
+    last = _last_line(stderr)
+    if outcome == "assertion":
+        if "AssertionError" in stderr:
+            return Verdict(True, last)
+        return Verdict(False, f"it failed differently: {last}")
+    if outcome == "raises":
+        wanted_type, wanted_message = expect.get("type"), expect.get("message", "")
+        if wanted_type and f"{wanted_type}:" not in stderr:
+            return Verdict(False, f"it raised something else: {last}")
+        if wanted_message and wanted_message.split("\n")[0][:40] not in stderr:
+            return Verdict(False, f"another message: {last}")
+        if expect.get("stdout") and expect["stdout"] not in stdout:
+            return Verdict(False, "the device call itself failed")
+        return Verdict(True, last)
+    return Verdict(False, f"unknown expectation {outcome!r}")
+
+
+def run_and_judge(script, *, target_spec: str, timeout_s: float = 60.0, env: dict | None = None) -> Verdict:
+    """Write ``script`` (a repro.Script) to a temporary folder and run it there in a fresh
+    interpreter; the current directory stays importable for ``module:attr`` targets."""
+    environment = dict(os.environ if env is None else env)
+    environment["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), environment.get("PYTHONPATH", "")) if p)
+    environment.setdefault("PYTHONFAULTHANDLER", "1")
+    with tempfile.TemporaryDirectory(prefix="mpsfuzz-repro-") as tmp:
+        path = Path(tmp) / "repro.py"
+        path.write_text(script.text)
+        try:
+            done = subprocess.run(command_for(path, target_spec), cwd=tmp, env=environment, capture_output=True,
+                                  text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired as exc:
+            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+            return judge(script.expect, None, out, err)
+    return judge(script.expect, done.returncode, done.stdout, done.stderr)
