@@ -88,6 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true", help="no live status line")
     run.add_argument("--known", action="append", default=[], metavar="FILE",
                      help="extra known-failure table (JSON, the format of mpsfuzz/data/known_failures.json); repeatable")
+    run.add_argument("--no-verify-repros", action="store_true",
+                     help="write each new finding's repro script without running it to check that it reproduces")
     run.add_argument("--no-variants", action="store_true",
                      help="call ops in their functional form only (no method, in-place, out= or grad variants)")
 
@@ -144,6 +146,9 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--no-verify", action="store_true",
                         help="--format issue: do not run repro scripts now (use the stored verification)")
     report.add_argument("--timeout", type=float, default=60.0, help="seconds per repro verification")
+    report.add_argument("--templates", default=None, metavar="DIR",
+                        help="--format issue: a folder of your own issue templates (same file names as "
+                        "mpsfuzz/reports/templates/), used instead of the shipped ones")
 
     repro = sub.add_parser("repro", help="print a finding's standalone repro script, verified on the target first")
     repro.add_argument("finding", help="a finding file")
@@ -364,6 +369,7 @@ def cmd_run(args, console) -> int:
     from .fuzzer.engine import Campaign, CampaignConfig
     from .oracles import select as select_oracles
     from .reports.console import ConsoleReporter
+    from .reports.repro_writer import ReproWriter
     from .reports.run_log import RunLog
     from .targets import BUILTIN, TargetError, best_available, load_target
 
@@ -402,7 +408,9 @@ def cmd_run(args, console) -> int:
                             reruns=max(1, args.reruns), minimise_budget_s=args.minimise_budget)
     reporter = ConsoleReporter(console, live=False if args.no_progress else None)
     try:
-        result = Campaign(config, [reporter, RunLog(corpus_dir)]).run()
+        listeners = [ReproWriter(corpus_dir, verify=not args.no_verify_repros, timeout_s=max(args.timeout * 3, 60.0)),
+                     reporter, RunLog(corpus_dir)]
+        result = Campaign(config, listeners).run()
     except (TargetError, KnownTableError) as exc:
         raise UsageError(str(exc)) from None
     return exit_code(findings=result.stats.new_findings)
@@ -456,10 +464,16 @@ def cmd_report(args, console) -> int:
     warn = console if args.format == "terminal" and args.output is None else Console(stderr=True)
     found = _load_for_report(args.paths, warn)
     if args.format == "issue":
-        from .reports.issue import drafts
+        from .reports.issue import TemplateError, drafts
         if not found:
             raise UsageError(f"no readable findings in {', '.join(args.paths)}")
-        text = drafts(found, verify=not args.no_verify, target_override=args.target, timeout_s=args.timeout)
+        if args.templates is not None and not Path(args.templates).is_dir():
+            raise UsageError(f"--templates={args.templates!r}: no such folder")
+        try:
+            text = drafts(found, verify=not args.no_verify, target_override=args.target, timeout_s=args.timeout,
+                          templates_dir=Path(args.templates) if args.templates else None)
+        except TemplateError as exc:
+            raise UsageError(str(exc)) from None
         _write_or_print(text, args.output, console)
         return exit_code()
     roots = [Path(p) for p in args.paths if Path(p).is_dir()]

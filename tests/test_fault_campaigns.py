@@ -25,6 +25,37 @@ def findings_in(corpus: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(corpus.glob("*.json"))]
 
 
+# Modules a repro script may import: torch, and the standard library for a leak's
+# memory reading.
+REPRO_IMPORTS = {"torch", "resource", "sys"}
+REPRO_MAX_BODY_LINES = 15
+
+
+def assert_repro_proves_the_fault(finding: dict, fault: str, cwd: Path) -> None:
+    """The finding's repro script was verified during the run (a fresh interpreter, the
+    fault on: it reproduces), imports only torch, has a short body, and does NOT reproduce
+    once the fault is switched off."""
+    import ast
+
+    from mpsfuzz.reports.repro import Script
+    from mpsfuzz.reports.verify import run_and_judge
+    repro = finding["repro"]
+    assert repro["script"], repro
+    assert repro["verified"] is True, (repro["detail"], repro["script"])
+    imported = {alias.name.split(".")[0] for node in ast.walk(ast.parse(repro["script"]))
+                if isinstance(node, (ast.Import, ast.ImportFrom))
+                for alias in (node.names if isinstance(node, ast.Import) else [ast.alias(node.module or "")])}
+    assert imported <= REPRO_IMPORTS, imported
+    # The body (imports aside) fits in 15 lines; an op compared through a canonicaliser
+    # (decompositions: their reconstruction) also carries that helper's source.
+    assert repro["lines"] - repro["helper_lines"] <= REPRO_MAX_BODY_LINES, repro["script"]
+    script = Script(text=repro["script"], expect=repro["expect"], body_lines=repro["lines"])
+    clean = run_and_judge(script, target_spec=FAULT_TARGET, timeout_s=60,
+                          env=dict(os.environ, MPSFUZZ_FAULTS="none"))
+    assert not clean.reproduced, (clean.detail, repro["script"])
+    assert finding["environment"] and "PyTorch version" in finding["environment"]
+
+
 def _inputs(finding: dict) -> list[dict]:
     return finding["case"]["inputs"]
 
@@ -99,6 +130,7 @@ def test_fault_is_found_minimised_and_replayed(fault, tmp_path):
     assert is_minimal(finding), json.dumps(finding["case"], indent=1)
     # nothing is left in flight after a clean stop
     assert not list(corpus.glob("inflight-*"))
+    assert_repro_proves_the_fault(finding, fault, tmp_path)
 
     replay = mpsfuzz("replay", str(corpus), "--timeout", "3", faults=fault, cwd=tmp_path)
     assert replay.returncode == 1, replay.stdout + replay.stderr

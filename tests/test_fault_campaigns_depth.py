@@ -8,7 +8,8 @@ import re
 
 import pytest
 
-from test_fault_campaigns import FAULT_TARGET, _inputs, _layout_is_plain, findings_in, mpsfuzz
+from test_fault_campaigns import (FAULT_TARGET, _inputs, _layout_is_plain, assert_repro_proves_the_fault,
+                                  findings_in, mpsfuzz)
 
 CHANNELS_LAST = [0, 3, 1, 2]
 
@@ -96,6 +97,8 @@ def test_depth_fault_is_found_with_the_right_oracle(fault, tmp_path):
     assert [(f["op"], f["oracle"]) for f in found] == [(op, oracle)], run.stdout
     assert found[0]["status"] == "new" and found[0]["blame"] == "target"
     assert shows_trigger(found[0]), found[0]["case"]
+    if oracle != "distribution":  # random ops are judged statistically: no deterministic script
+        assert_repro_proves_the_fault(found[0], fault, tmp_path)
     if oracle in ("values", "grads") and _inputs(found[0])[0]["dtype"].startswith(("float", "bfloat", "complex")):
         # The float64 arbiter runs inside the campaign's workers: it confirms the target is
         # wrong, or cannot judge (a mismatch in a non-floating output such as a mask).

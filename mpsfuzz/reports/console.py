@@ -15,6 +15,18 @@ from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRe
 NON_TTY_EVERY_S = 15.0
 
 
+def repro_words(repro: dict) -> str:
+    """A finding's repro script in a few words: verified, not verified (why), or none."""
+    if not repro.get("script"):
+        return str(repro.get("detail", "none"))
+    lines = f"{repro.get('lines', '?')} lines"
+    if repro.get("verified") is True:
+        return f"verified script ({lines}); `mpsfuzz repro FILE` prints it"
+    if repro.get("verified") is False:
+        return f"script does NOT reproduce ({repro.get('detail', '')}); not a repro"
+    return f"script not verified yet ({lines})"
+
+
 class ConsoleReporter:
     """Consumes engine events. On a terminal a live status line; elsewhere (CI logs) a
     plain progress line every few seconds."""
@@ -58,6 +70,8 @@ class ConsoleReporter:
             why = f.explanation_text or _flaky_words(f)
             if why:
                 self._print(Text(f"      {why}", style="dim"))
+            if event.new and isinstance(f.repro, dict):
+                self._print(Text(f"      repro: {repro_words(f.repro)}", style="dim"))
         elif isinstance(event, Notice):
             self._print(Text(f"  note: {event.message}", style="dim"))
         elif isinstance(event, CampaignFinished):

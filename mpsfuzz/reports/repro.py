@@ -23,7 +23,7 @@ import keyword
 import math
 import re
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -59,7 +59,9 @@ class Script:
     # "signal" | "timeout", plus "type"/"message" (raises) or "signal"}.
     expect: dict
     body_lines: int
-    notes: list[str] = field(default_factory=list)
+    # Of body_lines, those of helper functions copied from the catalogue (e.g. the
+    # canonicaliser that compares decompositions through their reconstruction).
+    helper_lines: int = 0
 
 
 # -- values --------------------------------------------------------------------------------
@@ -432,7 +434,8 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     header.append(f"# Found on {finding.target_name} ({finding.device}), torch {finding.torch_version}. "
                   f"Lines marked '{MARKER}' run on the target.")
     text = "\n".join(header + sorted(set(b.imports)) + [""] + helpers + ([""] if helpers else []) + body) + "\n"
-    return Script(text=text, expect=expect, body_lines=count_body_lines(text))
+    return Script(text=text, expect=expect, body_lines=count_body_lines(text),
+                  helper_lines=count_body_lines("\n".join(helpers)))
 
 
 def _grad_lines(b: _Builder, finding: Finding) -> list[str]:
@@ -517,16 +520,17 @@ def repro_for(finding: Finding, *, verify: bool = True, target_override: str | N
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # ComplexHalf is experimental, and so on: not the user's concern here
         script = generate(finding, device=device, target_name=name)
-    record = {"script": script.text, "lines": script.body_lines, "expect": script.expect, "verified": None,
+    record = {"script": script.text, "lines": script.body_lines, "helper_lines": script.helper_lines,
+              "expect": script.expect, "verified": None,
               "detail": "not run", "target": spec, "device": device}
     if finding.repro and finding.repro.get("script") == script.text and finding.repro.get("verified") is not None:
         # The same script was already judged: keep its verdict unless asked again.
-        record.update({k: finding.repro[k] for k in ("verified", "detail", "torch_version", "date", "target")
+        record.update({k: finding.repro[k] for k in ("verified", "detail", "output", "torch_version", "date", "target")
                        if k in finding.repro})
     if verify:
         verdict = run_and_judge(script, target_spec=spec, timeout_s=_timeout_for(finding, timeout_s))
-        record.update(verified=verdict.reproduced, detail=verdict.detail, torch_version=torch.__version__,
-                      date=now_iso(), target=spec)
+        record.update(verified=verdict.reproduced, detail=verdict.detail, output=verdict.output,
+                      torch_version=torch.__version__, date=now_iso(), target=spec)
     return record
 
 

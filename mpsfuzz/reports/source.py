@@ -181,6 +181,9 @@ class Rendering:
         else:
             node.decorator_list = []
             node.name = name
+            if (len(node.body) > 1 and isinstance(node.body[0], ast.Expr)
+                    and isinstance(node.body[0].value, ast.Constant) and isinstance(node.body[0].value.value, str)):
+                node.body = node.body[1:]  # the docstring: the script is read for its code
             self.helpers[name] = ast.unparse(self._resolve(fn, node))
         return name
 

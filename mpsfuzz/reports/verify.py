@@ -13,10 +13,35 @@ from pathlib import Path
 from ..targets import BUILTIN
 
 
+# What the draft of an upstream issue quotes of a verification run's output.
+OUTPUT_KEEP_CHARS = 4000
+
+
 @dataclass(frozen=True)
 class Verdict:
     reproduced: bool
     detail: str
+    output: str = ""      # stdout then stderr of the run, the end of it kept
+
+
+def _without_shim_frames(stderr: str, script_path: str) -> str:
+    """The traceback as running the script directly would print it: the shim's and
+    runpy's frames are dropped and the temporary path is the script's own name."""
+    out, skipping = [], False
+    for line in stderr.splitlines():
+        if line.startswith('  File "'):
+            skipping = "<frozen runpy>" in line or "mpsfuzz/reports/shim.py" in line or "mpsfuzz\\reports\\shim.py" in line
+        elif not line.startswith("    "):
+            skipping = False
+        if not skipping:
+            out.append(line.replace(script_path, "repro.py"))
+    return "\n".join(out)
+
+
+def _joined(stdout: str, stderr: str, script_path: str = "") -> str:
+    stderr = _without_shim_frames(stderr or "", script_path) if script_path else (stderr or "")
+    text = (stdout or "").rstrip() + ("\n" if stdout and stderr else "") + stderr.rstrip()
+    return text[-OUTPUT_KEEP_CHARS:]
 
 
 def command_for(script_path: Path, target_spec: str) -> list[str]:
@@ -88,5 +113,10 @@ def run_and_judge(script, *, target_spec: str, timeout_s: float = 60.0, env: dic
         except subprocess.TimeoutExpired as exc:
             out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
             err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-            return judge(script.expect, None, out, err)
-    return judge(script.expect, done.returncode, done.stdout, done.stderr)
+            verdict = judge(script.expect, None, out, err)
+            return Verdict(verdict.reproduced, verdict.detail, _joined(out, err, str(path)))
+    verdict = judge(script.expect, done.returncode, done.stdout, done.stderr)
+    output = _joined(done.stdout, done.stderr, str(path))
+    if done.returncode is not None and done.returncode < 0:
+        output += f"\n(the process was killed by {_signal_name(done.returncode)})"
+    return Verdict(verdict.reproduced, verdict.detail, output)
