@@ -85,24 +85,39 @@ def test_a_poisoned_worker_is_replaced_and_nothing_else_is_blamed(tmp_path):
     assert {(f["op"], f["kind"]) for f in found} == {("index_select", "device-fault")}, run.stdout
 
 
+# Eager CPU's own scaled_dot_product_attention can differ between a gapped query and a
+# contiguous copy (seen with NaN in the query): a layout finding on the CPU-based fault
+# target that these campaigns may record besides the injected fault.
+OTHER_FINDINGS_ALLOWED = {"sdpa_causal_lengths": 1, "sdpa_gt4d": 1}
+# Faults whose finding has no standalone script yet, and why (the finding must say so).
+NO_SCRIPT_YET = {"batch_norm_backward_3d": "gradient repros cover ops with one tensor output"}
+
+
 @pytest.mark.parametrize("fault", sorted(CASES))
 def test_depth_fault_is_found_with_the_right_oracle(fault, tmp_path):
     op, oracle, shows_trigger = CASES[fault]
     corpus = tmp_path / "corpus"
+    extra = OTHER_FINDINGS_ALLOWED.get(fault, 0)
     run = mpsfuzz("run", "--ops", op, "--target", FAULT_TARGET, "--max-cases", "1500", "--seed", "1",
                   "--corpus", str(corpus), "--timeout", "5", "--shrink-budget", "30",
-                  "--max-findings", "1", "--no-progress", faults=fault, cwd=tmp_path)
+                  "--max-findings", str(1 + extra), "--no-progress", faults=fault, cwd=tmp_path)
     assert run.returncode == 1, run.stdout + run.stderr
     found = findings_in(corpus)
-    assert [(f["op"], f["oracle"]) for f in found] == [(op, oracle)], run.stdout
-    assert found[0]["status"] == "new" and found[0]["blame"] == "target"
-    assert shows_trigger(found[0]), found[0]["case"]
-    if oracle != "distribution":  # random ops are judged statistically: no deterministic script
-        assert_repro_proves_the_fault(found[0], fault, tmp_path)
-    if oracle in ("values", "grads") and _inputs(found[0])[0]["dtype"].startswith(("float", "bfloat", "complex")):
+    mine = [f for f in found if (f["op"], f["oracle"]) == (op, oracle)]
+    assert len(mine) == 1 and len(found) <= 1 + extra, run.stdout
+    others = [f for f in found if f is not mine[0]]
+    assert all(f["oracle"] == "layout" != oracle for f in others), run.stdout
+    finding = mine[0]
+    assert finding["status"] == "new" and finding["blame"] == "target"
+    assert shows_trigger(finding), finding["case"]
+    if fault in NO_SCRIPT_YET:
+        assert finding["repro"]["script"] is None and NO_SCRIPT_YET[fault] in finding["repro"]["detail"]
+    elif oracle != "distribution":  # random ops are judged statistically: no deterministic script
+        assert_repro_proves_the_fault(finding, fault, tmp_path)
+    if oracle in ("values", "grads") and _inputs(finding)[0]["dtype"].startswith(("float", "bfloat", "complex")):
         # The float64 arbiter runs inside the campaign's workers: it confirms the target is
         # wrong, or cannot judge (a mismatch in a non-floating output such as a mask).
-        assert re.search(r"float64 arbiter: (dut-wrong|undecided)", found[0]["message"]), found[0]["message"]
+        assert re.search(r"float64 arbiter: (dut-wrong|undecided)", finding["message"]), finding["message"]
 
 
 def test_known_upstream_bug_is_marked_known_not_new(tmp_path):

@@ -14,7 +14,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-_STYLES = {"new": "red", "known-bug": "yellow", "cpu-bug": "cyan", "flaky": "magenta", "fixed": "green"}
+STATUS_STYLES = {"new": "red", "known-bug": "yellow", "cpu-bug": "cyan", "flaky": "magenta", "fixed": "green"}
 _RESULT_STYLES = {"still-fails": "red", "fixed": "green", "changed": "yellow", "flaky": "magenta"}
 
 
@@ -44,7 +44,7 @@ def why(finding) -> str:
 
 
 def status_text(finding) -> Text:
-    text = Text(finding.status, style=_STYLES.get(finding.status, ""))
+    text = Text(finding.status, style=STATUS_STYLES.get(finding.status, ""))
     if finding.regression:
         text.append(" (regression)", style="bold red")
     return text

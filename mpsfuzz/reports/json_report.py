@@ -1,0 +1,111 @@
+"""`mpsfuzz report --format json`: the report model for machines. The schema is
+``mpsfuzz/data/report.schema.json`` (JSON Schema, draft 2020-12), documented field by
+field in docs/report.md; bump REPORT_VERSION on any incompatible change."""
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+
+from .model import Entry, Matrix, Report
+from .schema_check import errors, load_schema
+
+REPORT_SCHEMA = "mpsfuzz-report"
+REPORT_VERSION = 1
+
+
+def _plain(value):
+    """JSON without NaN/Infinity (which strict parsers reject): a finding file read by
+    Python's json may hold them; they become text, as the oracles write them."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return repr(value)
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+@lru_cache(maxsize=1)
+def schema() -> dict:
+    return load_schema("report.schema.json")
+
+
+def _profile(x: Entry) -> dict | None:
+    """The finding's error profile, or None when the file's one is malformed: the report
+    passes it on, so it must meet the schema like everything else."""
+    profile = _plain(x.error_profile)
+    if profile is None or errors(profile, schema()["$defs"]["error_profile"], schema()):
+        return None
+    return profile
+
+
+def _finding(x: Entry) -> dict:
+    f = x.finding
+    repro = x.repro or {}
+    known = f.known if isinstance(f.known, dict) else None
+    return {
+        "signature": f.signature,
+        "path": str(x.path),
+        "op": f.op,
+        "family": x.family,
+        "variant": f.case.variant,
+        "oracle": f.oracle,
+        "kind": f.failure.kind,
+        "severity": f.failure.severity,
+        "blame": f.blame,
+        "status": f.status,
+        "regression": f.regression,
+        "known_id": str(known["id"]) if known and known.get("id") else None,
+        "known_link": x.known_link,
+        "title": f.title,
+        "explanation": x.why,
+        "conditions": list(f.conditions) if f.conditions is not None else None,
+        "message": f.failure.message,
+        "times_seen": f.times_seen,
+        "first_seen": f.first_seen,
+        "last_seen": f.last_seen,
+        "torch_versions": list(f.torch_versions),
+        "target": f.target_name,
+        "device": f.device,
+        "dtypes": list(x.dtypes),
+        "layouts": list(x.layouts),
+        "repro_verified": repro.get("verified") if repro.get("verified") in (True, False) else None,
+        "repro_detail": str(repro.get("detail", "")) if repro else None,
+        "error_profile": _profile(x),
+    }
+
+
+def _matrix(matrix: Matrix) -> dict:
+    def cell(op, column):
+        return {"worst": matrix.worst(op, column), "signatures": [x.finding.signature for x in matrix.at(op, column)]}
+    return {"columns": list(matrix.columns),
+            "rows": {op: {c: cell(op, c) for c in matrix.columns if matrix.at(op, c)} for op in matrix.ops}}
+
+
+def report_json(report: Report) -> dict:
+    runs = report.runs
+    families: dict[str, int] = {family: len(entries) for family, entries in report.families.items()}
+    return {
+        "schema": REPORT_SCHEMA,
+        "version": REPORT_VERSION,
+        "generated": report.generated,
+        "summary": {"findings": len(report.entries), "by_status": report.counts, "by_family": families,
+                    "by_oracle": report.oracles, "corpora": [str(r) for r in report.roots]},
+        "runs": {"runs": runs.runs, "cases": runs.cases, "valid": runs.valid,
+                 "valid_share": round(runs.valid_share, 4), "unsupported": runs.unsupported,
+                 "restarts": runs.restarts, "internal_errors": runs.internal_errors,
+                 "elapsed_s": round(runs.elapsed_s, 3), "cases_per_s": round(runs.cases_per_s, 3),
+                 "minimise_s": round(runs.minimise_s, 3), "findings": dict(runs.findings),
+                 "targets": list(runs.targets), "torch_versions": list(runs.torch_versions),
+                 "first_started": runs.first_started, "last_finished": runs.last_finished,
+                 "per_op": runs.per_op,
+                 "unreadable": [{"path": str(p), "why": w} for p, w in runs.unreadable]},
+        "matrix": {"dtypes": _matrix(report.dtype_matrix), "layouts": _matrix(report.layout_matrix)},
+        "findings": [_finding(x) for x in report.entries],
+    }
+
+
+def json_text(report: Report) -> str:
+    return json.dumps(report_json(report), indent=2, allow_nan=False) + "\n"
+

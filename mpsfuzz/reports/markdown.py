@@ -1,0 +1,54 @@
+"""`mpsfuzz report --format markdown`: GitHub-flavoured markdown for a CI job summary
+(headline counts, one table row per finding, the run statistics)."""
+from __future__ import annotations
+
+from .model import STATUS_LABELS, Report, runs_line
+
+_ICONS = {"new": "🔴", "known-bug": "🟡", "flaky": "🟣", "cpu-bug": "🔵", "fixed": "🟢"}
+
+
+def cell(text) -> str:
+    """Table-cell safe: one line, no column breaks, no raw HTML (GitHub renders HTML in
+    markdown, and finding text comes from arbitrary error messages)."""
+    text = " ".join(str(text).split())
+    for raw, safe in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ("|", "\\|")):
+        text = text.replace(raw, safe)
+    return text
+
+
+def _link(url: str | None) -> str:
+    if not url:
+        return ""
+    if url.startswith(("https://", "http://")) and not any(c in url for c in " ()<>|"):
+        return f"[upstream]({url})"
+    return cell(url)
+
+
+def markdown(report: Report) -> str:
+    counts = report.counts
+    lines = ["## mpsfuzz report", "",
+             f"**{len(report.entries)} finding(s)**: " + ", ".join(
+                 f"{_ICONS[s]} {counts[s]} {STATUS_LABELS[s]}" for s in counts), ""]
+    if report.entries:
+        lines += ["| status | op | oracle | explanation | upstream | file |",
+                  "| --- | --- | --- | --- | --- | --- |"]
+        for e in report.entries:
+            status = f"{_ICONS.get(e.status, '')} {e.label}" + (" (regression)" if e.finding.regression else "")
+            lines.append(f"| {cell(status)} | `{cell(e.finding.op)}` | {cell(e.finding.oracle)} | {cell(e.why)} "
+                         f"| {_link(e.known_link)} | {cell(e.path.name)} |")
+        lines.append("")
+    else:
+        lines += ["No findings.", ""]
+    runs = report.runs
+    lines += ["### Runs", ""]
+    if runs.runs:
+        lines += ["| runs | cases | valid | cases/s | fuzzing time | targets | torch |",
+                  "| ---: | ---: | ---: | ---: | ---: | --- | --- |",
+                  f"| {runs.runs} | {runs.cases} | {100 * runs.valid_share:.0f}% | {runs.cases_per_s:.1f} "
+                  f"| {runs.elapsed_s:.0f}s | {cell(', '.join(runs.targets))} "
+                  f"| {cell(', '.join(runs.torch_versions))} |"]
+    else:
+        lines.append(cell(runs_line(runs)))
+    for path, why in runs.unreadable:
+        lines += ["", f"skipped run log {cell(path)}: {cell(why)}"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,93 @@
+"""Each campaign's statistics, kept next to the corpus it wrote: an engine listener that
+writes ``<corpus>/runs/<UTC timestamp>-<pid>.json`` when the campaign finishes.
+
+`mpsfuzz report` sums these files (cases, valid share, speed, time, targets). They live
+in a subfolder because the corpus loader reads top-level ``*.json`` files only, so the
+corpus commands never take a run log for a finding. Format: docs/report.md.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from .. import __version__
+from ..corpus.store import atomic_write_json
+from ..events import CampaignFinished, CampaignStarted, Stats
+
+RUNS_DIR = "runs"
+RUN_LOG_SCHEMA = "mpsfuzz-run"
+RUN_LOG_VERSION = 1
+
+
+def _iso(t: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(t))
+
+
+def run_record(started: CampaignStarted | None, finished: CampaignFinished, *, started_at: float,
+               finished_at: float) -> dict:
+    s: Stats = finished.stats
+    return {
+        "schema": RUN_LOG_SCHEMA,
+        "version": RUN_LOG_VERSION,
+        "target": {"name": started.target_name if started else None,
+                   "spec": started.target_spec if started else None,
+                   "device": started.device if started else None},
+        "ops": list(started.ops) if started else [],
+        "oracles": list(started.oracles) if started else [],
+        "seed": started.seed if started else None,
+        "budget_s": started.budget_s if started else None,
+        "max_cases": started.max_cases if started else None,
+        "started": _iso(started_at),
+        "finished": _iso(finished_at),
+        "elapsed_s": round(s.elapsed_s, 3),
+        "stopped_because": finished.stopped_because,
+        "cases": s.cases,
+        "valid": s.valid,
+        "unsupported": s.unsupported,
+        "restarts": s.restarts,
+        "internal_errors": s.internal_errors,
+        "cases_per_s": round(s.cases_per_s, 3),
+        "findings": {"new": s.new_findings, "known": s.known_bugs, "cpu": s.cpu_bugs, "flaky": s.flaky},
+        "suppressed": s.suppressed,
+        "known_sightings": s.known_sightings,
+        "minimise_s": round(s.minimise_s, 3),
+        "per_op": {op: {"cases": int(c), "valid": int(v)} for op, (c, v) in sorted(s.per_op.items())},
+        "torch_version": torch.__version__,
+        "mpsfuzz_version": __version__,
+    }
+
+
+class RunLog:
+    """Engine listener: remembers how the campaign started, writes the record at the end."""
+
+    def __init__(self, corpus_dir):
+        self.corpus_dir = Path(corpus_dir)
+        self._started: CampaignStarted | None = None
+        self._started_at = time.time()
+        self.path: Path | None = None
+
+    def __call__(self, event) -> None:
+        if isinstance(event, CampaignStarted):
+            self._started, self._started_at = event, time.time()
+        elif isinstance(event, CampaignFinished):
+            now = time.time()
+            record = run_record(self._started, event, started_at=self._started_at, finished_at=now)
+            stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
+            path = self.corpus_dir / RUNS_DIR / f"{stamp}-{os.getpid()}.json"
+            n = 1
+            while path.exists():  # a second campaign of this process within the second
+                path = path.with_name(f"{stamp}-{os.getpid()}-{n}.json")
+                n += 1
+            try:
+                path.parent.mkdir(parents=True, exist_ok=True)
+                atomic_write_json(path, record)
+            except OSError as exc:
+                # The findings are already on disk; losing the statistics must not turn a
+                # finished campaign into an internal error.
+                print(f"mpsfuzz: could not write the run log {path}: {exc.strerror or exc}", file=sys.stderr)
+                return
+            self.path = path

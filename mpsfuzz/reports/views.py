@@ -1,0 +1,69 @@
+"""`mpsfuzz report DIR`: the triage views of a corpus. The terminal view lives here; the
+other formats each have a module (markdown.py, html.py, json_report.py), all laying out
+the one model (model.py).
+
+Finding text (titles, messages, explanations, paths) comes from arbitrary error
+messages: it goes into rich as :class:`rich.text.Text`, never as markup.
+"""
+from __future__ import annotations
+
+import io
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+
+from .corpus_views import STATUS_STYLES
+from .html import html_page
+from .json_report import json_text
+from .markdown import markdown
+from .model import Report, build, family_heading, runs_line, summary_line
+
+FORMATS = ("terminal", "markdown", "html", "json")
+
+
+def _status_cell(entry) -> Text:
+    text = Text(entry.label, style=STATUS_STYLES.get(entry.status, ""))
+    if entry.finding.regression:
+        text.append(" (regression)", style="bold red")
+    if entry.known_link:
+        text.append("\n" + entry.known_link, style="dim")
+    return text
+
+
+def family_table(family: str, entries) -> Table:
+    table = Table(title=Text(family_heading(family, entries)), title_justify="left")
+    for column in ("op", "oracle", "status", "seen", "explanation", "path"):
+        table.add_column(column, overflow="fold", justify="right" if column == "seen" else "left",
+                         no_wrap=column == "status")
+    for e in entries:
+        table.add_row(Text(e.finding.op), Text(e.finding.oracle), _status_cell(e), Text(str(e.finding.times_seen)),
+                      Text(e.why), Text(str(e.path)))
+    return table
+
+
+def terminal_view(report: Report) -> Group:
+    parts: list = [Text(summary_line(report), style="bold"), Text(runs_line(report.runs))]
+    for path, why in report.runs.unreadable:
+        parts.append(Text(f"skipping run log {path}: {why}", style="yellow"))
+    for family, entries in report.families.items():
+        parts.append(family_table(family, entries))
+    return Group(*parts)
+
+
+def print_terminal(console: Console, found, roots) -> None:
+    console.print(terminal_view(build(found, roots)), highlight=False)
+
+
+def _terminal_text(report: Report) -> str:
+    out = io.StringIO()
+    Console(file=out, width=160, color_system=None, highlight=False).print(terminal_view(report))
+    return out.getvalue()
+
+
+def render(fmt: str, found, roots) -> str:
+    """The report as text in one of FORMATS."""
+    layouts = {"terminal": _terminal_text, "markdown": markdown, "html": html_page, "json": json_text}
+    if fmt not in layouts:
+        raise ValueError(f"unknown report format {fmt!r}; expected one of {', '.join(FORMATS)}")
+    return layouts[fmt](build(found, roots))
