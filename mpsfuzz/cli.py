@@ -190,13 +190,7 @@ def cmd_corpus(args, console) -> int:
     warn = Console(stderr=True) if as_json else console
 
     def load(paths):
-        missing = [str(p) for p in paths if not Path(p).exists()]
-        if missing:
-            raise UsageError(f"no such corpus file or folder: {', '.join(missing)}")
-        found, problems = load_findings(paths)
-        for path, why in problems:
-            warn.print(Text(f"skipping {path}: {why}", style="yellow"), highlight=False)
-        return found
+        return _load_findings_or_warn(paths, warn)
 
     def print_json(data) -> None:
         console.out(json.dumps(data, indent=2), highlight=False)
@@ -443,7 +437,7 @@ def _write_or_print(text: str, output: str | None, console) -> None:
         raise UsageError(f"--output={output!r}: {exc.strerror}") from None
 
 
-def _load_for_report(paths, warn):
+def _load_findings_or_warn(paths, warn):
     from rich.text import Text
 
     from .corpus.store import load_findings
@@ -452,7 +446,7 @@ def _load_for_report(paths, warn):
         raise UsageError(f"no such corpus file or folder: {', '.join(missing)}")
     found, problems = load_findings(paths)
     for path, why in problems:
-        warn.print(Text(f"skipping {path}: {why}", style="yellow"), highlight=False)
+        warn.print(Text(f"skipping {path}: {why}", style="yellow"), highlight=False, soft_wrap=True)
     return found
 
 
@@ -462,7 +456,7 @@ def cmd_report(args, console) -> int:
     from .reports import views
     # Machine formats and files keep stdout clean: warnings go to stderr.
     warn = console if args.format == "terminal" and args.output is None else Console(stderr=True)
-    found = _load_for_report(args.paths, warn)
+    found = _load_findings_or_warn(args.paths, warn)
     if args.format == "issue":
         from .reports.issue import TemplateError, drafts
         if not found:
@@ -493,7 +487,7 @@ def cmd_repro(args, console) -> int:
     path = Path(args.finding)
     if path.is_dir():
         raise UsageError(f"{args.finding}: a folder; repro takes one finding file (report --format issue takes a folder)")
-    found = _load_for_report([path], err)
+    found = _load_findings_or_warn([path], err)
     if not found:
         raise UsageError(f"{args.finding}: not a readable finding")
     _, finding = found[0]
