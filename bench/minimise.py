@@ -6,12 +6,14 @@ exercises it, with only that fault switched on, into a fresh corpus, and reads b
 - distinct findings per injected fault (target: 1.0: one bug, one finding);
 - elements per minimised input tensor (median over all inputs of all findings);
 - minimisation time per finding (re-runs + reducer + ablation), and elements before
-  (what Hypothesis handed over) and after the reducer.
+  (what Hypothesis handed over) and after the reducer;
+- the repro script of each finding: body lines (without imports) and whether it was
+  verified to reproduce in a fresh interpreter.
 
-    python bench/minimise.py [--cases 600] [--budget 90] [--jobs 2] [--faults a,b] [--json out.json]
+    python bench/minimise.py [--cases 600] [--budget 90] [--jobs 2] [--faults a,b] [--json out.json] [--keep DIR]
 
-Faults that are not meant to give a finding here are skipped: ``atan2_int64_unsupported``
-(an unsupported kernel is not a bug) and ``cumsum_leak`` (no leak oracle yet).
+``atan2_int64_unsupported`` is skipped: an unsupported kernel is not a bug, so it must
+give no finding.
 """
 from __future__ import annotations
 
@@ -47,7 +49,7 @@ FAULT_OPS = {
     "index_select_0d": "index_select", "var_0d_raise": "var", "softmax_gt4d": "softmax",
     "fft_noncontig": "fft.fft", "sum_empty_dim": "sum", "sub_out_resize": "sub",
     "sigmoid_noncontig": "sigmoid", "sigmoid_half": "sigmoid", "erfinv_stale_graph": "erfinv",
-    "digamma_every_other": "digamma",
+    "digamma_every_other": "digamma", "cumsum_leak": "cumsum",
 }
 
 
@@ -67,7 +69,16 @@ def run_fault(fault: str, op: str, cases: int, budget: float, workdir: Path) -> 
                           "elements": [prod(i["shape"]) for i in f["case"]["inputs"]],
                           "shapes": [i["shape"] for i in f["case"]["inputs"]],
                           "elements_before": (f.get("minimisation") or {}).get("elements_before"),
-                          "minimise_s": (f.get("minimisation") or {}).get("seconds", 0.0)} for f in findings]}
+                          "minimise_s": (f.get("minimisation") or {}).get("seconds", 0.0),
+                          "repro_lines": (f.get("repro") or {}).get("lines"),
+                          "repro_verified": (f.get("repro") or {}).get("verified")} for f in findings]}
+
+
+def _repro_cell(finding: dict) -> str:
+    """Body lines of the finding's repro script and its verdict: "9 ok", "12 NOT", "-"."""
+    if finding["repro_lines"] is None:
+        return "-"
+    return f"{finding['repro_lines']} {'ok' if finding['repro_verified'] else 'NOT'}"
 
 
 def main() -> None:
@@ -77,19 +88,24 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=max(1, (os.cpu_count() or 2) - 1))
     parser.add_argument("--faults", default=None)
     parser.add_argument("--json", default=None, help="write the raw results here")
+    parser.add_argument("--keep", default=None, metavar="DIR",
+                        help="keep each fault's corpus in DIR/<fault> (default: a temporary folder)")
     args = parser.parse_args()
     chosen = args.faults.split(",") if args.faults else list(FAULT_OPS)
     with tempfile.TemporaryDirectory(prefix="mpsfuzz-bench-") as tmp, ThreadPoolExecutor(args.jobs) as ex:
-        results = list(ex.map(lambda f: run_fault(f, FAULT_OPS[f], args.cases, args.budget, Path(tmp)), chosen))
-    print(f"{'fault':28} {'op':30} {'found':>5}  {'minimal inputs (shapes)':34} {'min s':>6}  explanation")
+        where = Path(args.keep) if args.keep else Path(tmp)
+        results = list(ex.map(lambda f: run_fault(f, FAULT_OPS[f], args.cases, args.budget, where), chosen))
+    print(f"{'fault':28} {'op':30} {'found':>5}  {'minimal inputs (shapes)':34} {'min s':>6} {'repro':>8}  "
+          f"explanation")
     for r in results:
-        first = r["findings"][0] if r["findings"] else None
-        print(f"{r['fault']:28} {r['op']:30} {len(r['findings']):5d}  "
-              f"{str(first['shapes']) if first else '-':34} {first['minimise_s'] if first else 0:6.2f}  "
-              f"{first['explanation'][:90] if first else 'NOT FOUND'}")
-        for extra in r["findings"][1:]:
-            print(f"{'':28} {'':30} {'+':>5}  {str(extra['shapes']):34} {extra['minimise_s']:6.2f}  "
-                  f"{extra['oracle']}: {extra['explanation'][:90]}")
+        for i, f in enumerate(r["findings"] or [None]):
+            head = (f"{r['fault']:28} {r['op']:30} {len(r['findings']):5d}" if i == 0
+                    else f"{'':28} {'':30} {'+':>5}")
+            if f is None:
+                print(f"{head}  {'-':34} {0:6.2f} {'-':>8}  NOT FOUND")
+                continue
+            print(f"{head}  {str(f['shapes']):34} {f['minimise_s']:6.2f} {_repro_cell(f):>8}  "
+                  f"{f['oracle']}: {f['explanation'][:90]}")
     found = [r for r in results if r["findings"]]
     per_fault = [len(r["findings"]) for r in found]
     elements = [n for r in found for f in r["findings"] for n in f["elements"]]
@@ -106,6 +122,12 @@ def main() -> None:
         q = statistics.quantiles(times, n=10, method="inclusive") if len(times) > 1 else times * 9
         print(f"minimisation time per finding: median {statistics.median(times):.2f}s, p90 {q[-1]:.2f}s, "
               f"max {max(times):.2f}s")
+        lines = [f["repro_lines"] for r in found for f in r["findings"] if f["repro_lines"] is not None]
+        verified = [f for r in found for f in r["findings"] if f["repro_verified"]]
+        if lines:
+            print(f"repro script body lines (without imports): median {statistics.median(lines):g}, "
+                  f"max {max(lines)}, at most 15: {sum(n <= 15 for n in lines)} of {len(lines)}; "
+                  f"verified to reproduce: {len(verified)} of {sum(len(r['findings']) for r in found)}")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 

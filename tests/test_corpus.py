@@ -275,3 +275,58 @@ def test_finding_json_round_trip(tmp_path):
 def test_finding_from_bad_json_raises_value_error(bad):
     with pytest.raises(ValueError):
         Finding.from_json(bad)
+
+
+# -- one bug, one finding: special cases fold into the general finding ---------------------
+
+def explained(c: Case, conditions: tuple[str, ...]) -> Finding:
+    return Finding.create(c, wrong_values(), target_name="faulty-cpu", target_spec="mpsfuzz.testing.faults:target",
+                          device="cpu", conditions=conditions,
+                          explanation={"conditions": list(conditions), "text": " and ".join(conditions)})
+
+
+def test_fold_moves_the_special_case_aside_and_sums_its_sightings(tmp_path):
+    corpus = Corpus(tmp_path / "corpus")
+    gapped = Layout(gaps=(2,))
+    special = explained(case(shape=(2, 2), layout=Layout(gaps=(1, 2))), ("layout:0", "rank>=2"))
+    general = explained(case(shape=(4,), layout=gapped), ("layout:0",))
+    special_path, _ = corpus.record(special)
+    corpus.record(special)                      # seen twice
+    general_path, _ = corpus.record(general)
+    assert corpus.fold(general_path, special_path)
+    assert not special_path.exists()
+    moved = tmp_path / "corpus" / "merged" / special_path.name
+    assert json.loads(moved.read_text())["signature"] == special.signature   # nothing is lost
+    (only_path, folded), = corpus.load()[0]
+    assert only_path == general_path and folded.times_seen == 3
+    assert folded.special_cases == [{"signature": special.signature, "conditions": ["layout:0", "rank>=2"],
+                                     "explanation": "layout:0 and rank>=2", "times_seen": 2,
+                                     "file": f"merged/{special_path.name}"}]
+    assert Finding.from_json(json.loads(general_path.read_text())).special_cases == folded.special_cases
+    # folding again (the special file is gone) changes nothing
+    assert not corpus.fold(general_path, special_path)
+    assert corpus.load()[0][0][1].times_seen == 3
+
+
+def test_a_finding_is_a_special_case_when_its_minimal_case_meets_the_other_conditions():
+    from mpsfuzz.fuzzer.engine import KnownBug
+    two_d = KnownBug.of(explained(case(shape=(2, 2), layout=Layout(gaps=(1, 2))), ("layout:0", "rank>=2")))
+    one_d = explained(case(shape=(4,), layout=Layout(gaps=(2,))), ("layout:0",))
+    assert two_d.special_case_of(one_d)
+    assert not KnownBug.of(one_d).special_case_of(
+        explained(case(shape=(2, 2), layout=Layout(gaps=(1, 2))), ("layout:0", "rank>=2")))
+    # two causes on one op stay apart: float16 values vs non-contiguous inputs
+    half = KnownBug.of(explained(case(dtype="float16"), ("dtypes:float16",)))
+    strided = explained(case(layout=Layout(gaps=(1, 2))), ("layout:0",))
+    assert not half.special_case_of(strided)
+    assert not KnownBug.of(strided).special_case_of(explained(case(dtype="float16"), ("dtypes:float16",)))
+
+
+def test_a_dtype_condition_speaks_of_its_own_class_only():
+    from mpsfuzz.fuzzer.ablation import holds
+    assert holds("dtypes:int32+int64", case(dtype="int64"))
+    assert not holds("dtypes:int32+int64", case(dtype="uint8"))
+    # a float case is not ruled out by a restriction among integers; classes: decides
+    assert holds("dtypes:int32+int64", case(dtype="float32"))
+    assert holds("classes:float+integral", case(dtype="float32"))
+    assert not holds("classes:integral", case(dtype="float32"))

@@ -89,8 +89,6 @@ def test_a_poisoned_worker_is_replaced_and_nothing_else_is_blamed(tmp_path):
 # contiguous copy (seen with NaN in the query): a layout finding on the CPU-based fault
 # target that these campaigns may record besides the injected fault.
 OTHER_FINDINGS_ALLOWED = {"sdpa_causal_lengths": 1, "sdpa_gt4d": 1}
-# Faults whose finding has no standalone script yet, and why (the finding must say so).
-NO_SCRIPT_YET = {"batch_norm_backward_3d": "gradient repros cover ops with one tensor output"}
 
 
 @pytest.mark.parametrize("fault", sorted(CASES))
@@ -110,10 +108,7 @@ def test_depth_fault_is_found_with_the_right_oracle(fault, tmp_path):
     finding = mine[0]
     assert finding["status"] == "new" and finding["blame"] == "target"
     assert shows_trigger(finding), finding["case"]
-    if fault in NO_SCRIPT_YET:
-        assert finding["repro"]["script"] is None and NO_SCRIPT_YET[fault] in finding["repro"]["detail"]
-    elif oracle != "distribution":  # random ops are judged statistically: no deterministic script
-        assert_repro_proves_the_fault(finding, fault, tmp_path)
+    assert_repro_proves_the_fault(finding, fault, tmp_path)
     if oracle in ("values", "grads") and _inputs(finding)[0]["dtype"].startswith(("float", "bfloat", "complex")):
         # The float64 arbiter runs inside the campaign's workers: it confirms the target is
         # wrong, or cannot judge (a mismatch in a non-floating output such as a mask).

@@ -223,3 +223,33 @@ def test_failure_on_every_other_call_is_flaky_with_its_rate(pool_for):
     result = triage(case, failures[0], pool, ("values",), reruns=4)
     assert result.flaky and result.reproducibility.failed == 2 and result.reproducibility.runs == 4
     assert result.reproducibility.to_json()["rate"] == 0.5
+
+
+def test_layout_failure_that_reduces_to_contiguous_inputs_is_flaky_not_a_layout_bug(pool_for):
+    """Every other call is wrong: the layout oracle's two calls (awkward input, then its
+    contiguous copy) disagree every time, deterministically. Reduced, the inputs are
+    contiguous: the result depends on earlier calls, and one flaky finding per op holds
+    it and the values oracle's flaky failures alike."""
+    pool = pool_for("digamma_every_other")
+    case = Case("digamma", (tensor((4, 3), "float32", distribution="positive", gaps=(1, 2)),))
+    oracles = ("values", "layout")
+    failure = next(f for f in first_failures(pool, case, oracles) if f.oracle == "layout")
+    result = triage(case, failure, pool, oracles, reruns=4)
+    assert result.reproducibility.failed == 4 and result.reproducibility.state_dependent
+    assert result.flaky and result.explanation is None
+    assert all(t.is_contiguous() for t in result.case.materialize("cpu"))
+    finding = finding_of(result, pool)
+    assert finding.status == "flaky" and finding.signature_key == ["digamma", "flaky"]
+    values_failure = next(f for _ in range(2) for f in Prober(pool, ("values",)).failures(result.case)[0])
+    values_flaky = Finding.create(result.case, values_failure, target_name=pool.target_name,
+                                  target_spec=FAULT_TARGET, device=pool.device, flaky=True)
+    assert values_flaky.signature == finding.signature
+    from mpsfuzz.reports.corpus_views import why
+    finding.reproducibility = result.reproducibility.to_json()
+    assert "two calls on the same contiguous inputs differ" in why(finding)
+
+
+def first_failures(pool, case: Case, oracles) -> list:
+    failures, _, _ = Prober(pool, oracles).failures(case)
+    assert failures, f"no failure on {case.describe()}"
+    return failures

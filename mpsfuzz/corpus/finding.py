@@ -83,14 +83,16 @@ def signature_key(case: Case, failure: Failure, conditions=None, *, flaky: bool 
     errors and other case oracles), which include the dtype classes and dtypes the
     failure is limited to: one root cause across dtypes and shapes is one finding, two
     causes on one op are two. Crashes, hangs and leaks key on their symptom alone. A
-    flaky finding cannot be ablated: it keys on its symptom (one per op and symptom).
+    flaky finding cannot be ablated: it keys on the op alone (one per op).
     Without an ablation (a finding from before format 3) the dtype class and layout
     class stand in."""
     key = list(symptom_key(case, failure))
     if failure.oracle in PROCESS_ORACLES:
         return key
     if flaky:
-        return key + ["flaky"]
+        # One flaky finding per op: what it looks like depends on which earlier calls
+        # left the state behind, so its symptom does not tell two causes apart.
+        return [case.op, "flaky"]
     if conditions is None:
         return _legacy_key(case, failure) + [main_dtype_class(case), trigger_class(case)["layout_class"]]
     return key + sorted(conditions)
@@ -139,6 +141,10 @@ class Finding:
     repro: dict | None = None
     # ``python -m torch.utils.collect_env`` as captured on the machine that found it.
     environment: str | None = None
+    # Findings folded into this one because their minimal case meets this one's
+    # conditions (a special case of the same bug): {signature, conditions, explanation,
+    # times_seen, file}; their files are kept in the corpus's ``merged/`` folder.
+    special_cases: list[dict] = field(default_factory=list)
 
     def __post_init__(self):
         if self.torch_version and self.torch_version not in self.torch_versions:
@@ -185,6 +191,19 @@ class Finding:
                               key=lambda h: str(h.get("date", "")))
         self.flaky = self.flaky and other.flaky
         self.known = self.known or other.known
+
+    def absorb_special_case(self, other: "Finding", file: str) -> None:
+        """Fold ``other`` (a special case of this bug, another signature) into this one:
+        its sightings add to these, and it is listed in ``special_cases``."""
+        for writer, count in other.sightings.items():
+            self.sightings[writer] = self.sightings.get(writer, 0) + count
+        self.torch_versions = sorted({*self.torch_versions, *other.torch_versions})
+        self.last_seen = max(self.last_seen, other.last_seen)
+        self.special_cases.append({"signature": other.signature,
+                                   "conditions": list(other.conditions or ()),
+                                   "explanation": other.explanation_text, "times_seen": other.times_seen,
+                                   "file": file})
+        self.special_cases += other.special_cases
 
     # -- replay history ----------------------------------------------------------------
     def record_replay(self, result: str, *, target: str, device: str, detail: str = "",
@@ -304,6 +323,7 @@ class Finding:
             "history": list(self.history),
             "repro": self.repro,
             "environment": self.environment,
+            "special_cases": list(self.special_cases),
         }
 
     @classmethod
@@ -336,6 +356,7 @@ class Finding:
                        torch_versions=[str(v) for v in d.get("torch_versions") or []],
                        history=history,
                        repro=d.get("repro") if isinstance(d.get("repro"), dict) else None,
-                       environment=d.get("environment") if isinstance(d.get("environment"), str) else None)
+                       environment=d.get("environment") if isinstance(d.get("environment"), str) else None,
+                       special_cases=[c for c in d.get("special_cases") or [] if isinstance(c, dict)])
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed finding: missing or bad field {exc}") from None

@@ -47,7 +47,10 @@ class Corpus:
         self._id: str | None = None
 
     def path_for(self, finding: Finding) -> Path:
-        return self.root / f"{_safe(finding.op)}-{finding.oracle}-{finding.signature}.json"
+        return self.path_of(finding.op, finding.oracle, finding.signature)
+
+    def path_of(self, op: str, oracle: str, signature: str) -> Path:
+        return self.root / f"{_safe(op)}-{oracle}-{signature}.json"
 
     @property
     def writer_id(self) -> str:
@@ -148,6 +151,22 @@ class Corpus:
                     merged += 1
         return added, merged
 
+    def fold(self, general: Path, special: Path) -> bool:
+        """Fold the finding at ``special`` into the one at ``general`` (same bug: the
+        special one's minimal case meets the general one's conditions). The special file
+        moves to ``merged/`` (nothing is deleted). False if either is gone or unreadable."""
+        with self._locked():
+            into = self._read(general) if general.exists() else None
+            other = self._read(special) if special.exists() else None
+            if into is None or other is None:
+                return False
+            dest = _free_name(self.root / MERGED / special.name)
+            into.absorb_special_case(other, f"{MERGED}/{dest.name}")
+            atomic_write_json(general, into.to_json())
+            dest.parent.mkdir(exist_ok=True)
+            os.replace(special, dest)
+            return True
+
     def prune(self, keep, *, dry_run: bool = False) -> list[Path]:
         """Move every finding for which ``keep(finding)`` is false to ``pruned/``
         (nothing is deleted). Returns the paths moved (or that would be)."""
@@ -159,12 +178,8 @@ class Corpus:
                 moved.append(path)
                 if not dry_run:
                     (self.root / PRUNED).mkdir(exist_ok=True)
-                    dest = self.root / PRUNED / path.name
-                    n = 1
-                    while dest.exists():  # pruned before, found again: keep both
-                        dest = self.root / PRUNED / f"{path.stem}.{n}{path.suffix}"
-                        n += 1
-                    os.replace(path, dest)
+                    # pruned before, found again: keep both
+                    os.replace(path, _free_name(self.root / PRUNED / path.name))
         return moved
 
     def _finding_files(self) -> list[Path]:
@@ -176,6 +191,17 @@ class Corpus:
 
 
 PRUNED = "pruned"
+MERGED = "merged"
+
+
+def _free_name(path: Path) -> Path:
+    """``path``, or ``stem.N.suffix`` with the first N that is free."""
+    n = 1
+    dest = path
+    while dest.exists():
+        dest = path.with_name(f"{path.stem}.{n}{path.suffix}")
+        n += 1
+    return dest
 
 
 def _aside(path: Path) -> Path:

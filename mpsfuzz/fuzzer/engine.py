@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import random
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -29,6 +29,7 @@ from ..oracles import Failure, all_oracles, worker_oracles
 from ..oracles.process import ProcessEvent
 from . import catalogue
 from .ablation import holds_all
+from .recipes import Case
 from .strategies import cases
 from .triage import DEFAULT_RERUNS, triage
 from .worker import WorkerPool
@@ -64,11 +65,21 @@ class KnownBug:
     conditions: tuple | None          # None: a finding recorded before ablation
     signature: str
     flaky: bool = False               # any case with the symptom (it cannot be ablated)
+    case: Case | None = field(default=None, compare=False)   # its minimal case
 
     @classmethod
     def of(cls, finding: Finding) -> "KnownBug":
         return cls(symptom_key(finding.case, finding.failure), finding.conditions, finding.signature,
-                   finding.flaky)
+                   finding.flaky, finding.case)
+
+    def special_case_of(self, general: Finding) -> bool:
+        """Whether this finding is a special case of ``general``, another explained
+        finding of the same symptom: its minimal case meets ``general``'s conditions (the
+        2-D multinomial bug once the 1-D case shows the rank does not matter)."""
+        return (self.signature != general.signature and not self.flaky and not general.flaky
+                and self.conditions is not None and general.conditions is not None and self.case is not None
+                and self.symptom == symptom_key(general.case, general.failure)
+                and holds_all(general.conditions, self.case))
 
     def covers(self, case, failure: Failure, symptom: tuple) -> bool:
         if symptom != self.symptom:
@@ -252,6 +263,12 @@ class Campaign:
                         budget_s=self.config.minimise_budget_s, timeout_s=self.config.timeout_s)
         case, failure = result.case, result.failure
         explanation = result.explanation
+        covering = None if result.flaky else self._known_bug(case, failure)
+        if covering is not None:
+            # Reduced, it meets an earlier finding's conditions (the reducer moved it to
+            # that finding's dtype, say): a sighting of that bug.
+            self._sightings[covering.signature] = self._sightings.get(covering.signature, 0) + 1
+            return
         entry = self._known_entry(case, failure, pool.device)
         finding = Finding.create(
             case, failure, target_name=pool.target_name, target_spec=self.config.target_spec,
@@ -263,17 +280,35 @@ class Campaign:
         path, new = self.corpus.record(finding)
         self.known.append(KnownBug.of(finding))
         if new:
-            if finding.status == "new":
-                self.stats.new_findings += 1
-            elif finding.status == "known-bug":
-                self.stats.known_bugs += 1
-            elif finding.status == "flaky":
-                self.stats.flaky += 1
-            else:
-                self.stats.cpu_bugs += 1
+            self._count(finding.status, +1)
         self.stats.minimise_s += result.seconds
         self.recorded.append((finding, path, new))
         self.emit(FindingRecorded(finding, path, new))
+        if new:
+            self._fold_special_cases(finding, path)
+
+    def _count(self, status: str, delta: int) -> None:
+        name = {"new": "new_findings", "known-bug": "known_bugs", "flaky": "flaky"}.get(status, "cpu_bugs")
+        setattr(self.stats, name, getattr(self.stats, name) + delta)
+
+    def _fold_special_cases(self, general: Finding, path: Path) -> None:
+        """Earlier findings that are special cases of ``general`` become part of it: one
+        bug, one finding, whichever case of it the campaign met first."""
+        for known in [k for k in self.known if k.special_case_of(general)]:
+            op, oracle = known.symptom[:2]
+            if not self.corpus.fold(path, self.corpus.path_of(op, oracle, known.signature)):
+                continue
+            special = next((f for f, _, new in self.recorded if f.signature == known.signature and new), None)
+            self.recorded = [r for r in self.recorded if r[0].signature != known.signature]
+            self.known.remove(known)
+            pending = self._sightings.pop(known.signature, 0)   # not yet written to its file
+            if pending:
+                self._sightings[general.signature] = self._sightings.get(general.signature, 0) + pending
+            if special is not None:
+                self._count(special.status, -1)
+            self.emit(Notice(f"{general.op}: finding {known.signature[:8]} ({', '.join(known.conditions)}) "
+                             f"is a special case of {general.signature[:8]} "
+                             f"({', '.join(general.conditions) or 'no conditions'}): merged into it"))
 
     # -- the campaign ---------------------------------------------------------------------
     def run(self) -> CampaignFinished:

@@ -4,7 +4,8 @@
    fresh worker (cold: nothing called before it), the rest in that same worker (crash
    and hang findings: every run in a fresh worker). A failure that does not come back
    every time is *flaky*, recorded with its rate and not reduced: a fault that depends
-   on earlier calls must not be presented as a deterministic repro.
+   on earlier calls must not be presented as a deterministic repro. So is a layout
+   failure that reduces to contiguous inputs: two calls on the same inputs differ.
 2. **Reduction** (:mod:`.reduce`) until nothing simpler fails the same way, within a
    time budget; the result is run once more in a fresh worker so that the repro stands
    on its own (if it does not, the shrunk case is kept).
@@ -29,14 +30,20 @@ class Reproducibility:
     runs: int
     failed: int
     cold_failed: bool                 # the run in a fresh worker failed
+    # It fails every time, but only because two calls with the same contiguous inputs
+    # differ within one process (the layout oracle's second call): state carried over.
+    state_dependent: bool = False
 
     @property
     def reliable(self) -> bool:
-        return self.failed == self.runs
+        return self.failed == self.runs and not self.state_dependent
 
     def to_json(self) -> dict:
-        return {"runs": self.runs, "failed": self.failed, "cold_failed": self.cold_failed,
-                "rate": round(self.failed / self.runs, 3) if self.runs else 0.0}
+        out = {"runs": self.runs, "failed": self.failed, "cold_failed": self.cold_failed,
+               "rate": round(self.failed / self.runs, 3) if self.runs else 0.0}
+        if self.state_dependent:
+            out["state_dependent"] = True
+        return out
 
 
 @dataclass
@@ -61,6 +68,15 @@ class Triage:
                 "attempts": r.attempts if r else 0, "accepted": r.accepted if r else 0,
                 "budget_exhausted": r.exhausted if r else False,
                 "seconds": round(self.seconds, 3)}
+
+
+def _contiguous_already(case: Case) -> bool:
+    """Whether every input is contiguous as torch sees it (a storage offset or a size-1
+    dim's stride does not count), so that the layout oracle's copies are the inputs."""
+    try:
+        return all(t.is_contiguous() for t in case.materialize("cpu"))
+    except Exception:
+        return False
 
 
 def _process_kind(failure) -> bool:
@@ -101,6 +117,11 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
             minimal, minimal_failure = case, failure
         else:
             minimal_failure = check.same
+    if failure.oracle == "layout" and _contiguous_already(minimal):
+        # ``.contiguous()`` handed the op the very same tensors, and the two calls still
+        # differ: not a layout bug but a result that depends on earlier calls. Flaky.
+        repro.state_dependent = True
+        return Triage(minimal, minimal_failure, repro, None, reduction, case, time.monotonic() - start)
     remaining = max(0.4 * budget_s, budget_s - (time.monotonic() - start))
     explanation = explain(minimal, minimal_failure, symptom, prober, budget_s=remaining)
     return Triage(minimal, minimal_failure, repro, explanation, reduction, case, time.monotonic() - start)

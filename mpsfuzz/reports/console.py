@@ -11,6 +11,7 @@ from rich.text import Text
 
 from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded,
                       Notice, Stats)
+from .corpus_views import reproducibility_words
 
 NON_TTY_EVERY_S = 15.0
 
@@ -127,13 +128,8 @@ class ConsoleReporter:
 
 
 def _flaky_words(finding) -> str:
-    r = finding.reproducibility or {}
-    if not finding.flaky or not r:
-        return ""
-    words = f"flaky: failed {r.get('failed')} of {r.get('runs')} re-runs"
-    if not r.get("cold_failed"):
-        words += " (not in a fresh process: it depends on earlier calls)"
-    return words
+    words = reproducibility_words(finding) if finding.flaky else ""
+    return f"flaky: {words}" if words else ""
 
 
 def findings_table(rows, title: str = "findings") -> Table:

@@ -28,7 +28,9 @@ def reproducibility_words(finding) -> str:
     if not r:
         return ""
     words = f"failed {r.get('failed', '?')} of {r.get('runs', '?')} re-runs"
-    if not r.get("cold_failed", True):
+    if r.get("state_dependent"):
+        words += " (only because two calls on the same contiguous inputs differ: it depends on earlier calls)"
+    elif not r.get("cold_failed", True):
         words += " (not in a fresh process: it depends on earlier calls)"
     return words
 
@@ -125,6 +127,10 @@ def finding_detail(path: Path, f) -> Group:
         ("fixed since", f.fixed_since or "-"),
         ("regression", "yes: replayed as fixed, failing again since" if f.regression else "no"),
     ]
+    for special in f.special_cases:
+        rows.append(("special case", f"{special.get('signature', '?')} ({', '.join(special.get('conditions', []))}; "
+                                     f"seen {special.get('times_seen', '?')}) folded in; kept as "
+                                     f"{special.get('file', '?')}"))
     for key, value in rows:
         head.add_row(key, value if isinstance(value, Text) else _t(value))
     parts: list = [head, Text("message", style="bold"), _t(f.failure.message)]

@@ -6,8 +6,9 @@ The script builds each input with literal values when it is small (exact bit pat
 exactly) and with an explicit seeded recipe otherwise, then makes the exact layout *on
 the device* (slices, permute, expand after the tensor is there: ``.to(device)`` would
 make a view dense again). It calls the op, and checks: values against the eager CPU
-reference with the finding's tolerance (``torch.testing.assert_close``), or the error,
-the crash or the hang itself.
+reference with the finding's tolerance (``torch.testing.assert_close``), gradients the
+same way (only the one that is wrong), a random op's draws against eager CPU's (a
+two-sample Kolmogorov-Smirnov test), or the error, the crash or the hang itself.
 
 Lines that run on the device under test end with :data:`MARKER`. Run directly on a
 torch device (``mps``, ``cuda``) the script needs nothing else; for a target that is not
@@ -330,8 +331,6 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     oracle, kind = finding.failure.oracle, finding.failure.kind
     if finding.failure.blame == "cpu":
         raise ReproError("a CPU-reference bug (the float64 arbiter blamed CPU): no device repro")
-    if oracle == "distribution":
-        raise ReproError("statistical findings (random ops) have no deterministic repro")
     b = _Builder(finding, device, target_name.endswith("-compiled"))
     spec, case, names = b.spec, b.case, b.names
     body: list[str] = [f"device = {device!r}"]
@@ -402,6 +401,8 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
             expect.update(type=match.group(1), message=match.group(2).strip()[:80])
     elif oracle == "grads":
         body += _grad_lines(b, finding)
+    elif oracle == "distribution":
+        body += _distribution_lines(b)
     elif oracle == "layout":
         body.append(f"expected = {b.dut(b.call([f'{n}.contiguous()' for n in names]))}  {MARKER}")
         body += dut_variant()
@@ -438,35 +439,118 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
                   helper_lines=count_body_lines("\n".join(helpers)))
 
 
+def _differentiable_paths(out, path: tuple = ()) -> list[tuple]:
+    """Index paths (``(0,)``, ``(1, 2)``) of the outputs that carry a gradient, in the order
+    the executor visits them (so upstream gradient i goes to the same output)."""
+    if isinstance(out, torch.Tensor):
+        return [path] if out.requires_grad and (out.is_floating_point() or out.is_complex()) else []
+    if isinstance(out, (tuple, list)):
+        return [p for i, o in enumerate(out) for p in _differentiable_paths(o, path + (i,))]
+    return []
+
+
+def _outputs_expr(call: str, paths: list[tuple]) -> str:
+    """``call`` reduced to its differentiable outputs: the call itself for a single
+    tensor, ``call[0]`` for one output of several, else a list naming each."""
+    if paths == [()]:
+        return call
+    if len(paths) == 1:
+        return call + "".join(f"[{i}]" for i in paths[0])
+    items = ["".join(f"[{i}]" for i in p) for p in paths]
+    return f"[(o := {call}){items[0]}, " + ", ".join(f"o{i}" for i in items[1:]) + "]"
+
+
 def _grad_lines(b: _Builder, finding: Finding) -> list[str]:
     from ..fuzzer.executor import _grad_inputs, upstream_gradient
     case, spec, names = b.case, b.spec, b.names
-    wrt = _grad_inputs(spec, case.materialize("cpu"))
-    meta = [r.materialize("cpu").to("meta") for r in case.inputs]
+    inputs = case.materialize("cpu")
+    wrt = _grad_inputs(spec, inputs)
+    # Ask only for the gradient that is wrong (the grads oracle names it) when it names one.
+    wrong = re.match(r"gradient of input (\d+)", finding.failure.message)
+    if wrong and int(wrong.group(1)) < len(wrt):
+        wrt = [wrt[int(wrong.group(1))]]
+    for i in wrt:
+        inputs[i].requires_grad_(True)
     try:
-        out = spec.fn(*meta, **resolve_kwargs(case.kwargs))
+        out = spec.fn(*inputs, **resolve_kwargs(case.kwargs))
     except Exception as exc:
-        raise ReproError(f"cannot infer the output for the gradient: {type(exc).__name__}") from None
-    if not isinstance(out, torch.Tensor) or not wrt:
-        raise ReproError("gradient repros cover ops with one tensor output")
+        raise ReproError(f"cannot infer the outputs for the gradient: {type(exc).__name__}") from None
+    paths = _differentiable_paths(out)
+    if not paths or not wrt:
+        raise ReproError("no output carries a gradient to the inputs")
     seed = case.inputs[0].values.seed if case.inputs else 0
-    g = upstream_gradient(out.shape, out.dtype, 0, seed)
-    if g.numel() > LITERAL_HARD_MAX:
+    leaves = [out] if paths == [()] else [_at(out, p) for p in paths]
+    gs = [upstream_gradient(o.shape, o.dtype, i, seed) for i, o in enumerate(leaves)]
+    if sum(g.numel() for g in gs) > LITERAL_HARD_MAX:
         raise ReproError("the upstream gradient is too large for a literal")
+    try:
+        unused = any(r is None for r in torch.autograd.grad(leaves, [inputs[i] for i in wrt],
+                                                             [g.to(o.dtype) for g, o in zip(gs, leaves)],
+                                                             allow_unused=True))
+    except Exception:
+        unused = True
+    allow = ", allow_unused=True" if unused else ""
     lines = [f"{names[i]} = {names[i]}.detach().requires_grad_()" for i in wrt]
-    lines.append(f"g = torch.tensor({_nested(g, dt.name_of(g.dtype))}, dtype={g.dtype}, device=device)")
+    literals = [f"torch.tensor({_nested(g, dt.name_of(g.dtype))}, dtype={g.dtype}, device=device)" for g in gs]
+    lines.append(f"g = {literals[0]}" if len(gs) == 1 else f"g = [{', '.join(literals)}]")
+    g_cpu = "g.cpu()" if len(gs) == 1 else "[t.cpu() for t in g]"
     cpu = {i: f"{names[i]}_cpu" for i in wrt}
     lines += [f"{cpu[i]} = {names[i]}.detach().cpu().requires_grad_()" for i in wrt]
     ref_args = [cpu.get(i, f"{n}.cpu()") for i, n in enumerate(names)]
     wrt_dut = "[" + ", ".join(names[i] for i in wrt) + "]"
     wrt_cpu = "[" + ", ".join(cpu[i] for i in wrt) + "]"
-    lines.append(f"expected = torch.autograd.grad({b.call(ref_args, variant='functional')}, {wrt_cpu}, g.cpu())"
+    reference = _outputs_expr(b.call(ref_args, variant="functional"), paths)
+    lines.append(f"expected = torch.autograd.grad({reference}, {wrt_cpu}, {g_cpu}{allow})"
                  "  # eager CPU reference")
-    call = b.dut(b.call(names, variant="functional"))
-    lines.append(f"actual = torch.autograd.grad({call}, {wrt_dut}, g)  {MARKER}")
+    call = _outputs_expr(b.dut(b.call(names, variant="functional")), paths)
+    lines.append(f"actual = torch.autograd.grad({call}, {wrt_dut}, g{allow})  {MARKER}")
     lines.append("print('expected (CPU):', expected, 'actual:', actual, sep='\\n')")
     lines.append(_assert_close(*_tolerance(finding, spec, dut_alone=False, grads=True)))
     return lines
+
+
+def _at(out, path: tuple):
+    for i in path:
+        out = out[i]
+    return out
+
+
+# Two-sample Kolmogorov-Smirnov test of the DUT's draws against eager CPU's: about this
+# many draws a side, and the critical value's c(alpha) for alpha = 1e-6, so a script that
+# fails shows a real difference in distribution, not bad luck.
+DISTRIBUTION_DRAWS = 2000
+KS_C_ALPHA = 2.69
+
+
+def _distribution_lines(b: _Builder) -> list[str]:
+    """Random ops: the two generators differ, so the script compares distributions, not
+    values: many draws on the DUT and on eager CPU, then a two-sample KS test."""
+    case, names = b.case, b.names
+    try:
+        with torch.random.fork_rng():
+            sample = b.spec.fn(*case.materialize("cpu"), **resolve_kwargs(case.kwargs))
+    except Exception as exc:
+        raise ReproError(f"cannot draw a sample on CPU: {type(exc).__name__}") from None
+    if not isinstance(sample, torch.Tensor):
+        raise ReproError("distribution repros cover ops with one tensor output")
+    calls = max(1, min(DISTRIBUTION_DRAWS, math.ceil(DISTRIBUTION_DRAWS / max(sample.numel(), 1))))
+    as_real = "torch.view_as_real({}).double()" if sample.is_complex() else "{}.double()"
+
+    def draws(call: str) -> str:
+        one = as_real.format(f"{call}.to('cpu', copy=True)")
+        return f"torch.cat([{one}.flatten() for _ in range({calls})])"
+    cpu_names = [f"{n}.cpu()" for n in names]
+    variant = None if case.variant in ("functional", "method", "inplace") else "functional"
+    return ["torch.manual_seed(2024)",
+            f"actual = {draws(b.dut(b.call(names, variant=variant)))}  {MARKER}",
+            f"expected = {draws(b.call(cpu_names, variant=variant))}  # eager CPU draws",
+            "cdf = lambda x, at: torch.searchsorted(x.sort().values, at, right=True) / len(x)",
+            "at = torch.cat([actual, expected])",
+            "d = (cdf(actual, at) - cdf(expected, at)).abs().max().item()",
+            f"limit = {KS_C_ALPHA} * (1 / len(actual) + 1 / len(expected)) ** 0.5",
+            "print(f'means {actual.mean():.4g} (device) vs {expected.mean():.4g} (CPU); "
+            "KS distance {d:.3g}, limit {limit:.3g}')",
+            "assert d <= limit, 'the device draws from another distribution than eager CPU'"]
 
 
 def _variant_lines(b: _Builder, finding: Finding, dut_variant) -> list[str]:
