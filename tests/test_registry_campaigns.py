@@ -60,6 +60,18 @@ def test_flaky_fault_is_marked_flaky_and_does_not_fail_the_run(tmp_path):
     assert "flaky 1" in run.stdout and "depends on earlier calls" in run.stdout
 
 
+def test_a_fault_that_depends_on_earlier_calls_is_one_flaky_finding(tmp_path):
+    """Every other call is wrong: the values oracle sees it now and then, the layout
+    oracle (two calls per case) every time. Both are the same state-dependent bug."""
+    corpus = tmp_path / "corpus"
+    run = mpsfuzz(*run_args("digamma", corpus, cases=300), faults="digamma_every_other", cwd=tmp_path)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (finding,) = findings_in(corpus)
+    assert finding["status"] == "flaky" and finding["signature_key"] == ["digamma", "flaky"]
+    assert finding["times_seen"] >= 2 and "depends on earlier calls" in run.stdout
+    assert not finding["repro"]["verified"]   # never shown as a deterministic repro
+
+
 def test_replay_records_fixed_and_then_a_regression(tmp_path):
     corpus = tmp_path / "corpus"
     assert mpsfuzz(*run_args("neg", corpus, cases=200), faults="unary_offset", cwd=tmp_path).returncode == 1

@@ -47,7 +47,8 @@ class Corpus:
         self._id: str | None = None
 
     def path_for(self, finding: Finding) -> Path:
-        return self.path_of(finding.op, finding.oracle, finding.signature)
+        # A flaky finding keys on its op alone, whichever oracle saw it: so does its name.
+        return self.path_of(finding.op, "flaky" if finding.flaky else finding.oracle, finding.signature)
 
     def path_of(self, op: str, oracle: str, signature: str) -> Path:
         return self.root / f"{_safe(op)}-{oracle}-{signature}.json"
