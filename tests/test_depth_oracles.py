@@ -269,3 +269,16 @@ def test_variants_oracle_does_not_blame_a_right_variant_for_a_wrong_functional_f
     assert failures(case, FaultTarget([neg_fault])) == []
     functional = Case("test.neg2", (t((3,)),))
     assert [f["oracle"] for f in failures(functional, FaultTarget([neg_fault]))] == ["values"]
+
+
+@pytest.mark.parametrize("message, unsupported", [
+    # seen on CUDA (torch 2.11): a documented limitation, not a bug
+    ("torch.linalg.ldl_solve: complex tensors with hermitian=True flag are not supported on CUDA.", True),
+    ("\"addmm_impl_cpu_\" not implemented for 'Half'", True),
+    ("The operator 'aten::foo' is not currently implemented for the MPS device.", True),
+    ("Expected all tensors to be on the same device", False),
+    ("shape '[2, 3]' is invalid for input of size 5", False),
+])
+def test_unsupported_errors_are_told_from_bugs(message, unsupported):
+    from mpsfuzz.fuzzer.executor import is_unsupported
+    assert is_unsupported(RuntimeError(message)) is unsupported

@@ -185,7 +185,7 @@ def test_good_fixture_is_good():  # the malformed ones differ from it in one fie
 @pytest.mark.parametrize("dtype_name", dt.ALL_DTYPE_NAMES)
 def test_materialize_is_bit_identical_across_calls(dtype_name):
     for dist in ("normal", "uniform", "small_int", "int_range", "positive", "bool", "spd",
-                 "diag_dominant"):
+                 "diag_dominant", "cholesky_factor"):
         specials = tuple((i * 3, name) for i, name in enumerate(SPECIAL_NAMES))
         for layout in (Layout(), Layout(offset=2, gaps=(1, 2, 3), permutation=(1, 2, 0)),
                        Layout(permutation=(0, 2, 1), expanded=(0,))):
@@ -434,6 +434,20 @@ def test_diag_dominant_is_invertible(dtype_name, n):
         off = wide.abs().sum(-1) - diag
         assert (diag > off).all()  # strictly diagonally dominant, hence invertible
         assert (torch.linalg.cond(wide) < 1e3).all()
+
+
+@pytest.mark.parametrize("dtype_name", ["float32", "complex64", "complex128"])
+def test_cholesky_factor_has_a_real_positive_diagonal(dtype_name):
+    """Found by a CUDA run: a complex diagonal is outside cholesky_inverse's domain, and
+    CPU and CUDA answer differently there (neither is wrong)."""
+    for seed in range(5):
+        t = TensorRecipe((2, 3, 3), dtype_name, values=ValueRecipe("cholesky_factor", seed=seed)).materialize()
+        diag = t.diagonal(dim1=-2, dim2=-1)
+        if t.is_complex():
+            assert (diag.imag == 0).all()
+        assert (diag.real > (t.abs().sum(-1) - diag.abs())).all()
+        gram = torch.cholesky_inverse(t.tril().to(torch.complex128 if t.is_complex() else torch.float64))
+        assert torch.allclose(gram, gram.mH)   # the inverse of L L^H is Hermitian
 
 
 def test_well_conditioned_distributions_leave_non_square_alone():

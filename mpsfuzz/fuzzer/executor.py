@@ -21,7 +21,7 @@ from . import dtypes as dt
 from .recipes import Case
 
 _UNSUPPORTED_HINTS = ("not implemented for", "not currently implemented", "not supported on mps",
-                      "is not supported on", "not supported for", "unsupported dtype",
+                      "is not supported on", "are not supported on", "not supported for", "unsupported dtype",
                       "no kernel", "does not support", "not yet supported",
                       "could not run 'aten::")
 

@@ -29,7 +29,9 @@ READABLE_FORMATS = (1, 2)
 GAP_FILLER = 77
 
 DISTRIBUTIONS = ("normal", "uniform", "small_int", "int_range", "bool", "positive",
-                 "spd", "diag_dominant")
+                 "spd", "diag_dominant", "cholesky_factor")
+# Distributions that make square matrices well conditioned (see _well_conditioned).
+MATRIX_DISTRIBUTIONS = ("spd", "diag_dominant", "cholesky_factor")
 
 SPECIAL_NAMES = ("nan", "inf", "-inf", "-0.0", "subnormal", "max", "lowest", "tiny", "eps",
                  "big", "2^24+1", "2^31+1", "-2^31-1", "0", "-1", "1")
@@ -230,7 +232,7 @@ def generate_values(recipe: ValueRecipe, shape: tuple[int, ...], dtype_name: str
         values = torch.complex(real_values(), real_values()).to(torch_dtype)
     else:
         values = real_values().to(torch_dtype)
-    if recipe.distribution in ("spd", "diag_dominant") and len(shape) >= 2 and shape[-1] == shape[-2]:
+    if recipe.distribution in MATRIX_DISTRIBUTIONS and len(shape) >= 2 and shape[-1] == shape[-2]:
         values = _well_conditioned(values, recipe.distribution, torch_dtype)
     numel = values.numel()
     if numel:
@@ -271,15 +273,17 @@ def _real_values(recipe: ValueRecipe, shape, real_name: str, gen) -> torch.Tenso
         low = 0.125 if recipe.low is None else recipe.low
         high = 8.0 if recipe.high is None else recipe.high
         values = torch.rand(shape, generator=gen, dtype=torch.float64) * (high - low) + low
-    else:  # normal, spd, diag_dominant
+    else:  # normal and the matrix distributions
         scale = 1.0 if recipe.high is None else recipe.high
         values = torch.randn(shape, generator=gen, dtype=torch.float64) * scale
     return values.clamp(lo_limit, hi_limit)
 
 
 def _well_conditioned(values: torch.Tensor, kind: str, torch_dtype) -> torch.Tensor:
-    """Make square matrices SPD (A A^H + n I) or diagonally dominant, computed in the
-    widest dtype of the class so the result is exactly representable after the cast."""
+    """Make square matrices SPD (A A^H + n I), diagonally dominant, or a Cholesky factor
+    (diagonally dominant with a real positive diagonal: a complex diagonal is outside
+    ``cholesky_solve``'s and ``cholesky_inverse``'s domain), computed in the widest dtype
+    of the class so the result is exactly representable after the cast."""
     if values.numel() == 0 or torch_dtype == torch.bool or not (
             torch_dtype.is_floating_point or torch_dtype.is_complex):
         return values
@@ -288,6 +292,9 @@ def _well_conditioned(values: torch.Tensor, kind: str, torch_dtype) -> torch.Ten
     eye = torch.eye(n, dtype=wide.dtype)
     if kind == "spd":
         wide = wide @ wide.mH / max(n, 1) + eye
+    elif kind == "cholesky_factor":
+        off = wide * (1 - eye)
+        wide = off + eye * (off.abs().sum(-1, keepdim=True) + 1)
     else:
         wide = wide + eye * (wide.abs().sum(-1, keepdim=True) + 1)
     return wide.to(torch_dtype)

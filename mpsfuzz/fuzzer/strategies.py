@@ -14,16 +14,13 @@ from hypothesis import strategies as st
 
 from . import dtypes as dt
 from .catalogue import GRAD_DTYPES, OpSpec, ShapeBudget
-from .recipes import (NONFINITE_SPECIALS, SPECIAL_NAMES, Case, Layout, TensorRecipe,
+from .recipes import (MATRIX_DISTRIBUTIONS, NONFINITE_SPECIALS, SPECIAL_NAMES, Case, Layout, TensorRecipe,
                       ValueRecipe)
 
 # Ops that disallow non-finite values (BLAS, factorizations) also get no finite extremes
 # that overflow in any accumulation: the order of accumulation decides inf vs nan there.
 OVERFLOWING_SPECIALS = ("max", "lowest", "big")
 FINITE_SPECIALS = tuple(n for n in SPECIAL_NAMES if n not in NONFINITE_SPECIALS + OVERFLOWING_SPECIALS)
-# Distributions that build well-conditioned matrices in the last two dims: expanding
-# those dims would repeat rows or columns and make the matrix singular.
-MATRIX_DISTRIBUTIONS = ("spd", "diag_dominant")
 GAP_STEPS = (2, 3)
 # Share of inputs drawn with at least one layout feature. Hypothesis' draws are not
 # uniform (it favours boundaries and integer constants it finds in loaded modules, so the
@@ -194,6 +191,8 @@ def _draw_values(draw, dtype_name, *, distribution=None, allow_specials=True, al
 
 def _draw_tensor(draw, shape, dtype_name, *, distribution=None, allow_specials=True,
                  allow_nonfinite=True, awkward_ratio=AWKWARD_RATIO, low=None, high=None) -> TensorRecipe:
+    # Well-conditioned matrices: expanding their last two dims would repeat rows or
+    # columns and make them singular.
     keep = 2 if distribution in MATRIX_DISTRIBUTIONS else 0
     return TensorRecipe(tuple(shape), dtype_name,
                         _draw_layout(draw, shape, awkward_ratio=awkward_ratio, keep_last_dims=keep),

@@ -413,6 +413,9 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     elif oracle == "metadata":
         body.append(f"expected = {reference(cpu_names)}  # eager CPU reference")
         body += dut_variant()
+        which = re.match(r"output (\d+):", finding.failure.message)
+        if which:  # one output of several differs
+            body.append(f"actual, expected = actual[{which.group(1)}], expected[{which.group(1)}]")
         body.append(_metadata_check(kind))
     elif oracle in ("values", "arbiter"):
         body.append(f"expected = {reference(cpu_names)}  # eager CPU reference")
