@@ -253,3 +253,15 @@ def first_failures(pool, case: Case, oracles) -> list:
     failures, _, _ = Prober(pool, oracles).failures(case)
     assert failures, f"no failure on {case.describe()}"
     return failures
+
+
+def test_sign_bug_is_explained_by_negative_values(pool_for):
+    pool = pool_for("lgamma_negative")
+    big = Case("lgamma", (tensor((3, 4), "float32", distribution="normal", permutation=(1, 0)),))
+    result = run_triage(pool, big)
+    assert "negative" in result.explanation.conditions and "layout:0" not in result.explanation.conditions
+    assert "only when an input holds negative values" in result.explanation.text
+    (minimal,) = result.case.inputs
+    assert minimal.shape == () and minimal.layout == Layout()
+    probe = next(p for p in result.explanation.probes if p.feature == "negative")
+    assert probe.question == "non-negative values" and probe.necessary

@@ -22,6 +22,7 @@ A condition is a short stable string:
 ``dtypes:A+B``      only these dtypes of their class fail (says nothing of other classes)
 ``nonfinite``       an input holds nan or an infinity
 ``specials``        an input holds a finite special value (-0.0, a subnormal, an extreme)
+``negative``        an input holds a negative value
 ``kwarg:NAME``      the argument NAME (with a value other than its default) is passed
 ``variant:V``       the op is called in form V (method, inplace, out, out-strided,
                     out-resized, grad); the functional form passes
@@ -30,6 +31,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+
+import torch
 
 from . import catalogue
 from . import dtypes as dt
@@ -122,7 +125,19 @@ def holds(condition: str, case: Case) -> bool:
         return any(k == arg for k, _ in case.kwargs)
     if kind == "variant":
         return case.variant == arg
+    if condition == "negative":
+        return _holds_negative(case)
     return False
+
+
+def _holds_negative(case: Case) -> bool:
+    """Whether an input (real, signed) holds a value below 0: built on CPU to look."""
+    try:
+        tensors = case.materialize("cpu")
+    except Exception:
+        return False
+    return any(t.numel() and not t.is_complex() and t.dtype != torch.bool and bool((t < 0).any())
+               for t in tensors)
 
 
 def holds_all(conditions, case: Case) -> bool:
@@ -197,6 +212,8 @@ def _ablations(case: Case, names: list[str]):
         finite_names = {n for r in inputs for _, n in r.values.specials if n not in NONFINITE_SPECIALS}
         yield "specials", "no special values", edits.with_inputs(
             case, [edits.without_specials(r, finite_names) for r in inputs])
+    if _holds_negative(case):
+        yield "negative", "non-negative values", edits.with_inputs(case, [edits.non_negative(r) for r in inputs])
     for name, value in case.kwargs:
         yield f"kwarg:{name}", f"no `{name}` argument", edits.drop_kwarg(case, name)
     if case.variant != "functional":
@@ -273,6 +290,8 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
     if condition == "specials":
         held = sorted({n for r in case.inputs for _, n in r.values.specials if n not in NONFINITE_SPECIALS})
         return "an input holds " + "/".join(held)
+    if condition == "negative":
+        return "an input holds negative values"
     if kind == "kwarg":
         value = dict(case.kwargs).get(arg)
         return f"`{arg}={value!r}`"

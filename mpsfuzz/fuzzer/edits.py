@@ -73,6 +73,23 @@ def without_nonfinite(recipe: TensorRecipe) -> TensorRecipe:
     return without_specials(recipe, NONFINITE_SPECIALS)
 
 
+# Specials that are negative numbers (-0.0 is not: it compares equal to 0).
+NEGATIVE_SPECIALS = ("-inf", "lowest", "-2^31-1", "-1")
+
+
+def non_negative(recipe: TensorRecipe) -> TensorRecipe:
+    """The same recipe with values that are never negative: the integer and uniform
+    ranges start at 0, other distributions become ``positive``, negative specials go."""
+    v = without_specials(recipe, NEGATIVE_SPECIALS).values
+    if v.distribution in ("small_int", "int_range", "uniform"):
+        low = 0 if v.low is None else max(v.low, 0)
+        high = v.high if v.high is None or v.high >= low else low
+        v = replace(v, low=low, high=high)
+    elif v.distribution not in ("positive", "bool"):
+        v = replace(v, distribution="positive", low=None, high=None)
+    return replace(recipe, values=v)
+
+
 def with_dtype(recipe: TensorRecipe, dtype: str) -> TensorRecipe:
     return replace(recipe, dtype=dtype)
 
