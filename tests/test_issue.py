@@ -150,3 +150,24 @@ def test_labels_follow_device_dtype_and_kind(corpus):
     assert issue.template_kind(compiled) == "compile-divergence"
     assert {"oncall: pt2", "module: cuda"} <= set(issue.labels(compiled))
     assert isinstance(issue.load_template("leak"), string.Template)
+
+
+def test_a_random_op_draft_says_what_is_expected_of_its_draws(tmp_path):
+    """Random ops get a statistical repro; the draft says what a right answer looks like."""
+    import json
+
+    from mpsfuzz.corpus.finding import Finding
+    from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+    from mpsfuzz.oracles import Failure
+    from mpsfuzz.reports.issue import draft
+    case = Case("multinomial", (TensorRecipe((4,), "float32", Layout(gaps=(2,)), ValueRecipe("positive", seed=3)),),
+                (("num_samples", 1),))
+    failure = Failure(oracle="distribution", kind="wrong-distribution", severity="high",
+                      title="`multinomial` produces values that fail a statistical check on faulty-cpu",
+                      message="chi2 test failed", dedup_key=("wrong-distribution",))
+    finding = Finding.create(case, failure, target_name="faulty-cpu", target_spec="mpsfuzz.testing.faults:target",
+                             device="cpu", conditions=("layout:0",), explanation={"text": "only when gapped"})
+    path = tmp_path / "f.json"
+    path.write_text(json.dumps(finding.to_json()))
+    text = draft(Finding.from_json(json.loads(path.read_text())), path)
+    assert "same distribution as eager CPU's" in text and "torch.multinomial" in text

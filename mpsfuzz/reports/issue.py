@@ -203,6 +203,9 @@ def _fields(finding: Finding, path: Path | None, version: str) -> dict:
         "metadata": "Expected: the shape, dtype and memory format eager CPU gives.",
         "errors": "Expected: what eager CPU does with the same input.",
         "arbiter": "Expected: the result of eager CPU within tolerance.",
+        "distribution": "Expected: draws from the same distribution as eager CPU's for the same arguments "
+                        "(the script's two-sample Kolmogorov-Smirnov test fails by chance once in a million "
+                        "runs).",
     }.get(finding.failure.oracle, "")
     known = ""
     if finding.known:
