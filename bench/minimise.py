@@ -49,7 +49,7 @@ FAULT_OPS = {
     "index_select_0d": "index_select", "var_0d_raise": "var", "softmax_gt4d": "softmax",
     "fft_noncontig": "fft.fft", "sum_empty_dim": "sum", "sub_out_resize": "sub",
     "sigmoid_noncontig": "sigmoid", "sigmoid_half": "sigmoid", "erfinv_stale_graph": "erfinv",
-    "digamma_every_other": "digamma", "cumsum_leak": "cumsum",
+    "digamma_every_other": "digamma", "cumsum_leak": "cumsum", "sub_inplace_spill": "sub",
 }
 
 

@@ -68,6 +68,9 @@ CASES = {
     "fft_noncontig": ("fft.fft", "values", lambda f: not _layout_is_plain(_inputs(f)[0])),
     "sum_empty_dim": ("sum", "values", lambda f: 0 in _inputs(f)[0]["shape"]),
     "sub_out_resize": ("sub", "values", lambda f: _variant(f) == "out-resized"),
+    "sub_inplace_spill": ("sub", "variants",
+                          lambda f: f["kind"] == "writes-outside-view" and _variant(f) == "inplace"
+                          and not _layout_is_plain(_inputs(f)[0])),
     # The sticky fault poisons the worker: only the case that tripped it may be blamed
     # (shrinking in a poisoned worker would blame every later case).
     "index_select_int32_assert": ("index_select", "errors",

@@ -27,7 +27,7 @@ EXPECTED_FAULTS = {
     "lu_factor_noncontig": "corrupt", "prod_hang_5d": "hang",
     "atan2_int64_unsupported": "unsupported", "unary_offset": "corrupt",
     "lgamma_negative": "corrupt", "where_inf": "corrupt", "var_5d": "corrupt",
-    "cumsum_leak": "leak",
+    "cumsum_leak": "leak", "sub_inplace_spill": "spill",
     "sdpa_gt4d": "corrupt", "smooth_l1_empty": "raise", "mse_loss_empty_abort": "abort",
     "multinomial_noncontig": "ignore_strides", "avg_pool2d_half": "corrupt",
     "silu_noncontig": "ignore_strides", "conv_backward_noncontig": "corrupt",
@@ -534,3 +534,16 @@ def test_leak_oracle_finds_cumsum_leak_and_not_a_clean_op():
         assert clean["failures"] == []
     finally:
         release_leaks()
+
+
+def test_spill_writes_past_a_strided_view_and_nowhere_else():
+    target = FaultTarget(["sub_inplace_spill"])
+    base = torch.arange(8, dtype=torch.float32)
+    view = base[::2]
+    target.run(lambda x, y: x.sub_(y), view, torch.ones(4))
+    assert torch.equal(view, torch.tensor([-1., 1., 3., 5.]))      # the op itself is right
+    assert not torch.equal(base[1::2], torch.tensor([1., 3., 5., 7.]))  # but it wrote outside
+    assert target.fired["sub_inplace_spill"] == 1
+    dense = torch.arange(4, dtype=torch.float32)
+    target.run(lambda x, y: x.sub_(y), dense, torch.ones(4))
+    assert torch.equal(dense, torch.tensor([-1., 0., 1., 2.])) and target.fired["sub_inplace_spill"] == 1

@@ -559,7 +559,14 @@ def _distribution_lines(b: _Builder) -> list[str]:
 def _variant_lines(b: _Builder, finding: Finding, dut_variant) -> list[str]:
     kind, names = finding.failure.kind, b.names
     if kind == "writes-outside-view":
-        raise ReproError("no standalone repro for writes outside an in-place view yet")
+        # The whole storage under self, before and after; compared where the view is not.
+        x = names[0]
+        return ([f"whole = {x}.as_strided(({x}.untyped_storage().nbytes() // {x}.element_size(),), (1,), 0)",
+                 "before = whole.clone()"] + dut_variant()
+                + ["outside = torch.ones(whole.shape, dtype=torch.bool, device=device)",
+                   f"outside.as_strided({x}.shape, {x}.stride(), {x}.storage_offset()).fill_(False)",
+                   "print('outside the view, before:', before[outside], 'after:', whole[outside], sep='\\n')",
+                   _assert_close(0, 0, "whole[outside]", "before[outside]")])
     if kind == "input-modified":
         match = re.search(r"input (\d+)", finding.failure.title)
         i = int(match.group(1)) if match else 1

@@ -63,7 +63,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak", "noop", "densify",
-           "ignore_strides", "poison")
+           "ignore_strides", "poison", "spill")
 
 # What torch's C++ error messages call each dtype ("not implemented for 'Long'").
 _CPP_DTYPE_NAMES = {
@@ -146,6 +146,10 @@ class Fault:
             return tree_map(lambda t: t.contiguous() if isinstance(t, torch.Tensor) else t, out)
         if effect == "ignore_strides":
             return func(*tree_map(_read_as_contiguous, tuple(args)), **tree_map(_read_as_contiguous, dict(kwargs)))
+        if effect == "spill":
+            out = _real_result(func, args, kwargs)
+            _spill_outside_view(args[0])
+            return out
         if effect == "leak":
             out = _real_result(func, args, kwargs)
             _LEAKED.append(torch.ones(LEAK_CHUNK_BYTES, dtype=torch.uint8))
@@ -506,6 +510,17 @@ def _corrupt_first(t: torch.Tensor) -> None:
     raise AssertionError(f"could not corrupt a {dtype} value {old!r}")  # pragma: no cover
 
 
+def _spill_outside_view(view: torch.Tensor) -> None:
+    """Change the first element of ``view``'s storage that the view does not cover, as a
+    kernel that treats a strided view as dense writes past it."""
+    n = view.untyped_storage().nbytes() // view.element_size()
+    inside = torch.zeros(n, dtype=torch.bool)
+    inside.as_strided(view.shape, view.stride(), view.storage_offset()).fill_(True)
+    outside = (~inside).nonzero()
+    if outside.numel():
+        _corrupt_first(view.as_strided((n,), (1,), 0)[int(outside[0])])
+
+
 def _corrupt(func, result, outputs: tuple[int, ...] | None):
     in_place = func._schema.is_mutable  # out= / in-place: outputs alias the args
 
@@ -588,6 +603,8 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::add.out",), _out_noncontiguous, "corrupt"),
     Fault("mul_inplace_noncontig", "like pytorch#139006: in-place ops wrong on a non-contiguous self",
           ("aten::mul_.Tensor",), _self_noncontiguous, "corrupt"),
+    Fault("sub_inplace_spill", "an in-place op on a strided view handled it as if dense and wrote past "
+          "the view into the rest of its base", ("aten::sub_.Tensor",), _self_noncontiguous, "spill"),
     Fault("index_select_int32_assert", "CUDA/MPS-style sticky fault: index_select with an int32 index "
           "trips a device-side assert that poisons the context",
           ("aten::index_select",), _index_int32, "poison"),
