@@ -482,7 +482,7 @@ def _grad_lines(b: _Builder, finding: Finding) -> list[str]:
     if not paths or not wrt:
         raise ReproError("no output carries a gradient to the inputs")
     seed = case.inputs[0].values.seed if case.inputs else 0
-    leaves = [out] if paths == [()] else [_at(out, p) for p in paths]
+    leaves = [_at(out, p) for p in paths]
     gs = [upstream_gradient(o.shape, o.dtype, i, seed) for i, o in enumerate(leaves)]
     if sum(g.numel() for g in gs) > LITERAL_HARD_MAX:
         raise ReproError("the upstream gradient is too large for a literal")
