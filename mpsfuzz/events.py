@@ -44,6 +44,9 @@ class Stats:
     cases: int = 0
     valid: int = 0
     unsupported: int = 0
+    # Cases this machine's torch cannot judge: its eager CPU lacks a kernel that the
+    # reference or mpsfuzz's own comparison needs (e.g. ``lt`` for uint32).
+    unsupported_here: int = 0
     internal_errors: int = 0
     restarts: int = 0
     elapsed_s: float = 0.0
@@ -56,6 +59,7 @@ class Stats:
     known_sightings: int = 0
     per_op: dict = field(default_factory=dict)          # op -> [cases, valid]
     unsupported_messages: dict = field(default_factory=dict)  # (op, message) -> count
+    unsupported_here_messages: dict = field(default_factory=dict)  # (op, message) -> count
 
     @property
     def valid_ratio(self) -> float:

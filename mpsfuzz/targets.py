@@ -24,8 +24,17 @@ class TargetError(ValueError):
 def _cuda_full_precision() -> None:
     """CUDA trades precision for speed by default in some kernels (TF32 convolutions,
     reduced-precision fp16/bf16 GEMM accumulation): documented choices, not bugs, which
-    would drown real findings. Turn them off in the worker so float32 means float32."""
-    torch.backends.cudnn.allow_tf32 = False
+    would drown real findings. Turn them off in the worker so float32 means float32.
+
+    Importing torch's own test modules (the ``opinfo`` family) freezes the cuDNN flags
+    (``torch.backends.disable_global_flags``): setting one afterwards raises. torch's
+    own escape hatch for that is used, so the order of imports does not matter."""
+    unfreeze = getattr(torch.backends, "__allow_nonbracketed_mutation", None)
+    if unfreeze is not None:
+        with unfreeze():
+            torch.backends.cudnn.allow_tf32 = False
+    else:  # pragma: no cover - torch without the hatch never freezes either
+        torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
     for flag in ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
         if hasattr(torch.backends.cuda.matmul, flag):

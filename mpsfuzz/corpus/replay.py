@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..fuzzer import catalogue
-from ..fuzzer.probe import DIFFERENT, SAME, Prober
+from ..fuzzer.probe import DIFFERENT, INVALID, SAME, Prober
 from ..fuzzer.worker import WorkerPool, WorkerStartError
 from ..oracles import DEFAULT, all_oracles
 from ..targets import TargetError
@@ -53,6 +53,9 @@ def replay_one(pool: WorkerPool, finding: Finding, *, runs: int = DEFAULT_REPLAY
     for k in range(max(1, runs)):
         prober.fresh = process or k == 0
         outcome = prober.classify(finding.case, symptom)
+        if prober.unsupported_here:
+            # This torch cannot judge the case (its CPU lacks a kernel): not "fixed".
+            return CANNOT_RUN, f"unsupported here: {prober.unsupported_here}"
         verdicts.append(outcome.verdict)
         if outcome.verdict == SAME:
             same = outcome.same
@@ -65,6 +68,10 @@ def replay_one(pool: WorkerPool, finding: Finding, *, runs: int = DEFAULT_REPLAY
         return FLAKY, f"failed {failed} of {len(verdicts)} runs"
     if other is not None:
         return CHANGED, f"now: {other.title}"
+    if all(v == INVALID for v in verdicts) and finding.failure.kind != "ref-raises":
+        # The reference rejects the case here, or the target has no kernel for it: the
+        # bug cannot be observed, which is not the same as fixed.
+        return CANNOT_RUN, "the case is not a valid input here (CPU rejects it or the target has no kernel)"
     return FIXED, ""
 
 

@@ -178,6 +178,10 @@ class Campaign:
             self.stats.unsupported += 1
             key = (case.op, outcome.get("unsupported_message", ""))
             self.stats.unsupported_messages[key] = self.stats.unsupported_messages.get(key, 0) + 1
+        if outcome.get("unsupported_here"):
+            self.stats.unsupported_here += 1
+            key = (case.op, outcome["unsupported_here"])
+            self.stats.unsupported_here_messages[key] = self.stats.unsupported_here_messages.get(key, 0) + 1
         self.emit(CaseFinished(case.op, valid=outcome["valid"], unsupported=outcome["unsupported"],
                                shrinking=bool(self._shrink_started), case=case))
         return [Failure.from_json(f) for f in outcome["failures"]]

@@ -9,6 +9,7 @@ functional form (for the ``variants`` oracle) and the op on ``.contiguous()`` co
 from __future__ import annotations
 
 import gc
+import re
 import warnings
 
 import psutil
@@ -16,7 +17,7 @@ import torch
 
 from ..oracles import all_oracles
 from ..oracles.observation import Observation, Raised, SideResult, output_meta
-from . import catalogue
+from . import catalogue, cpu_kernels
 from . import dtypes as dt
 from .recipes import Case
 
@@ -376,8 +377,39 @@ def _leak_measure(case: Case, spec, kwargs, target, before: tuple[int, int]) -> 
             "device_per_call": (end[0] - start[0]) / REPEATS, "rss_per_call": (end[1] - start[1]) / REPEATS}
 
 
+_LACKS_KERNEL = re.compile(r"not implemented for '|no kernel|could not run 'aten::", re.IGNORECASE)
+
+
+def lacks_kernel(exc: BaseException, dtype_names=()) -> bool:
+    """An error that says a kernel is missing for a dtype (or a backend), or a bare
+    NotImplementedError where the probe found this CPU lacking kernels for one of
+    ``dtype_names``."""
+    if _LACKS_KERNEL.search(str(exc)):
+        return True
+    return isinstance(exc, NotImplementedError) and bool(cpu_kernels.lacking_for(dtype_names))
+
+
 def execute(case: Case, target, oracle_names) -> dict:
-    """Run ``case`` on both sides and the enabled case oracles; a JSON-able summary."""
+    """Run ``case`` on both sides and the enabled case oracles; a JSON-able summary.
+
+    The op's own errors are observations (the oracles judge them). An error that says a
+    kernel is missing, raised by mpsfuzz's *own* processing of the case (comparing,
+    canonicalising, the float64 arbiter, all on the CPU or the device), means this
+    torch cannot judge the case: ``unsupported here``, not a harness failure."""
+    try:
+        return _execute(case, target, oracle_names)
+    except Exception as exc:
+        dtypes = cpu_kernels.case_dtypes(case)
+        if not lacks_kernel(exc, dtypes):
+            raise
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+        lacking = cpu_kernels.describe(dtypes)
+        why = f"{first} (eager CPU of torch {torch.__version__} lacks: {lacking})" if lacking else first
+        return {"valid": False, "unsupported": False, "unsupported_message": "", "unsupported_here": why,
+                "ref_widened": False, "failures": []}
+
+
+def _execute(case: Case, target, oracle_names) -> dict:
     spec = catalogue.get(case.op)
     kwargs = case.kwargs_dict()
     enabled = tuple(oracle_names)

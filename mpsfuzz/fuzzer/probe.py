@@ -39,6 +39,8 @@ class Prober:
     timeout_s: float | None = None
     runs: int = 0
     seconds: float = 0.0
+    # Why the last case run could not be judged on this machine's torch, if it could not.
+    unsupported_here: str | None = None
     _process_oracles: tuple[str, ...] = field(init=False)
     _worker_oracles: tuple[str, ...] = field(init=False)
 
@@ -57,10 +59,12 @@ class Prober:
         outcome = self.pool.run(case.to_json(), self._worker_oracles, case.op, timeout_s=self.timeout_s)
         self.runs += 1
         self.seconds += time.monotonic() - start
+        self.unsupported_here = None
         if isinstance(outcome, ProcessEvent):
             oracles = all_oracles()
             return [f for name in self._process_oracles if (f := oracles[name].check(outcome))], True, True
         failures = [Failure.from_json(f) for f in outcome["failures"]]
+        self.unsupported_here = outcome.get("unsupported_here") or None
         return failures, bool(outcome["valid"]) and not outcome.get("unsupported"), False
 
     def classify(self, case: Case, symptom: tuple) -> Outcome:

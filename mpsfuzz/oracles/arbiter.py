@@ -7,11 +7,17 @@ error against the float64 result is within ``MULTIPLIER`` times the other side's
 all three; a side whose non-finite positions (NaN, inf, and their signs) disagree with
 float64's at more positions than the other side's is the worse one. The float64 result is
 first rounded to the output dtype, so overflow to inf in that dtype counts as correct.
+Two bounds from :mod:`.accuracy` come first: a half-precision result within what
+accumulating its summands may cost is not wrong (``within-bound``), and where the inputs
+hold non-finite values or extremes, differences that overflowing intermediates explain
+are not held against either side (``overflow``); a finite wrong value where float64 and
+CPU agree still is.
 
 Verdicts: the DUT is wrong (the finding stands, with the errors attached); the CPU is
 wrong (re-attributed: a finding of the ``arbiter`` oracle that blames CPU, kept apart
-from target bugs); both are as close (dismissed: the tolerance was too tight for the
-op). Low-precision ops are judged this way rather than by widening tolerances.
+from target bugs); both are as close, within the bound, or overflow (dismissed). For the
+DUT-alone oracles (``layout``, ``variants``) the "CPU" side is the other form on the DUT:
+either one being worse is the target's bug.
 """
 from __future__ import annotations
 
@@ -23,12 +29,14 @@ import torch
 from ..fuzzer.dtypes import name_of
 from ..fuzzer.recipes import Case, DtypeArg
 from . import Failure, oracle
+from .accuracy import LOW_PRECISION, accumulation_bound, overflow_possible, summands
+from .grads import BACKWARD_SCALE
 from .observation import Observation, Raised
-from .tolerances import tolerance
-from .values import compare_tensors, flatten_outputs
+from .values import compare_tensors, dut_alone_scale, flatten_outputs, leaf_tolerance
 
 MULTIPLIER = 2.0
-ARBITRATED = {("values", "wrong-values"), ("grads", "wrong-values"), ("layout", "layout-wrong-values")}
+ARBITRATED = {("values", "wrong-values"), ("grads", "wrong-values"), ("layout", "layout-wrong-values"),
+              ("variants", "variant-wrong-values")}
 
 
 def _wide(dtype: torch.dtype) -> torch.dtype:
@@ -72,8 +80,38 @@ def _errors(x: torch.Tensor, truth: torch.Tensor, finite_all: torch.Tensor) -> t
     return int(bad_nonfinite.sum()), rms
 
 
-def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: float) -> tuple[str, dict]:
-    """'dut-wrong', 'cpu-wrong' or 'both-close' for one output, with the numbers."""
+def _near(x: torch.Tensor, truth: torch.Tensor, tol: torch.Tensor) -> torch.Tensor:
+    """Per element: x equals truth within ``tol`` (NaN matches NaN, inf matches itself)."""
+    nan_x, nan_t = torch.isnan(x), torch.isnan(truth)
+    finite = torch.isfinite(x) & torch.isfinite(truth)
+    diff = torch.where(finite, (x - truth).abs(), torch.zeros((), dtype=torch.float64))
+    return (nan_x & nan_t) | (~nan_x & ~nan_t & (x == truth)) | (finite & (diff <= tol))
+
+
+def _overflow_verdict(d, c, truth, tol, numbers: dict) -> tuple[str, dict]:
+    """Inputs with non-finite values or extremes: where an intermediate overflows depends
+    on the order of evaluation, so a non-finite result where float64 is finite (or a NaN
+    where it is inf) is not held against either side. The DUT is wrong only where it
+    returns a finite wrong value while CPU matches float64, a finite value where float64
+    and CPU both say inf (or the infinity of the other sign), or a non-NaN where float64
+    and CPU are both NaN."""
+    d_ok, c_ok = _near(d, truth, tol), _near(c, truth, tol)
+    finite_d, finite_t = torch.isfinite(d), torch.isfinite(truth)
+    lost_nan = torch.isnan(truth) & ~torch.isnan(d) & torch.isnan(c)
+    wrong_for_inf = torch.isinf(truth) & ~torch.isnan(d) & (d != truth) & (c == truth)
+    finite_wrong = finite_t & finite_d & ~d_ok & c_ok
+    wrong = lost_nan | wrong_for_inf | finite_wrong
+    numbers = dict(numbers, overflow_rule=True, target_wrong_positions=int(wrong.sum()),
+                   excused_positions=int((~d_ok & ~wrong).sum()))
+    return ("dut-wrong" if bool(wrong.any()) else "overflow"), numbers
+
+
+def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: float, *, rtol: float = 0.0,
+               overflow: bool = False, magnitude: torch.Tensor | None = None, summands: int = 1) -> tuple[str, dict]:
+    """'dut-wrong', 'cpu-wrong', 'both-close', 'within-bound' or 'overflow' for one output,
+    with the numbers. ``overflow``: the inputs hold non-finite values or extremes (see
+    :mod:`.accuracy`). Low-precision outputs are held to the accumulation bound for
+    ``summands`` terms of ``magnitude`` (float64 on the inputs' absolute values)."""
     wide = torch.complex128 if cpu.is_complex() else torch.float64
     truth = exact.to(cpu.dtype).to(wide).reshape(-1)  # rounded to the output dtype
     d, c = dut.to(wide).reshape(-1), cpu.to(wide).reshape(-1)
@@ -82,6 +120,20 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
     nf_c, err_c = _errors(c, truth, finite_all)
     numbers = {"target_error": err_d, "cpu_error": err_c, "target_nonfinite_wrong": nf_d,
                "cpu_nonfinite_wrong": nf_c}
+    low = cpu.dtype in LOW_PRECISION
+    if low:
+        mag = None if magnitude is None else magnitude.to(torch.float64 if not magnitude.is_complex()
+                                                         else torch.complex128).reshape(-1)
+        tol = accumulation_bound(truth, mag, summands, cpu.dtype, atol)
+        numbers["summands"] = summands
+    else:
+        tol = atol + rtol * truth.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0)
+    if overflow:
+        return _overflow_verdict(d, c, truth, tol, numbers)
+    if low and bool(_near(d, truth, tol).all()):
+        # Within what accumulating this many terms in half precision may cost: not a
+        # bug of the target, whatever CPU's error.
+        return "within-bound", numbers
     slack = atol / 10.0
     if nf_d > nf_c or (nf_d and nf_d == nf_c):
         return "dut-wrong", numbers
@@ -92,15 +144,45 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
     return "both-close", numbers
 
 
+def _abs_float64_outputs(obs: Observation):
+    """The op in float64 on the inputs' absolute values (cached): the magnitude of the
+    terms a sum-like op accumulates. None where that call fails or is meaningless."""
+    if "float64_abs" in obs.cache:
+        return obs.cache["float64_abs"]
+    from ..fuzzer.executor import run_side
+    result = None
+    case = obs.case
+    try:
+        inputs = [t.to(_wide(t.dtype)).abs() if (t.is_floating_point() or t.is_complex()) else t
+                  for t in case.materialize("cpu")]
+        if all(t.dtype == _wide(t.dtype) or not (t.is_floating_point() or t.is_complex()) for t in inputs):
+            kwargs = {k: (_wide(v) if isinstance(v, torch.dtype) else v) for k, v in case.kwargs_dict().items()}
+            side = run_side(obs.spec, Case(case.op, case.inputs, case.kwargs, "functional"), kwargs, "cpu",
+                            inputs=inputs)
+            side.raw = None
+            if not isinstance(side.outputs, Raised):
+                result = flatten_outputs(side.outputs)
+    except Exception:  # best effort: the result's own magnitude is the floor
+        result = None
+    obs.cache["float64_abs"] = result
+    return result
+
+
 def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
     """Arbitrate every mismatching floating output of the failure's comparison."""
     side = float64_side(obs)
     if isinstance(side.outputs, Raised):
         return "undecided", {"reason": f"float64 run raised {side.outputs.type}"}
+    scale = 1.0
     if failure.oracle == "grads":
         dut, cpu, exact = obs.dut_side.grads, obs.ref_side.grads, side.grads
+        scale = BACKWARD_SCALE
     elif failure.oracle == "layout":  # awkward vs contiguous, both on the DUT
         dut, cpu, exact = obs.dut, obs.dut_contiguous.outputs, side.outputs
+        scale = dut_alone_scale(obs.spec)
+    elif failure.oracle == "variants":  # the variant vs the functional form, both on the DUT
+        dut, cpu, exact = obs.dut, obs.dut_functional.outputs, side.outputs
+        scale = dut_alone_scale(obs.spec)
     else:
         dut, cpu, exact = obs.dut, obs.ref, side.outputs
     if dut is None or cpu is None or exact is None:
@@ -108,30 +190,53 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
     dut, cpu, exact = flatten_outputs(dut), flatten_outputs(cpu), flatten_outputs(exact)
     if not (len(dut) == len(cpu) == len(exact)):
         return "undecided", {"reason": "float64 result has a different structure"}
+    overflow = overflow_possible(obs.case)
+    shapes = [r.shape for r in obs.case.inputs]
+    magnitudes = None
     verdicts = []
-    for d, c, e in zip(dut, cpu, exact):
+    for i, (d, c, e) in enumerate(zip(dut, cpu, exact)):
         if d is None or c is None or e is None or d.shape != c.shape or d.shape != e.shape:
             continue
         if not (c.is_floating_point() or c.is_complex()):
             continue
-        rtol, atol = tolerance(name_of(c.dtype), rtol_scale=obs.spec.rtol_scale, atol_scale=obs.spec.atol_scale)
+        rtol, atol = leaf_tolerance(obs.spec, name_of(c.dtype), scale=scale,
+                                    widened=obs.ref_widened and failure.oracle == "values")
         if compare_tensors(d, c, rtol, atol) is None:
             continue
-        verdicts.append(judge_leaf(d, c, e, atol))
+        magnitude = None
+        if c.dtype in LOW_PRECISION and failure.oracle != "grads":
+            if magnitudes is None:
+                magnitudes = _abs_float64_outputs(obs) or []
+            if i < len(magnitudes) and isinstance(magnitudes[i], torch.Tensor) and magnitudes[i].shape == c.shape:
+                magnitude = magnitudes[i]
+        verdicts.append(judge_leaf(d, c, e, atol, rtol=rtol, overflow=overflow, magnitude=magnitude,
+                                   summands=summands(shapes, c.numel())))
     if not verdicts:
         return "undecided", {"reason": "no floating output to arbitrate"}
     for wanted in ("dut-wrong", "cpu-wrong"):
         for v, numbers in verdicts:
             if v == wanted:
                 return v, numbers
-    return "both-close", verdicts[0][1]
+    return verdicts[0]
 
 
 def _numbers_line(numbers: dict) -> str:
     if "reason" in numbers:
         return numbers["reason"]
-    return (f"RMS error vs float64: target {numbers['target_error']:.3g}, CPU {numbers['cpu_error']:.3g}; "
+    line = (f"RMS error vs float64: target {numbers['target_error']:.3g}, CPU {numbers['cpu_error']:.3g}; "
             f"non-finite disagreements: target {numbers['target_nonfinite_wrong']}, CPU {numbers['cpu_nonfinite_wrong']}")
+    if numbers.get("overflow_rule"):
+        line += (f"; inputs hold non-finite values or extremes: {numbers['target_wrong_positions']} position(s) "
+                 f"wrong beyond overflow, {numbers['excused_positions']} excused as intermediate overflow")
+    if "summands" in numbers:
+        line += f"; half-precision accumulation bound for {numbers['summands']} summand(s)"
+    return line
+
+
+# Verdicts that dismiss a failure: neither side is worse than the other (both-close), the
+# target is within what half-precision accumulation may cost (within-bound), or the only
+# differences come from overflowing intermediates (overflow).
+DISMISSED = ("both-close", "within-bound", "overflow")
 
 
 @oracle("arbiter", stage="verdict",
@@ -145,12 +250,16 @@ def arbitrate(obs: Observation, failure: Failure) -> Failure | None:
         result, numbers = "undecided", {"reason": f"arbiter failed: {type(exc).__name__}"}
     note = f"\nfloat64 arbiter: {result} ({_numbers_line(numbers)})"
     details = dict(failure.details, verdict=result, arbiter=numbers)
-    if result == "both-close":
+    if result in DISMISSED:
         return None
     if failure.oracle == "layout":
         # Either layout being the less accurate one is a layout bug of the target.
         return replace(failure, message=failure.message + note.replace("dut-wrong", "non-contiguous worse")
                        .replace("cpu-wrong", "contiguous worse"), details=details)
+    if failure.oracle == "variants":
+        # Either form being the less accurate one is a bug of the target.
+        return replace(failure, message=failure.message + note.replace("dut-wrong", f"{obs.case.variant} worse")
+                       .replace("cpu-wrong", "functional worse"), details=details)
     if result == "cpu-wrong":
         return Failure(oracle="arbiter", kind="cpu-wrong", severity="low", blame="cpu",
                        title=f"CPU `{obs.spec.name}` is less accurate than {obs.target_name} (float64 arbiter)",

@@ -109,6 +109,11 @@ class ConsoleReporter:
             f"sightings of known findings {s.known_sightings}, minimising {s.minimise_s:.1f}s", highlight=False)
         if s.internal_errors:
             self.console.print(f"[yellow]{s.internal_errors} case(s) hit an internal mpsfuzz error (see notes above)[/]")
+        if s.unsupported_here:
+            self.console.print(f"{s.unsupported_here} case(s) unsupported here: this torch's eager CPU lacks "
+                               "kernels needed to judge them (not bugs); for example:", highlight=False)
+            for (op, msg), n in sorted(s.unsupported_here_messages.items(), key=lambda kv: -kv[1])[:5]:
+                self.console.print(f"  {op} ({n}x): {msg}", highlight=False, markup=False)
         if s.unsupported_messages:
             table = Table(title="unsupported on the target (not bugs)", show_lines=False)
             table.add_column("op")

@@ -34,8 +34,8 @@ from ..fuzzer import catalogue
 from ..fuzzer import dtypes as dt
 from ..fuzzer.executor import OUT_FILLER
 from ..fuzzer.recipes import GAP_FILLER, Case, TensorRecipe, resolve_kwargs
-from ..oracles.tolerances import tolerance
-from ..oracles.values import LOW_PRECISION_SCALE, ORDER_DEPENDENT_SCALE
+from ..oracles.grads import BACKWARD_SCALE
+from ..oracles.values import dut_alone_scale, leaf_tolerance
 from .source import Rendering, SourceError, literal
 
 MARKER = "# device under test"
@@ -297,15 +297,10 @@ def _tolerance(finding: Finding, spec, *, dut_alone: bool, grads: bool = False) 
     if isinstance(profile, dict) and "rtol" in profile:
         return float(profile["rtol"]), float(profile["atol"])
     main = finding.case.inputs[0].dtype if finding.case.inputs else "float32"
-    scale = 1.0
-    if dut_alone:
-        scale = ORDER_DEPENDENT_SCALE if "order-dependent" in spec.semantics else 1.0
-        if main in ("float16", "bfloat16", "complex32"):
-            scale *= LOW_PRECISION_SCALE
+    scale = dut_alone_scale(spec) if dut_alone else 1.0
     if grads:
-        scale *= 2.0
-    return tolerance(main, rtol_scale=spec.rtol_scale * scale, atol_scale=spec.atol_scale * scale,
-                     widened="wider dtype" in finding.failure.message)
+        scale *= BACKWARD_SCALE
+    return leaf_tolerance(spec, main, scale=scale, widened="wider dtype" in finding.failure.message)
 
 
 def _assert_close(rtol: float, atol: float, actual: str = "actual", expected: str = "expected") -> str:

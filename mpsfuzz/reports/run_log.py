@@ -48,6 +48,7 @@ def run_record(started: CampaignStarted | None, finished: CampaignFinished, *, s
         "cases": s.cases,
         "valid": s.valid,
         "unsupported": s.unsupported,
+        "unsupported_here": s.unsupported_here,
         "restarts": s.restarts,
         "internal_errors": s.internal_errors,
         "cases_per_s": round(s.cases_per_s, 3),

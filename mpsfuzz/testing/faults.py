@@ -41,6 +41,15 @@ Effects:
 ``poison``
     raise a CUDA-style sticky error ("device-side assert triggered"); from then on every
     op in this process raises it too, as a real device context would.
+``overflow_naively``
+    (``hypot``) compute ``sqrt(x*x + y*y)`` in the input dtype, so the squares overflow
+    where a careful kernel does not: a legitimate implementation choice, not a bug.
+``accumulate_in_dtype``
+    (``sum``) add the elements one by one in the input's own (half) precision, as a
+    kernel without a float32 accumulator does: less accurate, within what
+    half-precision accumulation may cost, not a bug.
+``inflate``
+    compute the real result and multiply it by 1.25 (a moderate but real error).
 
 Only top-level calls reach the mode: calls that a kernel makes internally do not, while a
 CompositeImplicit op (e.g. ``torch.linalg.lu_factor``) is seen as the ops it decomposes
@@ -63,7 +72,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak", "noop", "densify",
-           "ignore_strides", "poison", "spill")
+           "ignore_strides", "poison", "spill", "overflow_naively", "accumulate_in_dtype", "inflate")
 
 # What torch's C++ error messages call each dtype ("not implemented for 'Long'").
 _CPP_DTYPE_NAMES = {
@@ -150,6 +159,13 @@ class Fault:
             out = _real_result(func, args, kwargs)
             _spill_outside_view(args[0])
             return out
+        if effect == "overflow_naively":
+            x, y = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+            return (x * x + y * y).sqrt()
+        if effect == "accumulate_in_dtype":
+            return _sum_one_by_one(func, args, kwargs)
+        if effect == "inflate":
+            return tree_map(lambda t: t * 1.25 if isinstance(t, torch.Tensor) else t, _real_result(func, args, kwargs))
         if effect == "leak":
             out = _real_result(func, args, kwargs)
             _LEAKED.append(torch.ones(LEAK_CHUNK_BYTES, dtype=torch.uint8))
@@ -402,6 +418,24 @@ def _out_needs_resize(func, args, kwargs) -> bool:
     return isinstance(out, torch.Tensor) and tuple(out.shape) != tuple(shape) and math.prod(shape) > 0
 
 
+def _squares_overflow(func, args, kwargs) -> bool:
+    # hypot(self, other): a naive sqrt(x*x + y*y) overflows where x*x does
+    x, y = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    if not (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.is_floating_point()):
+        return False
+    top = torch.finfo(x.dtype).max
+    return bool(((x.double() ** 2 + y.double() ** 2) > top).any())
+
+
+def _half_input(func, args, kwargs) -> bool:
+    return _input(func, args, kwargs).dtype in (torch.float16, torch.bfloat16)
+
+
+def _half_noncontiguous(func, args, kwargs) -> bool:
+    x = _input(func, args, kwargs)
+    return x.dtype in (torch.float16, torch.bfloat16) and x.numel() > 1 and not x.is_contiguous()
+
+
 # --- effects -----------------------------------------------------------------------
 
 def _flush() -> None:
@@ -432,6 +466,24 @@ def _real_result(func, args, kwargs):
 
         wide_args, wide_kwargs = tree_map(up, (tuple(args), dict(kwargs)))
         return tree_map(down, func(*wide_args, **wide_kwargs))
+
+
+def _sum_one_by_one(func, args, kwargs) -> torch.Tensor:
+    """sum(self) / sum(self, dim, keepdim) with each partial sum rounded to self's dtype."""
+    x = _input(func, args, kwargs)
+    if x.numel() == 0 or x.dim() == 0 or kwargs.get("dtype") is not None:
+        return func(*args, **kwargs)  # nothing accumulated in half precision
+    dims = _arg(func, args, kwargs, 1) if func._schema.overload_name == "dim_IntList" else None
+    keepdim = bool(_arg(func, args, kwargs, 2)) if dims is not None else False
+    dims = sorted({d % max(x.dim(), 1) for d in dims}) if dims else list(range(x.dim()))
+    kept = [d for d in range(x.dim()) if d not in dims]
+    terms = x.permute(*kept, *dims).reshape(*[x.shape[d] for d in kept], -1)
+    total = torch.zeros(terms.shape[:-1], dtype=x.dtype)
+    for j in range(terms.shape[-1]):
+        total = total + terms[..., j]
+    if keepdim:
+        total = total.reshape([1 if d in dims else x.shape[d] for d in range(x.dim())])
+    return total
 
 
 def _read_as_contiguous(x):
@@ -653,7 +705,19 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::erfinv",), _shape_changed_since_last_call, "corrupt"),
     Fault("digamma_every_other", "a race: digamma wrong on every other call in a process",
           ("aten::digamma",), _every_other_call, "corrupt"),
+    # Legitimate implementation choices that must NOT be reported (issue: false positives
+    # from overflowing intermediates and half-precision accumulation), and a real
+    # half-precision error that scaled tolerances used to hide.
+    Fault("hypot_overflows_naively", "not a bug: hypot computed naively overflows where x*x does",
+          ("aten::hypot.default",), _squares_overflow, "overflow_naively"),
+    Fault("sum_half_accumulates_in_dtype", "not a bug: a half-precision sum without a float32 accumulator",
+          ("aten::sum.default", "aten::sum.dim_IntList"), _half_input, "accumulate_in_dtype"),
+    Fault("var_half_noncontig_inflated", "var of a non-contiguous float16/bfloat16 input 25% too large "
+          "(hidden by stacked tolerance scales before)", ("aten::var.correction",), _half_noncontiguous, "inflate"),
 )
+
+# Faults that emulate legitimate behaviour: a campaign must report nothing for them.
+NOT_BUGS = ("hypot_overflows_naively", "sum_half_accumulates_in_dtype")
 
 
 # --- the mode and the target --------------------------------------------------------
