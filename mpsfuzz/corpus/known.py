@@ -3,7 +3,9 @@ an issue link.
 
 A finding that matches a ``known-bug`` entry is recorded but marked known (it links to
 the upstream issue and is not counted as new); one that matches an ``unimplemented`` or
-``undefined`` entry is not a bug at all and is never recorded. The built-in table ships
+``undefined`` entry is not a bug at all and is never recorded. Entries match narrowly:
+the loader refuses one that covers every oracle and kind of its ops, and one that would
+suppress a crash, hang or leak. The built-in table ships
 in ``mpsfuzz/data/known_failures.json``; ``--known FILE`` adds a table of the same
 format (users keep their own triage there).
 """
@@ -17,6 +19,10 @@ from pathlib import Path
 KNOWN_FORMAT = 1
 STATUSES = ("known-bug", "unimplemented", "undefined")
 SUPPRESSED = ("unimplemented", "undefined")
+# A crash, a hang or a leak is never undefined behaviour or a missing kernel: entries
+# that would suppress one are refused.
+NEVER_SUPPRESSED = ("crash", "hang", "leak")
+VARIANTS = ("*", "functional", "method", "inplace", "out", "out-strided", "out-resized", "grad")
 
 
 class KnownTableError(ValueError):
@@ -36,6 +42,7 @@ class KnownFailure:
     reason: str
     link: str
     fixed_in: str | None = None
+    variant: str = "*"          # how the op is called (out-strided, ...) or any
 
     def to_json(self) -> dict:
         return {"id": self.id, "status": self.status, "reason": self.reason, "link": self.link}
@@ -63,14 +70,32 @@ def parse_table(data, source: str) -> list[KnownFailure]:
                 id=str(e["id"]), device=str(e.get("device", "*")), ops=tuple(e["ops"]),
                 dtypes=tuple(e.get("dtypes", ())), oracle=str(e.get("oracle", "*")),
                 kind=str(e.get("kind", "*")), layout=str(e.get("layout", "*")), status=str(e["status"]),
-                reason=str(e["reason"]), link=str(e.get("link", "")), fixed_in=e.get("fixed_in"))
+                reason=str(e["reason"]), link=str(e.get("link", "")), fixed_in=e.get("fixed_in"),
+                variant=str(e.get("variant", "*")))
         except (KeyError, TypeError) as exc:
             raise KnownTableError(f"{source}: entry {i} lacks field {exc}") from None
-        if entry.status not in STATUSES:
-            raise KnownTableError(f"{source}: entry {entry.id!r} has status {entry.status!r}; "
-                                  f"expected one of {', '.join(STATUSES)}")
+        _check_narrow(entry, source)
         out.append(entry)
     return out
+
+
+def _check_narrow(entry: KnownFailure, source: str) -> None:
+    """Entries match narrowly: each names the oracle or the kind of failure it covers (one
+    with both ``*`` would hide every failure of its ops, crashes included), and none
+    suppresses a crash, hang or leak."""
+    where = f"{source}: entry {entry.id!r}"
+    if entry.status not in STATUSES:
+        raise KnownTableError(f"{where} has status {entry.status!r}; expected one of {', '.join(STATUSES)}")
+    if entry.oracle == "*" and entry.kind == "*":
+        raise KnownTableError(f"{where} matches every failure of {', '.join(entry.ops)} (oracle and kind are "
+                              f"both '*'): name the oracle or the kind it covers")
+    if not entry.ops:
+        raise KnownTableError(f"{where} names no op")
+    if entry.variant not in VARIANTS:
+        raise KnownTableError(f"{where} has variant {entry.variant!r}; expected one of {', '.join(VARIANTS)}")
+    if entry.status in SUPPRESSED and (entry.oracle in NEVER_SUPPRESSED or entry.kind in NEVER_SUPPRESSED):
+        raise KnownTableError(f"{where} would suppress a {entry.oracle if entry.oracle != '*' else entry.kind}: "
+                              f"a crash, hang or leak is never {entry.status}")
 
 
 def builtin_table() -> list[KnownFailure]:
@@ -94,10 +119,14 @@ def device_kind(device: str) -> str:
 
 
 def match(table: list[KnownFailure], *, device: str, op: str, dtypes, oracle: str, kind: str,
-          layout_class: str, torch_version: str) -> KnownFailure | None:
+          layout_class: str, torch_version: str, variant: str = "functional") -> KnownFailure | None:
     dev = device_kind(device)
     for e in table:
         if e.device not in ("*", dev) or op not in e.ops:
+            continue
+        if e.variant not in ("*", variant):
+            continue
+        if e.status in SUPPRESSED and (oracle in NEVER_SUPPRESSED or kind in NEVER_SUPPRESSED):
             continue
         if e.dtypes and not set(dtypes) & set(e.dtypes):
             continue

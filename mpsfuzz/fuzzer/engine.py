@@ -216,7 +216,7 @@ class Campaign:
     def _known_entry(self, case, failure: Failure, device: str):
         trig = trigger_class(case)
         return known_failures.match(self.known_table, device=device, op=case.op, dtypes=trig["dtypes"],
-                                    oracle=failure.oracle, kind=failure.kind,
+                                    oracle=failure.oracle, kind=failure.kind, variant=case.variant,
                                     layout_class=trig["layout_class"], torch_version=self._torch_version)
 
     def _suppressed(self, case, failure: Failure, pool: WorkerPool) -> bool:

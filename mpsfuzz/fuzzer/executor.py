@@ -345,11 +345,21 @@ def _memory(target, *, collect: bool = False) -> tuple[int, int]:
     return device, _PROCESS.memory_info().rss
 
 
-def _leak_measure(case: Case, spec, kwargs, target, before: tuple[int, int]) -> dict | None:
+def _output_bytes(outputs) -> int:
+    return sum(t.numel() * t.element_size() for t in _leaves(outputs) if isinstance(t, torch.Tensor))
+
+
+def _leak_measure(case: Case, spec, kwargs, target, before: tuple[int, int], output_bytes: int) -> dict | None:
     """Memory the case kept; when past the leak thresholds, confirmed over repeated calls
-    (a first call may build caches once): the growth per repeated call."""
+    (a first call may build caches once): what each repeated call kept.
+
+    The device threshold follows the case: a call that keeps as little as one
+    output-sized tensor each time is a leak (capped at DEVICE_BYTES_PER_CALL for large
+    outputs), because the allocator counts exact live bytes; the repeats, each of
+    which must keep at least that much again, tell a leak from a cache built once."""
     from ..oracles.leak import DEVICE_BYTES_PER_CALL, REPEATS, RSS_BYTES_PER_CALL
 
+    device_threshold = max(1, min(DEVICE_BYTES_PER_CALL, output_bytes))
     # The first call of an op in a process loads its kernels and libraries (CUDA's lazy
     # module loading alone adds megabytes of RSS): process memory counts from the second
     # call on. The device allocator counts at once (a leaking fault shows on any call).
@@ -357,24 +367,33 @@ def _leak_measure(case: Case, spec, kwargs, target, before: tuple[int, int]) -> 
     warm = key in _CALLED
     _CALLED.add(key)
 
-    def past(now) -> bool:
-        return (now[0] - before[0] >= DEVICE_BYTES_PER_CALL
-                or (warm and now[1] - before[1] >= RSS_BYTES_PER_CALL))
-    if not past(_memory(target)):
+    def past(now, then, rss_counts: bool) -> bool:
+        return (now[0] - then[0] >= device_threshold
+                or (rss_counts and now[1] - then[1] >= RSS_BYTES_PER_CALL))
+    if not past(_memory(target), before, warm):
         return None
     after = _memory(target, collect=True)
-    if not past(after):
+    if not past(after, before, warm):
         return None
-    start = after
+    kept = []
+    previous = after
     for _ in range(REPEATS):
         side = run_side(spec, case, kwargs, target.device, runner=target.run, synchronize=target.synchronize)
         side.raw = None
         if isinstance(side.outputs, Raised):
             return None
         del side
+        now = _memory(target)  # reference counting has freed the call's tensors already
+        kept.append((now[0] - previous[0], now[1] - previous[1]))
+        previous = now
     end = _memory(target, collect=True)
+    mean = ((end[0] - after[0]) / REPEATS, (end[1] - after[1]) / REPEATS)
     return {"device_first": after[0] - before[0], "rss_first": after[1] - before[1], "repeats": REPEATS,
-            "device_per_call": (end[0] - start[0]) / REPEATS, "rss_per_call": (end[1] - start[1]) / REPEATS}
+            "device_threshold": device_threshold,
+            # A leak keeps memory on every call: the least any repeated call kept (and no
+            # more than the mean once garbage is collected).
+            "device_per_call": min(min(d for d, _ in kept), mean[0]),
+            "rss_per_call": min(min(r for _, r in kept), mean[1])}
 
 
 _LACKS_KERNEL = re.compile(r"not implemented for '|no kernel|could not run 'aten::", re.IGNORECASE)
@@ -423,7 +442,7 @@ def _execute(case: Case, target, oracle_names) -> dict:
             return {"valid": False, "unsupported": False, "unsupported_message": "",
                     "ref_widened": False, "failures": []}
         if before is not None and not isinstance(dut.outputs, Raised):
-            leak = _leak_measure(case, spec, kwargs, target, before)
+            leak = _leak_measure(case, spec, kwargs, target, before, _output_bytes(dut.outputs))
         ref, widened = run_reference(case, spec, kwargs)
         ref_functional = None
         if functional is not None and _wants_functional(case, enabled):

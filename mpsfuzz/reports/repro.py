@@ -308,6 +308,22 @@ def _assert_close(rtol: float, atol: float, actual: str = "actual", expected: st
             "equal_nan=True, check_device=False)")
 
 
+def _leak_plan(finding: Finding, device: str) -> tuple[int, int, bool]:
+    """(calls, bytes per call that must not be exceeded, read the device allocator?) for a
+    leak's script. The threshold follows what the finding measured: half of what each
+    call kept (so the leak shows with a margin), at least 64 bytes. A device allocator
+    counts exact bytes; where the script can only read the process's peak memory (CPU,
+    or a leak seen in RSS), enough calls are made for a small leak to show."""
+    m = finding.failure.details if isinstance(finding.failure.details, dict) else {}
+    threshold = float(m.get("device_threshold", 64 * 1024))
+    on_allocator = float(m.get("device_per_call", 0)) >= threshold
+    kept = float(m.get("device_per_call", 0)) if on_allocator else float(m.get("rss_per_call", 0))
+    per_call = max(64, int(kept // 2)) if kept > 0 else 64 * 1024
+    allocator = on_allocator and torch.device(device).type in ("cuda", "mps")
+    calls = LEAK_CALLS if allocator else min(20_000, max(LEAK_CALLS, -(-(4 << 20) // per_call)))
+    return calls, per_call, allocator
+
+
 def _memory_lines(device: str) -> tuple[list[str], list[str]]:
     kind = torch.device(device).type
     if kind == "cuda":
@@ -367,16 +383,17 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
         else:
             expect = {"outcome": "timeout"}
     elif oracle == "leak":
-        imports, mem = _memory_lines(device)
+        calls, per_call, allocator = _leak_plan(finding, device)
+        imports, mem = _memory_lines(device if allocator else "cpu")
         b.imports += imports
         call = b.dut(b.call(names, variant="functional" if case.variant == "grad" else None))
         body += mem
         body += [f"for _ in range(3): {call}  {MARKER}",
                  "before = used()",
-                 f"for _ in range({LEAK_CALLS}): {call}  {MARKER}",
+                 f"for _ in range({calls}): {call}  {MARKER}",
                  "grown = used() - before",
-                 f"print(f'memory in use grew by {{grown / {LEAK_CALLS} / 1024:.1f}} KiB per call')",
-                 f"assert grown < {LEAK_CALLS} * 64 * 1024, 'memory grows with every call'"]
+                 f"print(f'memory in use grew by {{grown / {calls}:.0f}} bytes per call')",
+                 f"assert grown < {calls} * {per_call}, 'memory grows with every call'"]
     elif oracle == "errors":
         if kind == "ref-raises":
             body += dut_variant()

@@ -50,6 +50,12 @@ Effects:
     half-precision accumulation may cost, not a bug.
 ``inflate``
     compute the real result and multiply it by 1.25 (a moderate but real error).
+``leak_output``
+    compute the real result and keep a copy of it alive on every call (a leak as small
+    as one output-sized tensor per call).
+``cache_once``
+    compute the real result and, on the first call in a process only, keep a copy alive
+    (a cache or workspace built once: not a leak).
 
 Only top-level calls reach the mode: calls that a kernel makes internally do not, while a
 CompositeImplicit op (e.g. ``torch.linalg.lu_factor``) is seen as the ops it decomposes
@@ -72,7 +78,8 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak", "noop", "densify",
-           "ignore_strides", "poison", "spill", "overflow_naively", "accumulate_in_dtype", "inflate")
+           "ignore_strides", "poison", "spill", "overflow_naively", "accumulate_in_dtype", "inflate",
+           "leak_output", "cache_once")
 
 # What torch's C++ error messages call each dtype ("not implemented for 'Long'").
 _CPP_DTYPE_NAMES = {
@@ -96,6 +103,8 @@ _POISONED: list[str] = []
 LEAK_CHUNK_BYTES = 1 << 20
 # Tensors kept alive by ``leak`` faults (module level: it is process memory that leaks).
 _LEAKED: list[torch.Tensor] = []
+# ``cache_once`` faults that have built their cache in this process.
+_CACHED: dict[str, bool] = {}
 
 Trigger = Callable[[Any, tuple, dict], bool]
 
@@ -166,6 +175,12 @@ class Fault:
             return _sum_one_by_one(func, args, kwargs)
         if effect == "inflate":
             return tree_map(lambda t: t * 1.25 if isinstance(t, torch.Tensor) else t, _real_result(func, args, kwargs))
+        if effect in ("leak_output", "cache_once"):
+            out = _real_result(func, args, kwargs)
+            if effect == "leak_output" or not _CACHED.get(self.name):
+                _CACHED[self.name] = True
+                _LEAKED.extend(t.clone() for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
+            return out
         if effect == "leak":
             out = _real_result(func, args, kwargs)
             _LEAKED.append(torch.ones(LEAK_CHUNK_BYTES, dtype=torch.uint8))
@@ -712,12 +727,16 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::hypot.default",), _squares_overflow, "overflow_naively"),
     Fault("sum_half_accumulates_in_dtype", "not a bug: a half-precision sum without a float32 accumulator",
           ("aten::sum.default", "aten::sum.dim_IntList"), _half_input, "accumulate_in_dtype"),
+    Fault("exp_leaks_output", "like pytorch#145503, smaller: exp keeps one output-sized tensor per call",
+          ("aten::exp.default",), _always, "leak_output"),
+    Fault("tanh_caches_once", "not a bug: tanh builds a cache once per process",
+          ("aten::tanh.default",), _always, "cache_once"),
     Fault("var_half_noncontig_inflated", "var of a non-contiguous float16/bfloat16 input 25% too large "
           "(hidden by stacked tolerance scales before)", ("aten::var.correction",), _half_noncontiguous, "inflate"),
 )
 
 # Faults that emulate legitimate behaviour: a campaign must report nothing for them.
-NOT_BUGS = ("hypot_overflows_naively", "sum_half_accumulates_in_dtype")
+NOT_BUGS = ("hypot_overflows_naively", "sum_half_accumulates_in_dtype", "tanh_caches_once")
 
 
 # --- the mode and the target --------------------------------------------------------
@@ -792,6 +811,7 @@ class FaultTarget:
 def release_leaks() -> None:
     """Free what ``leak`` faults have kept alive (for tests)."""
     _LEAKED.clear()
+    _CACHED.clear()
 
 
 def faults_from_env(value: str | None) -> tuple[Fault, ...]:

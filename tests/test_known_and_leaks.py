@@ -1,0 +1,105 @@
+"""Nothing hidden broadly (issue 12, point 7): known-failure entries match narrowly and
+name ops that exist; the leak threshold follows the case, so a leak of one output-sized
+tensor per call is found (confirmed over repeated calls) and a cache built once is not."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from mpsfuzz.corpus import known
+from mpsfuzz.fuzzer import catalogue
+from mpsfuzz.fuzzer.executor import execute
+from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.oracles import DEFAULT
+from mpsfuzz.testing import faults as F
+from mpsfuzz.testing.faults import FaultTarget
+
+from test_fault_campaigns import FAULT_TARGET, assert_repro_proves_the_fault, findings_in, mpsfuzz
+
+
+def _entry(**changes):
+    entry = {"id": "e", "device": "mps", "ops": ["index_put"], "dtypes": [], "oracle": "values",
+             "kind": "wrong-values", "layout": "*", "status": "undefined", "reason": "r", "link": ""}
+    entry.update(changes)
+    return {"format": 1, "entries": [entry]}
+
+
+def test_every_op_the_shipped_table_names_exists():
+    ops = catalogue.all_ops()
+    for entry in known.builtin_table():
+        missing = [op for op in entry.ops if op not in ops]
+        assert not missing, f"{entry.id} names ops that are not in the catalogue: {missing}"
+
+
+def test_an_entry_matching_every_failure_of_its_ops_is_refused():
+    with pytest.raises(known.KnownTableError, match=r"'e' matches every failure of index_put"):
+        known.parse_table(_entry(oracle="*", kind="*"), "t.json")
+    # naming either the oracle or the kind is narrow enough
+    assert known.parse_table(_entry(oracle="*"), "t.json")
+    assert known.parse_table(_entry(kind="*"), "t.json")
+
+
+@pytest.mark.parametrize("field", ["oracle", "kind"])
+@pytest.mark.parametrize("what", ["crash", "hang", "leak"])
+def test_no_entry_suppresses_a_crash_hang_or_leak(field, what):
+    with pytest.raises(known.KnownTableError, match=f"never undefined"):
+        known.parse_table(_entry(**{field: what}), "t.json")
+    # known-bug entries may still link one to its upstream issue
+    assert known.parse_table(_entry(**{field: what, "status": "known-bug"}), "t.json")
+
+
+def test_entries_match_only_their_variant():
+    table = known.parse_table(_entry(oracle="variants", kind="variant-wrong-values", variant="out-strided",
+                                     status="known-bug"), "t.json")
+    common = dict(device="mps", op="index_put", dtypes=["float32"], oracle="variants",
+                  kind="variant-wrong-values", layout_class="contiguous", torch_version="2.13.0")
+    assert known.match(table, variant="out-strided", **common) is not None
+    assert known.match(table, variant="out", **common) is None
+
+
+def test_a_broad_known_table_is_a_one_line_usage_error(tmp_path):
+    table = tmp_path / "known.json"
+    table.write_text(json.dumps(_entry(oracle="*", kind="*")))
+    run = mpsfuzz("run", "--ops", "add", "--target", FAULT_TARGET, "--max-cases", "5",
+                  "--corpus", str(tmp_path / "c"), "--known", str(table), faults="none", cwd=tmp_path)
+    assert run.returncode == 2 and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert "oracle and kind are both '*'" in run.stderr
+
+
+# -- leaks -------------------------------------------------------------------------------------
+
+def _exp_case(shape=(3,)):
+    return Case("exp", (TensorRecipe(shape, "float32", Layout(), ValueRecipe("normal", 5)),))
+
+
+def _leaks(case, faults):
+    F.release_leaks()
+    try:
+        return [f for f in execute(case, FaultTarget(faults), DEFAULT)["failures"] if f["oracle"] == "leak"]
+    finally:
+        F.release_leaks()
+
+
+def test_a_leak_of_one_output_sized_tensor_per_call_is_found():
+    (leak,) = _leaks(_exp_case(), ["exp_leaks_output"])
+    m = leak["details"]
+    # 3 float32 values: 12 bytes kept on every repeated call, far below the old 64 KiB floor
+    assert m["device_threshold"] == 12 and m["device_per_call"] == 12 and m["repeats"] >= 3
+    assert "12 bytes per call" in leak["title"]
+
+
+def test_a_cache_built_once_and_a_clean_op_are_not_leaks():
+    assert _leaks(Case("tanh", _exp_case().inputs), ["tanh_caches_once"]) == []
+    assert _leaks(_exp_case(), []) == []
+
+
+def test_campaign_finds_a_small_leak_and_its_repro_proves_it(tmp_path):
+    corpus = tmp_path / "corpus"
+    run = mpsfuzz("run", "--ops", "exp", "--target", FAULT_TARGET, "--max-cases", "300", "--seed", "1",
+                  "--corpus", str(corpus), "--oracles", "values,leak,crash,hang", "--max-findings", "1",
+                  "--no-progress", faults="exp_leaks_output", cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    (finding,) = findings_in(corpus)
+    assert finding["oracle"] == "leak" and finding["signature_key"][:2] == ["exp", "leak"]
+    assert_repro_proves_the_fault(finding, "exp_leaks_output", tmp_path)
