@@ -173,7 +173,7 @@ def _int_at_least(name, low):
 
 
 # Finding.status values, plus "regression" (replayed as fixed, failing again since).
-STATUSES = ("new", "known-bug", "cpu-bug", "flaky", "fixed", "regression")
+STATUSES = ("new", "known-bug", "cpu-bug", "capability", "flaky", "fixed", "regression")
 
 
 def cmd_corpus(args, console) -> int:

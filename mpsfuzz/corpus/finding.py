@@ -251,15 +251,19 @@ class Finding:
     # -- what it is --------------------------------------------------------------------
     @property
     def blame(self) -> str:
-        """"target" (a bug of the device under test) or "cpu" (the reference is wrong)."""
+        """"target" (a bug of the device under test), "cpu" (the reference is wrong) or
+        "capability" (not a bug: the device does what CPU cannot)."""
         return self.failure.blame
 
     @property
     def status(self) -> str:
-        """cpu-bug (the reference is wrong), flaky (does not reproduce every time),
+        """cpu-bug (the reference is wrong), capability (the device accepts what CPU
+        rejects, and its result checks out), flaky (does not reproduce every time),
         fixed (the latest replay passes), known-bug (matches an upstream issue) or new."""
         if self.blame == "cpu":
             return "cpu-bug"
+        if self.blame == "capability":
+            return "capability"
         if self.flaky:
             return "flaky"
         if self.fixed:

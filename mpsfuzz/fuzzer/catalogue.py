@@ -101,6 +101,11 @@ class OpSpec:
     # Inputs that the functional form itself writes (batch_norm's running statistics,
     # in-place-only ops): the variants oracle does not require them unchanged.
     mutates: tuple[int, ...] = ()
+    # A smaller call that computes the same result, for when eager CPU rejects the call
+    # itself (a limit of its library, e.g. an FFT over more dims than it plans): run on
+    # CPU, it tells whether a device that accepts the call returns the right result.
+    #   equivalent(inputs, kwargs) -> outputs
+    equivalent: Callable[[list, dict], Any] | None = None
 
     def __post_init__(self):
         unknown = set(self.semantics) - set(SEMANTICS)

@@ -292,7 +292,8 @@ class Campaign:
             self._fold_special_cases(finding, path)
 
     def _count(self, status: str, delta: int) -> None:
-        name = {"new": "new_findings", "known-bug": "known_bugs", "flaky": "flaky"}.get(status, "cpu_bugs")
+        name = {"new": "new_findings", "known-bug": "known_bugs", "flaky": "flaky",
+                "capability": "capabilities"}.get(status, "cpu_bugs")
         setattr(self.stats, name, getattr(self.stats, name) + delta)
 
     def _fold_special_cases(self, general: Finding, path: Path) -> None:

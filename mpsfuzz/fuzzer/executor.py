@@ -19,35 +19,12 @@ from ..oracles import all_oracles
 from ..oracles.observation import Observation, Raised, SideResult, output_meta
 from . import catalogue, cpu_kernels
 from . import dtypes as dt
+from .error_kinds import is_device_fault, is_unsupported
 from .recipes import Case
-
-_UNSUPPORTED_HINTS = ("not implemented for", "not currently implemented", "not supported on mps",
-                      "is not supported on", "are not supported on", "not supported for", "unsupported dtype",
-                      "no kernel", "does not support", "not yet supported",
-                      "could not run 'aten::")
 
 # Filler of freshly allocated ``out=`` tensors: a kernel that leaves part of ``out``
 # unwritten shows up as wrong values (same on every device, so CPU agrees on it).
 OUT_FILLER = 77
-
-
-# Errors after which the device context is unusable (CUDA's sticky errors; a failed
-# Metal command buffer): every later call in this process would fail the same way, so
-# the worker reports the case and is replaced before the next one.
-_DEVICE_FAULT_HINTS = ("device-side assert", "illegal memory access", "unspecified launch failure",
-                       "misaligned address", "illegal instruction", "command buffer exited with error",
-                       "mtlcommandbuffer")
-
-
-def is_device_fault(message: str) -> bool:
-    text = message.lower()
-    return any(h in text for h in _DEVICE_FAULT_HINTS)
-
-
-def is_unsupported(exc: BaseException) -> bool:
-    """'This device/dtype has no kernel for the op': counted, never a bug."""
-    text = str(exc).lower()
-    return isinstance(exc, NotImplementedError) or any(h in text for h in _UNSUPPORTED_HINTS)
 
 
 def _raised(exc: BaseException) -> Raised:

@@ -20,8 +20,9 @@ class Failure:
     severity: str          # critical (crash/hang), high (silent wrong values), medium
     dedup_key: tuple[str, ...] = ()
     details: dict = field(default_factory=dict)
-    # Whose bug it is: "target" (the device under test) or "cpu" (the reference is the
-    # one that is wrong, as the float64 arbiter decided); CPU bugs are kept apart.
+    # Whose bug it is: "target" (the device under test), "cpu" (the reference is the
+    # one that is wrong, as the float64 arbiter decided) or "capability" (nobody's: the
+    # device does what CPU cannot); the last two are kept apart.
     blame: str = "target"
 
     def to_json(self) -> dict:

@@ -2,16 +2,28 @@
 
 "Not implemented on this device/dtype" errors are classified ``unsupported`` by the
 executor: counted and listed, never a finding.
+
+The device accepting what CPU rejects is usually a capability CPU lacks (its FFT
+library plans at most a few dims, its kernels skip a dtype): a ``capability`` note,
+listed apart, not a bug, once the device's result has been checked where it can be:
+against the op in float64 on CPU, or against a smaller equivalent call the catalogue
+declares (``OpSpec.equivalent``). A wrong result there is a bug (``accepts-wrong``). An
+input CPU rejects as out of bounds is different: a device that accepts it skips a
+bounds check (``ref-raises``, a bug).
 """
 from __future__ import annotations
 
 import re
 
+import torch
+
 from . import Failure, oracle
 from .observation import Observation, Raised
+from .values import compare_outputs, flatten_outputs
+
 
 def _device_fault(message: str) -> bool:
-    from ..fuzzer.executor import is_device_fault
+    from ..fuzzer.error_kinds import is_device_fault
     return is_device_fault(message)
 
 
@@ -42,9 +54,72 @@ def check_errors(obs: Observation) -> Failure | None:
             message=f"{obs.target_name} raised {obs.dut.type}: {obs.dut.message}\nCPU returned a result.",
             dedup_key=("dut-raises", obs.dut.type, normalise_message(obs.dut.message)))
     if ref_raised and not dut_raised and not obs.ref.unsupported:
+        return _accepted_where_cpu_rejects(obs)
+    return None
+
+
+# CPU's words for an input outside the valid range: a device that accepts it has no check.
+_OUT_OF_BOUNDS = re.compile(r"out of (bounds|range)|index \S+ is out|must be in the range|must be in range",
+                            re.IGNORECASE)
+
+
+def _accepted_where_cpu_rejects(obs: Observation) -> Failure:
+    op, target, ref = obs.spec.name, obs.target_name, obs.ref
+    rejected = f"CPU raised {ref.type}: {ref.message}"
+    key = (ref.type, normalise_message(ref.message))
+    if ref.type == "IndexError" or _OUT_OF_BOUNDS.search(ref.message):
         return Failure(
             oracle="errors", kind="ref-raises", severity="medium",
-            title=f"`{obs.spec.name}` accepts input on {obs.target_name} that CPU rejects",
-            message=f"CPU raised {obs.ref.type}: {obs.ref.message}\n{obs.target_name} returned a result.",
-            dedup_key=("ref-raises", obs.ref.type, normalise_message(obs.ref.message)))
-    return None
+            title=f"`{op}` accepts input on {target} that CPU rejects as out of bounds",
+            message=f"{rejected}\n{target} returned a result (no bounds check).",
+            dedup_key=("ref-raises", *key))
+    against, mismatch = _check_result(obs)
+    if mismatch is not None:
+        return Failure(
+            oracle="errors", kind="accepts-wrong", severity="high",
+            title=f"`{op}` returns wrong values on {target} for an input CPU rejects",
+            message=f"{rejected}\n{target} returned a result that is wrong against {against}:\n{mismatch}",
+            dedup_key=("accepts-wrong", *key), details={"checked_against": against})
+    checked = f"; it agrees with {against}" if against else "; there is nothing to check it against"
+    return Failure(
+        oracle="errors", kind="capability", severity="low", blame="capability",
+        title=f"`{op}` accepts on {target} an input that CPU rejects (a capability, not a bug)",
+        message=f"{rejected}\n{target} returned a result{checked}.",
+        dedup_key=("capability", *key), details={"checked_against": against})
+
+
+def _cast_like(expected, actual):
+    """``expected``'s tensor leaves in the dtypes of ``actual``'s (leaf by leaf)."""
+    exp, act = flatten_outputs(expected), flatten_outputs(actual)
+    if len(exp) != len(act):
+        return expected
+    return tuple(e.to(a.dtype) if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor) else e
+                 for e, a in zip(exp, act))
+
+
+def _check_result(obs: Observation) -> tuple[str | None, str | None]:
+    """(what the device's result was checked against, the mismatch or None): the op in
+    float64 on CPU when that runs, else the spec's smaller equivalent call."""
+    from .arbiter import float64_side
+    dut = flatten_outputs(obs.dut)
+    if not any(isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) for t in dut):
+        return None, None
+    try:
+        wide = float64_side(obs).outputs
+    except Exception:
+        wide = None
+    if wide is not None and not isinstance(wide, Raised):
+        against = "the op in float64 on CPU"
+    elif obs.spec.equivalent is not None:
+        against = "a smaller equivalent call on CPU"
+        try:
+            inputs = [t.to(torch.complex128 if t.is_complex() else torch.float64)
+                      if t.is_floating_point() or t.is_complex() else t for t in obs.case.materialize("cpu")]
+            with torch.no_grad():
+                wide = obs.spec.equivalent(inputs, obs.case.kwargs_dict())
+        except Exception as exc:
+            return None, None  # the equivalent cannot run here either: nothing to check against
+    else:
+        return None, None
+    problem = compare_outputs(obs.dut, _cast_like(wide, obs.dut), obs.spec)
+    return against, None if problem is None else problem[1]

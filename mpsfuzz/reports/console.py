@@ -105,6 +105,7 @@ class ConsoleReporter:
             f"({s.cases_per_s:.1f}/s), valid {100 * s.valid_ratio:.0f}%, unsupported {s.unsupported}, "
             f"worker restarts {s.restarts}, new findings {s.new_findings}, "
             f"known upstream {s.known_bugs}, flaky {s.flaky}, CPU-reference bugs {s.cpu_bugs}, "
+            f"capabilities (device accepts what CPU rejects) {s.capabilities}, "
             f"suppressed as undefined/unimplemented {s.suppressed}, "
             f"sightings of known findings {s.known_sightings}, minimising {s.minimise_s:.1f}s", highlight=False)
         if s.internal_errors:
@@ -122,12 +123,16 @@ class ConsoleReporter:
             for (op, msg), n in sorted(s.unsupported_messages.items(), key=lambda kv: -kv[1])[:10]:
                 table.add_row(op, str(n), msg)
             self.console.print(table)
-        target = [(f, p, new) for f, p, new in event.findings if f.blame != "cpu"]
+        target = [(f, p, new) for f, p, new in event.findings if f.blame == "target"]
         cpu = [(f, p, new) for f, p, new in event.findings if f.blame == "cpu"]
+        capable = [(f, p, new) for f, p, new in event.findings if f.blame == "capability"]
         if target:
             self.console.print(findings_table(target))
         if cpu:
             self.console.print(findings_table(cpu, title="CPU reference is wrong (float64 arbiter; not target bugs)"))
+        if capable:
+            self.console.print(findings_table(capable, title="capabilities: the target accepts what CPU rejects, "
+                                                              "and its result checks out (not bugs)"))
         if not event.findings:
             self.console.print("no findings")
 

@@ -56,6 +56,12 @@ Effects:
 ``cache_once``
     compute the real result and, on the first call in a process only, keep a copy alive
     (a cache or workspace built once: not a leak).
+``split_transform`` / ``split_transform_badly``
+    (``_fft_c2c``) transform over many dims as transforms over groups of at most 3 dims,
+    as cuFFT does where CPU's library gives up: a capability, not a bug; the bad form
+    forgets the last group (a wrong result CPU cannot show, a smaller call can).
+``skip_bounds_check``
+    (``index_select``) clamp out-of-range indices instead of raising: a missing check.
 
 Only top-level calls reach the mode: calls that a kernel makes internally do not, while a
 CompositeImplicit op (e.g. ``torch.linalg.lu_factor``) is seen as the ops it decomposes
@@ -79,7 +85,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak", "noop", "densify",
            "ignore_strides", "poison", "spill", "overflow_naively", "accumulate_in_dtype", "inflate",
-           "leak_output", "cache_once")
+           "leak_output", "cache_once", "split_transform", "split_transform_badly", "skip_bounds_check")
 
 # What torch's C++ error messages call each dtype ("not implemented for 'Long'").
 _CPP_DTYPE_NAMES = {
@@ -181,6 +187,16 @@ class Fault:
                 _CACHED[self.name] = True
                 _LEAKED.extend(t.clone() for t in tree_flatten(out)[0] if isinstance(t, torch.Tensor))
             return out
+        if effect in ("split_transform", "split_transform_badly"):
+            x, dims = _arg(func, args, kwargs, 0), list(_arg(func, args, kwargs, 1))
+            rest = [_arg(func, args, kwargs, i) for i in (2, 3)]
+            groups = [dims[at:at + 3] for at in range(0, len(dims), 3)]
+            for group in groups[:-1] if effect == "split_transform_badly" else groups:
+                x = func(x, group, *rest)
+            return x
+        if effect == "skip_bounds_check":
+            x, dim, index = (_arg(func, args, kwargs, i) for i in range(3))
+            return func(x, dim, index.clamp(0, max(x.shape[dim] - 1, 0)))
         if effect == "leak":
             out = _real_result(func, args, kwargs)
             _LEAKED.append(torch.ones(LEAK_CHUNK_BYTES, dtype=torch.uint8))
@@ -440,6 +456,18 @@ def _squares_overflow(func, args, kwargs) -> bool:
         return False
     top = torch.finfo(x.dtype).max
     return bool(((x.double() ** 2 + y.double() ** 2) > top).any())
+
+
+def _many_fft_dims(func, args, kwargs) -> bool:
+    # _fft_c2c(self, dim, normalization, forward)
+    return len(_arg(func, args, kwargs, 1)) > 3
+
+
+def _index_out_of_range(func, args, kwargs) -> bool:
+    # index_select(self, dim, index)
+    x, dim, index = (_arg(func, args, kwargs, i) for i in range(3))
+    size = x.shape[dim] if x.dim() else 1
+    return index.numel() > 0 and size > 0 and bool(((index < 0) | (index >= size)).any())
 
 
 def _half_input(func, args, kwargs) -> bool:
@@ -731,12 +759,18 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::exp.default",), _always, "leak_output"),
     Fault("tanh_caches_once", "not a bug: tanh builds a cache once per process",
           ("aten::tanh.default",), _always, "cache_once"),
+    Fault("fftn_splits_dims", "not a bug: an FFT over more than 3 dims done in groups of dims (as cuFFT does) "
+          "where CPU's library refuses it", ("aten::_fft_c2c.default",), _many_fft_dims, "split_transform"),
+    Fault("fftn_splits_dims_badly", "an FFT over more than 3 dims done in groups, the last group forgotten",
+          ("aten::_fft_c2c.default",), _many_fft_dims, "split_transform_badly"),
+    Fault("index_select_no_bounds_check", "index_select reads clamped indices where it must raise",
+          ("aten::index_select",), _index_out_of_range, "skip_bounds_check"),
     Fault("var_half_noncontig_inflated", "var of a non-contiguous float16/bfloat16 input 25% too large "
           "(hidden by stacked tolerance scales before)", ("aten::var.correction",), _half_noncontiguous, "inflate"),
 )
 
 # Faults that emulate legitimate behaviour: a campaign must report nothing for them.
-NOT_BUGS = ("hypot_overflows_naively", "sum_half_accumulates_in_dtype", "tanh_caches_once")
+NOT_BUGS = ("hypot_overflows_naively", "sum_half_accumulates_in_dtype", "tanh_caches_once", "fftn_splits_dims")
 
 
 # --- the mode and the target --------------------------------------------------------

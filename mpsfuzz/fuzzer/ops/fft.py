@@ -324,6 +324,50 @@ def _freq(fn):
     return call
 
 
+# -- smaller equivalent calls ----------------------------------------------------------------
+
+# Eager CPU's FFT libraries plan at most a few dims at once (MKL rejects an 8-D fftn with
+# "Invalid configuration parameters") where cuFFT and MPS split the transform. An n-D
+# transform is the composition of transforms over groups of its dims (each group's
+# normalisation multiplies to the whole one's), so it can be checked in groups of this many.
+_DIMS_PER_CALL = 3
+
+
+def _dims_and_sizes(x, kwargs):
+    rank = x.dim()
+    dim, s = kwargs.get("dim"), kwargs.get("s")
+    if dim is None:
+        dims = list(range(rank)) if s is None else list(range(rank - len(s), rank))
+    else:
+        dims = [dim] if isinstance(dim, int) else list(dim)
+    dims = [d % max(rank, 1) for d in dims]
+    sizes = list(s) if s is not None else [-1] * len(dims)
+    return dims, sizes
+
+
+def _in_groups(transform):
+    """fftn/ifftn as transforms over groups of at most _DIMS_PER_CALL dims."""
+    def equivalent(inputs, kwargs):
+        x = inputs[0]
+        dims, sizes = _dims_and_sizes(x, kwargs)
+        norm = kwargs.get("norm")
+        for at in range(0, len(dims), _DIMS_PER_CALL):
+            group = slice(at, at + _DIMS_PER_CALL)
+            x = transform(x, s=sizes[group], dim=dims[group], norm=norm)
+        return x
+    return equivalent
+
+
+def _rfftn_in_groups(inputs, kwargs):
+    """rfftn: a one-sided rfft over the last dim, then fftn over the others in groups."""
+    x = inputs[0]
+    dims, sizes = _dims_and_sizes(x, kwargs)
+    norm = kwargs.get("norm")
+    x = torch.fft.rfft(x, n=None if sizes[-1] == -1 else sizes[-1], dim=dims[-1], norm=norm)
+    return _in_groups(torch.fft.fftn)([x], {"dim": tuple(dims[:-1]), "s": tuple(sizes[:-1]), "norm": norm}) \
+        if len(dims) > 1 else x
+
+
 # -- specs ------------------------------------------------------------------------------------
 
 F = torch.fft
@@ -362,9 +406,10 @@ register(
            kind="2", c2r=True, min_rank=2),
     fft_op("fft.ihfft2", F.ihfft2, R2C, "2-D inverse of hfft2", kind="2", min_rank=2),
     fft_op("fft.fftn", F.fftn, C2C, "n-D complex FFT over all, chosen or the last len(s) dims (0-d too)",
-           kind="n", min_rank=0),
-    fft_op("fft.ifftn", F.ifftn, C2C, "n-D inverse complex FFT", kind="n", min_rank=0),
-    fft_op("fft.rfftn", F.rfftn, R2C, "n-D FFT of a real signal", kind="n"),
+           kind="n", min_rank=0, equivalent=_in_groups(F.fftn)),
+    fft_op("fft.ifftn", F.ifftn, C2C, "n-D inverse complex FFT", kind="n", min_rank=0,
+           equivalent=_in_groups(F.ifftn)),
+    fft_op("fft.rfftn", F.rfftn, R2C, "n-D FFT of a real signal", kind="n", equivalent=_rfftn_in_groups),
     fft_op("fft.irfftn", F.irfftn, C2R, "n-D inverse of rfftn (self-conjugate planes made symmetric)",
            kind="n", c2r=True),
     fft_op("fft.hfftn", F.hfftn, C2R, "n-D FFT of a one-sided Hermitian signal", kind="n", c2r=True),

@@ -1,0 +1,147 @@
+"""Errors that say a dtype or a feature is unsupported are `unsupported` (counted, never
+a bug), told from errors about the input and from device faults. The messages are real
+ones from torch 2.6-2.13 on CPU, CUDA and MPS."""
+from __future__ import annotations
+
+import pytest
+
+from mpsfuzz.fuzzer.error_kinds import is_device_fault, is_unsupported, is_unsupported_message
+
+UNSUPPORTED = [
+    # eager CPU
+    "\"addmm_impl_cpu_\" not implemented for 'Half'",
+    "\"lt_cpu\" not implemented for 'UInt32'",                       # torch 2.11-2.13
+    "\"where_cpu\" not implemented for 'UInt16'",                    # torch 2.11
+    "\"bitwise_and_cpu\" not implemented for 'Half'",
+    "\"sum_cpu\" not implemented for 'ComplexHalf'",
+    "\"histogram_cpu\" not implemented for 'Half'",
+    "Sort does not support complex dtypes on CPU",
+    "MKL FFT doesn't support tensors of type: Half",
+    # CUDA
+    "HalfTensor is not supported",                                     # histc float16, torch 2.11
+    "torch.linalg.ldl_solve: complex tensors with hermitian=True flag are not supported on CUDA.",
+    "\"baddbmm_cuda\" not implemented for 'ComplexHalf'",
+    "cuFFT only supports dimensions whose sizes are powers of two when computing in half precision, "
+    "but got a signal size of[3]",
+    "Could not run 'aten::_fft_c2c' with arguments from the 'CUDA' backend. This could be because the operator "
+    "doesn't exist for this backend, or was omitted during the selective/custom build process.",
+    "nonzero is not supported for tensors with more than INT_MAX elements, See "
+    "https://github.com/pytorch/pytorch/issues/51871",
+    "CUDA error: no kernel image is available for execution on the device",
+    # MPS
+    "The operator 'aten::_linalg_eigh.eigenvalues' is not currently implemented for the MPS device. If you want "
+    "this op to be added in priority during the prototype phase of this feature, please comment on "
+    "https://github.com/pytorch/pytorch/issues/77764.",
+    "Cannot convert a MPS Tensor to float64 dtype as the MPS framework doesn't support float64. "
+    "Please use float32 instead.",
+    "Trying to convert ComplexHalf to the MPS backend but it does not have support for that dtype.",
+    "MPS does not support cumsum op with int64 input. Support has been added in macOS 13.3",
+    "Unsupported Border padding mode",
+    "isin_Tensor_Tensor_out only works on floating types on MPS for pre MacOS_14_0. Received dtype: Int",
+    "MPSGraph does not support tensor dims larger than INT_MAX",
+    "\"bitwise_left_shift_mps\" not implemented for 'Bool'",
+]
+
+NOT_UNSUPPORTED = [
+    "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single "
+    "memory location. Please clone() the tensor before performing the operation.",
+    "Placeholder storage has not been allocated on MPS device!",
+    "expected scalar type Float but found Half",
+    "The size of tensor a (3) must match the size of tensor b (4) at non-singleton dimension 1",
+    "index 5 is out of bounds for dimension 0 with size 3",
+    "MPSGraph: placeholder tensor is empty",
+    "Expected all tensors to be on the same device, but found at least two devices, cuda:0 and cpu!",
+    "shape '[2, 3]' is invalid for input of size 5",
+    "view size is not compatible with input tensor's size and stride (at least one dimension spans across two "
+    "contiguous subspaces). Use .reshape(...) instead.",
+    "selected index k out of range",
+    "CUDA error: an illegal memory access was encountered",
+    "linalg.cholesky: The factorization could not be completed because the input is not positive-definite "
+    "(the leading minor of order 2 is not positive-definite).",
+]
+
+DEVICE_FAULTS = [
+    "CUDA error: device-side assert triggered\nCUDA kernel errors might be asynchronously reported",
+    "CUDA error: an illegal memory access was encountered",
+    "CUDA error: unspecified launch failure",
+    "Command buffer exited with error status. The Metal Performance Shaders operations encoded on it may not "
+    "have completed.",
+]
+
+
+@pytest.mark.parametrize("message", UNSUPPORTED)
+def test_unsupported_messages(message):
+    assert is_unsupported_message(message)
+    assert is_unsupported(RuntimeError(message))
+
+
+@pytest.mark.parametrize("message", NOT_UNSUPPORTED)
+def test_errors_about_the_input_are_not_unsupported(message):
+    assert not is_unsupported(RuntimeError(message))
+
+
+def test_not_implemented_errors_are_unsupported_whatever_they_say():
+    assert is_unsupported(NotImplementedError("the derivative for 'aten::foo' is not implemented."))
+
+
+@pytest.mark.parametrize("message", DEVICE_FAULTS)
+def test_device_faults(message):
+    assert is_device_fault(message)
+
+
+@pytest.mark.parametrize("message", UNSUPPORTED[:5] + NOT_UNSUPPORTED[:3])
+def test_ordinary_errors_are_not_device_faults(message):
+    assert not is_device_fault(message)
+
+
+# -- the device accepting what CPU rejects ------------------------------------------------------
+
+from mpsfuzz.fuzzer.executor import execute  # noqa: E402
+from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe  # noqa: E402
+from mpsfuzz.oracles import DEFAULT  # noqa: E402
+from mpsfuzz.testing.faults import FaultTarget  # noqa: E402
+
+
+def _fftn_8d():
+    return Case("fft.fftn", (TensorRecipe((2,) * 8, "complex64", Layout(), ValueRecipe("normal", 1)),))
+
+
+def _failures(case, faults):
+    return execute(case, FaultTarget(faults), DEFAULT)["failures"]
+
+
+def test_a_device_that_can_do_what_cpu_cannot_is_a_capability():
+    assert _failures(_fftn_8d(), []) == []
+    (failure,) = _failures(_fftn_8d(), ["fftn_splits_dims"])
+    assert (failure["oracle"], failure["kind"], failure["blame"]) == ("errors", "capability", "capability")
+    assert "agrees with a smaller equivalent call" in failure["message"]
+
+
+def test_a_wrong_result_for_an_input_cpu_rejects_is_a_bug():
+    (failure,) = _failures(_fftn_8d(), ["fftn_splits_dims_badly"])
+    assert (failure["oracle"], failure["kind"], failure["blame"]) == ("errors", "accepts-wrong", "target")
+    assert "wrong against a smaller equivalent call" in failure["message"]
+
+
+def test_accepting_an_out_of_range_index_is_a_missing_check_not_a_capability():
+    x = TensorRecipe((4,), "float32", Layout(), ValueRecipe("normal", 1))
+    index = TensorRecipe((2,), "int64", Layout(), ValueRecipe("int_range", 1, low=7, high=9))
+    (failure,) = _failures(Case("index_select", (x, index), (("dim", 0),)), ["index_select_no_bounds_check"])
+    assert (failure["kind"], failure["blame"]) == ("ref-raises", "target")
+    assert "out of bounds" in failure["title"]
+
+
+def test_campaign_lists_a_capability_apart_and_exits_clean(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    corpus = tmp_path / "corpus"
+    done = subprocess.run([sys.executable, "-m", "mpsfuzz", "run", "--ops", "fft.fftn", "--target",
+                           "mpsfuzz.testing.faults:target", "--max-cases", "400", "--seed", "3", "--corpus", str(corpus),
+                           "--no-progress"], cwd=tmp_path, text=True, capture_output=True, timeout=300,
+                          env=dict(os.environ, MPSFUZZ_FAULTS="fftn_splits_dims"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    found = [json.loads(p.read_text()) for p in corpus.glob("*.json")]
+    assert found and {f["status"] for f in found} == {"capability"}, [f["title"] for f in found]
+    assert "capabilities (device accepts what CPU rejects) 1" in done.stdout
