@@ -75,7 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=_positive_int("--seed"), default=None)
     run.add_argument("--corpus", default="mpsfuzz-corpus", help="corpus folder (default ./mpsfuzz-corpus)")
     run.add_argument("--oracles", default=None, help="comma list of oracles (default: all; 'mpsfuzz oracles' lists them)")
-    run.add_argument("--timeout", type=float, default=20.0, help="per-case timeout in seconds (hang oracle)")
+    run.add_argument("--timeout", type=float, default=20.0,
+                     help="per-case timeout in seconds (hang oracle); compilation does not count")
+    run.add_argument("--compile-timeout", type=float, default=180.0, dest="compile_timeout",
+                     help="seconds one torch.compile compilation may take before the case is given up as slow "
+                     "compilation (compiled targets; default 180)")
     run.add_argument("--shrink-budget", type=float, default=60.0, help="seconds of Hypothesis shrinking per finding")
     run.add_argument("--minimise-budget", type=float, default=30.0,
                      help="seconds per finding for the deterministic reducer and the ablation after shrinking")
@@ -399,7 +403,8 @@ def cmd_run(args, console) -> int:
                             max_rank=args.max_rank, max_side=max(1, args.max_side),
                             slice_examples=max(1, args.slice_examples),
                             known_tables=tuple(args.known), allow_variants=not args.no_variants,
-                            reruns=max(1, args.reruns), minimise_budget_s=args.minimise_budget)
+                            reruns=max(1, args.reruns), minimise_budget_s=args.minimise_budget,
+                            compile_timeout_s=args.compile_timeout)
     reporter = ConsoleReporter(console, live=False if args.no_progress else None)
     try:
         listeners = [ReproWriter(corpus_dir, verify=not args.no_verify_repros, timeout_s=max(args.timeout * 3, 60.0)),

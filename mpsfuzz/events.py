@@ -48,6 +48,7 @@ class Stats:
     # reference or mpsfuzz's own comparison needs (e.g. ``lt`` for uint32).
     unsupported_here: int = 0
     internal_errors: int = 0
+    slow_compiles: int = 0       # cases given up because torch.compile outlasted its budget
     restarts: int = 0
     elapsed_s: float = 0.0
     new_findings: int = 0        # target bugs not in the known-failure tables

@@ -55,6 +55,7 @@ class CampaignConfig:
     allow_variants: bool = True
     reruns: int = DEFAULT_RERUNS      # re-runs of a shrunk failure before it is recorded
     minimise_budget_s: float = 30.0   # reduction + ablation time per finding
+    compile_timeout_s: float = 180.0  # one torch.compile compilation (not counted in timeout_s)
 
 
 @dataclass(frozen=True)
@@ -162,6 +163,14 @@ class Campaign:
         per_op[0] += 1
         if isinstance(outcome, ProcessEvent):
             self.stats.restarts += 1
+            if outcome.kind == "slow-compile":
+                # Compilation outlasted its own budget: reported, never a hang finding.
+                self.stats.slow_compiles += 1
+                self.emit(Notice(f"{case.op}: compiling took more than {outcome.timeout_s:g}s on "
+                                 f"{outcome.target_name} (slow compilation, not a hang); case skipped"))
+                self.emit(CaseFinished(case.op, valid=False, unsupported=False,
+                                       shrinking=bool(self._shrink_started), case=case))
+                return []
             oracles = all_oracles()
             failures = [f for name in self._process_oracles if (f := oracles[name].check(outcome))]
             self.emit(Notice(f"worker {outcome.kind} on {case.op}; restarted"))
@@ -320,7 +329,7 @@ class Campaign:
         self._start = time.monotonic()
         stopped = "completed"
         with WorkerPool(self.config.target_spec, timeout_s=self.config.timeout_s,
-                        inflight_dir=self.config.corpus_dir) as pool:
+                        inflight_dir=self.config.corpus_dir, compile_timeout_s=self.config.compile_timeout_s) as pool:
             self.emit(CampaignStarted(pool.target_name, self.config.target_spec, pool.device,
                                       tuple(self.config.ops), self.config.oracles, self.seed,
                                       self.config.budget_s, self.config.max_cases))

@@ -24,7 +24,45 @@ from pathlib import Path
 from ..oracles.process import ProcessEvent
 
 STARTUP_TIMEOUT_S = 180.0
+# How long one compilation (torch.compile'd targets) may take before the case is given
+# up as slow compilation; compilation does not count against the per-case timeout.
+COMPILE_TIMEOUT_S = 180.0
+# How often the pool looks at a running case (a reply wakes it at once).
+_POLL_S = 0.25
 _ENV_PREFIXES = ("MPSFUZZ_", "PYTORCH_", "TORCH", "CUDA_")
+
+
+def _watch_compilation(state) -> None:
+    """In the worker: keep ``state`` = [wall time the current compilation started (0:
+    none), seconds spent compiling so far] up to date from torch.compile's own
+    callbacks (Dynamo's frame compiles and AOTAutograd's lazy backward compiles), so
+    the pool tells a slow compilation from a hang. Without the callbacks (an old torch)
+    compilation counts as running time, as before."""
+    try:
+        from torch._dynamo.callback import callback_handler
+    except Exception:  # pragma: no cover - torch without compile callbacks
+        return
+
+    def started(*_args):
+        state[0] = time.time()
+
+    def ended(*_args):
+        if state[0]:
+            state[1] += time.time() - state[0]
+        state[0] = 0.0
+
+    def register():
+        callback_handler.register_start_callback(started)
+        callback_handler.register_end_callback(ended)
+    register()
+    # torch._dynamo.reset() clears every callback (compiled targets reset to bound their
+    # memory): ours are put back each time.
+    clear = callback_handler.clear
+
+    def clear_and_keep_ours():
+        clear()
+        register()
+    callback_handler.clear = clear_and_keep_ours
 
 
 def _context():
@@ -36,12 +74,14 @@ def _context():
     return ctx
 
 
-def _worker_main(conn, target_spec: str, log_path: str, env: dict) -> None:
+def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state=None) -> None:
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     faulthandler.enable()
     os.environ.update(env)
+    if compile_state is not None:
+        _watch_compilation(compile_state)
     from ..targets import TargetError, load_target
     from .executor import execute
     from .recipes import Case
@@ -83,7 +123,10 @@ class Worker:
         self.log_path = workdir / f"worker-{os.getpid()}-{index}.log"
         env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
         self.conn, child = ctx.Pipe()
-        self.process = ctx.Process(target=_worker_main, args=(child, target_spec, str(self.log_path), env),
+        # [start of the compilation in progress (wall time, 0: none), seconds compiled so far]
+        self.compile_state = ctx.Array("d", 2, lock=False)
+        self.process = ctx.Process(target=_worker_main,
+                                   args=(child, target_spec, str(self.log_path), env, self.compile_state),
                                    daemon=True)
         self.process.start()
         child.close()
@@ -138,9 +181,11 @@ class Worker:
 class WorkerPool:
     """Runs cases in a persistent worker, replacing it when it dies or hangs."""
 
-    def __init__(self, target_spec: str, *, timeout_s: float = 20.0, inflight_dir: Path | None = None):
+    def __init__(self, target_spec: str, *, timeout_s: float = 20.0, inflight_dir: Path | None = None,
+                 compile_timeout_s: float = COMPILE_TIMEOUT_S):
         self.target_spec = target_spec
         self.timeout_s = timeout_s
+        self.compile_timeout_s = compile_timeout_s
         self._tmp = tempfile.TemporaryDirectory(prefix="mpsfuzz-workers-")
         self.workdir = Path(self._tmp.name)
         self.inflight_path = (Path(inflight_dir) / f"inflight-{os.getpid()}.json") if inflight_dir else None
@@ -172,7 +217,8 @@ class WorkerPool:
         self._write_inflight(case_json)
         try:
             worker.conn.send(("case", case_json, list(oracle_names)))
-            if worker.conn.poll(timeout):
+            late = self._wait(worker, timeout)
+            if late is None:
                 kind, payload = worker.conn.recv()
                 if kind == "internal":
                     return {"internal_error": payload, "valid": False, "unsupported": False, "failures": []}
@@ -181,7 +227,11 @@ class WorkerPool:
                     self._worker = None
                     self.restarts += 1
                 return payload
-            event = ProcessEvent(op=op, target_name=self.target_name, kind="timeout", timeout_s=timeout)
+            if late == "slow-compile":
+                event = ProcessEvent(op=op, target_name=self.target_name, kind="slow-compile",
+                                     timeout_s=self.compile_timeout_s)
+            else:
+                event = ProcessEvent(op=op, target_name=self.target_name, kind="timeout", timeout_s=timeout)
             worker.kill()
         except (EOFError, OSError, BrokenPipeError):
             worker.process.join(5)
@@ -191,6 +241,26 @@ class WorkerPool:
         self._worker = None
         self.restarts += 1
         return event
+
+    def _wait(self, worker: Worker, timeout: float) -> str | None:
+        """Wait for the worker's reply: None once it is there, "timeout" when the case ran
+        (compilation aside) longer than ``timeout``, "slow-compile" when one compilation
+        took longer than ``compile_timeout_s``. Time spent compiling does not count as
+        running: a torch.compile'd target compiles almost every case anew, and a grad
+        case's compilation alone can outlast a timeout meant for kernels."""
+        state = worker.compile_state
+        compiled_before = state[1]
+        started = time.monotonic()
+        while not worker.conn.poll(_POLL_S):
+            compiling_since = state[0]
+            now = time.time()
+            compiling = now - compiling_since if compiling_since else 0.0
+            running = time.monotonic() - started - (state[1] - compiled_before) - compiling
+            if compiling > self.compile_timeout_s:
+                return "slow-compile"
+            if running > timeout:
+                return "timeout"
+        return None
 
     def fresh(self) -> None:
         """Make the next case run in a new worker process (no state from earlier calls)."""

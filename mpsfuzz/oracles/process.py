@@ -19,7 +19,7 @@ _NOISE = re.compile(r"0x[0-9a-fA-F]+|\b\d+\b|/[^\s:]+/")
 class ProcessEvent:
     op: str
     target_name: str
-    kind: str                # "died" or "timeout"
+    kind: str                # "died", "timeout" or "slow-compile" (torch.compile took too long: not a hang)
     returncode: int | None = None
     stderr_tail: str = ""
     timeout_s: float = 0.0
@@ -65,7 +65,7 @@ def check_crash(event: ProcessEvent) -> Failure | None:
         details={"signal": sig, "returncode": event.returncode})
 
 
-@oracle("hang", stage="process", doc="the worker did not answer within the per-case timeout")
+@oracle("hang", stage="process", doc="the worker did not answer within the per-case timeout (compilation aside)")
 def check_hang(event: ProcessEvent) -> Failure | None:
     if event.kind != "timeout":
         return None

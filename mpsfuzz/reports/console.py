@@ -110,6 +110,9 @@ class ConsoleReporter:
             f"sightings of known findings {s.known_sightings}, minimising {s.minimise_s:.1f}s", highlight=False)
         if s.internal_errors:
             self.console.print(f"[yellow]{s.internal_errors} case(s) hit an internal mpsfuzz error (see notes above)[/]")
+        if s.slow_compiles:
+            self.console.print(f"{s.slow_compiles} case(s) skipped: compiling took longer than the compile timeout "
+                               "(slow compilation, not hangs; --compile-timeout sets it)", highlight=False)
         if s.unsupported_here:
             self.console.print(f"{s.unsupported_here} case(s) unsupported here: this torch's eager CPU lacks "
                                "kernels needed to judge them (not bugs); for example:", highlight=False)

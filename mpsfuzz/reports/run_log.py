@@ -49,6 +49,7 @@ def run_record(started: CampaignStarted | None, finished: CampaignFinished, *, s
         "valid": s.valid,
         "unsupported": s.unsupported,
         "unsupported_here": s.unsupported_here,
+        "slow_compiles": s.slow_compiles,
         "restarts": s.restarts,
         "internal_errors": s.internal_errors,
         "cases_per_s": round(s.cases_per_s, 3),
