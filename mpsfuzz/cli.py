@@ -177,7 +177,7 @@ def _int_at_least(name, low):
 
 
 # Finding.status values, plus "regression" (replayed as fixed, failing again since).
-STATUSES = ("new", "known-bug", "cpu-bug", "capability", "flaky", "fixed", "regression")
+STATUSES = ("new", "known-bug", "cpu-bug", "capability", "unconfirmed", "flaky", "fixed", "regression")
 
 
 def cmd_corpus(args, console) -> int:
@@ -407,9 +407,9 @@ def cmd_run(args, console) -> int:
                             compile_timeout_s=args.compile_timeout)
     reporter = ConsoleReporter(console, live=False if args.no_progress else None)
     try:
-        listeners = [ReproWriter(corpus_dir, verify=not args.no_verify_repros, timeout_s=max(args.timeout * 3, 60.0)),
-                     reporter, RunLog(corpus_dir)]
-        result = Campaign(config, listeners).run()
+        writer = ReproWriter(corpus_dir, verify=not args.no_verify_repros, timeout_s=max(args.timeout * 3, 60.0))
+        listeners = [writer, reporter, RunLog(corpus_dir)]
+        result = Campaign(config, listeners, confirm=writer.confirm).run()
     except (TargetError, KnownTableError) as exc:
         raise UsageError(str(exc)) from None
     return exit_code(findings=result.stats.new_findings)
@@ -509,6 +509,9 @@ def cmd_repro(args, console) -> int:
     elif status is False:
         err.print(f"NOT A REPRO: the script did not reproduce the finding on {repro.get('target')}: "
                   f"{repro.get('detail', '')}", style="bold red", highlight=False, markup=False)
+    elif str(repro.get("detail", "")).startswith("not verified here"):
+        err.print(f"{repro['detail']} (the script could not run on this machine; this says nothing of the finding)",
+                  highlight=False, markup=False)
     else:
         err.print("not verified (run without --no-verify to check it on the target)", highlight=False, markup=False)
     _write_or_print(repro["script"], args.output, console)

@@ -56,6 +56,7 @@ class Stats:
     cpu_bugs: int = 0            # the float64 arbiter blamed the CPU reference
     flaky: int = 0               # new findings that did not reproduce on every re-run
     capabilities: int = 0        # the device accepts what CPU rejects, and its result checks out
+    unconfirmed: int = 0         # new findings whose repro script did not reproduce them
     minimise_s: float = 0.0      # time spent re-running, reducing and explaining findings
     suppressed: int = 0          # failures the tables call unimplemented or undefined
     known_sightings: int = 0

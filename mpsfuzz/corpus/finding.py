@@ -259,7 +259,8 @@ class Finding:
     def status(self) -> str:
         """cpu-bug (the reference is wrong), capability (the device accepts what CPU
         rejects, and its result checks out), flaky (does not reproduce every time),
-        fixed (the latest replay passes), known-bug (matches an upstream issue) or new."""
+        fixed (the latest replay passes), unconfirmed (its repro script did not
+        reproduce it), known-bug (matches an upstream issue) or new."""
         if self.blame == "cpu":
             return "cpu-bug"
         if self.blame == "capability":
@@ -268,7 +269,15 @@ class Finding:
             return "flaky"
         if self.fixed:
             return "fixed"
+        if self.unconfirmed:
+            return "unconfirmed"
         return "known-bug" if self.known else "new"
+
+    @property
+    def unconfirmed(self) -> bool:
+        """Its repro script ran in a fresh interpreter and did not show the bug: the
+        failure needs state the script does not rebuild, so it is listed apart."""
+        return bool(self.repro) and self.repro.get("verified") is False
 
     @property
     def op(self) -> str:

@@ -123,9 +123,15 @@ def _iter_findings(exc: BaseException):
 
 
 class Campaign:
-    def __init__(self, config: CampaignConfig, listeners: list[Callable] = ()):
+    """``confirm(finding) -> repro record``: runs a new finding's standalone script before
+    it is counted (the CLI passes the repro writer's); a finding whose script does not
+    reproduce it is ``unconfirmed``, never new."""
+
+    def __init__(self, config: CampaignConfig, listeners: list[Callable] = (),
+                 confirm: Callable | None = None):
         self.config = config
         self.listeners = list(listeners)
+        self.confirm = confirm
         self.stats = Stats()
         self.corpus = Corpus(config.corpus_dir)
         self.known: list[KnownBug] = [KnownBug.of(f) for _, f in self.corpus.load()[0]]
@@ -292,6 +298,10 @@ class Campaign:
             reproducibility=result.reproducibility.to_json(), minimisation=result.minimisation_json())
         path, new = self.corpus.record(finding)
         self.known.append(KnownBug.of(finding))
+        if new and self.confirm is not None and not finding.flaky:
+            record = self.confirm(finding)
+            finding.repro = record
+            self.corpus.update(path, lambda f: setattr(f, "repro", record))
         if new:
             self._count(finding.status, +1)
         self.stats.minimise_s += result.seconds
@@ -302,7 +312,7 @@ class Campaign:
 
     def _count(self, status: str, delta: int) -> None:
         name = {"new": "new_findings", "known-bug": "known_bugs", "flaky": "flaky",
-                "capability": "capabilities"}.get(status, "cpu_bugs")
+                "capability": "capabilities", "unconfirmed": "unconfirmed"}.get(status, "cpu_bugs")
         setattr(self.stats, name, getattr(self.stats, name) + delta)
 
     def _fold_special_cases(self, general: Finding, path: Path) -> None:

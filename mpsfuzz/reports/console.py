@@ -25,6 +25,8 @@ def repro_words(repro: dict) -> str:
         return f"verified script ({lines}); `mpsfuzz repro FILE` prints it"
     if repro.get("verified") is False:
         return f"script does NOT reproduce ({repro.get('detail', '')}); not a repro"
+    if str(repro.get("detail", "")).startswith("not verified here"):
+        return f"script ({lines}) {repro['detail']}"
     return f"script not verified yet ({lines})"
 
 
@@ -106,6 +108,7 @@ class ConsoleReporter:
             f"worker restarts {s.restarts}, new findings {s.new_findings}, "
             f"known upstream {s.known_bugs}, flaky {s.flaky}, CPU-reference bugs {s.cpu_bugs}, "
             f"capabilities (device accepts what CPU rejects) {s.capabilities}, "
+            f"unconfirmed (repro did not reproduce) {s.unconfirmed}, "
             f"suppressed as undefined/unimplemented {s.suppressed}, "
             f"sightings of known findings {s.known_sightings}, minimising {s.minimise_s:.1f}s", highlight=False)
         if s.internal_errors:
@@ -126,13 +129,17 @@ class ConsoleReporter:
             for (op, msg), n in sorted(s.unsupported_messages.items(), key=lambda kv: -kv[1])[:10]:
                 table.add_row(op, str(n), msg)
             self.console.print(table)
-        target = [(f, p, new) for f, p, new in event.findings if f.blame == "target"]
+        target = [(f, p, new) for f, p, new in event.findings if f.blame == "target" and not f.unconfirmed]
+        unconfirmed = [(f, p, new) for f, p, new in event.findings if f.blame == "target" and f.unconfirmed]
         cpu = [(f, p, new) for f, p, new in event.findings if f.blame == "cpu"]
         capable = [(f, p, new) for f, p, new in event.findings if f.blame == "capability"]
         if target:
             self.console.print(findings_table(target))
         if cpu:
             self.console.print(findings_table(cpu, title="CPU reference is wrong (float64 arbiter; not target bugs)"))
+        if unconfirmed:
+            self.console.print(findings_table(unconfirmed, title="unconfirmed: the repro script did not reproduce "
+                                                                 "them in a fresh interpreter (not counted as new)"))
         if capable:
             self.console.print(findings_table(capable, title="capabilities: the target accepts what CPU rejects, "
                                                               "and its result checks out (not bugs)"))

@@ -29,6 +29,11 @@ def run_script(target, path: Path) -> None:
             exec(code, namespace)
 
 
+# Exit status when the target cannot be loaded here: the script never ran, so the run
+# says nothing about the finding ("not verified here", never "not a repro").
+CANNOT_LOAD_TARGET = 3
+
+
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
         sys.stderr.write("usage: python -m mpsfuzz.reports.shim TARGET SCRIPT\n")
@@ -36,8 +41,11 @@ def main(argv: list[str]) -> int:
     try:
         target = load_target(argv[0])
     except TargetError as exc:
-        sys.stderr.write(f"mpsfuzz shim: {exc}\n")
-        return 2
+        sys.stderr.write(f"mpsfuzz shim: cannot load the target: {exc}\n")
+        return CANNOT_LOAD_TARGET
+    except Exception as exc:  # the target's own import or factory failed
+        sys.stderr.write(f"mpsfuzz shim: cannot load the target: {type(exc).__name__}: {exc}\n")
+        return CANNOT_LOAD_TARGET
     run_script(target, Path(argv[1]))
     return 0
 

@@ -19,9 +19,29 @@ OUTPUT_KEEP_CHARS = 4000
 
 @dataclass(frozen=True)
 class Verdict:
-    reproduced: bool
+    reproduced: bool | None   # None: the script could not run here (says nothing either way)
     detail: str
     output: str = ""      # stdout then stderr of the run, the end of it kept
+
+
+# What an interpreter prints when the script cannot run on this machine at all: torch is
+# missing, or the device the script names is not here. Not a verdict on the finding.
+_CANNOT_RUN = ("No module named 'torch'", "Torch not compiled with CUDA enabled", "Found no NVIDIA driver",
+               "no CUDA GPUs are available", "CUDA driver version is insufficient",
+               "MPS backend is not available", "The MPS backend is supported on MacOS",
+               "PyTorch code is not compiled with MPS enabled")
+
+
+def _cannot_run(returncode: int | None, stderr: str) -> str | None:
+    """Why the script could not run here, or None when it ran (whatever it showed)."""
+    from .shim import CANNOT_LOAD_TARGET
+    if returncode == CANNOT_LOAD_TARGET and "mpsfuzz shim: cannot load the target" in stderr:
+        return _last_line(stderr).removeprefix("mpsfuzz shim: ")
+    if returncode and returncode > 0:
+        for phrase in _CANNOT_RUN:
+            if phrase in stderr:
+                return f"{phrase} ({_last_line(stderr)})"
+    return None
 
 
 def _without_shim_frames(stderr: str, script_path: str) -> str:
@@ -110,13 +130,18 @@ def run_and_judge(script, *, target_spec: str, timeout_s: float = 60.0, env: dic
         try:
             done = subprocess.run(command_for(path, target_spec), cwd=tmp, env=environment, capture_output=True,
                                   text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+        except OSError as exc:  # no interpreter to run it with
+            return Verdict(None, f"not verified here: cannot start the interpreter: {exc}")
         except subprocess.TimeoutExpired as exc:
             out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
             err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
             verdict = judge(script.expect, None, out, err)
             return Verdict(verdict.reproduced, verdict.detail, _joined(out, err, str(path)))
-    verdict = judge(script.expect, done.returncode, done.stdout, done.stderr)
     output = _joined(done.stdout, done.stderr, str(path))
+    why = _cannot_run(done.returncode, done.stderr)
+    if why is not None:
+        return Verdict(None, f"not verified here: {why}", output)
+    verdict = judge(script.expect, done.returncode, done.stdout, done.stderr)
     if done.returncode is not None and done.returncode < 0:
         output += f"\n(the process was killed by {_signal_name(done.returncode)})"
     return Verdict(verdict.reproduced, verdict.detail, output)

@@ -458,6 +458,12 @@ def _squares_overflow(func, args, kwargs) -> bool:
     return bool(((x.double() ** 2 + y.double() ** 2) > top).any())
 
 
+def _in_a_worker(func, args, kwargs) -> bool:
+    # Fires only in mpsfuzz's long-lived worker processes: state that a standalone
+    # script does not rebuild (a warm cache, the allocator's history).
+    return "mpsfuzz.fuzzer.worker" in sys.modules
+
+
 def _many_fft_dims(func, args, kwargs) -> bool:
     # _fft_c2c(self, dim, normalization, forward)
     return len(_arg(func, args, kwargs, 1)) > 3
@@ -759,6 +765,8 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::exp.default",), _always, "leak_output"),
     Fault("tanh_caches_once", "not a bug: tanh builds a cache once per process",
           ("aten::tanh.default",), _always, "cache_once"),
+    Fault("erf_needs_worker_state", "erf wrong only in a process with a history the repro script does not "
+          "rebuild (its script cannot confirm it)", ("aten::erf.default",), _in_a_worker, "corrupt"),
     Fault("fftn_splits_dims", "not a bug: an FFT over more than 3 dims done in groups of dims (as cuFFT does) "
           "where CPU's library refuses it", ("aten::_fft_c2c.default",), _many_fft_dims, "split_transform"),
     Fault("fftn_splits_dims_badly", "an FFT over more than 3 dims done in groups, the last group forgotten",
