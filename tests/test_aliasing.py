@@ -337,3 +337,22 @@ def test_campaign_finds_an_out_alias_bug_and_says_out_is_the_input(tmp_path):
     assert "`out=` is `input` itself" in finding["explanation"]
     assert "out=x)" in finding["repro"]["script"]
     assert_repro_proves_the_fault(finding, "mul_out_alias", tmp_path)
+
+
+def test_layout_repro_gives_aliased_inputs_copies_of_their_own(monkeypatch):
+    """A layout finding on aliased inputs: the script's 'contiguous copies' are clones
+    (``.contiguous()`` of a contiguous view is the view itself), and it reproduces."""
+    from mpsfuzz.corpus.finding import Finding
+    from mpsfuzz.fuzzer.probe import Prober
+    from mpsfuzz.fuzzer.worker import WorkerPool
+    from mpsfuzz.reports.repro import repro_for
+    monkeypatch.setenv("MPSFUZZ_FAULTS", "gru_adjacent_weights")
+    pool = WorkerPool(FAULT_TARGET, timeout_s=10)
+    try:
+        (failure,), _, _ = Prober(pool, ("layout",)).failures(gru_case())
+    finally:
+        pool.close()
+    finding = Finding.create(gru_case(), failure, target_name="faulty-cpu", target_spec=FAULT_TARGET, device="cpu")
+    record = repro_for(finding)
+    assert "w_hh.clone(memory_format=torch.contiguous_format)" in record["script"]
+    assert record["verified"] is True, (record["detail"], record["script"])

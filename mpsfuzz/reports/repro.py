@@ -450,7 +450,11 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     elif oracle == "distribution":
         body += _distribution_lines(b)
     elif oracle == "layout":
-        body.append(f"expected = {b.dut(b.call([f'{n}.contiguous()' for n in names]))}  {MARKER}")
+        # Inputs that share a storage get copies of their own, as the layout oracle's do.
+        shared = case.shared_storage_inputs()
+        copies = [f"{n}.clone(memory_format=torch.contiguous_format)" if i in shared else f"{n}.contiguous()"
+                  for i, n in enumerate(names)]
+        body.append(f"expected = {b.dut(b.call(copies))}  {MARKER}")
         body += dut_variant()
         body.append("print('non-contiguous:', actual, 'contiguous copies:', expected, sep='\\n')")
         body.append(_assert_close(*_tolerance(finding, spec, dut_alone=True)))
