@@ -9,7 +9,7 @@ from __future__ import annotations
 import copy
 import json
 import re
-import warnings
+from dataclasses import replace
 
 import pytest
 import torch
@@ -19,7 +19,7 @@ from mpsfuzz.fuzzer import ablation, catalogue, edits, executor, strategies
 from mpsfuzz.fuzzer.probe import PASSES, SAME, Outcome
 from mpsfuzz.fuzzer.recipes import Alias, Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.fuzzer.reduce import cost, reduce_case
-from mpsfuzz.oracles import DEFAULT, all_oracles
+from mpsfuzz.oracles import Failure, all_oracles
 from mpsfuzz.reports.repro import input_lines
 from mpsfuzz.testing.faults import FaultTarget
 
@@ -224,7 +224,6 @@ def test_ablation_names_out_that_is_an_input():
 
 
 def _failure():
-    from mpsfuzz.oracles import Failure
     return Failure(oracle="values", kind="wrong-values", severity="high", title="t", message="m",
                    dedup_key=("wrong-values",))
 
@@ -248,13 +247,8 @@ def test_the_gru_fault_fires_only_on_adjacent_weights_without_biases():
     assert _failures(gru_case(), ["gru_adjacent_weights"]) == [("values", "wrong-values")]
     assert _failures(gru_case(has_biases=True), ["gru_adjacent_weights"]) == []
     assert _failures(gru_case(alias=False), ["gru_adjacent_weights"]) == []
-    overlapping = edits.with_input(gru_case(), 3, replace_alias(gru_case().inputs[3], Alias(2, "overlap", 1)))
+    overlapping = edits.with_input(gru_case(), 3, replace(gru_case().inputs[3], alias=Alias(2, "overlap", 1)))
     assert _failures(overlapping, ["gru_adjacent_weights"]) == []
-
-
-def replace_alias(recipe, alias):
-    from dataclasses import replace
-    return replace(recipe, alias=alias)
 
 
 def test_layout_oracle_compares_aliased_inputs_with_copies_of_their_own():
