@@ -241,7 +241,7 @@ def test_random_ops_replay_identically_on_the_dut(registered):
 def test_case_json_keeps_the_variant_and_reads_format_1():
     case = Case("add", (t((2,)), t((2,), seed=3)), variant="out-strided")
     data = case.to_json()
-    assert data["format"] == 2 and Case.from_json(data) == case
+    assert data["format"] == 3 and Case.from_json(data) == case
     old = dict(data, format=1)
     del old["variant"]
     assert Case.from_json(old).variant == "functional"

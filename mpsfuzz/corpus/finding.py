@@ -39,12 +39,15 @@ LEGACY_WRITER = "before-format-3"
 def trigger_class(case: Case) -> dict:
     classes = {dtype_class(r.dtype) for r in case.inputs}
     dtypes = sorted({r.dtype for r in case.inputs})
-    strided = [r.layout.describe() for r in case.inputs if not r.layout.is_plain()]
+    awkward = [r.describe_layout() for r in case.inputs if not r.is_plain()]
+    strided = any(not r.layout.is_plain() for r in case.inputs)
+    # ``aliased``: inputs share a storage (or out= is an input), all else contiguous.
+    aliased = case.is_aliased() or case.variant == "out-alias"
     return {
         "dtype_class": classes.pop() if len(classes) == 1 else "mixed",
         "dtypes": dtypes,
-        "layout_class": "strided" if strided else "contiguous",
-        "layouts": sorted(set(strided)) or ["contiguous"],
+        "layout_class": "strided" if strided else "aliased" if aliased else "contiguous",
+        "layouts": sorted(set(awkward) | ({"out=input"} if case.variant == "out-alias" else set())) or ["contiguous"],
         "max_rank": max((r.rank for r in case.inputs), default=0),
         "empty": any(r.numel == 0 for r in case.inputs),
     }

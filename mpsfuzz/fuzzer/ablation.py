@@ -25,7 +25,12 @@ A condition is a short stable string:
 ``negative``        an input holds a negative value
 ``kwarg:NAME``      the argument NAME (with a value other than its default) is passed
 ``variant:V``       the op is called in form V (method, inplace, out, out-strided,
-                    out-resized, grad); the functional form passes
+                    out-resized, out-alias, grad); the functional form passes
+``alias:J``         input J shares a storage with an earlier input (adjacent or
+                    overlapping); storages of their own pass. (Taking an overlap away
+                    also gives the earlier input back its own values where the later one
+                    had overwritten them: a recipe cannot keep them.)
+``alias:out``       ``out=`` is input 0 itself (variant out-alias); a separate ``out=`` passes
 """
 from __future__ import annotations
 
@@ -125,6 +130,11 @@ def holds(condition: str, case: Case) -> bool:
         return any(k == arg for k, _ in case.kwargs)
     if kind == "variant":
         return case.variant == arg
+    if kind == "alias":
+        if arg == "out":
+            return case.variant == "out-alias"
+        j = int(arg)
+        return j < len(inputs) and inputs[j].alias is not None
     if condition == "negative":
         return _holds_negative(case)
     return False
@@ -218,6 +228,11 @@ def _ablations(case: Case, names: list[str]):
             case, [edits.without_specials(r, finite_names) for r in inputs])
     if _holds_negative(case):
         yield "negative", "non-negative values", edits.with_inputs(case, [edits.non_negative(r) for r in inputs])
+    for j, r in enumerate(inputs):
+        if r.alias is not None:
+            yield f"alias:{j}", f"`{names[j]}` in a storage of its own", edits.with_input(case, j, edits.unaliased(r))
+    if case.variant == "out-alias":
+        yield "alias:out", "a separate `out=` tensor", replace(case, variant="out")
     for name, value in case.kwargs:
         yield f"kwarg:{name}", f"no `{name}` argument", edits.drop_kwarg(case, name)
     if case.variant != "functional":
@@ -301,13 +316,20 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
         return f"`{arg}={value!r}`"
     if kind == "variant":
         return _VARIANT_WORDS.get(arg, f"called as {arg}")
+    if kind == "alias":
+        if arg == "out":
+            return f"`out=` is `{names[0]}` itself" if names else "`out=` is an input itself"
+        j = int(arg)
+        alias = case.inputs[j].alias
+        how = "adjacent" if alias.how == "adjacent" else "overlapping"
+        return f"`{names[j]}` and `{names[alias.of]}` are views of one storage ({how})"
     return condition
 
 
 _VARIANT_WORDS = {"method": "called as a method", "inplace": "called in place",
                   "out": "writing into `out=`", "out-strided": "writing into a non-contiguous `out=`",
                   "out-resized": "writing into an `out=` that must be resized",
-                  "grad": "computing gradients"}
+                  "out-alias": "writing `out=` into the first input itself", "grad": "computing gradients"}
 
 
 def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: float = 20.0) -> Explanation:
@@ -325,6 +347,8 @@ def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: fl
     conditions = [p.feature for p in probes if p.necessary]
     if "layout:any" in conditions and any(c.startswith("layout:") and c != "layout:any" for c in conditions):
         conditions.remove("layout:any")
+    if "alias:out" in conditions and "variant:out-alias" in conditions:
+        conditions.remove("variant:out-alias")  # the out= form passes: the aliasing is the trigger
     m = main_input(case) if case.inputs else 0
     main = case.inputs[m].dtype if case.inputs else ""
 
@@ -376,6 +400,13 @@ def _sentence(case, failure, conditions, probes, names, failing, tested, classes
         parts.append("contiguous inputs pass")
     elif layout_probe and all(p.verdict == SAME for p in layout_probe):
         parts.append("contiguous inputs fail too")
+    alias_probe = [p for p in probes if p.feature.startswith("alias:")]
+    if any(p.necessary and p.feature != "alias:out" for p in alias_probe):
+        parts.append("separate storages pass")
+    if any(p.necessary and p.feature == "alias:out" for p in alias_probe):
+        parts.append("a separate `out=` passes")
+    elif alias_probe and all(p.verdict == SAME for p in alias_probe):
+        parts.append("separate storages fail too")
     if any(p.feature == "nonfinite" and p.necessary for p in probes):
         parts.append("finite values pass")
     if failing:

@@ -47,7 +47,10 @@ StatisticalJudge = Callable[[Any, list, dict], "str | None"]
 SEMANTICS = ("mixed_dtypes_sometimes", "ties_unspecified", "undefined-values", "random", "order-dependent")
 
 # How an op can be called besides ``fn(*tensors, **kwargs)``; a Case names one of these.
-VARIANTS = ("functional", "method", "inplace", "out", "out-strided", "out-resized", "grad")
+# ``out-alias`` passes input 0 itself as ``out=`` (where the result has its shape and
+# dtype): full aliasing of out and an input, which torch defines for ops that also work
+# in place (so only those have it).
+VARIANTS = ("functional", "method", "inplace", "out", "out-strided", "out-resized", "out-alias", "grad")
 GRAD_DTYPES = dt.GRAD
 
 
@@ -121,6 +124,8 @@ class OpSpec:
             out.append("inplace")
         if self.out:
             out += ["out", "out-strided", "out-resized"]
+        if self.out and self.inplace:
+            out.append("out-alias")
         if self.grad and any(d in GRAD_DTYPES for d in self.dtypes):
             out.append("grad")
         return tuple(out)

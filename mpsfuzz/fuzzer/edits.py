@@ -15,11 +15,29 @@ PLAIN = Layout()
 def with_input(case: Case, index: int, recipe: TensorRecipe) -> Case:
     inputs = list(case.inputs)
     inputs[index] = recipe
-    return replace(case, inputs=tuple(inputs))
+    return with_inputs(case, inputs)
 
 
 def with_inputs(case: Case, recipes) -> Case:
+    """``case`` with these inputs; an alias the edit broke (it names a later input now,
+    or one of another dtype) is dropped, so that an edit always gives a valid case."""
+    recipes = list(recipes)
+    for i, r in enumerate(recipes):
+        if r.alias is not None and (r.alias.of >= i or recipes[r.alias.of].dtype != r.dtype):
+            recipes[i] = unaliased(r)
     return replace(case, inputs=tuple(recipes))
+
+
+def unaliased(recipe: TensorRecipe) -> TensorRecipe:
+    """The same input in a storage of its own (its own values: where it overlapped an
+    earlier input, that one's values are its own again too)."""
+    return replace(recipe, alias=None)
+
+
+def without_aliasing(case: Case) -> Case:
+    """Every input in a storage of its own, and ``out=`` a tensor of its own."""
+    plain_case = with_inputs(case, [unaliased(r) for r in case.inputs])
+    return replace(plain_case, variant="out") if case.variant == "out-alias" else plain_case
 
 
 def drop_kwarg(case: Case, name: str) -> Case:

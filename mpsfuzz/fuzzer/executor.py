@@ -4,7 +4,9 @@ This runs inside a worker process. The two sides never share a tensor: each
 materialises its own inputs from the recipe, even when the target's device is the CPU.
 Both sides call the op the same way (the case's variant); the DUT additionally runs the
 functional form (for the ``variants`` oracle) and the op on ``.contiguous()`` copies
-(for the ``layout`` oracle) when those oracles are enabled and the case calls for it.
+(for the ``layout`` oracle; inputs that share a storage get storages of their own
+there, so aliasing counts as an awkward layout) when those oracles are enabled and the
+case calls for it.
 """
 from __future__ import annotations
 
@@ -123,6 +125,18 @@ def call_variant(spec, case: Case, inputs: list, kwargs: dict, runner=None, func
     if variant == "inplace":
         run(_method_caller(spec.inplace), *inputs, **kwargs)
         return inputs[0]
+    if variant == "out-alias":
+        if functional is None:
+            functional = run(spec.fn, *inputs, **kwargs)
+        self_ = inputs[0] if inputs else None
+        if not (isinstance(functional, torch.Tensor) and isinstance(self_, torch.Tensor)
+                and functional.shape == self_.shape and functional.dtype == self_.dtype):
+            raise VariantNotApplicable("out= aliasing input 0 needs a result of input 0's shape and dtype")
+
+        def into_self(*a, **k):
+            spec.fn(*a, **k, out=a[0])
+            return a[0]
+        return run(into_self, *inputs, **kwargs)
     if variant.startswith("out"):
         if functional is None:
             functional = run(spec.fn, *inputs, **kwargs)
@@ -193,7 +207,7 @@ def run_side(spec, case: Case, kwargs: dict, device, runner=None, synchronize=No
         return SideResult(outputs=_raised(exc))
     meta = output_meta(raw)
     base_after = None
-    if case.variant == "inplace" and isinstance(inputs[0], torch.Tensor) and inputs[0]._base is not None:
+    if case.variant in ("inplace", "out-alias") and isinstance(inputs[0], torch.Tensor) and inputs[0]._base is not None:
         base_after = _to_cpu(inputs[0]._base)
     with torch.no_grad():
         detached = _detach(raw)
@@ -272,7 +286,7 @@ def _wants_functional(case: Case, enabled) -> bool:
 
 def _wants_contiguous(spec, case: Case, enabled) -> bool:
     return (case.variant == "functional" and "layout" in enabled
-            and any(not r.layout.is_plain() for r in case.inputs)
+            and any(not r.is_plain() for r in case.inputs)
             and not ({"random", "undefined-values"} & set(spec.semantics)))
 
 
@@ -292,7 +306,11 @@ def _run_dut(case: Case, spec, kwargs, target, enabled):
     dut = run_side(spec, case, kwargs, target.device, runner=target.run,
                    synchronize=target.synchronize, inputs=dut_inputs, functional=dut_functional)
     if _wants_contiguous(spec, case, enabled) and not isinstance(dut.outputs, Raised):
-        copies = [t.contiguous() for t in case.materialize(target.device)]
+        # Inputs that share a storage get copies of their own (``.contiguous()`` hands
+        # back a contiguous view itself, storage and all).
+        shared = case.shared_storage_inputs()
+        copies = [t.clone(memory_format=torch.contiguous_format) if i in shared else t.contiguous()
+                  for i, t in enumerate(case.materialize(target.device))]
         contiguous = run_side(spec, case, kwargs, target.device, runner=target.run,
                               synchronize=target.synchronize, inputs=copies)
     for side in (dut, functional, contiguous):

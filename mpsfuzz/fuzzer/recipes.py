@@ -8,6 +8,13 @@ Values are always generated on the CPU from a seeded generator (so they are bit
 identical everywhere), written into a dense *base* buffer on the CPU, transferred, and
 only then viewed into the requested layout on the target device. Building the view
 after the transfer matters: ``.to(device)`` would make a gapped or expanded view dense.
+
+An input may *alias* an earlier one (:class:`Alias`): its base buffer is carved from the
+same storage, right after the other's base (``adjacent``: disjoint memory, e.g. w_hh
+right after w_ih, as a flattened weight buffer holds them) or starting inside it
+(``overlap``: the same memory seen twice, e.g. x and x.T). A case builds each shared
+storage jointly on the CPU (values written input by input, so a later input wins where
+memory overlaps), transfers the whole storage, and views each input into it on the device.
 """
 from __future__ import annotations
 
@@ -19,9 +26,13 @@ import torch
 
 from . import dtypes as dt
 
-CASE_FORMAT = 2
-# Format 1 (before variants) reads as format 2 with variant "functional".
-READABLE_FORMATS = (1, 2)
+CASE_FORMAT = 3
+# Format 1 (before variants) reads as format 2 with variant "functional"; format 2
+# (before aliasing) as format 3 with every input in a storage of its own.
+READABLE_FORMATS = (1, 2, 3)
+
+# How an aliased input's base buffer sits in the storage of the input it aliases.
+ALIAS_KINDS = ("adjacent", "overlap")
 
 # Filler for the parts of a base buffer that the view does not cover (gaps, the storage
 # offset): a value no generator produces at that position, so a kernel that reads
@@ -125,12 +136,45 @@ class Layout:
         return "+".join(self.kinds()) or "contiguous"
 
 
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Alias:
+    """The input's base buffer lies in the storage of input ``of`` (an earlier input of
+    the same dtype): right after ``of``'s base buffer (``adjacent``), or starting ``at``
+    elements into it (``overlap``; ``at`` is clamped to the last element of that buffer,
+    so it stays an overlap whatever sizes the reducer gives the two)."""
+
+    of: int
+    how: str = "adjacent"
+    at: int = 0
+
+    def __post_init__(self):
+        if not _is_int(self.of) or self.of < 0:
+            raise ValueError(f"alias of={self.of!r} must be an integer >= 0 (an earlier input)")
+        if self.how not in ALIAS_KINDS:
+            raise ValueError(f"alias how={self.how!r} is not one of {ALIAS_KINDS}")
+        if not _is_int(self.at) or self.at < 0:
+            raise ValueError(f"alias at={self.at!r} must be an integer >= 0")
+        if self.how == "adjacent" and self.at:
+            raise ValueError(f"alias at={self.at!r} applies to how='overlap' only")
+
+    def describe(self) -> str:
+        if self.how == "adjacent":
+            return f"right after input {self.of} in one storage"
+        return f"overlapping input {self.of}" + (f" from element {self.at}" if self.at else "")
+
+
 @dataclass(frozen=True)
 class TensorRecipe:
     shape: tuple[int, ...]
     dtype: str
     layout: Layout = field(default_factory=Layout)
     values: ValueRecipe = field(default_factory=ValueRecipe)
+    # None: the input has a storage of its own.
+    alias: Alias | None = None
 
     def __post_init__(self):
         dt.canonical(self.dtype)
@@ -161,8 +205,25 @@ class TensorRecipe:
     def rank(self) -> int:
         return len(self.shape)
 
+    @property
+    def base_numel(self) -> int:
+        """Elements of the flat base buffer the view is taken from (offset included)."""
+        return self.layout.offset + math.prod(self._dense_base_shape())
+
+    def kinds(self) -> tuple[str, ...]:
+        """The layout features, plus ``aliased`` when it shares a storage with an earlier input."""
+        return self.layout.kinds() + (("aliased",) if self.alias is not None else ())
+
+    def is_plain(self) -> bool:
+        """Contiguous in a storage of its own."""
+        return self.layout.is_plain() and self.alias is None
+
+    def describe_layout(self) -> str:
+        return "+".join(self.kinds()) or "contiguous"
+
     def describe(self) -> str:
-        return f"{self.dtype}{list(self.shape)} {self.layout.describe()}"
+        text = f"{self.dtype}{list(self.shape)} {self.layout.describe()}"
+        return text + (f" {self.alias.describe()}" if self.alias is not None else "")
 
     # -- building -------------------------------------------------------------------
     def _value_shape(self) -> tuple[int, ...]:
@@ -201,12 +262,19 @@ class TensorRecipe:
         return generate_values(self.values, self._value_shape(), self.dtype)
 
     def materialize(self, device: str | torch.device = "cpu") -> torch.Tensor:
-        torch_dtype = dt.to_torch(self.dtype)
-        flat = torch.full((self.layout.offset + math.prod(self._dense_base_shape()),),
-                          True if self.dtype == "bool" else GAP_FILLER, dtype=torch_dtype)
+        """This input alone, in a storage of its own (``alias`` is a relation between
+        inputs: :meth:`Case.materialize` builds it)."""
+        flat = self.filled_base(self.base_numel)
         self._view_of(flat).copy_(self.cpu_values())
-        flat = flat.to(device)
-        view = self._view_of(flat)
+        return self.view_in(flat.to(device))
+
+    def filled_base(self, numel: int) -> torch.Tensor:
+        """A flat CPU buffer of ``numel`` elements of this dtype holding the gap filler."""
+        return torch.full((numel,), True if self.dtype == "bool" else GAP_FILLER, dtype=dt.to_torch(self.dtype))
+
+    def view_in(self, storage: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """The input as a view of the flat ``storage`` whose base buffer begins at ``start``."""
+        view = self._view_of(storage[start:start + self.base_numel])
         if self.layout.expanded:
             view = view.expand(*self.shape)
         return view
@@ -336,6 +404,14 @@ def _decode_value(v):
     return v
 
 
+def _decode_alias(data) -> Alias | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) - {"of", "how", "at"} or "of" not in data:
+        raise ValueError(f"alias={data!r} must be null or an object with 'of' (and 'how', 'at')")
+    return Alias(of=data["of"], how=data.get("how", "adjacent"), at=data.get("at", 0))
+
+
 @dataclass(frozen=True)
 class Case:
     """One op call: the op id, a recipe per input tensor and the other arguments."""
@@ -344,11 +420,84 @@ class Case:
     inputs: tuple[TensorRecipe, ...]
     kwargs: tuple[tuple[str, Any], ...] = ()
     # How the op is called: one of catalogue.VARIANTS ("functional", "method", "inplace",
-    # "out", "out-strided", "out-resized", "grad").
+    # "out", "out-strided", "out-resized", "out-alias", "grad").
     variant: str = "functional"
 
+    def __post_init__(self):
+        for i, r in enumerate(self.inputs):
+            if r.alias is None:
+                continue
+            if r.alias.of >= i:
+                raise ValueError(f"input {i}: alias of={r.alias.of} must name an earlier input (0..{i - 1})"
+                                 if i else f"input 0: alias of={r.alias.of}: the first input cannot alias")
+            source = self.inputs[r.alias.of]
+            if source.dtype != r.dtype:
+                raise ValueError(f"input {i}: alias of={r.alias.of} joins dtype={r.dtype} to dtype={source.dtype}: "
+                                 "a storage holds one dtype")
+
+    # -- storages -----------------------------------------------------------------------
+    def storage_plan(self) -> list[tuple[int, int]]:
+        """(storage, start) per input: the storage is named by the first input in it, and
+        the input's base buffer begins ``start`` elements into it."""
+        plan: list[tuple[int, int]] = []
+        for i, r in enumerate(self.inputs):
+            if r.alias is None:
+                plan.append((i, 0))
+                continue
+            storage, start = plan[r.alias.of]
+            size = self.inputs[r.alias.of].base_numel
+            if r.alias.how == "adjacent":
+                start += size
+            else:
+                start += min(r.alias.at, max(size - 1, 0))
+            plan.append((storage, start))
+        return plan
+
+    def storage_sizes(self) -> dict[int, int]:
+        """Elements of each storage (named as in :meth:`storage_plan`)."""
+        sizes: dict[int, int] = {}
+        for r, (storage, start) in zip(self.inputs, self.storage_plan()):
+            sizes[storage] = max(sizes.get(storage, 0), start + r.base_numel)
+        return sizes
+
+    def is_aliased(self) -> bool:
+        return any(r.alias is not None for r in self.inputs)
+
+    def shared_storage_inputs(self) -> set[int]:
+        """Inputs whose storage holds another input too."""
+        plan = self.storage_plan()
+        counts: dict[int, int] = {}
+        for storage, _ in plan:
+            counts[storage] = counts.get(storage, 0) + 1
+        return {i for i, (storage, _) in enumerate(plan) if counts[storage] > 1}
+
+    def footprints(self) -> list[tuple[int, frozenset[int]]]:
+        """(storage, the storage elements its view covers) per input: two inputs share
+        memory where they share a storage and their sets meet."""
+        plan, sizes = self.storage_plan(), self.storage_sizes()
+        out = []
+        for r, (storage, start) in zip(self.inputs, plan):
+            positions = torch.arange(sizes[storage], dtype=torch.int64)
+            out.append((storage, frozenset(r.view_in(positions, start).reshape(-1).tolist())))
+        return out
+
+    def cpu_storages(self) -> tuple[dict[int, torch.Tensor], list[tuple[int, int]]]:
+        """Each storage filled on the CPU, and the plan: every input's values written into
+        its view in input order (a later input wins where memory overlaps)."""
+        plan, sizes = self.storage_plan(), self.storage_sizes()
+        storages = {s: self.inputs[s].filled_base(n) for s, n in sizes.items()}
+        for r, (storage, start) in zip(self.inputs, plan):
+            r._view_of(storages[storage][start:start + r.base_numel]).copy_(r.cpu_values())
+        return storages, plan
+
     def materialize(self, device: str | torch.device = "cpu") -> list[torch.Tensor]:
-        return [r.materialize(device) for r in self.inputs]
+        """The inputs on ``device``: each storage is built on the CPU, transferred whole,
+        and viewed there (views built before the transfer would be densified)."""
+        if not self.is_aliased():
+            return [r.materialize(device) for r in self.inputs]
+        storages, plan = self.cpu_storages()
+        moved = {s: t.to(device) for s, t in storages.items()}
+        return [r.view_in(moved[storage], start) for r, (storage, start) in zip(self.inputs, plan)]
 
     def kwargs_dict(self) -> dict[str, Any]:
         return resolve_kwargs(self.kwargs)
@@ -374,6 +523,7 @@ class Case:
                     "values": {"distribution": r.values.distribution, "seed": r.values.seed,
                                "low": r.values.low, "high": r.values.high,
                                "specials": [[p, n] for p, n in r.values.specials]},
+                    "alias": None if r.alias is None else {"of": r.alias.of, "how": r.alias.how, "at": r.alias.at},
                 }
                 for r in self.inputs
             ],
@@ -401,6 +551,7 @@ class Case:
                                        seed=int(r["values"]["seed"]),
                                        low=r["values"]["low"], high=r["values"]["high"],
                                        specials=tuple((int(p), str(n)) for p, n in r["values"]["specials"])),
+                    alias=_decode_alias(r.get("alias") if version == 3 else None),
                 )
                 for r in data["inputs"]
             )

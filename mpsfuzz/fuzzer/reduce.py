@@ -3,7 +3,7 @@
 Hypothesis shrinks the choices that *drew* a case; it cannot see that a 5-D input would
 fail as a 1-D one once another draw changes, or that two inputs could swap their
 awkwardness. This reducer works on the recipe itself: it proposes simpler cases (drop
-the variant, optional arguments and dims; shrink sizes, jointly where shapes are tied;
+the variant, aliasing, optional arguments and dims; shrink sizes, jointly where shapes are tied;
 simplify the layout and move it to the first input; move to the simplest dtype of the
 class; simplify values to small integers and the one special value that matters) and
 keeps a proposal only when it is strictly simpler by :func:`cost` *and* a run in a
@@ -69,10 +69,21 @@ def _numeric_kwargs(case: Case) -> float:
     return total
 
 
+# Aliasing, simplest first: none, a storage shared by disjoint (adjacent) inputs, then
+# overlapping ones (further in, the more so); out= that is an input counts as one more.
+_ALIAS_WEIGHT = {"adjacent": 1, "overlap": 2}
+
+
+def _aliasing_weight(case: Case) -> tuple[int, int]:
+    aliases = [r.alias for r in case.inputs if r.alias is not None]
+    return (len(aliases) + (case.variant == "out-alias"),
+            sum(_ALIAS_WEIGHT[a.how] + a.at for a in aliases))
+
+
 def cost(case: Case) -> tuple:
     """How complex a case is, compared lexicographically: the call form and optional
-    arguments, then elements and dims, then the layout (features, their size, and how
-    late the awkward inputs come), the dtype, and last the values."""
+    arguments, then elements and dims, then aliasing and the layout (features, their
+    size, and how late the awkward inputs come), the dtype, and last the values."""
     inputs = case.inputs
     layouts = [_layout_weight(r.layout) for r in inputs]
     main = inputs[main_input(case)].dtype if inputs else "float32"
@@ -82,6 +93,7 @@ def cost(case: Case) -> tuple:
         len(case.kwargs),
         sum(r.numel for r in inputs),
         sum(r.rank for r in inputs),
+        *_aliasing_weight(case),
         sum(f for f, _, _ in layouts),
         sum(w for _, w, _ in layouts),
         sum(m for _, _, m in layouts),
@@ -101,6 +113,21 @@ def cost(case: Case) -> tuple:
 def _variant(case: Case):
     if case.variant != "functional":
         yield replace(case, variant="functional")
+
+
+def _aliasing(case: Case):
+    if case.variant == "out-alias":
+        yield replace(case, variant="out")
+    if case.is_aliased():
+        yield edits.without_aliasing(case)
+    for i, r in enumerate(case.inputs):
+        if r.alias is None:
+            continue
+        yield edits.with_input(case, i, edits.unaliased(r))
+        if r.alias.how == "overlap":
+            yield edits.with_input(case, i, replace(r, alias=replace(r.alias, how="adjacent", at=0)))
+            if r.alias.at:
+                yield edits.with_input(case, i, replace(r, alias=replace(r.alias, at=0)))
 
 
 def _kwargs(case: Case):
@@ -204,7 +231,7 @@ def _kwarg_values(case: Case):
                 yield edits.set_kwarg(case, name, t)
 
 
-PASSES = (_variant, _kwargs, _dims, _sizes, _layouts, _dtypes, _values, _kwarg_values)
+PASSES = (_variant, _aliasing, _kwargs, _dims, _sizes, _layouts, _dtypes, _values, _kwarg_values)
 
 
 @dataclass

@@ -7,6 +7,7 @@ list), which makes the shrunk case show only what the bug needs.
 """
 from __future__ import annotations
 
+from dataclasses import replace
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
@@ -14,8 +15,8 @@ from hypothesis import strategies as st
 
 from . import dtypes as dt
 from .catalogue import GRAD_DTYPES, OpSpec, ShapeBudget
-from .recipes import (MATRIX_DISTRIBUTIONS, NONFINITE_SPECIALS, SPECIAL_NAMES, Case, Layout, TensorRecipe,
-                      ValueRecipe)
+from .recipes import (MATRIX_DISTRIBUTIONS, NONFINITE_SPECIALS, SPECIAL_NAMES, Alias, Case, Layout,
+                      TensorRecipe, ValueRecipe)
 
 # Ops that disallow non-finite values (BLAS, factorizations) also get no finite extremes
 # that overflow in any accumulation: the order of accumulation decides inf vs nan there.
@@ -29,6 +30,12 @@ GAP_STEPS = (2, 3)
 # depending on the imports; 0.9 gives 38-45% over seeds, above the one third we want.
 AWKWARD_RATIO = 0.9
 MAX_OFFSET = 5
+# Share of draws, among cases with two or more inputs of one dtype, that carve some
+# input's base buffer from an earlier input's storage. As with AWKWARD_RATIO, Hypothesis'
+# draws are not uniform: 0.2 gives about 9% aliased cases (the tenth we want), 0.1 gave 4%.
+ALIAS_RATIO = 0.2
+MAX_ALIASED = 3
+MAX_OVERLAP_AT = 3
 
 
 def _check(condition: bool, message: str) -> None:
@@ -79,18 +86,22 @@ def tensor_recipes(shape: tuple[int, ...], dtype_name: str, *, distribution: str
 
 def cases(spec: OpSpec, *, min_rank: int = 0, max_rank: int = 8, max_side: int = 8,
           max_numel: int = 4096, allow_empty: bool = True, awkward_ratio: float = AWKWARD_RATIO,
-          mixed_dtype_ratio: float = 0.1, allow_variants: bool = True) -> st.SearchStrategy[Case]:
+          mixed_dtype_ratio: float = 0.1, allow_variants: bool = True,
+          alias_ratio: float = ALIAS_RATIO) -> st.SearchStrategy[Case]:
     """Whole cases for one op, honouring its declared dtypes, shapes, values and args;
-    ``allow_variants`` lets cases call the op's method, in-place, ``out=`` and grad forms."""
+    ``allow_variants`` lets cases call the op's method, in-place, ``out=`` and grad forms;
+    ``alias_ratio`` is the share of cases with 2+ inputs of one dtype whose inputs share
+    storages."""
     _check(0 <= min_rank <= max_rank, f"min_rank={min_rank!r} and max_rank={max_rank!r} must satisfy 0 <= min_rank <= max_rank")
     _check(max_side >= 1, f"max_side={max_side!r} must be >= 1")
     _check(max_numel >= 1, f"max_numel={max_numel!r} must be >= 1")
     _check(0.0 <= awkward_ratio <= 1.0, f"awkward_ratio={awkward_ratio!r} must be in [0, 1]")
     _check(0.0 <= mixed_dtype_ratio <= 1.0, f"mixed_dtype_ratio={mixed_dtype_ratio!r} must be in [0, 1]")
+    _check(0.0 <= alias_ratio <= 1.0, f"alias_ratio={alias_ratio!r} must be in [0, 1]")
     budget = ShapeBudget(min_rank=max(min_rank, spec.min_rank), max_rank=min(max_rank, spec.max_rank),
                          max_side=max_side, allow_empty=allow_empty, max_numel=max_numel)
     return _drawn(_draw_case, spec, budget, awkward_ratio=awkward_ratio, mixed_dtype_ratio=mixed_dtype_ratio,
-                  allow_variants=allow_variants)
+                  allow_variants=allow_variants, alias_ratio=alias_ratio)
 
 
 def example_cases(spec: OpSpec, n: int, *, seed: int, **limits) -> list[Case]:
@@ -211,7 +222,7 @@ def _draw_variant(draw, spec: OpSpec, main_dtype: str, allow_variants: bool, inp
     variants = [v for v in spec.variants() if v != "grad" or main_dtype in GRAD_DTYPES]
     if inputs and inputs[0].layout.expanded:
         # Writing into a stride-0 self is undefined (some in-place kernels do not refuse).
-        variants = [v for v in variants if v != "inplace"]
+        variants = [v for v in variants if v not in ("inplace", "out-alias")]
     if not allow_variants or len(variants) == 1 or draw(st.integers(0, 19)) < FUNCTIONAL_TWENTIETHS:
         return "functional"
     return draw(st.sampled_from(variants[1:]))
@@ -231,8 +242,47 @@ def _value_options(entry, shapes, kwargs, spec: OpSpec) -> dict:
     return options
 
 
+def _written_inputs(spec: OpSpec, variant: str) -> set[int]:
+    """Inputs the call writes: self of an in-place or out-alias call, the ones the
+    functional form mutates, and the self of in-place-only RNG ops."""
+    written = set(spec.mutates)
+    if variant in ("inplace", "out-alias") or "random" in spec.semantics:
+        written.add(0)
+    return written
+
+
+def _may_overlap(a: TensorRecipe, b: TensorRecipe) -> bool:
+    """Whether the later input ``b`` may overwrite part of ``a``'s memory: only values of
+    one kind (an index in range stays in range, a positive value positive), never a
+    well-conditioned matrix."""
+    va, vb = a.values, b.values
+    return (va.distribution == vb.distribution and (va.low, va.high) == (vb.low, vb.high)
+            and va.distribution not in MATRIX_DISTRIBUTIONS)
+
+
+def _draw_aliasing(draw, spec: OpSpec, inputs: tuple, variant: str, alias_ratio: float) -> tuple:
+    """Some inputs carved from an earlier input's storage (``alias_ratio`` of the cases
+    that have two inputs of one dtype); drawn so that Hypothesis shrinks to none, to one
+    aliased input, to its nearest earlier input of the dtype, and to ``adjacent``."""
+    candidates = [j for j in range(1, len(inputs)) if any(inputs[k].dtype == inputs[j].dtype for k in range(j))]
+    if not candidates or draw(st.integers(0, 19)) < round(20 * (1 - alias_ratio)):
+        return inputs
+    written = _written_inputs(spec, variant)
+    out = list(inputs)
+    chosen = draw(st.lists(st.sampled_from(candidates), min_size=1, max_size=min(MAX_ALIASED, len(candidates)),
+                           unique=True))
+    for j in sorted(chosen):
+        earlier = [k for k in reversed(range(j)) if inputs[k].dtype == inputs[j].dtype]
+        k = earlier[0] if len(earlier) == 1 or draw(st.integers(0, 3)) < 3 else draw(st.sampled_from(earlier[1:]))
+        overlap_ok = j not in written and k not in written and _may_overlap(inputs[k], inputs[j])
+        how = draw(st.sampled_from(("adjacent", "overlap"))) if overlap_ok else "adjacent"
+        at = draw(st.integers(0, MAX_OVERLAP_AT)) if how == "overlap" else 0
+        out[j] = replace(out[j], alias=Alias(of=k, how=how, at=at))
+    return tuple(out)
+
+
 def _draw_case(draw, spec: OpSpec, budget: ShapeBudget, *, awkward_ratio, mixed_dtype_ratio,
-               allow_variants=True) -> Case:
+               allow_variants=True, alias_ratio=ALIAS_RATIO) -> Case:
     shapes = spec.shapes(draw, budget)
     main = draw(st.sampled_from(spec.dtypes))
     n = len(shapes)
@@ -254,4 +304,5 @@ def _draw_case(draw, spec: OpSpec, budget: ShapeBudget, *, awkward_ratio, mixed_
                      **_value_options(values[i] if i < len(values) else None, shapes, kwargs, spec))
         for i in range(n))
     variant = _draw_variant(draw, spec, main, allow_variants, inputs)
+    inputs = _draw_aliasing(draw, spec, inputs, variant, alias_ratio)
     return Case(op=spec.name, inputs=inputs, kwargs=tuple(sorted(kwargs.items())), variant=variant)

@@ -72,7 +72,10 @@ class Triage:
 
 def _contiguous_already(case: Case) -> bool:
     """Whether every input is contiguous as torch sees it (a storage offset or a size-1
-    dim's stride does not count), so that the layout oracle's copies are the inputs."""
+    dim's stride does not count) in a storage of its own, so that the layout oracle's
+    copies are the inputs."""
+    if case.is_aliased():
+        return False
     try:
         return all(t.is_contiguous() for t in case.materialize("cpu"))
     except Exception:

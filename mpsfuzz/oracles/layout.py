@@ -1,5 +1,6 @@
 """``layout``: on the DUT alone, the op on awkward inputs (gapped, offset, transposed,
-expanded...) equals the op on ``.contiguous()`` copies of them.
+expanded, aliased: sharing a storage) equals the op on ``.contiguous()`` copies of them
+(storages of their own).
 
 This needs no CPU reference, so it catches layout bugs even where CPU cannot judge:
 ops CPU does not implement for the dtype, or results CPU gets wrong itself.
@@ -22,8 +23,8 @@ def check_layout(obs: Observation) -> Failure | None:
         # With values near the dtype's max, whether a sum overflows to inf (or inf - inf
         # gives NaN) depends on the order of accumulation, which a layout may change.
         return None
-    awkward = ", ".join(f"input {i}: {r.layout.describe()}" for i, r in enumerate(obs.case.inputs)
-                        if not r.layout.is_plain())
+    awkward = ", ".join(f"input {i}: {r.describe_layout()}" for i, r in enumerate(obs.case.inputs)
+                        if not r.is_plain())
     if isinstance(other.outputs, Raised):
         if other.outputs.unsupported:
             return None  # no kernel for the contiguous form: nothing to compare with

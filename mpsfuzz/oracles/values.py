@@ -208,7 +208,8 @@ _WHAT = {"wrong-structure": "a different output structure", "wrong-shape": "a wr
 def variant_phrase(case) -> str:
     return {"functional": "", "method": " (method form)", "inplace": " (in-place form)",
             "out": " (out= form)", "out-strided": " (out= form, non-contiguous out)",
-            "out-resized": " (out= form, out resized)", "grad": ""}.get(case.variant, f" ({case.variant})")
+            "out-resized": " (out= form, out resized)",
+            "out-alias": " (out= form, out is input 0)", "grad": ""}.get(case.variant, f" ({case.variant})")
 
 
 @oracle("values", stage="case", doc="DUT outputs equal the CPU reference within the dtype's tolerance")

@@ -4,7 +4,8 @@ form, and a call writes only what it should.
 - The method, in-place and ``out=`` forms (including a non-contiguous or wrongly sized
   ``out``) give the functional form's result on the same device (checked where CPU
   cannot judge the variant; elsewhere ``values`` compares the variant with CPU's).
-- Inputs that are not outputs are left unchanged, bit for bit, in every variant.
+- Inputs that are not outputs are left unchanged, bit for bit, in every variant (unless
+  they share memory with an output: an aliased input changes with it).
 - An in-place op on a gapped or offset ``self`` writes only inside the view: the rest
   of the base buffer keeps its filler.
 """
@@ -30,18 +31,27 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 
 def _mutated_input(obs: Observation) -> int | None:
-    """The index of an input that changed although it is not an output, or None."""
+    """The index of an input that changed although it is not an output, or None. An
+    input that shares memory with an output (an aliased input) changes with it."""
     after = obs.dut_side.inputs_after
     if after is None:
         return None
-    outputs = {0} if obs.case.variant == "inplace" else set()
+    case = obs.case
+    outputs = {0} if case.variant in ("inplace", "out-alias") else set()
     outputs |= set(obs.spec.mutates)
     if "random" in obs.spec.semantics:
         outputs.add(0)  # in-place-only RNG ops (uniform_, normal_) are written as fn(self)
-    for i, (recipe, now) in enumerate(zip(obs.case.inputs, after)):
+    written: list = []
+    if case.is_aliased():
+        footprints = case.footprints()
+        written = [footprints[i] for i in outputs if i < len(footprints)]
+    before = case.materialize("cpu")
+    for i, (now, was) in enumerate(zip(after, before)):
         if i in outputs or not isinstance(now, torch.Tensor):
             continue
-        if not bitwise_equal(now, recipe.materialize("cpu")):
+        if written and any(footprints[i][0] == storage and footprints[i][1] & cells for storage, cells in written):
+            continue
+        if not bitwise_equal(now, was):
             return i
     return None
 
@@ -55,19 +65,18 @@ def _writes_outside_view(obs: Observation) -> bool:
 
 def _base_changed_outside_view(obs: Observation) -> bool:
     base_after = obs.dut_side.base_after
-    if base_after is None or obs.case.variant != "inplace":
+    if base_after is None or obs.case.variant not in ("inplace", "out-alias"):
         return False
-    recipe = obs.case.inputs[0]
-    view = recipe.materialize("cpu")
+    if obs.case.inputs[0].layout.expanded:
+        return False
+    # The storage under self as the case built it (the filler, and any inputs that
+    # share it), with the DUT's own result inside self's view.
+    view = obs.case.materialize("cpu")[0]
     base = view._base if view._base is not None else view
     if base.shape != base_after.shape:
         return False
     expected = base.clone()
-    # The expected base: filler everywhere, the DUT's own result inside the view.
-    expected_view = recipe._view_of(expected.reshape(-1)) if not recipe.layout.expanded else None
-    if expected_view is None:
-        return False
-    expected_view.copy_(obs.dut_side.inputs_after[0])
+    expected.as_strided(view.shape, view.stride(), view.storage_offset()).copy_(obs.dut_side.inputs_after[0])
     return not bitwise_equal(base_after, expected)
 
 

@@ -21,7 +21,7 @@ STATUSES = ("new", "known-bug", "flaky", "cpu-bug", "fixed")
 STATUS_LABELS = {"new": "new", "known-bug": "known upstream", "flaky": "flaky",
                  "cpu-bug": "cpu-bug", "fixed": "fixed"}
 LAYOUT_CLASSES = ("contiguous", "transposed", "permuted", "channels_last", "gapped", "offset",
-                  "expanded", "empty", "0-d", ">4-D")
+                  "expanded", "aliased", "empty", "0-d", ">4-D")
 OTHER_FAMILY = "other"
 NO_DTYPE = "none"
 
@@ -46,7 +46,9 @@ def layout_classes(case) -> tuple[str, ...]:
     class (empty, 0-d, >4-D) of the main input: the reducer leaves a non-contiguous
     layout only where the bug needs one, but shrinks every other operand to a 0-d
     scalar, which would mark most binary ops 0-d."""
-    kinds = {k for r in case.inputs for k in r.layout.kinds()}
+    kinds = {k for r in case.inputs for k in r.kinds()}
+    if case.variant == "out-alias":
+        kinds.add("aliased")
     if case.inputs and not kinds:
         kinds.add("contiguous")
     main = _main(case)

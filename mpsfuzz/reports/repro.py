@@ -197,6 +197,51 @@ def tensor_lines(recipe: TensorRecipe, name: str) -> list[str]:
     return lines
 
 
+def _slice_view(storage: str, start: int, recipe: TensorRecipe) -> str:
+    """Source of ``recipe``'s view into the flat ``storage`` whose base buffer begins at
+    ``start``: the dense part after the offset, viewed, then gaps, permutation, expansion."""
+    dense = recipe._dense_base_shape()
+    first = start + recipe.layout.offset
+    if not dense:
+        head = f"{storage}[{first}]"
+    else:
+        head = f"{storage}[{first}:{first + math.prod(dense)}]" + (f".view{tuple(dense)}" if len(dense) != 1 else "")
+    return head + _view_steps(recipe)
+
+
+def input_lines(case: Case, names: list[str]) -> list[str]:
+    """Source lines that leave each of ``names`` bound to its input on ``device``. Inputs
+    that share a storage are views of one buffer made on the device, filled exactly as
+    the case fills it (each input's values in turn: a later input wins where they
+    overlap)."""
+    if not case.is_aliased():
+        return [line for recipe, name in zip(case.inputs, names) for line in tensor_lines(recipe, name)]
+    storages, plan = case.cpu_storages()
+    members: dict[int, list[int]] = {}
+    for i, (storage, _) in enumerate(plan):
+        members.setdefault(storage, []).append(i)
+    lines: list[str] = []
+    taken = set(names)
+    for storage, group in members.items():
+        if len(group) == 1:
+            lines += tensor_lines(case.inputs[group[0]], names[group[0]])
+            continue
+        buffer = next(n for n in ("storage", "shared") + tuple(f"storage{k}" for k in range(len(names) + 1))
+                      if n not in taken)
+        taken.add(buffer)
+        flat = storages[storage]
+        dtype_name = case.inputs[storage].dtype
+        if flat.numel() > LITERAL_HARD_MAX:
+            raise ReproError(f"the storage that {', '.join(names[i] for i in group)} share has {flat.numel()} "
+                             "elements: too many for a literal")
+        together = " and ".join(names[i] for i in group)
+        lines.append(f"{buffer} = torch.tensor({_nested(flat, dtype_name)}{_dtype_arg(dtype_name)}, device=device)"
+                     f"  # one storage: {together} are views of it")
+        lines += [f"{names[i]} = {_slice_view(buffer, plan[i][1], case.inputs[i])}" for i in group]
+    # Inputs in the order of the call, whatever storage they are in.
+    return lines
+
+
 # -- names and calls ------------------------------------------------------------------------
 
 def input_names(case: Case, spec) -> list[str]:
@@ -345,8 +390,7 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     b = _Builder(finding, device, target_name.endswith("-compiled"))
     spec, case, names = b.spec, b.case, b.names
     body: list[str] = [f"device = {device!r}"]
-    for recipe, name in zip(case.inputs, names):
-        body += tensor_lines(recipe, name)
+    body += input_lines(case, names)
     expect: dict = {"outcome": "assertion"}
     cpu_names = [f"{n}.cpu()" for n in names]
     widened = "wider dtype" in finding.failure.message
@@ -364,6 +408,8 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
 
     def dut_variant() -> list[str]:
         """Lines that leave the DUT's result in ``actual``."""
+        if case.variant == "out-alias":
+            return [f"{b.dut(b.call(names, out=names[0]))}  {MARKER}", f"actual = {names[0]}"]
         if case.variant.startswith("out"):
             lines, out = _out_lines(spec, case, resolve_kwargs(case.kwargs))
             return lines + [f"{b.dut(b.call(names, out=out))}  {MARKER}", f"actual = {out}"]
@@ -416,7 +462,11 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     elif oracle == "distribution":
         body += _distribution_lines(b)
     elif oracle == "layout":
-        body.append(f"expected = {b.dut(b.call([f'{n}.contiguous()' for n in names]))}  {MARKER}")
+        # Inputs that share a storage get copies of their own, as the layout oracle's do.
+        shared = case.shared_storage_inputs()
+        copies = [f"{n}.clone(memory_format=torch.contiguous_format)" if i in shared else f"{n}.contiguous()"
+                  for i, n in enumerate(names)]
+        body.append(f"expected = {b.dut(b.call(copies))}  {MARKER}")
         body += dut_variant()
         body.append("print('non-contiguous:', actual, 'contiguous copies:', expected, sep='\\n')")
         body.append(_assert_close(*_tolerance(finding, spec, dut_alone=True)))

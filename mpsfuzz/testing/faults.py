@@ -65,7 +65,10 @@ Effects:
 
 Only top-level calls reach the mode: calls that a kernel makes internally do not, while a
 CompositeImplicit op (e.g. ``torch.linalg.lu_factor``) is seen as the ops it decomposes
-into (``aten::linalg_lu_factor_ex``).
+into (``aten::linalg_lu_factor_ex``). A fault on such an op as a whole (``aten::gru.input``,
+whose CUDA path hands the call to cuDNN before any decomposition) names the public
+function instead (``torch.gru``): those faults are applied by a ``TorchFunctionMode``
+(:class:`FunctionFaultMode`), which sees calls of torch's functions before dispatch.
 """
 from __future__ import annotations
 
@@ -80,6 +83,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
+from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
@@ -144,6 +148,11 @@ class Fault:
 
     def matches(self, func) -> bool:
         return any(_op_matches(op, func) for op in self.ops)
+
+    @property
+    def on_functions(self) -> bool:
+        """Whether it names torch functions (``torch.gru``) rather than aten ops."""
+        return all(_is_function(op) for op in self.ops)
 
     def triggered(self, func, args: tuple, kwargs: dict) -> bool:
         """Whether this fault fires for this call. A trigger that cannot evaluate the
@@ -228,7 +237,15 @@ def _schema_names(func) -> tuple[str, str]:
     return schema.name, f"{schema.name}.{schema.overload_name or 'default'}"
 
 
+def _is_function(op) -> bool:
+    return callable(op) and not isinstance(op, (str, torch._ops.OpOverload, torch._ops.OpOverloadPacket))
+
+
 def _op_matches(op, func) -> bool:
+    if _is_function(op):
+        return op is func
+    if not hasattr(func, "_schema"):
+        return False
     if isinstance(op, str):
         base, full = _schema_names(func)
         name = op if "::" in op else f"aten::{op}"
@@ -349,6 +366,37 @@ def _storage_offset(func, args, kwargs) -> bool:
 def _has_negative(func, args, kwargs) -> bool:
     x = _input(func, args, kwargs)
     return x.numel() > 0 and not x.is_complex() and bool((x < 0).any())
+
+
+def _span(t: torch.Tensor) -> tuple[int, int]:
+    """The first and one past the last storage element a (non-empty) view touches."""
+    first = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride()) if s < 0)
+    last = t.storage_offset() + sum((n - 1) * s for n, s in zip(t.shape, t.stride()) if s > 0)
+    return first, last + 1
+
+
+def _rnn_weights_adjacent_no_bias(func, args, kwargs) -> bool:
+    # torch.gru(input, hx, params, has_biases, num_layers, dropout, train, bidirectional,
+    # batch_first): without biases, w_hh's memory starts right where w_ih's ends in one
+    # storage, as the weights of a flattened (cuDNN) weight buffer lie.
+    params, has_biases = _arg(func, args, kwargs, 2), _arg(func, args, kwargs, 3)
+    if has_biases or not isinstance(params, (list, tuple)) or len(params) < 2:
+        return False
+    w_ih, w_hh = params[0], params[1]
+    if not (isinstance(w_ih, torch.Tensor) and isinstance(w_hh, torch.Tensor)) or not (w_ih.numel() and w_hh.numel()):
+        return False
+    return (w_ih.untyped_storage().data_ptr() == w_hh.untyped_storage().data_ptr()
+            and _span(w_hh)[0] == _span(w_ih)[1])
+
+
+def _out_is_an_input(func, args, kwargs) -> bool:
+    # mul.out(self, other, *, out): out= is (a view into the storage of) an input
+    out = kwargs.get("out")
+    if not isinstance(out, torch.Tensor) or out.numel() == 0:
+        return False
+    ptr = out.untyped_storage().data_ptr()
+    return any(isinstance(t, torch.Tensor) and t.untyped_storage().data_ptr() == ptr
+               for t in (_arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)))
 
 
 def _where_operand_inf(func, args, kwargs) -> bool:
@@ -502,7 +550,7 @@ def _real_result(func, args, kwargs):
         return func(*args, **kwargs)
     except NotImplementedError:
         narrow = {t.dtype for t in _tensors(args, kwargs) if t.dtype in _WIDER}
-        if func._schema.is_mutable or len(narrow) != 1:
+        if _mutable(func) or len(narrow) != 1:
             raise
         (low,) = narrow
         wide = _WIDER[low]
@@ -622,8 +670,14 @@ def _spill_outside_view(view: torch.Tensor) -> None:
         _corrupt_first(view.as_strided((n,), (1,), 0)[int(outside[0])])
 
 
+def _mutable(func) -> bool:
+    """out= / in-place aten ops (their outputs alias the args); torch functions: no."""
+    schema = getattr(func, "_schema", None)
+    return bool(schema is not None and schema.is_mutable)
+
+
 def _corrupt(func, result, outputs: tuple[int, ...] | None):
-    in_place = func._schema.is_mutable  # out= / in-place: outputs alias the args
+    in_place = _mutable(func)
 
     def corrupt(t):
         if not isinstance(t, torch.Tensor):
@@ -775,6 +829,12 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::index_select",), _index_out_of_range, "skip_bounds_check"),
     Fault("var_half_noncontig_inflated", "var of a non-contiguous float16/bfloat16 input 25% too large "
           "(hidden by stacked tolerance scales before)", ("aten::var.correction",), _half_noncontiguous, "inflate"),
+    # Aliasing: inputs that are views of one storage, and out= that is an input.
+    Fault("gru_adjacent_weights", "CUDA (torch 2.11, H100): torch.gru (aten::gru.input) without biases returned "
+          "wrong values when its weights were adjacent views of one storage (cuDNN takes them for its own "
+          "flat weight buffer)", (torch.gru,), _rnn_weights_adjacent_no_bias, "corrupt"),
+    Fault("mul_out_alias", "an out= kernel that reads its inputs after starting to write: mul wrong when "
+          "out= is one of its inputs", ("aten::mul.out",), _out_is_an_input, "corrupt"),
 )
 
 # Faults that emulate legitimate behaviour: a campaign must report nothing for them.
@@ -782,6 +842,27 @@ NOT_BUGS = ("hypot_overflows_naively", "sum_half_accumulates_in_dtype", "tanh_ca
 
 
 # --- the mode and the target --------------------------------------------------------
+
+class FunctionFaultMode(TorchFunctionMode):
+    """Applies the faults that name torch functions (see :attr:`Fault.on_functions`); every
+    other call goes on as it is. While ``__torch_function__`` runs the mode is popped, so
+    the real call inside a fault does not re-enter it."""
+
+    def __init__(self, faults: Iterable[Fault] = (), fired: Counter | None = None):
+        super().__init__()
+        self.faults = tuple(faults)
+        self.watched = {id(op) for f in self.faults for op in f.ops}
+        self.fired = fired if fired is not None else Counter()
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if id(func) in self.watched:
+            for fault in self.faults:
+                if fault.triggered(func, args, kwargs):
+                    self.fired[fault.name] += 1
+                    return fault.apply(func, args, kwargs)
+        return func(*args, **kwargs)
+
 
 class FaultMode(TorchDispatchMode):
     """Runs every aten op as eager CPU does, except where a fault fires.
@@ -836,8 +917,13 @@ class FaultTarget:
         return True
 
     def run(self, fn: Callable, *args, **kwargs) -> Any:
-        with FaultMode(self.faults, self.fired):
-            return fn(*args, **kwargs)
+        on_functions = [f for f in self.faults if f.on_functions]
+        on_aten = [f for f in self.faults if not f.on_functions]
+        with FaultMode(on_aten, self.fired):
+            if not on_functions:
+                return fn(*args, **kwargs)
+            with FunctionFaultMode(on_functions, self.fired):
+                return fn(*args, **kwargs)
 
     def synchronize(self) -> None:
         pass

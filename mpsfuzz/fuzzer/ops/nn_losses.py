@@ -11,10 +11,16 @@ or None: a case has a fixed number of tensor inputs.
 Gradients are compared w.r.t. the inputs torch differentiates (never class weights,
 which ``nll_loss``, ``binary_cross_entropy`` and ``multi_margin_loss`` refuse).
 
-RNN layers (``lstm``, ``gru``) take their weights from one ``(num_layers, directions, K)``
-input that the wrapper slices into the flat weight list of ``torch.lstm``/``torch.gru``,
-so both sides use the same values and the layer count and direction follow from its
-shape.
+RNN layers come two ways. ``lstm`` and ``gru`` are one layer, one direction, with each
+weight a tensor input of its own (x, h0 [, c0], w_ih, w_hh, b_ih, b_hh; ``has_biases``
+says whether the biases are passed), so that whether weights share a storage is the
+recipe's choice (aliasing) that the reducer and the ablation can take away: cuDNN takes
+weights that are adjacent views of one buffer for its own flat weight buffer. A fixed
+number of inputs per op cannot also hold a second layer (its w_ih has another shape) or
+direction, so ``lstm_stacked`` and ``gru_stacked`` (1-2 layers, bidirectional) slice
+their weights from one ``(num_layers, directions, K)`` input, the layer count and
+direction following from its shape, and copy each weight into a storage of its own:
+a storage shared behind the recipe's back would be a trigger no ablation could name.
 
 Eager CPU bugs (torch 2.13) that the reference must not run into, avoided here:
 ``ctc_loss`` ignores the stride of 1-D (concatenated) targets (wrong losses when gapped,
@@ -541,6 +547,31 @@ def _rnn_per_direction(gates: int, inputs: int, hidden: int) -> int:
     return gates * hidden * (inputs + hidden + 2)
 
 
+def _rnn_layer_shapes(kind: str):
+    """x (T, N, I) or (N, T, I), h0 (1, N, H) [, c0], w_ih (G H, I), w_hh (G H, H),
+    b_ih (G H,), b_hh (G H,)."""
+    g = GATES[kind]
+
+    def build(draw, budget: ShapeBudget):
+        side = ShapeBudget(max_side=min(budget.max_side, 6), allow_empty=budget.allow_empty)
+        t, n = _side(draw, side, min_side=1), _side(draw, side)
+        i, h = _side(draw, side), _side(draw, side, min_side=1)
+        x = (n, t, i) if draw(st.booleans()) else (t, n, i)
+        states = ((1, n, h), (1, n, h)) if kind == "lstm" else ((1, n, h),)
+        return (x,) + states + ((g * h, i), (g * h, h), (g * h,), (g * h,))
+    return build
+
+
+def _gru_layer(x, h0, w_ih, w_hh, b_ih, b_hh, *, batch_first=False, has_biases=True):
+    return torch.gru(x, h0, [w_ih, w_hh, b_ih, b_hh] if has_biases else [w_ih, w_hh], has_biases, 1, 0.0,
+                     False, False, batch_first)
+
+
+def _lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, *, batch_first=False, has_biases=True):
+    return torch.lstm(x, (h0, c0), [w_ih, w_hh, b_ih, b_hh] if has_biases else [w_ih, w_hh], has_biases, 1, 0.0,
+                      False, False, batch_first)
+
+
 def _rnn_shapes(kind: str):
     """x (T, N, I) or (N, T, I), h0 (L D, N, H) [, c0], params (L, D, K) holding each
     layer's and direction's flat weights (K fits the largest)."""
@@ -581,7 +612,8 @@ def _flat_weights(params, gates: int, inputs: int, hidden: int, has_biases: bool
             out += [w_ih, w_hh]
             if has_biases:
                 out += [flat[at:at + gh], flat[at + gh:at + 2 * gh]]
-    return out
+    # Each weight in a storage of its own (see the module docstring).
+    return [w.clone(memory_format=torch.contiguous_format) for w in out]
 
 
 def _rnn(kind: str):
@@ -619,10 +651,16 @@ register(
           input_dtypes=(None,) * 6, args=_bias_arg, **RNN_KW),
     nn_op("rnn_relu_cell", _cell("rnn_relu"), _cell_shapes("rnn_relu"), "one ReLU RNN step",
           input_dtypes=(None,) * 6, args=_bias_arg, **RNN_KW),
-    nn_op("lstm", _rnn("lstm"), _rnn_shapes("lstm"),
-          "torch.lstm, 1-2 layers, bidirectional, batch_first, weights from one input",
+    nn_op("lstm", _lstm_layer, _rnn_layer_shapes("lstm"),
+          "torch.lstm, one layer, batch_first, biases optional, each weight an input",
+          input_dtypes=(None,) * 7, args=_rnn_args, **RNN_KW),
+    nn_op("gru", _gru_layer, _rnn_layer_shapes("gru"),
+          "torch.gru, one layer, batch_first, biases optional, each weight an input",
+          input_dtypes=(None,) * 6, args=_rnn_args, **RNN_KW),
+    nn_op("lstm_stacked", _rnn("lstm"), _rnn_shapes("lstm"),
+          "torch.lstm, 1-2 layers, bidirectional, batch_first, weights sliced from one input",
           input_dtypes=(None,) * 4, args=_rnn_args, **RNN_KW),
-    nn_op("gru", _rnn("gru"), _rnn_shapes("gru"),
-          "torch.gru, 1-2 layers, bidirectional, batch_first, weights from one input",
+    nn_op("gru_stacked", _rnn("gru"), _rnn_shapes("gru"),
+          "torch.gru, 1-2 layers, bidirectional, batch_first, weights sliced from one input",
           input_dtypes=(None,) * 3, args=_rnn_args, **RNN_KW),
 )
