@@ -69,8 +69,8 @@ def test_a_broad_known_table_is_a_one_line_usage_error(tmp_path):
 
 # -- leaks -------------------------------------------------------------------------------------
 
-def _exp_case(shape=(3,)):
-    return Case("exp", (TensorRecipe(shape, "float32", Layout(), ValueRecipe("normal", 5)),))
+def _log1p_case(shape=(3,)):
+    return Case("log1p", (TensorRecipe(shape, "float32", Layout(), ValueRecipe("positive", 5)),))
 
 
 def _leaks(case, faults):
@@ -82,7 +82,7 @@ def _leaks(case, faults):
 
 
 def test_a_leak_of_one_output_sized_tensor_per_call_is_found():
-    (leak,) = _leaks(_exp_case(), ["exp_leaks_output"])
+    (leak,) = _leaks(_log1p_case(), ["log1p_leaks_output"])
     m = leak["details"]
     # 3 float32 values: 12 bytes kept on every repeated call, far below the old 64 KiB floor
     assert m["device_threshold"] == 12 and m["device_per_call"] == 12 and m["repeats"] >= 3
@@ -90,16 +90,16 @@ def test_a_leak_of_one_output_sized_tensor_per_call_is_found():
 
 
 def test_a_cache_built_once_and_a_clean_op_are_not_leaks():
-    assert _leaks(Case("tanh", _exp_case().inputs), ["tanh_caches_once"]) == []
-    assert _leaks(_exp_case(), []) == []
+    assert _leaks(Case("tanh", _log1p_case().inputs), ["tanh_caches_once"]) == []
+    assert _leaks(_log1p_case(), []) == []
 
 
 def test_campaign_finds_a_small_leak_and_its_repro_proves_it(tmp_path):
     corpus = tmp_path / "corpus"
-    run = mpsfuzz("run", "--ops", "exp", "--target", FAULT_TARGET, "--max-cases", "300", "--seed", "1",
+    run = mpsfuzz("run", "--ops", "log1p", "--target", FAULT_TARGET, "--max-cases", "300", "--seed", "1",
                   "--corpus", str(corpus), "--oracles", "values,leak,crash,hang", "--max-findings", "1",
-                  "--no-progress", faults="exp_leaks_output", cwd=tmp_path)
+                  "--no-progress", faults="log1p_leaks_output", cwd=tmp_path)
     assert run.returncode == 1, run.stdout + run.stderr
     (finding,) = findings_in(corpus)
-    assert finding["oracle"] == "leak" and finding["signature_key"][:2] == ["exp", "leak"]
-    assert_repro_proves_the_fault(finding, "exp_leaks_output", tmp_path)
+    assert finding["oracle"] == "leak" and finding["signature_key"][:2] == ["log1p", "leak"]
+    assert_repro_proves_the_fault(finding, "log1p_leaks_output", tmp_path)

@@ -815,8 +815,8 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::hypot.default",), _squares_overflow, "overflow_naively"),
     Fault("sum_half_accumulates_in_dtype", "not a bug: a half-precision sum without a float32 accumulator",
           ("aten::sum.default", "aten::sum.dim_IntList"), _half_input, "accumulate_in_dtype"),
-    Fault("exp_leaks_output", "like pytorch#145503, smaller: exp keeps one output-sized tensor per call",
-          ("aten::exp.default",), _always, "leak_output"),
+    Fault("log1p_leaks_output", "like pytorch#145503, smaller: log1p keeps one output-sized tensor per call",
+          ("aten::log1p.default",), _always, "leak_output"),
     Fault("tanh_caches_once", "not a bug: tanh builds a cache once per process",
           ("aten::tanh.default",), _always, "cache_once"),
     Fault("erf_needs_worker_state", "erf wrong only in a process with a history the repro script does not "
