@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from mpsfuzz import cli
 from mpsfuzz.corpus.store import Corpus, CorpusWriteError, atomic_write_json, load_findings
-from mpsfuzz.events import CaseFinished, FindingRecorded, HarnessError, Notice
+from mpsfuzz.events import CaseFinished, HarnessError, Notice
 from mpsfuzz.fuzzer import engine
 from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape
 from mpsfuzz.fuzzer.engine import Campaign, CampaignConfig
@@ -517,7 +517,8 @@ def test_a_run_whose_cases_mostly_could_not_execute_exits_2(runs):
     assert "Traceback" not in run.out + run.err
     assert "done (every op set aside)" in run.out
     lines = run.err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("mpsfuzz: error: ") and "could not be generated, run or judged" in lines[0]
+    assert len(lines) == 1 and lines[0].startswith("mpsfuzz: error: ")
+    assert "could not be generated, run or judged" in lines[0]
     assert ".errors.jsonl" in lines[0]
     assert len(_errors_log(runs["work"] / "lost")) == 2 * engine.SET_ASIDE_STREAK
 
