@@ -1,10 +1,12 @@
 """The `mpsfuzz` command line. Exit codes are decided in one place, :func:`exit_code`:
 0 clean, 1 findings (new ones for `run`; still failing for `replay`), 2 usage or
-internal error. Bad input is a one-line error, never a traceback."""
+internal error, a corpus that cannot be written, or a run most of whose cases could not
+be executed. Bad input is a one-line error, never a traceback."""
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import re
 import sys
 import traceback
@@ -20,8 +22,18 @@ class UsageError(Exception):
     """Bad input from the user: reported as one line, exit 2."""
 
 
-def exit_code(*, findings: int = 0, error: bool = False) -> int:
-    if error:
+# A run whose harness errors lost more than half of its cases (and at least this many)
+# tested little: it fails (exit 2) whatever it found.
+MIN_LOST_CASES = 5
+
+
+def mostly_lost(cases_lost: int, attempted: int) -> bool:
+    """Whether most cases of a run could not be generated, executed or judged."""
+    return cases_lost >= MIN_LOST_CASES and 2 * cases_lost > attempted
+
+
+def exit_code(*, findings: int = 0, error: bool = False, cases_lost: int = 0, attempted: int = 0) -> int:
+    if error or mostly_lost(cases_lost, attempted):
         return EXIT_ERROR
     return EXIT_FINDINGS if findings else EXIT_CLEAN
 
@@ -55,6 +67,19 @@ def _positive_int(name):
     return parse
 
 
+def _seconds(name, *, zero_ok: bool = False):
+    """A number of seconds: finite and > 0 (or >= 0 where ``zero_ok``)."""
+    def parse(text):
+        try:
+            value = float(text)
+        except ValueError:
+            raise UsageError(f"{name}={text}: expected a number of seconds") from None
+        if not math.isfinite(value) or value < 0 or (value == 0 and not zero_ok):
+            raise UsageError(f"{name}={text}: must be {'>= 0' if zero_ok else '> 0'} seconds")
+        return value
+    return parse
+
+
 REPORT_FORMATS = ("terminal", "markdown", "html", "json", "issue")
 
 
@@ -69,26 +94,27 @@ def build_parser() -> argparse.ArgumentParser:
                      "cpu-compiled) or package.module:attr; default: the best available")
     run.add_argument("--budget", default=None, help=f"time budget, e.g. 90s, 10m, 2h (default {DEFAULT_BUDGET} "
                      "unless --max-cases is given)")
-    run.add_argument("--max-cases", type=_positive_int("--max-cases"), default=None)
-    run.add_argument("--max-findings", type=_positive_int("--max-findings"), default=None,
+    run.add_argument("--max-cases", type=_int_at_least("--max-cases", 1), default=None)
+    run.add_argument("--max-findings", type=_int_at_least("--max-findings", 1), default=None,
                      help="stop after this many new findings")
     run.add_argument("--seed", type=_positive_int("--seed"), default=None)
     run.add_argument("--corpus", default="mpsfuzz-corpus", help="corpus folder (default ./mpsfuzz-corpus)")
     run.add_argument("--oracles", default=None, help="comma list of oracles (default: all; 'mpsfuzz oracles' lists them)")
-    run.add_argument("--timeout", type=float, default=20.0,
+    run.add_argument("--timeout", type=_seconds("--timeout"), default=20.0,
                      help="per-case timeout in seconds (hang oracle); compilation does not count")
-    run.add_argument("--compile-timeout", type=float, default=180.0, dest="compile_timeout",
+    run.add_argument("--compile-timeout", type=_seconds("--compile-timeout"), default=180.0, dest="compile_timeout",
                      help="seconds one torch.compile compilation may take before the case is given up as slow "
                      "compilation (compiled targets; default 180)")
-    run.add_argument("--shrink-budget", type=float, default=60.0, help="seconds of Hypothesis shrinking per finding")
-    run.add_argument("--minimise-budget", type=float, default=30.0,
+    run.add_argument("--shrink-budget", type=_seconds("--shrink-budget", zero_ok=True), default=60.0,
+                     help="seconds of Hypothesis shrinking per finding")
+    run.add_argument("--minimise-budget", type=_seconds("--minimise-budget", zero_ok=True), default=30.0,
                      help="seconds per finding for the deterministic reducer and the ablation after shrinking")
-    run.add_argument("--reruns", type=_positive_int("--reruns"), default=4,
+    run.add_argument("--reruns", type=_int_at_least("--reruns", 1), default=4,
                      help="re-runs of each failure before it is recorded; one that fails fewer times is flaky")
-    run.add_argument("--slice", type=_positive_int("--slice"), default=30, dest="slice_examples",
+    run.add_argument("--slice", type=_int_at_least("--slice", 1), default=30, dest="slice_examples",
                      help="cases per op before the next op's turn (default 30; a small slice reaches every op sooner)")
-    run.add_argument("--max-rank", type=_positive_int("--max-rank"), default=8)
-    run.add_argument("--max-side", type=_positive_int("--max-side"), default=8)
+    run.add_argument("--max-rank", type=_int_at_least("--max-rank", 0), default=8)
+    run.add_argument("--max-side", type=_int_at_least("--max-side", 1), default=8)
     run.add_argument("--no-progress", action="store_true", help="no live status line")
     run.add_argument("--known", action="append", default=[], metavar="FILE",
                      help="extra known-failure table (JSON, the format of mpsfuzz/data/known_failures.json); repeatable")
@@ -111,8 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="re-run findings and say which still fail")
     replay.add_argument("paths", nargs="+", help="finding files or corpus folders")
     replay.add_argument("--target", default=None, help="run on this target instead of the one that found them")
-    replay.add_argument("--timeout", type=float, default=20.0)
-    replay.add_argument("--runs", type=_positive_int("--runs"), default=2,
+    replay.add_argument("--timeout", type=_seconds("--timeout"), default=20.0)
+    replay.add_argument("--runs", type=_int_at_least("--runs", 1), default=2,
                         help="runs per finding (the first in a fresh worker); mixed results are flaky")
     replay.add_argument("--no-record", action="store_true",
                         help="do not add the result to each finding's history")
@@ -149,7 +175,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="--format issue: verify repros on this target instead of the one that found them")
     report.add_argument("--no-verify", action="store_true",
                         help="--format issue: do not run repro scripts now (use the stored verification)")
-    report.add_argument("--timeout", type=float, default=60.0, help="seconds per repro verification")
+    report.add_argument("--timeout", type=_seconds("--timeout"), default=60.0, help="seconds per repro verification")
     report.add_argument("--templates", default=None, metavar="DIR",
                         help="--format issue: a folder of your own issue templates (same file names as "
                         "mpsfuzz/reports/templates/), used instead of the shipped ones")
@@ -159,7 +185,8 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--target", default=None, help="verify on this target instead of the one that found it")
     repro.add_argument("--no-verify", action="store_true",
                        help="do not run the script now (say whether it was verified before)")
-    repro.add_argument("--timeout", type=float, default=60.0, help="seconds the verification may run")
+    repro.add_argument("--timeout", type=_seconds("--timeout"), default=60.0,
+                       help="seconds the verification may run")
     repro.add_argument("--output", "-o", default=None, metavar="FILE", help="write the script here")
     return parser
 
@@ -361,25 +388,27 @@ def _describe_target(name: str, device: str, chosen_automatically: bool) -> str:
 
 
 def cmd_run(args, console) -> int:
+    from rich.console import Console
+
     from .corpus.known import KnownTableError
     from .corpus.store import Corpus
     from .fuzzer import catalogue
     from .fuzzer.engine import Campaign, CampaignConfig
+    from .fuzzer.worker import WorkerStartError
     from .oracles import select as select_oracles
     from .reports.console import ConsoleReporter
+    from .reports.error_log import ErrorLog
     from .reports.repro_writer import ReproWriter
     from .reports.run_log import RunLog
     from .targets import BUILTIN, TargetError, best_available, load_target
 
     budget = parse_duration(args.budget) if args.budget else (
         None if args.max_cases is not None else parse_duration(DEFAULT_BUDGET))
+    if budget is not None and budget <= 0:
+        raise UsageError(f"--budget={args.budget}: must be more than 0 seconds")
     try:
         ops = catalogue.select(args.ops)
     except catalogue.UnknownOpError as exc:
-        raise UsageError(str(exc)) from None
-    try:
-        oracles = select_oracles(args.oracles)
-    except ValueError as exc:
         raise UsageError(str(exc)) from None
     automatic = args.target is None
     spec = best_available() if automatic else args.target
@@ -387,12 +416,13 @@ def cmd_run(args, console) -> int:
         target = load_target(spec)  # fail fast in this process, with a one-line error
     except TargetError as exc:
         raise UsageError(str(exc)) from None
+    try:  # after the target: a target module may register oracles of its own
+        oracles = select_oracles(args.oracles)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     console.print(_describe_target(target.name, str(target.device), automatic and spec in BUILTIN), highlight=False)
     corpus_dir = Path(args.corpus)
-    try:
-        corpus_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise UsageError(f"--corpus={args.corpus!r}: {exc.strerror}") from None
+    Corpus(corpus_dir).check_writable()   # CorpusWriteError: exit 2 before any case runs
     _, problems = Corpus(corpus_dir).load()
     for path, why in problems:
         console.print(f"[yellow]skipping unreadable corpus file {path}: {why}[/]", highlight=False)
@@ -400,19 +430,30 @@ def cmd_run(args, console) -> int:
                             seed=args.seed, budget_s=budget, max_cases=args.max_cases,
                             max_findings=args.max_findings,
                             timeout_s=args.timeout, shrink_budget_s=args.shrink_budget,
-                            max_rank=args.max_rank, max_side=max(1, args.max_side),
-                            slice_examples=max(1, args.slice_examples),
+                            max_rank=args.max_rank, max_side=args.max_side,
+                            slice_examples=args.slice_examples,
                             known_tables=tuple(args.known), allow_variants=not args.no_variants,
-                            reruns=max(1, args.reruns), minimise_budget_s=args.minimise_budget,
+                            reruns=args.reruns, minimise_budget_s=args.minimise_budget,
                             compile_timeout_s=args.compile_timeout)
-    reporter = ConsoleReporter(console, live=False if args.no_progress else None)
+    errors = ErrorLog(corpus_dir)
+    reporter = ConsoleReporter(console, live=False if args.no_progress else None, errors_log=errors.path)
     try:
+        # The errors log first: a harness error is on disk before anything reports it.
         writer = ReproWriter(corpus_dir, verify=not args.no_verify_repros, timeout_s=max(args.timeout * 3, 60.0))
-        listeners = [writer, reporter, RunLog(corpus_dir)]
+        listeners = [errors, writer, reporter, RunLog(corpus_dir, errors_log=errors.path)]
+        # The writer verifies each new finding's repro before the engine counts it.
         result = Campaign(config, listeners, confirm=writer.confirm).run()
-    except (TargetError, KnownTableError) as exc:
+    except (TargetError, KnownTableError, WorkerStartError) as exc:
         raise UsageError(str(exc)) from None
-    return exit_code(findings=result.stats.new_findings)
+    finally:
+        reporter.close()
+    stats = result.stats
+    if mostly_lost(stats.cases_lost, stats.attempted):
+        Console(stderr=True).print(
+            f"mpsfuzz: error: {stats.cases_lost} of {stats.attempted} cases could not be generated, run or "
+            f"judged (harness errors, not findings); each with its case and traceback in {errors.path}",
+            highlight=False, markup=False, soft_wrap=True)
+    return exit_code(findings=stats.new_findings, cases_lost=stats.cases_lost, attempted=stats.attempted)
 
 
 def cmd_replay(args, console) -> int:
@@ -426,7 +467,7 @@ def cmd_replay(args, console) -> int:
     if not found:
         raise UsageError(f"no readable findings in {', '.join(args.paths)}")
     results = replay_findings(found, target_override=args.target, timeout_s=args.timeout,
-                              runs=max(1, args.runs), record=not args.no_record)
+                              runs=args.runs, record=not args.no_record)
     console.print(replay_table(results))
     still = sum(r.result == "still-fails" for r in results)
     return exit_code(findings=still)
@@ -520,6 +561,8 @@ def cmd_repro(args, console) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
+
+    from .corpus.store import CorpusWriteError
     console = Console() if sys.stdout.isatty() else Console(width=160)
     err = Console(stderr=True)
     try:
@@ -530,7 +573,8 @@ def main(argv: list[str] | None = None) -> int:
         handler = {"run": cmd_run, "ops": cmd_ops, "oracles": cmd_oracles, "replay": cmd_replay,
                    "corpus": cmd_corpus, "report": cmd_report, "repro": cmd_repro}[args.command]
         return handler(args, console)
-    except UsageError as exc:
+    except (UsageError, CorpusWriteError) as exc:
+        # CorpusWriteError: a full disk or an unwritable corpus; what is on disk is kept.
         err.print(f"mpsfuzz: error: {exc}", highlight=False, markup=False, soft_wrap=True)
         return exit_code(error=True)
     except KeyboardInterrupt:

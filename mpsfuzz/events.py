@@ -39,6 +39,32 @@ class Notice:
     message: str
 
 
+# Where a harness error happened (HarnessError.stage):
+#   generate  drawing a case (a strategy, shape or argument builder raised; Hypothesis
+#             found no case it could draw)
+#   execute   running it (the worker pool raised; the executor or an oracle raised in the
+#             worker: its "internal" reply)
+#   judge     judging it in the driver (process oracles, known-failure matching)
+#   triage    re-running, reducing, explaining a failure (fuzzer/triage.py)
+#   record    storing a finding (other than a corpus that cannot be written)
+#   report    a listener (repro writer, console, run log) raised on an event
+#   hypothesis  Hypothesis raised something that carries no finding (or anything else
+#             escaped an op's slice)
+HARNESS_STAGES = ("generate", "execute", "judge", "triage", "record", "report", "hypothesis")
+# The stages in which a case is lost: it could not be generated, executed or judged.
+CASE_STAGES = ("generate", "execute", "judge")
+
+
+@dataclass(frozen=True)
+class HarnessError:
+    """mpsfuzz itself (not the target) failed on one case; the campaign goes on."""
+    stage: str                 # one of HARNESS_STAGES
+    op: str | None
+    case_json: dict | None     # the case, where there is one
+    error: str                 # one line: "TypeError: ..."
+    traceback: str
+
+
 @dataclass
 class Stats:
     cases: int = 0
@@ -47,7 +73,7 @@ class Stats:
     # Cases this machine's torch cannot judge: its eager CPU lacks a kernel that the
     # reference or mpsfuzz's own comparison needs (e.g. ``lt`` for uint32).
     unsupported_here: int = 0
-    internal_errors: int = 0
+    harness_errors: int = 0      # mpsfuzz failed on a case (see HarnessError); counted by stage below
     slow_compiles: int = 0       # cases given up because torch.compile outlasted its budget
     restarts: int = 0
     elapsed_s: float = 0.0
@@ -63,6 +89,18 @@ class Stats:
     per_op: dict = field(default_factory=dict)          # op -> [cases, valid]
     unsupported_messages: dict = field(default_factory=dict)  # (op, message) -> count
     unsupported_here_messages: dict = field(default_factory=dict)  # (op, message) -> count
+    harness_by_stage: dict = field(default_factory=dict)      # stage -> harness errors
+    set_aside: dict = field(default_factory=dict)             # op -> why it was set aside
+
+    @property
+    def cases_lost(self) -> int:
+        """Cases that could not be generated, executed or judged (harness errors)."""
+        return sum(self.harness_by_stage.get(stage, 0) for stage in CASE_STAGES)
+
+    @property
+    def attempted(self) -> int:
+        """Cases tried: those run in a worker plus those that could not even be drawn."""
+        return self.cases + self.harness_by_stage.get("generate", 0)
 
     @property
     def valid_ratio(self) -> float:

@@ -5,9 +5,14 @@ sharing a folder never lose a sighting; each write is a temp file, fsync and ren
 a writer killed mid-write leaves the old file or the new one, never half of one. A
 corrupt or unreadable file is reported with its path and skipped (and moved aside to
 ``*.corrupt`` rather than overwritten); files are never loaded with pickle.
+
+A corpus that cannot be written (a full disk, a read-only or unwritable folder) raises
+:class:`CorpusWriteError`: it ends a campaign at once (exit 2, one line), since every
+later finding would be lost too; whatever is already on disk stays as it was.
 """
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -28,14 +33,54 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
 
 
+# OSErrors that say the corpus cannot be written at all (full disk or quota, file size
+# limit, read-only or forbidden, an I/O error, the folder gone or not a folder): every
+# later write would fail as well. Other OSErrors (a name too long, ...) are one case's.
+UNWRITABLE_ERRNOS = frozenset(getattr(errno, name) for name in (
+    "ENOSPC", "EDQUOT", "EFBIG", "EROFS", "EACCES", "EPERM", "EIO", "ENOENT", "ENOTDIR")
+    if hasattr(errno, name))
+
+
+class CorpusWriteError(Exception):
+    """The corpus (a finding, the in-flight case file, a run log) cannot be written."""
+
+    def __init__(self, path, reason: str):
+        super().__init__(f"cannot write the corpus {path}: {reason}")
+        self.path, self.reason = Path(path), reason
+
+
+def is_unwritable(exc: BaseException) -> bool:
+    return isinstance(exc, OSError) and exc.errno in UNWRITABLE_ERRNOS
+
+
+@contextmanager
+def corpus_write(path):
+    """Turns an OSError that says the corpus cannot be written into CorpusWriteError."""
+    try:
+        yield
+    except OSError as exc:
+        if is_unwritable(exc):
+            raise CorpusWriteError(path, exc.strerror or str(exc)) from exc
+        raise
+
+
 def atomic_write_json(path: Path, data: dict) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w") as f:
-        json.dump(data, f, indent=2, sort_keys=False)
-        f.write("\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    with corpus_write(path):
+        try:
+            with open(tmp, "w") as f:
+                json.dump(data, f, indent=2, sort_keys=False)
+                f.write("\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            # a full disk leaves no half-written temp file behind (the old file stands)
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise
 
 
 CORPUS_META = ".corpus-id"   # JSON {"format": 1, "id": ...}: names this folder as a writer
@@ -66,10 +111,26 @@ class Corpus:
                     atomic_write_json(meta, {"format": 1, "id": self._id})
         return self._id
 
+    def check_writable(self) -> None:
+        """Create the folder and write a file in it (at the start of a run): an
+        unwritable corpus stops the run before any case, with CorpusWriteError."""
+        probe = self.root / f".write-check-{os.getpid()}"
+        if self.root.exists() and not self.root.is_dir():
+            raise CorpusWriteError(self.root, "not a folder")
+        with corpus_write(self.root):
+            self.root.mkdir(parents=True, exist_ok=True)
+            with open(probe, "w") as f:
+                f.write("ok\n")
+                f.flush()
+                os.fsync(f.fileno())
+            os.unlink(probe)
+
     @contextmanager
     def _locked(self):
-        self.root.mkdir(parents=True, exist_ok=True)
-        with open(self.root / ".lock", "a") as lock:
+        with corpus_write(self.root):
+            self.root.mkdir(parents=True, exist_ok=True)
+            lock = open(self.root / ".lock", "a")
+        with lock:
             if fcntl is not None:
                 fcntl.flock(lock, fcntl.LOCK_EX)
             try:
@@ -164,8 +225,9 @@ class Corpus:
             dest = _free_name(self.root / MERGED / special.name)
             into.absorb_special_case(other, f"{MERGED}/{dest.name}")
             atomic_write_json(general, into.to_json())
-            dest.parent.mkdir(exist_ok=True)
-            os.replace(special, dest)
+            with corpus_write(dest):
+                dest.parent.mkdir(exist_ok=True)
+                os.replace(special, dest)
             return True
 
     def prune(self, keep, *, dry_run: bool = False) -> list[Path]:

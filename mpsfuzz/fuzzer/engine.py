@@ -6,23 +6,33 @@ spread over all selected ops. Each failure raises an exception whose *type* is u
 is recorded, and from then on its signature counts as passing, so one bug never hides
 the next. Crashes and hangs are failures like any other: the worker is replaced and the
 campaign goes on.
+
+A campaign never dies of one case: an exception of mpsfuzz itself in generating,
+executing, judging, triaging or recording a case (or in a listener) is a *harness
+error*: counted by stage, emitted as a :class:`~mpsfuzz.events.HarnessError` (the
+reporters log it with the case and traceback) and the campaign goes on; an op that keeps
+failing that way is set aside for the rest of the run. Only a corpus that cannot be
+written (:class:`~mpsfuzz.corpus.store.CorpusWriteError`) ends a campaign early.
 """
 from __future__ import annotations
 
 import hashlib
 import random
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.errors import HypothesisException, Unsatisfiable
 
 from ..corpus import known as known_failures
 from ..corpus.finding import Finding, signature_of, symptom_key, trigger_class
-from ..corpus.store import Corpus
-from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded,
+from ..corpus.store import Corpus, CorpusWriteError
+from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError,
                       Notice, Stats)
 from ..oracles import DEFAULT as ORACLES_DEFAULT
 from ..oracles import Failure, all_oracles, worker_oracles
@@ -96,6 +106,62 @@ class BudgetExhausted(BaseException):
     """Stops a Hypothesis run from inside the test body (BaseException passes through)."""
 
 
+class _SetAside(BaseException):
+    """Ends the slice of an op that has just been set aside (harness errors)."""
+
+
+class _CorpusUnwritable(BaseException):
+    """Carries a CorpusWriteError out of the test body: Hypothesis would take an
+    Exception for a failure of the case and shrink it, case after case."""
+
+    def __init__(self, error: CorpusWriteError):
+        super().__init__(str(error))
+        self.error = error
+
+
+# An op is set aside for the rest of the run after this many harness errors in a row on
+# its cases, or once more than SET_ASIDE_SHARE of at least SET_ASIDE_MIN cases failed so.
+SET_ASIDE_STREAK = 8
+SET_ASIDE_MIN = 20
+SET_ASIDE_SHARE = 0.5
+
+
+def error_line(exc: BaseException) -> str:
+    """``Type: first line of the message``, even for an exception whose str() raises."""
+    try:
+        text = str(exc).strip()
+    except Exception:
+        text = "<str() of the exception raised>"
+    first = text.splitlines()[0][:300] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _traceback_of(exc: BaseException) -> str:
+    try:
+        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:
+        return f"{type(exc).__name__} (its traceback could not be formatted)"
+
+
+@dataclass(frozen=True)
+class GenerationFailed:
+    """What the guarded strategy hands the test body when drawing a case raised."""
+    error: str
+    traceback: str
+
+
+@st.composite
+def _guarded(draw, strategy):
+    """``strategy``, but a draw that raises (a shape or argument builder's bug) gives a
+    GenerationFailed for the test body to count, instead of failing the whole slice."""
+    try:
+        return draw(strategy)
+    except HypothesisException:  # its own control flow (assume, filters): not ours
+        raise
+    except Exception as exc:
+        return GenerationFailed(error_line(exc), _traceback_of(exc))
+
+
 class FindingError(Exception):
     def __init__(self, case, failure: Failure, signature: str):
         super().__init__(failure.title)
@@ -122,6 +188,47 @@ def _iter_findings(exc: BaseException):
         yield from _iter_findings(exc.__cause__)
 
 
+def _leaves(exc: BaseException):
+    """The exceptions in Hypothesis' report, groups opened."""
+    inner = getattr(exc, "exceptions", None)
+    if inner:
+        for e in inner:
+            yield from _leaves(e)
+    else:
+        yield exc
+
+
+def split_report(exc: BaseException) -> tuple[list[FindingError], list[BaseException]]:
+    """(our findings, the other exceptions) in what Hypothesis raised at the end of a slice."""
+    found: list[FindingError] = []
+    others: list[BaseException] = []
+    for leaf in _leaves(exc):
+        inside = list(_iter_findings(leaf))
+        if inside:
+            found += [f for f in inside if all(f is not g for g in found)]
+        else:
+            others.append(leaf)
+    return found, others
+
+
+def _case_json(case):
+    if case is None or isinstance(case, dict):
+        return case
+    try:
+        return case.to_json()
+    except Exception:
+        return {"repr": repr(case)[:2000]}
+
+
+def _event_subject(event) -> tuple:
+    """(op, case) an event is about, for a listener's harness error."""
+    if isinstance(event, CaseFinished):
+        return event.op, event.case
+    if isinstance(event, FindingRecorded):
+        return getattr(event.finding, "op", None), getattr(event.finding, "case", None)
+    return None, None
+
+
 class Campaign:
     """``confirm(finding) -> repro record``: runs a new finding's standalone script before
     it is counted (the CLI passes the repro writer's); a finding whose script does not
@@ -140,6 +247,8 @@ class Campaign:
         self._shrink_started: dict[tuple, float] = {}
         self._memo: dict = {}
         self._start = 0.0
+        # per op: [cases attempted, harness errors, harness errors in a row] (set-aside rule)
+        self._op_health: dict[str, list[int]] = {}
         self.known_table = known_failures.load_tables(list(config.known_tables))
         self._case_oracles = worker_oracles(config.oracles)
         self._process_oracles = tuple(o for o in config.oracles if all_oracles()[o].stage == "process")
@@ -148,8 +257,58 @@ class Campaign:
         self.seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**31)
 
     def emit(self, event) -> None:
+        """Hand ``event`` to every listener; one that raises is a harness error (stage
+        ``report``), except for a corpus that cannot be written, which ends the run."""
         for listener in self.listeners:
-            listener(event)
+            try:
+                listener(event)
+            except CorpusWriteError:
+                raise
+            except Exception as exc:
+                if isinstance(event, HarnessError):
+                    # Reporting this failure as another harness error would loop: count it.
+                    self._count_harness("report")
+                    continue
+                op, case = _event_subject(event)
+                self.harness_error("report", op, case, exc)
+
+    # -- harness errors -------------------------------------------------------------------
+    def _count_harness(self, stage: str) -> None:
+        self.stats.harness_errors += 1
+        self.stats.harness_by_stage[stage] = self.stats.harness_by_stage.get(stage, 0) + 1
+
+    def harness_error(self, stage: str, op: str | None, case, exc: BaseException | None = None, *,
+                      error: str = "", trace: str = "") -> None:
+        """Count and report a failure of mpsfuzz itself on one case (``exc``, or its
+        ``error`` line and ``trace`` when it happened in a worker); the campaign goes on."""
+        if exc is not None:
+            error, trace = error_line(exc), _traceback_of(exc)
+        self._count_harness(stage)
+        self.emit(HarnessError(stage, op, _case_json(case), error, trace))
+
+    def _case_outcome(self, op: str, ok: bool, last_error: str = "") -> None:
+        """One case of ``op`` attempted: ``ok`` unless it was lost to a harness error.
+        An op that keeps failing is set aside for the rest of the run."""
+        health = self._op_health.setdefault(op, [0, 0, 0])
+        health[0] += 1
+        if ok:
+            health[2] = 0
+            return
+        health[1] += 1
+        health[2] += 1
+        attempts, errors, streak = health
+        if op in self.stats.set_aside:
+            return
+        if streak >= SET_ASIDE_STREAK:
+            self._set_aside(op, f"{streak} harness errors in a row", last_error)
+        elif errors >= SET_ASIDE_MIN and errors > SET_ASIDE_SHARE * attempts:
+            self._set_aside(op, f"harness errors on {errors} of its {attempts} cases", last_error)
+
+    def _set_aside(self, op: str, why: str, last_error: str = "") -> None:
+        self.stats.set_aside[op] = why
+        self.emit(Notice(f"{op}: set aside for the rest of the run: {why}"
+                         f"{' (last: ' + last_error + ')' if last_error else ''}; "
+                         "each case and traceback is in the errors log"))
 
     # -- budget ---------------------------------------------------------------------------
     def _out_of_budget(self) -> str | None:
@@ -163,10 +322,20 @@ class Campaign:
 
     # -- one case -------------------------------------------------------------------------
     def _failures_of(self, case, pool: WorkerPool) -> list[Failure]:
-        outcome = pool.run(case.to_json(), self._case_oracles, case.op)
+        """Run the case in a worker; its failures. Harness errors are counted here and
+        the case then has no failures (only CorpusWriteError is raised)."""
         self.stats.cases += 1
         per_op = self.stats.per_op.setdefault(case.op, [0, 0])
         per_op[0] += 1
+        shrinking = bool(self._shrink_started)
+        try:
+            outcome = pool.run(case.to_json(), self._case_oracles, case.op)
+        except CorpusWriteError:
+            raise
+        except Exception as exc:  # the pool could not run it (a worker that cannot start...)
+            self.harness_error("execute", case.op, case, exc)
+            self.emit(CaseFinished(case.op, valid=False, unsupported=False, shrinking=shrinking, case=case))
+            return []
         if isinstance(outcome, ProcessEvent):
             self.stats.restarts += 1
             if outcome.kind == "slow-compile":
@@ -178,14 +347,24 @@ class Campaign:
                                        shrinking=bool(self._shrink_started), case=case))
                 return []
             oracles = all_oracles()
-            failures = [f for name in self._process_oracles if (f := oracles[name].check(outcome))]
+            failures = []
+            for name in self._process_oracles:
+                try:
+                    failure = oracles[name].check(outcome)
+                except Exception as exc:
+                    self.harness_error("judge", case.op, case, exc)
+                    continue
+                if failure:
+                    failures.append(failure)
             self.emit(Notice(f"worker {outcome.kind} on {case.op}; restarted"))
-            self.emit(CaseFinished(case.op, valid=True, unsupported=False,
-                                   shrinking=bool(self._shrink_started), case=case))
+            self.emit(CaseFinished(case.op, valid=True, unsupported=False, shrinking=shrinking, case=case))
             return failures
         if outcome.get("internal_error"):
-            self.stats.internal_errors += 1
-            self.emit(Notice(f"internal error on {case.op}: {outcome['internal_error'].strip().splitlines()[-1]}"))
+            # The executor or an oracle raised inside the worker: its traceback came back.
+            trace = str(outcome["internal_error"])
+            lines = [ln for ln in trace.strip().splitlines() if ln.strip()]
+            self.harness_error("execute", case.op, case, error=lines[-1].strip() if lines else "internal error",
+                               trace=trace)
         if outcome["valid"]:
             self.stats.valid += 1
             per_op[1] += 1
@@ -198,31 +377,77 @@ class Campaign:
             key = (case.op, outcome["unsupported_here"])
             self.stats.unsupported_here_messages[key] = self.stats.unsupported_here_messages.get(key, 0) + 1
         self.emit(CaseFinished(case.op, valid=outcome["valid"], unsupported=outcome["unsupported"],
-                               shrinking=bool(self._shrink_started), case=case))
-        return [Failure.from_json(f) for f in outcome["failures"]]
+                               shrinking=shrinking, case=case))
+        try:
+            return [Failure.from_json(f) for f in outcome["failures"]]
+        except Exception as exc:
+            self.harness_error("judge", case.op, case, exc)
+            return []
 
-    def _test_body(self, pool: WorkerPool):
+    def _test_body(self, pool: WorkerPool, op: str):
         def body(case):
-            reason = self._out_of_budget()
-            if reason:
-                raise BudgetExhausted(reason)
-            failures = self._memo.get(case)
-            if failures is None:
-                if any(time.monotonic() - t > self.config.shrink_budget_s
-                       for t in self._shrink_started.values()):
-                    return  # shrink budget spent: smaller variants are no longer tried
-                failures = self._memo[case] = self._failures_of(case, pool)
-            for failure in failures:
+            try:
+                self._judge(case, pool, op)
+            except CorpusWriteError as exc:
+                raise _CorpusUnwritable(exc) from None
+        return body
+
+    def _judge(self, case, pool: WorkerPool, op: str) -> None:
+        """The test body: run the case (or recall its verdicts) and raise the finding
+        exception of its first failure that is neither suppressed nor known."""
+        reason = self._out_of_budget()
+        if reason:
+            raise BudgetExhausted(reason)
+        if isinstance(case, GenerationFailed):
+            # Not memoised: draws that fail alike are still separate attempts.
+            if op in self.stats.set_aside and not self._shrink_started:
+                raise _SetAside()
+            self.harness_error("generate", op, None, error=case.error, trace=case.traceback)
+            self._case_outcome(op, False, case.error)
+            return
+        verdicts = self._memo.get(case)
+        if verdicts is None:
+            if op in self.stats.set_aside:
+                if self._shrink_started:
+                    return  # let Hypothesis finish shrinking the failures it has
+                raise _SetAside()
+            if any(time.monotonic() - t > self.config.shrink_budget_s
+                   for t in self._shrink_started.values()):
+                return  # shrink budget spent: smaller variants are no longer tried
+            lost_before = self.stats.cases_lost
+            verdicts = self._memo[case] = self._verdicts(case, self._failures_of(case, pool), pool)
+            self._case_outcome(op, self.stats.cases_lost == lost_before)
+        for verdict, failure, signature in verdicts:
+            if verdict == "suppressed":
+                self.stats.suppressed += 1
+            elif verdict == "known":
+                self._sightings[signature] = self._sightings.get(signature, 0) + 1
+            else:
+                key = (case.op, failure.oracle, failure.kind)
+                self._shrink_started.setdefault(key, time.monotonic())
+                raise _error_type(*key)(case, failure, signature)
+
+    def _verdicts(self, case, failures: list[Failure], pool: WorkerPool) -> list[tuple]:
+        """(verdict, failure, signature) for each failure: "suppressed" (the known-failure
+        tables call it unimplemented or undefined), "known" (a sighting of the finding
+        with that signature) or "new". A failure the driver cannot judge (matching it
+        raised) is a harness error and dropped."""
+        verdicts = []
+        for failure in failures:
+            try:
                 if self._suppressed(case, failure, pool):
+                    verdicts.append(("suppressed", failure, None))
                     continue
                 known = self._known_bug(case, failure)
                 if known is not None:
-                    self._sightings[known.signature] = self._sightings.get(known.signature, 0) + 1
-                    continue
-                key = (case.op, failure.oracle, failure.kind)
-                self._shrink_started.setdefault(key, time.monotonic())
-                raise _error_type(*key)(case, failure, signature_of(case, failure))
-        return body
+                    verdicts.append(("known", failure, known.signature))
+                else:
+                    verdicts.append(("new", failure, signature_of(case, failure)))
+            except CorpusWriteError:
+                raise
+            except Exception as exc:
+                self.harness_error("judge", case.op, case, exc)
+        return verdicts
 
     def _known_bug(self, case, failure: Failure) -> KnownBug | None:
         symptom = symptom_key(case, failure)
@@ -237,74 +462,123 @@ class Campaign:
     def _suppressed(self, case, failure: Failure, pool: WorkerPool) -> bool:
         """Failures the known-failure tables call unimplemented or undefined: not bugs."""
         entry = self._known_entry(case, failure, pool.device)
-        if entry is not None and entry.status in known_failures.SUPPRESSED:
-            self.stats.suppressed += 1
-            return True
-        return False
+        return entry is not None and entry.status in known_failures.SUPPRESSED
 
     def _run_slice(self, op: str, round_no: int, pool: WorkerPool) -> None:
-        spec = catalogue.get(op)
-        strategy = cases(spec, max_rank=self.config.max_rank, max_side=self.config.max_side,
-                         max_numel=self.config.max_numel, allow_variants=self.config.allow_variants)
-        slice_seed = int(hashlib.sha1(f"{self.seed}:{op}:{round_no}".encode()).hexdigest()[:12], 16)
-        test = given(strategy)(self._test_body(pool))
-        test = settings(max_examples=self.config.slice_examples, deadline=None, database=None,
-                        derandomize=False, suppress_health_check=list(HealthCheck),
-                        phases=(Phase.generate, Phase.shrink), verbosity=Verbosity.quiet,
-                        report_multiple_bugs=True, print_blob=False)(test)
-        test = hypothesis_seed(slice_seed)(test)
+        try:
+            spec = catalogue.get(op)
+            strategy = cases(spec, max_rank=self.config.max_rank, max_side=self.config.max_side,
+                             max_numel=self.config.max_numel, allow_variants=self.config.allow_variants)
+            slice_seed = int(hashlib.sha1(f"{self.seed}:{op}:{round_no}".encode()).hexdigest()[:12], 16)
+            test = given(_guarded(strategy))(self._test_body(pool, op))
+            test = settings(max_examples=self.config.slice_examples, deadline=None, database=None,
+                            derandomize=False, suppress_health_check=list(HealthCheck),
+                            phases=(Phase.generate, Phase.shrink), verbosity=Verbosity.quiet,
+                            report_multiple_bugs=True, print_blob=False)(test)
+            test = hypothesis_seed(slice_seed)(test)
+        except Exception as exc:  # its strategy cannot even be built: it never will be
+            self.harness_error("generate", op, None, exc)
+            self._set_aside(op, "its cases cannot be generated", error_line(exc))
+            return
         self._shrink_started.clear()
         # Results of this slice by case: Hypothesis' shrinker and its final replay of the
         # minimal example ask again for cases already run (a hang would cost its timeout).
         self._memo = {}
         try:
             test()
-        except BudgetExhausted:
+        except (BudgetExhausted, _CorpusUnwritable):
             raise
+        except _SetAside:
+            pass
         except Exception as exc:  # Hypothesis' report of our findings (one or several)
             flaky = "Flaky" in type(exc).__name__
-            found = list(_iter_findings(exc))
-            if not found:
-                self.emit(Notice(f"{op}: hypothesis stopped: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"))
+            found, others = split_report(exc)
+            for other in others:
+                # Hypothesis' own errors (no case it could draw: Unsatisfiable; a flaky
+                # strategy...) and anything else that escaped the test body.
+                self.harness_error("generate" if isinstance(other, Unsatisfiable) else "hypothesis", op, None, other)
+                self._case_outcome(op, False, error_line(other))
             for err in found:
-                self._record(err, pool, flaky=flaky)
+                self._record_safely(err, pool, flaky=flaky)
         finally:
             self._shrink_started.clear()
             self._memo = {}
 
+    def _record_safely(self, err: FindingError, pool: WorkerPool, *, flaky: bool) -> None:
+        """_record, with anything it raises a harness error (stage ``record``)."""
+        try:
+            self._record(err, pool, flaky=flaky)
+        except CorpusWriteError:
+            raise
+        except Exception as exc:
+            self.harness_error("record", err.case.op, err.case, exc)
+
+    def _known_bug_or_none(self, case, failure: Failure) -> KnownBug | None:
+        """_known_bug; None (and a harness error) where matching raises: better a finding
+        recorded twice than a finding lost."""
+        try:
+            return self._known_bug(case, failure)
+        except CorpusWriteError:
+            raise
+        except Exception as exc:
+            self.harness_error("judge", case.op, case, exc)
+            return None
+
     def _record(self, err: FindingError, pool: WorkerPool, *, flaky: bool) -> None:
         """Re-run, reduce and explain the shrunk failure (fuzzer/triage.py), then store it.
-        (Hypothesis' own Flaky verdict, ``flaky``, is only a hint: the re-runs decide.)"""
-        if self._known_bug(err.case, err.failure) is not None:
+        (Hypothesis' own Flaky verdict, ``flaky``, is only a hint: the re-runs decide.)
+        If triage raises, the shrunk case is stored as it is (unexplained): nothing found
+        is lost to a harness error."""
+        if self._known_bug_or_none(err.case, err.failure) is not None:
             return  # an earlier finding of this slice covers it
         self.emit(Notice(f"{err.case.op}: minimising {err.failure.oracle} failure"))
-        result = triage(err.case, err.failure, pool, self.config.oracles, reruns=self.config.reruns,
-                        budget_s=self.config.minimise_budget_s, timeout_s=self.config.timeout_s)
-        case, failure = result.case, result.failure
-        explanation = result.explanation
-        covering = None if result.flaky else self._known_bug(case, failure)
+        try:
+            result = triage(err.case, err.failure, pool, self.config.oracles, reruns=self.config.reruns,
+                            budget_s=self.config.minimise_budget_s, timeout_s=self.config.timeout_s)
+        except CorpusWriteError:
+            raise
+        except Exception as exc:
+            self.harness_error("triage", err.case.op, err.case, exc)
+            result = None
+        if result is None:
+            case, failure, explanation, result_flaky = err.case, err.failure, None, False
+        else:
+            case, failure, explanation, result_flaky = result.case, result.failure, result.explanation, result.flaky
+        covering = None if result_flaky else self._known_bug_or_none(case, failure)
         if covering is not None:
             # Reduced, it meets an earlier finding's conditions (the reducer moved it to
             # that finding's dtype, say): a sighting of that bug.
             self._sightings[covering.signature] = self._sightings.get(covering.signature, 0) + 1
             return
-        entry = self._known_entry(case, failure, pool.device)
+        try:
+            entry = self._known_entry(case, failure, pool.device)
+        except Exception as exc:
+            self.harness_error("judge", case.op, case, exc)
+            entry = None
         finding = Finding.create(
             case, failure, target_name=pool.target_name, target_spec=self.config.target_spec,
-            device=pool.device, flaky=result.flaky,
+            device=pool.device, flaky=result_flaky,
             known=entry.to_json() if entry is not None else None,
             conditions=explanation.conditions if explanation is not None else None,
             explanation=explanation.to_json() if explanation is not None else None,
-            reproducibility=result.reproducibility.to_json(), minimisation=result.minimisation_json())
+            reproducibility=result.reproducibility.to_json() if result is not None else None,
+            minimisation=result.minimisation_json() if result is not None else None)
         path, new = self.corpus.record(finding)
         self.known.append(KnownBug.of(finding))
         if new and self.confirm is not None and not finding.flaky:
-            record = self.confirm(finding)
-            finding.repro = record
-            self.corpus.update(path, lambda f: setattr(f, "repro", record))
+            try:
+                record = self.confirm(finding)
+            except CorpusWriteError:
+                raise
+            except Exception as exc:  # the finding stays, unverified
+                self.harness_error("report", case.op, case, exc)
+                record = None
+            if record is not None:
+                finding.repro = record
+                self.corpus.update(path, lambda f: setattr(f, "repro", record))
         if new:
             self._count(finding.status, +1)
-        self.stats.minimise_s += result.seconds
+        self.stats.minimise_s += result.seconds if result is not None else 0.0
         self.recorded.append((finding, path, new))
         self.emit(FindingRecorded(finding, path, new))
         if new:
@@ -336,32 +610,58 @@ class Campaign:
 
     # -- the campaign ---------------------------------------------------------------------
     def run(self) -> CampaignFinished:
+        """Run to the budget. Raises CorpusWriteError, at once, if the corpus cannot be
+        written (what is on disk stays); every other failure of one case is a harness
+        error and the campaign goes on."""
         self._start = time.monotonic()
         stopped = "completed"
+        unwritable: CorpusWriteError | None = None
         with WorkerPool(self.config.target_spec, timeout_s=self.config.timeout_s,
                         inflight_dir=self.config.corpus_dir, compile_timeout_s=self.config.compile_timeout_s) as pool:
-            self.emit(CampaignStarted(pool.target_name, self.config.target_spec, pool.device,
-                                      tuple(self.config.ops), self.config.oracles, self.seed,
-                                      self.config.budget_s, self.config.max_cases))
             round_no = 0
             try:
+                self.emit(CampaignStarted(pool.target_name, self.config.target_spec, pool.device,
+                                          tuple(self.config.ops), self.config.oracles, self.seed,
+                                          self.config.budget_s, self.config.max_cases))
                 while True:
+                    if all(op in self.stats.set_aside for op in self.config.ops):
+                        raise BudgetExhausted("every op set aside")
                     for op in self.config.ops:
+                        if op in self.stats.set_aside:
+                            continue
                         if (reason := self._out_of_budget()):
                             raise BudgetExhausted(reason)
-                        self._run_slice(op, round_no, pool)
+                        try:
+                            self._run_slice(op, round_no, pool)
+                        except CorpusWriteError:
+                            raise
+                        except Exception as exc:  # whatever else escaped the slice: not fatal
+                            self.harness_error("hypothesis", op, None, exc)
+                            self._case_outcome(op, False, error_line(exc))
                     round_no += 1
             except BudgetExhausted as stop:
                 stopped = str(stop) or "budget"
             except KeyboardInterrupt:
                 stopped = "interrupted"
+            except _CorpusUnwritable as stop:
+                unwritable = stop.error
+            except CorpusWriteError as exc:
+                unwritable = exc
             finally:
                 self.stats.elapsed_s = time.monotonic() - self._start
-                self._flush_sightings()
+                if unwritable is None:
+                    self._flush_sightings()
+        if unwritable is not None:
+            raise unwritable
         result = CampaignFinished(self.stats, tuple(self.recorded), stopped)
         self.emit(result)
         return result
 
     def _flush_sightings(self) -> None:
         self.stats.known_sightings = sum(self._sightings.values())
-        self.corpus.add_sightings(self._sightings)
+        try:
+            self.corpus.add_sightings(self._sightings)
+        except CorpusWriteError:
+            raise
+        except Exception as exc:
+            self.harness_error("record", None, None, exc)

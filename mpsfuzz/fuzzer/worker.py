@@ -108,7 +108,9 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state
             if result.get("poisoned"):
                 return  # the device context is unusable: the pool starts a fresh worker
         except Exception:
-            conn.send(("internal", traceback.format_exc(limit=8)))
+            # mpsfuzz's own failure (the executor or an oracle raised): a harness error
+            # in the driver, logged with this whole traceback.
+            conn.send(("internal", traceback.format_exc()))
 
 
 class WorkerStartError(RuntimeError):
@@ -203,15 +205,28 @@ class WorkerPool:
         return self._worker
 
     def _write_inflight(self, case_json: dict) -> None:
+        """Raises CorpusWriteError where the corpus cannot be written (a full disk): not
+        a case's failure, and no case runs without its in-flight file."""
         if self.inflight_path is None:
             return
-        self.inflight_path.parent.mkdir(parents=True, exist_ok=True)
+        from ..corpus.store import corpus_write
         tmp = self.inflight_path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"case": case_json, "target": self.target_spec, "started": time.time()}))
-        os.replace(tmp, self.inflight_path)
+        with corpus_write(self.inflight_path):
+            self.inflight_path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                tmp.write_text(json.dumps({"case": case_json, "target": self.target_spec, "started": time.time()}))
+                os.replace(tmp, self.inflight_path)
+            except OSError:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
 
     def run(self, case_json: dict, oracle_names, op: str, timeout_s: float | None = None):
-        """A result dict from the worker, or a :class:`ProcessEvent` if it died or hung."""
+        """A result dict from the worker, or a :class:`ProcessEvent` if it died or hung.
+        The in-flight file is written before the try below: failing to write it is never
+        taken for the worker dying."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
         worker = self._ensure()
         self._write_inflight(case_json)

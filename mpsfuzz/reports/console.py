@@ -9,11 +9,14 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded,
+from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError,
                       Notice, Stats)
 from .corpus_views import reproducibility_words
 
 NON_TTY_EVERY_S = 15.0
+# Harness errors are noted on the console the first time each (stage, op, error type)
+# shows, up to this many notes; all of them go to the errors log.
+HARNESS_NOTES = 12
 
 
 def repro_words(repro: dict) -> str:
@@ -34,8 +37,12 @@ class ConsoleReporter:
     """Consumes engine events. On a terminal a live status line; elsewhere (CI logs) a
     plain progress line every few seconds."""
 
-    def __init__(self, console: Console | None = None, *, live: bool | None = None):
+    def __init__(self, console: Console | None = None, *, live: bool | None = None,
+                 errors_log: Path | None = None):
         self.console = console or Console()
+        self.errors_log = errors_log          # where this run's harness errors are logged
+        self._harness = 0
+        self._harness_seen: set = set()
         self.live_enabled = self.console.is_terminal if live is None else live
         self._live: Live | None = None
         self._start = time.monotonic()
@@ -77,11 +84,24 @@ class ConsoleReporter:
                 self._print(Text(f"      repro: {repro_words(f.repro)}", style="dim"))
         elif isinstance(event, Notice):
             self._print(Text(f"  note: {event.message}", style="dim"))
+        elif isinstance(event, HarnessError):
+            self._harness += 1
+            key = (event.stage, event.op, event.error.split(":", 1)[0])
+            if key not in self._harness_seen and len(self._harness_seen) < HARNESS_NOTES:
+                self._harness_seen.add(key)
+                last = len(self._harness_seen) == HARNESS_NOTES
+                self._print(Text(f"  harness error ({event.stage}) on {event.op or 'the run'}: {event.error}"
+                                 + (" (further ones: errors log only)" if last else ""), style="yellow"))
+            self._refresh()
         elif isinstance(event, CampaignFinished):
-            if self._live is not None:
-                self._live.stop()
-                self._live = None
+            self.close()
             self.summary(event)
+
+    def close(self) -> None:
+        """Stop the live status line (the run ended, or was stopped by an error)."""
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
 
     def _print(self, renderable) -> None:
         (self._live.console if self._live else self.console).print(renderable, highlight=False)
@@ -89,8 +109,10 @@ class ConsoleReporter:
     def _status(self) -> Text:
         elapsed = max(time.monotonic() - self._start, 1e-9)
         valid = 100.0 * self._valid / self._cases if self._cases else 0.0
+        harness = (f"harness errors {self._harness} ({self.errors_log or 'errors log'}) | "
+                   if self._harness else "")
         return Text(f"cases {self._cases} | {self._cases / elapsed:.1f}/s | valid {valid:.0f}% | "
-                    f"unsupported {self._unsupported} | findings {self._findings} | "
+                    f"unsupported {self._unsupported} | findings {self._findings} | {harness}"
                     f"{self._op}{' (shrinking)' if self._shrinking else ''}")
 
     def _refresh(self) -> None:
@@ -105,14 +127,20 @@ class ConsoleReporter:
         self.console.print(
             f"done ({event.stopped_because}): {s.cases} cases in {s.elapsed_s:.1f}s "
             f"({s.cases_per_s:.1f}/s), valid {100 * s.valid_ratio:.0f}%, unsupported {s.unsupported}, "
-            f"worker restarts {s.restarts}, new findings {s.new_findings}, "
+            f"worker restarts {s.restarts}, harness errors {s.harness_errors}, new findings {s.new_findings}, "
             f"known upstream {s.known_bugs}, flaky {s.flaky}, CPU-reference bugs {s.cpu_bugs}, "
             f"capabilities (device accepts what CPU rejects) {s.capabilities}, "
             f"unconfirmed (repro did not reproduce) {s.unconfirmed}, "
             f"suppressed as undefined/unimplemented {s.suppressed}, "
             f"sightings of known findings {s.known_sightings}, minimising {s.minimise_s:.1f}s", highlight=False)
-        if s.internal_errors:
-            self.console.print(f"[yellow]{s.internal_errors} case(s) hit an internal mpsfuzz error (see notes above)[/]")
+        if s.harness_errors:
+            stages = ", ".join(f"{stage} {n}" for stage, n in sorted(s.harness_by_stage.items()))
+            where = f"each with its case and traceback in {self.errors_log}" if self.errors_log else "see the notes above"
+            self.console.print(Text(f"harness errors (mpsfuzz failed, not the target): {s.harness_errors} ({stages}); "
+                                    f"{s.cases_lost} of {s.attempted} cases could not be generated, run or judged; "
+                                    f"{where}", style="yellow"), highlight=False)
+        for op, why in s.set_aside.items():
+            self.console.print(Text(f"set aside: {op} ({why})", style="yellow"), highlight=False)
         if s.slow_compiles:
             self.console.print(f"{s.slow_compiles} case(s) skipped: compiling took longer than the compile timeout "
                                "(slow compilation, not hangs; --compile-timeout sets it)", highlight=False)

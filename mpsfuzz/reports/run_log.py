@@ -8,14 +8,13 @@ corpus commands never take a run log for a finding. Format: docs/report.md.
 from __future__ import annotations
 
 import os
-import sys
 import time
 from pathlib import Path
 
 import torch
 
 from .. import __version__
-from ..corpus.store import atomic_write_json
+from ..corpus.store import atomic_write_json, corpus_write
 from ..events import CampaignFinished, CampaignStarted, Stats
 
 RUNS_DIR = "runs"
@@ -28,7 +27,7 @@ def _iso(t: float) -> str:
 
 
 def run_record(started: CampaignStarted | None, finished: CampaignFinished, *, started_at: float,
-               finished_at: float) -> dict:
+               finished_at: float, errors_log: Path | None = None) -> dict:
     s: Stats = finished.stats
     return {
         "schema": RUN_LOG_SCHEMA,
@@ -51,7 +50,11 @@ def run_record(started: CampaignStarted | None, finished: CampaignFinished, *, s
         "unsupported_here": s.unsupported_here,
         "slow_compiles": s.slow_compiles,
         "restarts": s.restarts,
-        "internal_errors": s.internal_errors,
+        "internal_errors": s.harness_errors,     # (the name of version 1): harness errors
+        "harness_errors": {"total": s.harness_errors, "by_stage": dict(sorted(s.harness_by_stage.items())),
+                           "cases_lost": s.cases_lost, "attempted": s.attempted,
+                           "log": str(errors_log) if errors_log is not None and s.harness_errors else None},
+        "set_aside": dict(s.set_aside),
         "cases_per_s": round(s.cases_per_s, 3),
         "findings": {"new": s.new_findings, "known": s.known_bugs, "cpu": s.cpu_bugs, "flaky": s.flaky},
         "suppressed": s.suppressed,
@@ -66,8 +69,9 @@ def run_record(started: CampaignStarted | None, finished: CampaignFinished, *, s
 class RunLog:
     """Engine listener: remembers how the campaign started, writes the record at the end."""
 
-    def __init__(self, corpus_dir):
+    def __init__(self, corpus_dir, *, errors_log: Path | None = None):
         self.corpus_dir = Path(corpus_dir)
+        self.errors_log = errors_log      # where reports/error_log.py writes this run's errors
         self._started: CampaignStarted | None = None
         self._started_at = time.time()
         self.path: Path | None = None
@@ -77,19 +81,17 @@ class RunLog:
             self._started, self._started_at = event, time.time()
         elif isinstance(event, CampaignFinished):
             now = time.time()
-            record = run_record(self._started, event, started_at=self._started_at, finished_at=now)
+            record = run_record(self._started, event, started_at=self._started_at, finished_at=now,
+                                errors_log=self.errors_log)
             stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(now))
             path = self.corpus_dir / RUNS_DIR / f"{stamp}-{os.getpid()}.json"
             n = 1
             while path.exists():  # a second campaign of this process within the second
                 path = path.with_name(f"{stamp}-{os.getpid()}-{n}.json")
                 n += 1
-            try:
+            # A corpus that cannot be written raises CorpusWriteError (the run ends with
+            # exit 2, its findings kept); any other failure is a harness error.
+            with corpus_write(path):
                 path.parent.mkdir(parents=True, exist_ok=True)
-                atomic_write_json(path, record)
-            except OSError as exc:
-                # The findings are already on disk; losing the statistics must not turn a
-                # finished campaign into an internal error.
-                print(f"mpsfuzz: could not write the run log {path}: {exc.strerror or exc}", file=sys.stderr)
-                return
+            atomic_write_json(path, record)
             self.path = path
