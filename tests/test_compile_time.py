@@ -77,6 +77,7 @@ def test_compilation_past_its_own_budget_is_slow_compilation(tmp_path):
 def test_a_hang_after_compilation_is_still_a_hang(tmp_path):
     done, found = _run(tmp_path, "--timeout", "2", "--max-cases", "60", "--seed", "3", "--max-findings", "1",
                        "--reruns", "1", "--minimise-budget", "5", "--shrink-budget", "10",
-                       COMPILE_S="0.5", HANG_5D="1")
+                       # (this target hangs inside its own run(), which a repro script's calls never reach)
+                       "--no-verify-repros", COMPILE_S="0.5", HANG_5D="1")
     assert done.returncode == 1, done.stdout + done.stderr
     assert [f["oracle"] for f in found] == ["hang"]

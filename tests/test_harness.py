@@ -59,7 +59,7 @@ class ScriptedPool:
     behaviour: dict = {}
     calls: list = []
 
-    def __init__(self, target_spec, *, timeout_s=20.0, inflight_dir=None):
+    def __init__(self, target_spec, *, timeout_s=20.0, inflight_dir=None, **options):
         self.target_name, self.device = "scripted", "cpu"
 
     def run(self, case_json, oracle_names, op, timeout_s=None):
@@ -520,7 +520,8 @@ def test_a_run_whose_cases_mostly_could_not_execute_exits_2(runs):
     assert len(lines) == 1 and lines[0].startswith("mpsfuzz: error: ")
     assert "could not be generated, run or judged" in lines[0]
     assert ".errors.jsonl" in lines[0]
-    assert len(_errors_log(runs["work"] / "lost")) == 2 * engine.SET_ASIDE_STREAK
+    # at least a streak per op (a case this torch cannot judge is no harness error: it breaks a streak)
+    assert len(_errors_log(runs["work"] / "lost")) >= 2 * engine.SET_ASIDE_STREAK
 
 
 def test_a_full_disk_stops_the_run_with_one_line_and_keeps_the_findings(runs):
