@@ -131,7 +131,7 @@ def when(condition: Callable[[dict], bool], predicate) -> Callable:
 
 # -- ties -------------------------------------------------------------------------------
 
-def tie_reason(values: torch.Tensor, among: str, rel: float, tiny: float, *, ignore_nan: bool = False) -> bool:
+def has_tie(values: torch.Tensor, among: str, rel: float, tiny: float, *, ignore_nan: bool = False) -> bool:
     """Whether a row of ``values`` (slices, elements) has a tie that matters: any two
     equal elements (``among="all"``: sort and selection), or several elements at the
     row's max/min (``"max"``/``"min"``: extrema; NaN counts as the extreme, as torch's
@@ -167,7 +167,7 @@ def ties(input_index: int = 0, *, dim: str | None = "dim", among: str = "all",
         rel, tiny = slack(x)
         value = kwargs.get(dim) if dim else None
         r = rows(wide(x), dims_of(value, x.dim()))
-        if not tie_reason(r, among, rel, tiny, ignore_nan=ignore_nan):
+        if not has_tie(r, among, rel, tiny, ignore_nan=ignore_nan):
             return None
         what = "ties among the reduced elements" if among == "all" else f"the {among} is taken by several elements"
         return f"{what} of input {input_index}{_describe_dims(value)} (the gradient picks one of them)"
@@ -286,15 +286,19 @@ def vector_norm_reason(r: torch.Tensor, ord, rel: float, tiny: float, zero_scale
     zero = is_zero(a, rel, tiny, zero_scale)
     if math.isinf(p):
         among = "max" if p > 0 else "min"
-        if tie_reason(a, among, rel, tiny):
+        if has_tie(a, among, rel, tiny):
             return f"the {'largest' if p > 0 else 'smallest'} |x| of a reduced slice is taken by several elements"
         ext = a.amax(-1, keepdim=True) if p > 0 else a.amin(-1, keepdim=True)
         if bool((zero & near(a, ext, 0.0, 0.0)).any()):
             return "the extreme |x| of a reduced slice is 0"
         return None
     if p <= 1:
-        return "an element of a reduced slice is 0 (|x|^p has no derivative there for p <= 1)" if bool(zero.any()) else None
-    return "a reduced slice is all 0 (the norm has no derivative at 0)" if bool(zero.all(-1).any()) else None
+        if bool(zero.any()):
+            return "an element of a reduced slice is 0 (|x|^p has no derivative there for p <= 1)"
+        return None
+    if bool(zero.all(-1).any()):
+        return "a reduced slice is all 0 (the norm has no derivative at 0)"
+    return None
 
 
 def vector_norm_kinks(input_index: int = 0, *, ord: str = "ord", dim: str = "dim", default_ord=2) -> Callable:
@@ -314,7 +318,7 @@ def _extreme_sum_reason(absolute: torch.Tensor, sum_dim: int, among: str, rel: f
     between two sums, or a 0 entry in the chosen one."""
     sums = absolute.sum(sum_dim)
     flat = sums.reshape(-1, sums.shape[-1]) if sums.dim() else sums.reshape(1, 1)
-    if tie_reason(flat, among, rel, tiny):
+    if has_tie(flat, among, rel, tiny):
         return f"two {'column' if sum_dim == -2 else 'row'} sums tie for the {among}"
     pick = sums.argmax(-1, keepdim=True) if among == "max" else sums.argmin(-1, keepdim=True)
     chosen = absolute.gather(-1, pick.unsqueeze(-2).expand(*absolute.shape[:-1], 1)) if sum_dim == -2 \
@@ -391,13 +395,16 @@ def matrix_norm_reason(a: torch.Tensor, ord, rtol: float, eps: float, rel: float
     """Why a matrix norm of ``a`` (..., m, n) has no derivative: Frobenius: A = 0;
     nuclear: a zero singular value; 2 / -2: the largest / smallest singular value
     repeated or 0; 1 / -1 (inf / -inf): column (row) absolute sums tied for the max
-    (min), or a 0 entry in the chosen column (row)."""
+    (min), or a 0 entry in the chosen column (row). ``zero_scale``: the magnitude the
+    entries were computed from (an inverse's)."""
     w = wide(a)
     if w.numel() == 0:
         return None
     if ord in (None, "fro"):
         flat = w.reshape(*w.shape[:-2], -1)
-        return "a matrix is all 0 (the norm has no derivative at 0)" if bool(is_zero(flat, rel, tiny).all(-1).any()) else None
+        if bool(is_zero(flat, rel, tiny).all(-1).any()):
+            return "a matrix is all 0 (the norm has no derivative at 0)"
+        return None
     if ord == "nuc":
         return spectrum_reason(w, "svd", "zero", rtol, eps)
     if ord in (2, -2):
