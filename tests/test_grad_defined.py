@@ -286,6 +286,33 @@ def test_a_declaration_that_fails_reports_the_mismatch(replaced):
     assert [f["oracle"] for f in result["failures"]] == ["grads"]
 
 
+class _AnsweringPool:
+    """A worker pool stand-in that answers every case with ``outcome``."""
+
+    def __init__(self, outcome):
+        self.outcome = outcome
+
+    def fresh(self):
+        pass
+
+    def run(self, case_json, oracles, op, timeout_s=None):
+        return self.outcome
+
+
+def test_triage_takes_an_undefined_gradient_as_no_answer_not_as_a_pass():
+    """A reduction or ablation step that lands on a kink must not count as "the bug is
+    gone" (the ablation would call the feature it removed necessary)."""
+    from mpsfuzz.fuzzer.probe import INVALID, PASSES, Prober
+    case = Case("relu6", (t((4,)),), (), "grad")
+    undefined = {"failures": [], "valid": True, "grad_undefined": "input 0 sits on a kink of the op (at 0)"}
+    prober = Prober(_AnsweringPool(undefined), ("values", "grads"))
+    assert prober.classify(case, ("relu6", "grads", "wrong-values")).verdict == INVALID
+    assert prober.classify(case, ("relu6", "values", "wrong-values")).verdict == PASSES
+    defined = dict(undefined, grad_undefined=None)
+    assert Prober(_AnsweringPool(defined), ("values", "grads")).classify(
+        case, ("relu6", "grads", "wrong-values")).verdict == PASSES
+
+
 def test_a_campaign_reports_the_wrong_backward_and_not_the_other_subgradients(tmp_path):
     """End to end: the three other-choice faults and one real backward bug on their ops;
     only the real one (gelu with approximate='tanh') is a finding."""

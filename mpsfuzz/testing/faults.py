@@ -767,9 +767,9 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::sort.default", "aten::sort.stable"), _unstable_sort_with_ties, "rewrite",
           rewrite=_reverse_tied_indices),
     Fault("eigh_other_basis", "another basis of a repeated eigenvalue's eigenspace than LAPACK's",
-          ("aten::_linalg_eigh",), _eigh_repeated, "rewrite", rewrite=_other_eigenbasis),
+          ("aten::_linalg_eigh.default",), _eigh_repeated, "rewrite", rewrite=_other_eigenbasis),
     Fault("hardtanh_backward_at_bounds", "hardtanh's (relu6's) derivative at its bounds taken as 1 "
-          "(torch takes 0)", ("aten::hardtanh_backward",), _at_hardtanh_bounds, "rewrite",
+          "(torch takes 0)", ("aten::hardtanh_backward.default",), _at_hardtanh_bounds, "rewrite",
           rewrite=_hardtanh_subgradient_one),
 )
 
