@@ -313,6 +313,21 @@ def test_triage_takes_an_undefined_gradient_as_no_answer_not_as_a_pass():
         case, ("relu6", "grads", "wrong-values")).verdict == PASSES
 
 
+def test_replaying_a_gradient_finding_at_an_undefined_point_says_why_it_no_longer_fails():
+    """Findings recorded before this rule (the issue's quantile of an expanded input)
+    replay as fixed, saying that the gradient has no verdict there."""
+    from mpsfuzz.corpus.finding import FIXED, Finding
+    from mpsfuzz.corpus.replay import replay_one
+    from mpsfuzz.oracles import Failure
+    case = Case("quantile", (t((4, 3), layout=Layout(expanded=(0,))),), (("q", 0.25), ("dim", 0)), "grad")
+    failure = Failure(oracle="grads", kind="wrong-values", title="t", message="m", severity="high",
+                      dedup_key=("wrong-values",))
+    finding = Finding.create(case, failure, target_name="cuda", target_spec="cuda", device="cuda")
+    why = "ties among the reduced elements of input 0 along dim 0 (the gradient picks one of them)"
+    pool = _AnsweringPool({"failures": [], "valid": True, "grad_undefined": why})
+    assert replay_one(pool, finding) == (FIXED, f"no gradient verdict: {why}")
+
+
 def test_a_campaign_reports_the_wrong_backward_and_not_the_other_subgradients(tmp_path):
     """End to end: the three other-choice faults and one real backward bug on their ops;
     only the real one (gelu with approximate='tanh') is a finding."""

@@ -65,6 +65,8 @@ def replay_one(pool: WorkerPool, finding: Finding, *, runs: int = DEFAULT_REPLAY
         return FLAKY, f"failed {failed} of {len(verdicts)} runs"
     if other is not None:
         return CHANGED, f"now: {other.title}"
+    if prober.last_grad_undefined:  # a finding from before gradients were judged only where defined
+        return FIXED, f"no gradient verdict: {prober.last_grad_undefined}"
     return FIXED, ""
 
 
