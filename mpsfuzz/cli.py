@@ -312,11 +312,14 @@ def cmd_ops(args, console) -> int:
     table.add_column("family")
     table.add_column("ops", justify="right")
     table.add_column("variants (method/in-place/out=/grad)", justify="right")
+    # ops that declare where their gradient is undefined (kinks, ties, repeated spectra)
+    table.add_column("grad undefined at", justify="right")
     table.add_column("names", overflow="fold")
     for fam, names in fams.items():
         if args.family in (None, fam):
             counts = [sum(bool(getattr(ops[n], a)) for n in names) for a in ("method", "inplace", "out", "grad")]
-            table.add_row(fam, str(len(names)), "/".join(map(str, counts)), ", ".join(names))
+            undefined = sum(ops[n].grad_undefined is not None for n in names)
+            table.add_row(fam, str(len(names)), "/".join(map(str, counts)), str(undefined), ", ".join(names))
     console.print(table)
     return EXIT_CLEAN
 

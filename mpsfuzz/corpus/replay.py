@@ -68,6 +68,8 @@ def replay_one(pool: WorkerPool, finding: Finding, *, runs: int = DEFAULT_REPLAY
         return FLAKY, f"failed {failed} of {len(verdicts)} runs"
     if other is not None:
         return CHANGED, f"now: {other.title}"
+    if prober.last_grad_undefined:  # a finding from before gradients were judged only where defined
+        return FIXED, f"no gradient verdict: {prober.last_grad_undefined}"
     if all(v == INVALID for v in verdicts) and finding.failure.kind != "ref-raises":
         # The reference rejects the case here, or the target has no kernel for it: the
         # bug cannot be observed, which is not the same as fixed.

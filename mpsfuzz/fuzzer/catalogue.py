@@ -32,6 +32,13 @@ ValueBuilder = Callable[[tuple, dict], dict]
 # arguments, and returns a one-line problem description or None. Never compares values
 # with the CPU's (different generators).
 StatisticalJudge = Callable[[Any, list, dict], "str | None"]
+# Where the gradient is not defined (a kink, a tie, a repeated eigen- or singular value):
+# sees the case's inputs (CPU tensors in the case's dtypes and layouts), its keyword
+# arguments and the relative tolerance gradients are compared with, and returns a
+# one-line reason, or None where the gradient is defined. The grad variant gets no
+# gradient verdict where it says so. Builders (ties, kinks, equal_operands,
+# repeated_spectrum, any_of ...): :mod:`mpsfuzz.fuzzer.grad_points`.
+GradUndefined = Callable[[list, dict, float], "str | None"]
 
 # Semantics an op may declare (``OpSpec.semantics``):
 #   mixed_dtypes_sometimes  inputs after the first may take another dtype of the op's set
@@ -99,6 +106,8 @@ class OpSpec:
     out: bool = False
     grad: bool = False
     grad_inputs: tuple[int, ...] | None = None
+    # Non-smooth ops: where their gradient is undefined (see GradUndefined).
+    grad_undefined: GradUndefined | None = None
     # Random ops: judged by this instead of against CPU values.
     statistical: StatisticalJudge | None = None
     # Inputs that the functional form itself writes (batch_norm's running statistics,

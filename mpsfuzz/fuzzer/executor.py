@@ -457,6 +457,8 @@ def _execute(case: Case, target, oracle_names) -> dict:
         "unsupported": dut_raised and dut.outputs.unsupported and not ref_raised,
         "unsupported_message": dut.outputs.message.splitlines()[0][:200] if dut_raised and dut.outputs.unsupported else "",
         "ref_widened": widened,
+        # why the gradients got no verdict (the point has no derivative), if so
+        "grad_undefined": obs.cache.get("grad_undefined"),
         "failures": [f.to_json() for f in failures],
     }
 

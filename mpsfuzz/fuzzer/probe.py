@@ -3,7 +3,8 @@
 The reducer, the ablation, the reproducibility check, replay and the pytest plugin all
 ask the same question of a case: does it still fail *the same way* (the same symptom:
 op, variant, oracle, the oracle's dedup key, dtype class), does it pass, is it not a
-valid input any more (CPU rejects it), or does it fail some other way?
+valid input any more (CPU rejects it; or, for a gradient symptom, the gradient is not
+defined at the case's inputs), or does it fail some other way?
 """
 from __future__ import annotations
 
@@ -41,6 +42,8 @@ class Prober:
     seconds: float = 0.0
     # Why the last case run could not be judged on this machine's torch, if it could not.
     unsupported_here: str | None = None
+    # why the last case's gradients got no verdict (the point has no derivative), if so
+    last_grad_undefined: str | None = None
     _process_oracles: tuple[str, ...] = field(init=False)
     _worker_oracles: tuple[str, ...] = field(init=False)
 
@@ -65,14 +68,21 @@ class Prober:
             return [f for name in self._process_oracles if (f := oracles[name].check(outcome))], True, True
         failures = [Failure.from_json(f) for f in outcome["failures"]]
         self.unsupported_here = outcome.get("unsupported_here") or None
+        self.last_grad_undefined = outcome.get("grad_undefined")
         return failures, bool(outcome["valid"]) and not outcome.get("unsupported"), False
 
     def classify(self, case: Case, symptom: tuple) -> Outcome:
         from ..corpus.finding import symptom_key
+        self.last_grad_undefined = None
         failures, valid, died = self.failures(case)
         for failure in failures:
             if symptom_key(case, failure) == symptom:
                 return Outcome(SAME, failures, failure, died)
+        if self.last_grad_undefined and symptom[1:2] == ("grads",):
+            # gradients that differ where they are not defined say nothing about a
+            # gradient bug: neither "passes" (ablation would call the change necessary)
+            # nor the same failure
+            return Outcome(INVALID, failures, None, died)
         if failures and valid:
             return Outcome(DIFFERENT, failures, None, died)
         if not valid:

@@ -1,16 +1,28 @@
 """``grads``: backward on both sides with the same upstream gradient; the gradients of
 the differentiated inputs are compared like values (with twice the forward tolerance:
-backward kernels accumulate more)."""
+backward kernels accumulate more).
+
+Gradients are judged only where they are defined. Before a mismatch is reported, the
+op's ``grad_undefined`` declaration (kinks, ties, repeated eigen- or singular values at
+the case's inputs) and then a numeric check in float64 (:mod:`.kink_check`: one-sided
+derivatives that disagree at a position where the gradients differ) may say the point
+has no derivative: then there is no verdict, and the reason is kept in
+``obs.cache["grad_undefined"]``. The forward result is judged by the other oracles
+either way."""
 from __future__ import annotations
 
+from ..fuzzer.dtypes import name_of
 from . import Failure, oracle
+from .kink_check import numeric_kink
 from .observation import Observation, Raised
+from .tolerances import tolerance
 from .values import compare_outputs
 
 BACKWARD_SCALE = 2.0
 
 
-@oracle("grads", stage="case", doc="gradients (grad variant) equal CPU's for the same upstream gradient")
+@oracle("grads", stage="case", doc="gradients (grad variant) equal CPU's for the same upstream gradient, "
+                                   "where they are defined")
 def check_grads(obs: Observation) -> Failure | None:
     if obs.case.variant != "grad" or isinstance(obs.dut, Raised) or isinstance(obs.ref, Raised):
         return None
@@ -23,8 +35,41 @@ def check_grads(obs: Observation) -> Failure | None:
                                scale=BACKWARD_SCALE)
     if mismatch is None:
         return None
+    why = undefined_here(obs, dut, ref)
+    if why:
+        obs.cache["grad_undefined"] = why
+        return None
     kind, message = mismatch
     message = message.replace("output ", "gradient of input ", 1) if message.startswith("output ") else message
     return Failure(oracle="grads", kind=kind, severity="high",
                    title=f"`{obs.spec.name}` backward returns wrong gradients on {obs.target_name}",
                    message=message, dedup_key=(kind,))
+
+
+def comparison_rtol(obs: Observation, ref: list) -> float:
+    """The relative tolerance the gradients are compared with (of the first gradient's dtype)."""
+    first = next((g for g in ref if g is not None), None)
+    if first is None:
+        return 0.0
+    return tolerance(name_of(first.dtype), rtol_scale=obs.spec.rtol_scale * BACKWARD_SCALE,
+                     widened=obs.ref_widened)[0]
+
+
+def undefined_here(obs: Observation, dut: list, ref: list) -> str | None:
+    """Why the gradient is not defined at the case's inputs (the op's declaration first,
+    then the numeric check), or None. A declaration that fails says nothing (the
+    mismatch is reported); its error is kept in ``obs.cache["grad_undefined_error"]``."""
+    declared = obs.spec.grad_undefined
+    if declared is not None:
+        try:
+            why = declared(obs.case.materialize("cpu"), obs.case.kwargs_dict(), comparison_rtol(obs, ref))
+        except Exception as exc:
+            obs.cache["grad_undefined_error"] = f"{type(exc).__name__}: {exc}"
+            why = None
+        if why:
+            return why
+    try:
+        return numeric_kink(obs, dut, ref)
+    except Exception as exc:  # the check is a courtesy: never lose a finding to it
+        obs.cache["grad_undefined_error"] = f"{type(exc).__name__}: {exc}"
+        return None

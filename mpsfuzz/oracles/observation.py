@@ -67,4 +67,6 @@ class Observation:
     dut_functional: SideResult | None = None   # the functional form on the DUT (variants)
     dut_contiguous: SideResult | None = None   # the DUT on .contiguous() inputs (layout)
     ref_functional: SideResult | None = None   # the functional form on CPU (variants)
-    cache: dict = field(default_factory=dict)  # lazily computed extras (float64 result)
+    # extras computed on demand: the float64 result ("float64"), why the gradients got
+    # no verdict ("grad_undefined")
+    cache: dict = field(default_factory=dict)

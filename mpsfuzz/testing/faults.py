@@ -62,6 +62,11 @@ Effects:
     forgets the last group (a wrong result CPU cannot show, a smaller call can).
 ``skip_bounds_check``
     (``index_select``) clamp out-of-range indices instead of raising: a missing check.
+``rewrite``
+    compute the real result and return ``fault.rewrite(func, args, kwargs, result)``:
+    a result that is also valid where the op's result is not unique, e.g. another
+    subgradient at a kink, tied elements sorted the other way, another basis of an
+    eigenspace. The fuzzer must not report these (gradients at such points are undefined).
 
 Only top-level calls reach the mode: calls that a kernel makes internally do not, while a
 CompositeImplicit op (e.g. ``torch.linalg.lu_factor``) is seen as the ops it decomposes
@@ -89,7 +94,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak", "noop", "densify",
            "ignore_strides", "poison", "spill", "overflow_naively", "accumulate_in_dtype", "inflate",
-           "leak_output", "cache_once", "split_transform", "split_transform_badly", "skip_bounds_check")
+           "leak_output", "cache_once", "split_transform", "split_transform_badly", "skip_bounds_check", "rewrite")
 
 # What torch's C++ error messages call each dtype ("not implemented for 'Long'").
 _CPP_DTYPE_NAMES = {
@@ -138,6 +143,8 @@ class Fault:
     effect: str
     message: str = ""
     outputs: tuple[int, ...] | None = None
+    # ``rewrite`` effect: (func, args, kwargs, real result) -> the result to return.
+    rewrite: Callable | None = None
 
     def __post_init__(self):
         if self.effect not in EFFECTS:
@@ -145,6 +152,8 @@ class Fault:
                              f"expected one of {', '.join(EFFECTS)}")
         if isinstance(self.ops, (str, bytes)):
             raise TypeError(f"fault {self.name!r}: ops must be a tuple of op names")
+        if (self.effect == "rewrite") != (self.rewrite is not None):
+            raise ValueError(f"fault {self.name!r}: a rewrite function goes with the 'rewrite' effect only")
 
     def matches(self, func) -> bool:
         return any(_op_matches(op, func) for op in self.ops)
@@ -206,6 +215,8 @@ class Fault:
         if effect == "skip_bounds_check":
             x, dim, index = (_arg(func, args, kwargs, i) for i in range(3))
             return func(x, dim, index.clamp(0, max(x.shape[dim] - 1, 0)))
+        if effect == "rewrite":
+            return self.rewrite(func, args, kwargs, _real_result(func, args, kwargs))
         if effect == "leak":
             out = _real_result(func, args, kwargs)
             _LEAKED.append(torch.ones(LEAK_CHUNK_BYTES, dtype=torch.uint8))
@@ -531,6 +542,101 @@ def _half_input(func, args, kwargs) -> bool:
 def _half_noncontiguous(func, args, kwargs) -> bool:
     x = _input(func, args, kwargs)
     return x.dtype in (torch.float16, torch.bfloat16) and x.numel() > 1 and not x.is_contiguous()
+# Where the result is not unique (the fuzzer must not report another valid choice):
+# sort's order of tied elements, eigh's basis of a repeated eigenvalue's eigenspace,
+# hardtanh's subgradient at its bounds.
+
+def _sort_dim_descending(func, args, kwargs) -> tuple[int, bool, bool]:
+    """(dim, descending, stable) of sort.default(self, dim, descending) or
+    sort.stable(self, *, stable, dim, descending)."""
+    if func._schema.overload_name == "stable":
+        return kwargs.get("dim", -1), bool(kwargs.get("descending", False)), bool(kwargs.get("stable"))
+    dim = _arg(func, args, kwargs, 1)
+    descending = _arg(func, args, kwargs, 2)
+    return (-1 if dim is None else dim), bool(descending), False
+
+
+def _unstable_sort_with_ties(func, args, kwargs) -> bool:
+    x = _input(func, args, kwargs)
+    dim, _, stable = _sort_dim_descending(func, args, kwargs)
+    if stable or x.numel() < 2 or x.dim() == 0 or x.is_complex():
+        return False
+    s = torch.sort(x, dim=dim).values
+    return bool((s.narrow(dim, 1, s.shape[dim] - 1) == s.narrow(dim, 0, s.shape[dim] - 1)).any())
+
+
+def _reverse_tied_indices(func, args, kwargs, result):
+    """An unstable sort may put tied elements in any order: reverse each run of equal
+    values' indices (the values are unchanged)."""
+    values, indices = result
+    dim, _, _ = _sort_dim_descending(func, args, kwargs)
+    v, i = values.movedim(dim, -1), indices.movedim(dim, -1).clone()
+    flat_v, flat_i = v.reshape(-1, v.shape[-1]), i.reshape(-1, i.shape[-1])
+    for row_v, row_i in zip(flat_v, flat_i):
+        start = 0
+        for k in range(1, row_v.numel() + 1):
+            if k == row_v.numel() or not bool(row_v[k] == row_v[start]):
+                row_i[start:k] = row_i[start:k].flip(0)
+                start = k
+    return type(result)((values, flat_i.reshape(i.shape).movedim(-1, dim).contiguous()))
+
+
+# Eigenvalues closer than this many ulps of the dtype (relative to the largest
+# |eigenvalue|) are one repeated eigenvalue as far as the emulated device is concerned:
+# a repeated eigenvalue in exact arithmetic comes out of LAPACK within a few ulps.
+_EIGH_CLUSTER_ULPS = 16
+
+
+def _eigh_clusters(values: torch.Tensor) -> list[tuple[int, int]]:
+    """(start, end) of each run of (numerically) equal eigenvalues in one ascending row."""
+    top = float(values.abs().max()) if values.numel() else 0.0
+    close = _EIGH_CLUSTER_ULPS * float(torch.finfo(values.dtype).eps) * top
+    runs, start = [], 0
+    for k in range(1, values.numel() + 1):
+        if k == values.numel() or float(values[k] - values[k - 1]) > close:
+            if k - start > 1:
+                runs.append((start, k))
+            start = k
+    return runs
+
+
+def _eigh_repeated(func, args, kwargs) -> bool:
+    # _linalg_eigh(A, UPLO, compute_v)
+    a = _input(func, args, kwargs)
+    compute_v = _arg(func, args, kwargs, 2)
+    if compute_v is False or a.numel() == 0 or not bool(torch.isfinite(a).all()):
+        return False
+    uplo = _arg(func, args, kwargs, 1) or "L"
+    values = torch.linalg.eigvalsh(a.detach(), UPLO=uplo)
+    return any(_eigh_clusters(row) for row in values.reshape(-1, values.shape[-1]))
+
+
+def _other_eigenbasis(func, args, kwargs, result):
+    """Eigenvectors of a repeated eigenvalue are any orthonormal basis of its eigenspace:
+    return the basis in reverse order."""
+    values, vectors = result
+    vectors = vectors.clone()
+    flat_l = values.reshape(-1, values.shape[-1])
+    flat_v = vectors.reshape(-1, *vectors.shape[-2:])
+    for row, basis in zip(flat_l, flat_v):
+        for start, end in _eigh_clusters(row):
+            basis[:, start:end] = basis[:, start:end].flip(-1).clone()
+    return type(result)((values, vectors))
+
+
+def _at_hardtanh_bounds(func, args, kwargs) -> bool:
+    # hardtanh_backward(grad_output, self, min_val, max_val)
+    x = _arg(func, args, kwargs, 1)
+    lo, hi = _arg(func, args, kwargs, 2), _arg(func, args, kwargs, 3)
+    return isinstance(x, torch.Tensor) and x.numel() > 0 and bool(((x == lo) | (x == hi)).any())
+
+
+def _hardtanh_subgradient_one(func, args, kwargs, result):
+    """hardtanh's (relu6's) derivative at its kinks is any value in [0, 1]: take 1 there
+    (torch takes 0)."""
+    grad, x = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    lo, hi = _arg(func, args, kwargs, 2), _arg(func, args, kwargs, 3)
+    return torch.where((x >= lo) & (x <= hi), grad, torch.zeros((), dtype=grad.dtype))
 
 
 # --- effects -----------------------------------------------------------------------
@@ -835,6 +941,16 @@ FAULTS: dict[str, Fault] = _registry(
           "flat weight buffer)", (torch.gru,), _rnn_weights_adjacent_no_bias, "corrupt"),
     Fault("mul_out_alias", "an out= kernel that reads its inputs after starting to write: mul wrong when "
           "out= is one of its inputs", ("aten::mul.out",), _out_is_an_input, "corrupt"),
+    # Valid results where the result is not unique: the fuzzer must stay quiet (no
+    # gradient verdict at ties, repeated eigenvalues and kinks)
+    Fault("sort_ties_reversed", "CUDA's unstable sort: tied elements in another order than CPU's",
+          ("aten::sort.default", "aten::sort.stable"), _unstable_sort_with_ties, "rewrite",
+          rewrite=_reverse_tied_indices),
+    Fault("eigh_other_basis", "another basis of a repeated eigenvalue's eigenspace than LAPACK's",
+          ("aten::_linalg_eigh.default",), _eigh_repeated, "rewrite", rewrite=_other_eigenbasis),
+    Fault("hardtanh_backward_at_bounds", "hardtanh's (relu6's) derivative at its bounds taken as 1 "
+          "(torch takes 0)", ("aten::hardtanh_backward.default",), _at_hardtanh_bounds, "rewrite",
+          rewrite=_hardtanh_subgradient_one),
 )
 
 # Faults that emulate legitimate behaviour: a campaign must report nothing for them.

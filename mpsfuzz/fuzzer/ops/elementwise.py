@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from ..catalogue import (OpSpec, any_shape, broadcast_shapes, expand, first_dtype,
                          nonzero_int_divisor, register)
 from .. import dtypes as dt
+from ..grad_points import both_zero, equal_operands, kinks, wide, when, zero_crossings
 
 FAMILY = "elementwise"
 
@@ -198,6 +199,36 @@ def _shift_amount(t):
 _nz = nonzero_int_divisor
 
 
+# -- where gradients are undefined ------------------------------------------------------
+# Ops whose derivative is a constant by definition (floor, ceil, round, trunc, frac,
+# sign, and sgn and angle of real inputs, rounding divisions, fmod/remainder by a Python
+# scalar) need no declaration: at their discontinuities autograd returns that constant,
+# and there is nothing to choose.
+
+AT_ZERO = kinks((0.0,))
+PICKS_ONE = equal_operands((0, 1))
+
+
+def _quotient_kinks(rounding: str):
+    """fmod/remainder of tensors: the gradient w.r.t. the divisor is -trunc(x/y)
+    (-floor(x/y)), which jumps where x/y is an integer (trunc: a nonzero one)."""
+    def quotients(inputs, kwargs):
+        x, y = torch.broadcast_tensors(wide(inputs[0]), wide(inputs[1]))
+        q = x / y
+        ok = torch.isfinite(q) & ((q.abs() >= 0.5) if rounding == "trunc" else torch.ones_like(q, dtype=torch.bool))
+        return [(torch.where(ok, q - q.round(), torch.ones_like(q)), q.abs() + 1)]
+    return zero_crossings(quotients, "x/y minus an integer")
+
+
+def _clamp_bounds(kwargs):
+    return (kwargs.get("min"), kwargs.get("max"))
+
+
+def _logit_bounds(kwargs):
+    eps = kwargs.get("eps")
+    return () if eps is None else (eps, 1 - eps)
+
+
 # -- unary ------------------------------------------------------------------------------
 
 _UNARY_FC = [
@@ -268,14 +299,17 @@ def _method_of(name: str) -> str:
 
 
 register(*(unary(n, f, FC_PROMOTING, d, **variants(_method_of(n), grad=True)) for n, f, d in _UNARY_FC))
-register(*(unary(n, f, FLOAT_PROMOTING, d, **variants(_method_of(n), grad=True))
+# i0e(x) = exp(-|x|) I0(x): slopes -1 and 1 on either side of 0
+register(*(unary(n, f, FLOAT_PROMOTING, d, grad_undefined=AT_ZERO if n == "special.i0e" else None,
+                 **variants(_method_of(n), grad=True))
            for n, f, d in _UNARY_REAL_MATH))
 register(*(unary(n, f, SPECIAL_FLOAT + ("int64",), d, **variants(None))
            for n, f, d in _UNARY_SPECIAL_NODIFF))
 register(
     unary("erfinv", torch.erfinv, FLOAT_PROMOTING, "inverse error function on (-1, 1)",
           input_values=("uniform",), **variants("erfinv", grad=True)),
-    unary("abs", torch.abs, NUMERIC, "absolute value (complex -> real)", **variants("abs", grad=True)),
+    unary("abs", torch.abs, NUMERIC, "absolute value (complex -> real)", grad_undefined=AT_ZERO,
+          **variants("abs", grad=True)),
     unary("neg", torch.neg, NUMERIC, "negation (storage offsets: pytorch#148512)",
           **variants("neg", grad=True)),
     unary("sign", torch.sign, REAL_BOOL, "sign of a real number", **variants("sign", grad=True)),
@@ -305,7 +339,8 @@ register(
           **variants("conj_physical", grad=True)),
     unary("logit", lambda x, eps=None, **kw: torch.logit(x, eps, **kw), FLOAT_PROMOTING,
           "log(x/(1-x)), input clamped to [eps, 1-eps] when eps is given",
-          input_values=("uniform",), args=_logit_args, **variants("logit", grad=True)),
+          input_values=("uniform",), args=_logit_args, grad_undefined=kinks(_logit_bounds),
+          **variants("logit", grad=True)),
     unary("polygamma", lambda x, n, **kw: torch.polygamma(n, x, **kw), FLOAT_PROMOTING,
           "n-th derivative of digamma, n = 0..4", args=_int_scalar_args("n", 0, 4),
           **variants("polygamma", grad=True)),
@@ -345,18 +380,19 @@ register(
     binary("fmod", lambda x, y: torch.fmod(x, _nz(y)), REAL,
            "C-style modulus (integer zeros in y replaced by 1)"),
     binary("remainder_float", torch.remainder, FLOAT, "Python-style modulus of floats (zeros: NaN)",
-           **variants("remainder", grad=True)),
+           grad_undefined=_quotient_kinks("floor"), **variants("remainder", grad=True)),
     binary("fmod_float", torch.fmod, FLOAT, "C-style modulus of floats (zeros: NaN)",
-           **variants("fmod", grad=True)),
+           grad_undefined=_quotient_kinks("trunc"), **variants("fmod", grad=True)),
     binary("pow", torch.pow, FC + expand("signed") + ("uint8",), "x ** y", **variants("pow", grad=True)),
     binary("float_power", torch.float_power, FC + expand("signed") + ("uint8",),
            "x ** y in double precision", **variants("float_power", inplace=False, grad=True)),
     binary("atan2", torch.atan2, FLOAT_PROMOTING, "two-argument arctangent (int64: pytorch#149017)",
-           **variants("atan2", grad=True)),
-    binary("hypot", torch.hypot, FLOAT, "sqrt(x**2 + y**2)", **variants("hypot", grad=True)),
+           grad_undefined=both_zero(), **variants("atan2", grad=True)),
+    binary("hypot", torch.hypot, FLOAT, "sqrt(x**2 + y**2)", grad_undefined=both_zero(),
+           **variants("hypot", grad=True)),
     binary("nextafter", torch.nextafter, FLOAT, "next representable value towards y",
            **variants("nextafter")),
-    binary("copysign", torch.copysign, FLOAT_PROMOTING, "|x| with the sign of y",
+    binary("copysign", torch.copysign, FLOAT_PROMOTING, "|x| with the sign of y", grad_undefined=AT_ZERO,
            **variants("copysign", grad=True)),
     binary("xlogy", torch.xlogy, FLOAT_PROMOTING, "x * log(y), 0 where x == 0", **variants("xlogy", grad=True)),
     binary("special.xlog1py", torch.special.xlog1py, FLOAT_PROMOTING, "x * log1p(y), 0 where x == 0",
@@ -367,15 +403,17 @@ register(
            **variants("logaddexp", grad=True)),
     binary("logaddexp2", torch.logaddexp2, FLOAT, "log2(2**x + 2**y)", **variants("logaddexp2", grad=True)),
     binary("fmax", torch.fmax, REAL_BOOL, "max ignoring NaN (0-d operand: pytorch#143934)",
-           **variants("fmax", grad=True)),
+           grad_undefined=PICKS_ONE, **variants("fmax", grad=True)),
     binary("fmin", torch.fmin, REAL_BOOL, "min ignoring NaN (0-d operand: pytorch#143934)",
-           **variants("fmin", grad=True)),
-    binary("maximum", torch.maximum, REAL_BOOL, "max propagating NaN", **variants("maximum", grad=True)),
-    binary("minimum", torch.minimum, REAL_BOOL, "min propagating NaN", **variants("minimum", grad=True)),
+           grad_undefined=PICKS_ONE, **variants("fmin", grad=True)),
+    binary("maximum", torch.maximum, REAL_BOOL, "max propagating NaN", grad_undefined=PICKS_ONE,
+           **variants("maximum", grad=True)),
+    binary("minimum", torch.minimum, REAL_BOOL, "min propagating NaN", grad_undefined=PICKS_ONE,
+           **variants("minimum", grad=True)),
     binary("max_binary", torch.max, REAL_BOOL, "torch.max(x, other): elementwise max",
-           **variants("max", inplace=False, grad=True)),
+           grad_undefined=PICKS_ONE, **variants("max", inplace=False, grad=True)),
     binary("min_binary", torch.min, REAL_BOOL, "torch.min(x, other): elementwise min",
-           **variants("min", inplace=False, grad=True)),
+           grad_undefined=PICKS_ONE, **variants("min", inplace=False, grad=True)),
     binary("heaviside", torch.heaviside, REAL_BOOL, "step function with value y at 0",
            **variants("heaviside")),
     binary("isclose", lambda x, y, **kw: torch.isclose(x, y, **kw), NUMERIC + ("bool",),
@@ -494,10 +532,11 @@ register(
           **variants("floor_divide")),
     unary("atan2_scalar", lambda x, scalar: torch.atan2(torch.tensor(scalar, dtype=x.dtype), x)
           if x.is_floating_point() else torch.atan2(torch.tensor(float(scalar)), x), FLOAT,
-          "atan2(0-d tensor, tensor): the 0-d operand broadcast first", args=_scalar_args(), grad=True),
+          "atan2(0-d tensor, tensor): the 0-d operand broadcast first", args=_scalar_args(), grad=True,
+          grad_undefined=when(lambda kw: kw.get("scalar") == 0, AT_ZERO)),
     unary("copysign_scalar", lambda x, other, **kw: torch.copysign(x, other, **kw), FLOAT_PROMOTING,
           "|x| with the sign of a Python scalar (-0.0 included)", args=_scalar_args(name="other"),
-          **variants("copysign", grad=True)),
+          grad_undefined=AT_ZERO, **variants("copysign", grad=True)),
     unary("xlogy_scalar", lambda x, other, **kw: torch.xlogy(x, other, **kw), FLOAT,
           "x * log(Python scalar)", args=_scalar_args(name="other"), **variants("xlogy", grad=True)),
     unary("xlogy_rscalar", lambda x, scalar: torch.xlogy(scalar, x), FLOAT,
@@ -515,10 +554,11 @@ register(
     unary("ne_scalar", lambda x, other, **kw: torch.ne(x, other, **kw), ALL, "tensor != Python scalar",
           args=_scalar_args(name="other"), **variants("ne", inplace=False)),
     unary("maximum_scalar", lambda x, scalar: torch.maximum(x, torch.tensor(scalar, dtype=x.dtype)), REAL_BOOL,
-          "maximum with a 0-d tensor of the same dtype", args=_scalar_args(nonnegative_int=True), grad=True),
+          "maximum with a 0-d tensor of the same dtype", args=_scalar_args(nonnegative_int=True), grad=True,
+          grad_undefined=kinks(lambda kw: (kw.get("scalar"),))),
     unary("clamp", lambda x, **kw: torch.clamp(x, **kw), REAL,
           "clamp to Python-scalar bounds (min > max included)", args=_clamp_args,
-          **variants("clamp", grad=True)),
+          grad_undefined=kinks(_clamp_bounds), **variants("clamp", grad=True)),
     unary("special.polygamma", lambda x, n, **kw: torch.special.polygamma(n, x, **kw), FLOAT,
           "polygamma with n = 0..3 (torch.special's name)", args=_int_scalar_args("n", 0, 3),
           out=True, grad=True),
@@ -531,10 +571,11 @@ register(
             "select by a bool condition (inf operands: pytorch#144500)",
             input_dtypes=(("bool",), None, None), out=True, grad=True, grad_inputs=(1, 2)),
     ternary("clamp_tensor", lambda x, lo, hi, **kw: torch.clamp(x, lo, hi, **kw), REAL,
-            "clamp to tensor bounds", **variants("clamp", grad=True)),
+            "clamp to tensor bounds", grad_undefined=equal_operands((0, 1), (0, 2), (1, 2)),
+            **variants("clamp", grad=True)),
     OpSpec(name="clamp_min_tensor", family=FAMILY, fn=lambda x, lo, **kw: torch.clamp_min(x, lo, **kw),
            shapes=broadcast_shapes(2), dtypes=REAL, input_dtypes=(None, None),
-           doc="clamp below by a tensor bound", **variants("clamp_min", grad=True)),
+           doc="clamp below by a tensor bound", grad_undefined=PICKS_ONE, **variants("clamp_min", grad=True)),
     ternary("lerp", lambda x, y, w, **kw: torch.lerp(x, y, w, **kw), FC,
             "x + w*(y - x) with a tensor weight", **variants("lerp", grad=True)),
     binary("lerp_scalar", lambda x, y, weight, **kw: torch.lerp(x, y, weight, **kw), FC,

@@ -33,6 +33,7 @@ from hypothesis import strategies as st
 from .. import dtypes as dt
 from ..catalogue import (OpSpec, ShapeBudget, _fit, _prod, _rank, _side, any_shape,
                          broadcastable_to, expand, first_dtype, register)
+from ..grad_points import near, slack, wide
 from ..recipes import DtypeArg
 
 FAMILY = "indexing"
@@ -642,6 +643,27 @@ def _scatter_reduce_args(draw, shapes, dtypes):
             "include_self": draw(st.booleans())}
 
 
+def _scatter_extreme_ties(inputs, kwargs, rtol=1e-5):
+    """scatter_reduce amax/amin: a target whose max (min) is taken by two or more of its
+    contributions (the scattered src elements, and self with include_self)."""
+    reduce = kwargs.get("reduce")
+    if reduce not in ("amax", "amin"):
+        return None
+    x, index, src = inputs[0], inputs[1], inputs[2]
+    if index.numel() == 0:
+        return None
+    rel, tiny = slack(x)
+    dim, include_self = kwargs["dim"], kwargs.get("include_self", True)
+    xw, idx = wide(x), index.to(torch.int64)
+    srcw = wide(src)[tuple(slice(0, n) for n in idx.shape)] if idx.dim() else wide(src)
+    result = torch.scatter_reduce(xw, dim, idx, srcw, reduce, include_self=include_self)
+    count = near(xw, result, rel, tiny).to(torch.float64) if include_self else torch.zeros_like(xw)
+    count = count.scatter_add(dim, idx, near(srcw, result.gather(dim, idx), rel, tiny).to(torch.float64))
+    if bool((count >= 2).any()):
+        return f"several contributions tie for the {reduce[1:]} of a target position"
+    return None
+
+
 def _take_along_shapes(draw, budget: ShapeBudget):
     x = _shape(draw, budget, 0, 6)
     if not x or draw(st.integers(0, 4)) == 0:  # dim=None: indices into the flattened x
@@ -997,7 +1019,7 @@ register(
        torch.scatter_reduce(x, dim, index, src, reduce, include_self=include_self, **kw),
        _SCATTER_ACC, ALL, "scatter_reduce sum/prod/mean/amax/amin with and without self",
        input_dtypes=(None, IDX, None), input_values=(_ACC, _IDX_DIM, _ACC), args=_scatter_reduce_args,
-       semantics=ORDER, out=True, grad=True),
+       semantics=ORDER, out=True, grad=True, grad_undefined=_scatter_extreme_ties),
     op("scatter_reduce_", lambda x, index, src, dim, reduce, include_self=True:
        _writable(x).scatter_reduce_(dim, index, src, reduce, include_self=include_self),
        _SCATTER_ACC, ALL, "in-place scatter_reduce_", input_dtypes=(None, IDX, None),

@@ -15,6 +15,8 @@ import torch
 from hypothesis import strategies as st
 
 from .. import dtypes as dt
+from ..grad_points import (dims_of, eps_of, matrix_last_two, matrix_norm_reason, repeated_spectrum, rows, slack,
+                           spectrum_reason, vector_norm_kinks, vector_norm_reason, wide)
 from ..catalogue import (OpSpec, ShapeBudget, _fit, _fit_keep_last, _side, any_shape, broadcast_shapes,
                          broadcastable_to, combine_args, dim_arg, expand, first_dtype, matmul_shapes,
                          matrix_shapes, register)
@@ -482,6 +484,54 @@ def _ldl_solve(a, b, **kw):
     return torch.linalg.ldl_solve(ld, piv, b, hermitian=a.is_complex(), **kw)
 
 
+# -- where gradients are undefined ---------------------------------------------------------
+
+def _matrix_norm_undefined(inputs, kwargs, rtol=1e-5):
+    a = inputs[0]
+    rel, tiny = slack(a)
+    why = matrix_norm_reason(matrix_last_two(wide(a), kwargs.get("dim", (-2, -1))), kwargs.get("ord", "fro"),
+                             rtol, eps_of(a), rel, tiny)
+    return f"input 0: {why}" if why else None
+
+
+def _norm_undefined(inputs, kwargs, rtol=1e-5):
+    """torch.linalg.norm: a matrix norm over two dims (a 2-tuple dim, or a 2-D input
+    with an ord and no dim), else a vector norm (the flattened input without a dim)."""
+    x = inputs[0]
+    if x.numel() == 0:
+        return None
+    rel, tiny = slack(x)
+    ord, dim = kwargs.get("ord"), kwargs.get("dim")
+    if (isinstance(dim, (tuple, list)) and len(dim) == 2) or (dim is None and ord is not None and x.dim() == 2):
+        why = matrix_norm_reason(matrix_last_two(wide(x), dim if dim is not None else (-2, -1)), ord,
+                                 rtol, eps_of(x), rel, tiny)
+    else:
+        why = vector_norm_reason(rows(wide(x), dims_of(dim, x.dim())), 2 if ord is None else ord, rel, tiny)
+    return f"input 0: {why}" if why else None
+
+
+def _cond_undefined(inputs, kwargs, rtol=1e-5):
+    """cond = |A| |A^-1|: for p = 2/-2 the ratio of the extreme singular values (each
+    must be simple); for the 1/inf norms, the kinks of both factors' norms."""
+    a, p = inputs[0], kwargs.get("p")
+    if a.numel() == 0 or p in ("fro", "nuc"):
+        return None
+    rel, tiny = slack(a)
+    if p in (None, 2, -2):
+        why = spectrum_reason(a, "svd", "max", rtol, eps_of(a)) or spectrum_reason(a, "svd", "min", rtol, eps_of(a))
+        return f"input 0: {why}" if why else None
+    w = wide(a)
+    try:
+        inverse = torch.linalg.inv(w)
+    except RuntimeError:
+        return None
+    n = w.shape[-1]
+    why = (matrix_norm_reason(w, p, rtol, eps_of(a), rel, tiny)
+           or matrix_norm_reason(inverse, p, rtol, eps_of(a), rel, tiny,
+                                 zero_scale=n * inverse.abs().amax((-2, -1), keepdim=True)))
+    return f"A or its inverse: {why}" if why else None
+
+
 # -- specs ------------------------------------------------------------------------------
 
 MM_KW = dict(allow_nonfinite=False, rtol_scale=4, atol_scale=4)
@@ -633,13 +683,14 @@ register(
            matrix_shapes(), LAPACK, "SVD, compared as U diag(S) Vh, S and the orthonormality of U, Vh",
            args=_flag("full_matrices"), canonicalise=_svd_canonical, out=True, **SOLVE_KW),
     linalg("linalg.svdvals", torch.linalg.svdvals, matrix_shapes(), LAPACK, "singular values",
-           out=True, grad=True, **SOLVE_KW),
+           out=True, grad=True, grad_undefined=repeated_spectrum("svd"), **SOLVE_KW),
     linalg("linalg.eigh", lambda a, UPLO="L", **kw: torch.linalg.eigh(a, UPLO=UPLO, **kw),
            _square(), LAPACK, "Hermitian eigendecomposition, eigenvalues compared",
            args=_flag("UPLO", ("L", "U")), canonicalise=_eigh_values, out=True, **SOLVE_KW),
     linalg("linalg.eigvalsh", lambda a, UPLO="L", **kw: torch.linalg.eigvalsh(a, UPLO=UPLO, **kw),
            _square(), LAPACK, "eigenvalues of a Hermitian matrix",
-           args=_flag("UPLO", ("L", "U")), out=True, grad=True, **SOLVE_KW),
+           args=_flag("UPLO", ("L", "U")), out=True, grad=True, grad_undefined=repeated_spectrum("eigh"),
+           **SOLVE_KW),
     linalg("linalg.eig", torch.linalg.eig, _square(), LAPACK,
            "general eigendecomposition, compared as eigenvalue power sums, |AV - V diag(L)| and |v|",
            canonicalise=_eig_canonical, out=True, **SOLVE_KW),
@@ -653,10 +704,11 @@ register(
     linalg("linalg.pinv", lambda a, **kw: torch.linalg.pinv(a, **kw), matrix_shapes(), ("float32", "float64"),
            "Moore-Penrose pseudo-inverse (real only: torch 2.13's complex pinv is wrong under a "
            "TorchDispatchMode, which the fault target is)", input_values=("diag_dominant",),
-           out=True, grad=True, **SVD_KW),
+           out=True, grad=True, grad_undefined=repeated_spectrum("svd", which="zero"), **SVD_KW),
     linalg("linalg.pinv_hermitian", lambda a, **kw: torch.linalg.pinv(a, hermitian=True, **kw),
            _square(), LAPACK, "pseudo-inverse of a Hermitian matrix (eigh path)",
-           input_values=("spd",), out=True, grad=True, **SVD_KW),
+           input_values=("spd",), out=True, grad=True, grad_undefined=repeated_spectrum("eigh", which="zero"),
+           **SVD_KW),
     linalg("linalg.matrix_rank", lambda a, **kw: torch.linalg.matrix_rank(a, **kw), matrix_shapes(),
            LAPACK, "numerical rank (default tolerances) of a random matrix (no out=: torch 2.13 "
            "leaves it unwritten under a TorchDispatchMode)", input_values=("diag_dominant",), **SVD_KW),
@@ -666,7 +718,8 @@ register(
            **SVD_KW),
     linalg("linalg.cond", lambda a, p=None, **kw: torch.linalg.cond(a, p, **kw), _square(), LAPACK,
            "condition number in the 2, nuclear, Frobenius, 1 and inf norms",
-           input_values=("diag_dominant",), args=_cond_p, out=True, grad=True, **SVD_KW),
+           input_values=("diag_dominant",), args=_cond_p, out=True, grad=True, grad_undefined=_cond_undefined,
+           **SVD_KW),
     linalg("linalg.matrix_power", lambda a, n, **kw: torch.linalg.matrix_power(a, n, **kw),
            _square(), FLOAT_COMPLEX + ("int32", "int64"),
            "integer matrix power (negative: of the inverse)", input_values=("diag_dominant",),
@@ -694,13 +747,14 @@ register(
     linalg("linalg.vector_norm", lambda x, ord=2, **kw: torch.linalg.vector_norm(x, ord, **kw),
            any_shape(1), FC, "vector p-norm over one, several or all dims",
            args=combine_args(_vector_ord, dim_arg(allow_list=True)), out=True, grad=True,
-           rtol_scale=16, atol_scale=16),
+           grad_undefined=vector_norm_kinks(), rtol_scale=16, atol_scale=16),
     linalg("linalg.matrix_norm", lambda a, ord="fro", **kw: torch.linalg.matrix_norm(a, ord, **kw),
            matrix_shapes(max_batch=2), FC, "Frobenius, nuclear, 1, 2 and inf matrix norms",
-           args=_matrix_ord, allow_nonfinite=False, out=True, grad=True, rtol_scale=16, atol_scale=16),
+           args=_matrix_ord, allow_nonfinite=False, out=True, grad=True, grad_undefined=_matrix_norm_undefined,
+           rtol_scale=16, atol_scale=16),
     linalg("linalg.norm", lambda x, **kw: torch.linalg.norm(x, **kw), any_shape(1, max_rank=4), FC,
            "vector or matrix norm chosen by ord and dim", args=_norm_args, allow_nonfinite=False,
-           out=True, grad=True, rtol_scale=16, atol_scale=16),
+           out=True, grad=True, grad_undefined=_norm_undefined, rtol_scale=16, atol_scale=16),
     linalg("triu", lambda a, diagonal=0, **kw: torch.triu(a, diagonal, **kw), matrix_shapes(max_batch=6),
            expand("all"), "upper triangle of 2-D..8-D inputs (>3-D: pytorch#144545)",
            args=_diagonal, min_rank=2, method="triu", inplace="triu_", out=True, grad=True),

@@ -25,6 +25,7 @@ from hypothesis import strategies as st
 
 from .. import dtypes as dt
 from ..catalogue import OpSpec, ShapeBudget, _prod, any_shape, expand, register
+from ..grad_points import dims_of, is_zero, kinks, near, rows, slack, vector_norm_reason, when, wide, zero_crossings
 from ..recipes import DtypeArg
 
 FAMILY = "nn"
@@ -295,6 +296,21 @@ def _with_indices(fn):
     return call
 
 
+def _lp_pool_undefined(nd: int):
+    """lp_pool is (sign(s) relu(|s|) k)^(1/p) of each window's sum s of x^p: at s = 0
+    the relu has its kink and the root an infinite slope."""
+    pool = {1: F.avg_pool1d, 2: F.avg_pool2d}[nd]
+
+    def window_sums(inputs, kwargs):
+        x, p = wide(inputs[0]), kwargs["norm_type"]
+        if x.numel() == 0:
+            return []
+        call = dict(kernel_size=kwargs["kernel_size"], stride=kwargs.get("stride"), padding=0,
+                    ceil_mode=kwargs.get("ceil_mode", False))
+        return [(pool(x.pow(p), **call), pool(x.abs().pow(p), **call))]
+    return zero_crossings(window_sums, "a window's sum of x^p")
+
+
 _MAX_POOLS = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 _AVG_POOLS = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
 _ADAPTIVE_AVG = {1: F.adaptive_avg_pool1d, 2: F.adaptive_avg_pool2d, 3: F.adaptive_avg_pool3d}
@@ -326,9 +342,9 @@ register(
        FLOAT, "2-D adaptive max pooling returning indices (compared through the values they point at)",
        args=_adaptive_args(2), canonicalise=pooled_indices(2), semantics=TIES),
     nn("lp_pool1d", F.lp_pool1d, _pool_shapes(1), FLOAT, "1-D power-average pooling (norm_type 1, 1.5, 2, 3)",
-       args=_lp_pool_args(1), grad=True, **ACCUMULATES),
+       args=_lp_pool_args(1), grad=True, grad_undefined=_lp_pool_undefined(1), **ACCUMULATES),
     nn("lp_pool2d", F.lp_pool2d, _pool_shapes(2), FLOAT, "2-D power-average pooling (norm_type 1, 1.5, 2, 3)",
-       args=_lp_pool_args(2), grad=True, **ACCUMULATES),
+       args=_lp_pool_args(2), grad=True, grad_undefined=_lp_pool_undefined(2), **ACCUMULATES),
 )
 
 
@@ -514,6 +530,22 @@ def _normalize_args(draw, shapes, dtypes):
             "eps": draw(st.sampled_from((1e-12, 1e-3)))}
 
 
+def _normalize_undefined(inputs, kwargs, rtol=1e-5):
+    """normalize divides by max(|x|_p, eps) along dim: a norm at eps (where the clamp
+    lets go), or a kink of a norm that is used (above eps)."""
+    x = inputs[0]
+    if x.numel() == 0:
+        return None
+    rel, tiny = slack(x)
+    p, eps = kwargs.get("p", 2.0), kwargs.get("eps", 1e-12)
+    r = rows(wide(x), dims_of(kwargs.get("dim", 1), x.dim()))
+    norms = torch.linalg.vector_norm(r, p, dim=-1)
+    if bool(near(norms, eps, rel, tiny).any()):
+        return "a slice's norm equals eps (where normalize's clamp lets go)"
+    why = vector_norm_reason(r[norms > eps], p, rel, tiny)
+    return f"input 0: {why}" if why else None
+
+
 def _positive(shapes, kwargs):
     return {"distribution": "positive"}
 
@@ -547,7 +579,7 @@ register(
        grad=True, **ACCUMULATES),
     nn("normalize", lambda x, **kw: F.normalize(x, **kw), any_shape(1, min_rank=1, max_rank=6), FLOAT,
        "Lp-normalisation along a dim (p = 1, 2, 3, inf)", args=_normalize_args, grad=True,
-       **ACCUMULATES),
+       grad_undefined=_normalize_undefined, **ACCUMULATES),
 )
 if hasattr(F, "rms_norm"):
     register(
@@ -734,6 +766,10 @@ def _softmax_args(draw, shapes, dtypes):
     return out
 
 
+AT_ZERO = kinks((0.0,))
+AT_LAMBD = kinks(lambda kw: (-kw.get("lambd", 0.5), kw.get("lambd", 0.5)))
+
+
 def _activation(name, fn, doc, dtypes=FLOAT, args=None, **kw):
     kw.setdefault("grad", True)
     return nn(name, fn, any_shape(1), dtypes, doc, args=args, **kw)
@@ -741,39 +777,49 @@ def _activation(name, fn, doc, dtypes=FLOAT, args=None, **kw):
 
 register(
     _activation("relu", lambda x: F.relu(x), "max(x, 0)", dtypes=FLOAT + SIGNED_AND_BYTE,
-                method="relu", inplace="relu_"),
-    _activation("relu6", lambda x: F.relu6(x), "min(max(x, 0), 6)", dtypes=FLOAT + SIGNED_AND_BYTE),
+                method="relu", inplace="relu_", grad_undefined=AT_ZERO),
+    _activation("relu6", lambda x: F.relu6(x), "min(max(x, 0), 6)", dtypes=FLOAT + SIGNED_AND_BYTE,
+                grad_undefined=kinks((0.0, 6.0))),
     _activation("leaky_relu", lambda x, **kw: F.leaky_relu(x, **kw), "leaky ReLU (slopes incl. 0, > 1, < 0)",
-                args=_choice(negative_slope=(0.01, 0.2, 0.0, -0.5, 1.5))),
-    _activation("elu", lambda x, **kw: F.elu(x, **kw), "ELU", args=_choice(alpha=(1.0, 0.5, 2.0))),
-    _activation("selu", lambda x: F.selu(x), "SELU"),
+                args=_choice(negative_slope=(0.01, 0.2, 0.0, -0.5, 1.5)),
+                grad_undefined=when(lambda kw: kw.get("negative_slope", 0.01) != 1, AT_ZERO)),
+    # (ELU's slopes at 0 are alpha and 1; CELU's are both 1: no kink)
+    _activation("elu", lambda x, **kw: F.elu(x, **kw), "ELU", args=_choice(alpha=(1.0, 0.5, 2.0)),
+                grad_undefined=when(lambda kw: kw.get("alpha", 1.0) != 1, AT_ZERO)),
+    _activation("selu", lambda x: F.selu(x), "SELU", grad_undefined=AT_ZERO),
     _activation("celu", lambda x, **kw: F.celu(x, **kw), "CELU", args=_choice(alpha=(1.0, 0.5, 2.0))),
     _activation("gelu", lambda x, **kw: F.gelu(x, **kw), "GELU, exact or tanh approximation",
                 args=_choice(approximate=("none", "tanh"))),
     _activation("silu", lambda x: F.silu(x), "x * sigmoid(x)"),
     _activation("mish", lambda x: F.mish(x), "x * tanh(softplus(x))"),
     _activation("softplus", lambda x, **kw: F.softplus(x, **kw), "softplus with beta and threshold",
-                args=_choice(beta=(1.0, 0.5, 2.0), threshold=(20.0, 1.0, 5.0))),
+                args=_choice(beta=(1.0, 0.5, 2.0), threshold=(20.0, 1.0, 5.0)),
+                # (above beta*x = threshold it is x: the derivative jumps from sigmoid(threshold) to 1)
+                grad_undefined=kinks(lambda kw: (kw.get("threshold", 20.0) / kw.get("beta", 1.0),))),
     _activation("softsign", lambda x: F.softsign(x), "x / (1 + |x|)"),
     _activation("hardtanh", lambda x, **kw: F.hardtanh(x, **kw), "clamp to [min_val, max_val]",
-                args=_hardtanh_args),
-    _activation("hardsigmoid", lambda x: F.hardsigmoid(x), "piecewise-linear sigmoid"),
-    _activation("hardswish", lambda x: F.hardswish(x), "x * hardsigmoid(x)"),
+                args=_hardtanh_args,
+                grad_undefined=kinks(lambda kw: (kw.get("min_val", -1.0), kw.get("max_val", 1.0)))),
+    _activation("hardsigmoid", lambda x: F.hardsigmoid(x), "piecewise-linear sigmoid",
+                grad_undefined=kinks((-3.0, 3.0))),
+    _activation("hardswish", lambda x: F.hardswish(x), "x * hardsigmoid(x)", grad_undefined=kinks((-3.0, 3.0))),
     _activation("hardshrink", lambda x, **kw: F.hardshrink(x, **kw), "zero inside [-lambd, lambd]",
-                args=_choice(lambd=(0.5, 0.0, 1.5))),
+                args=_choice(lambd=(0.5, 0.0, 1.5)), grad_undefined=AT_LAMBD),
     _activation("softshrink", lambda x, **kw: F.softshrink(x, **kw), "shrink towards zero by lambd",
-                args=_choice(lambd=(0.5, 0.0, 1.5))),
+                args=_choice(lambd=(0.5, 0.0, 1.5)), grad_undefined=AT_LAMBD),
     _activation("tanhshrink", lambda x: F.tanhshrink(x), "x - tanh(x)"),
     _activation("logsigmoid", lambda x: F.logsigmoid(x), "log(sigmoid(x))"),
     _activation("rrelu_eval", lambda x, **kw: F.rrelu(x, **kw),
-                "randomized leaky ReLU in eval mode (fixed slope (lower + upper) / 2)", args=_rrelu_args),
+                "randomized leaky ReLU in eval mode (fixed slope (lower + upper) / 2)", args=_rrelu_args,
+                grad_undefined=AT_ZERO),
     _activation("threshold", lambda x, **kw: F.threshold(x, **kw), "x if x > threshold else value",
-                dtypes=FLOAT + SIGNED_AND_BYTE, args=_threshold_args),
+                dtypes=FLOAT + SIGNED_AND_BYTE, args=_threshold_args,
+                grad_undefined=kinks(lambda kw: (kw.get("threshold"),))),
     nn("glu", lambda x, **kw: F.glu(x, **kw), _glu_shapes, FLOAT, "gated linear unit along an even dim",
        args=_glu_args, grad=True),
     nn("prelu", lambda x, w: F.prelu(x, w), _prelu_shapes, FLOAT,
        "parametric ReLU with one weight or one per channel (dim 1)", input_dtypes=(None, None),
-       method="prelu", grad=True),
+       method="prelu", grad=True, grad_undefined=AT_ZERO),
     _activation("softmax", lambda x, **kw: F.softmax(x, **kw), "softmax along a dim (optional dtype)",
                 args=_softmax_args, method="softmax", rtol_scale=4, atol_scale=4),
     _activation("log_softmax", lambda x, **kw: F.log_softmax(x, **kw), "log-softmax along a dim (optional dtype)",
@@ -1004,6 +1050,30 @@ def _grid_values(shapes, kwargs):
     return {"distribution": "uniform", "low": -1.2, "high": 1.2, "allow_specials": False}
 
 
+def _grid_sample_undefined(inputs, kwargs, rtol=1e-5):
+    """Bilinear sampling is piecewise bilinear in the sampling point: the gradient w.r.t.
+    the grid jumps where a point's pixel coordinate is an integer (and, reflecting
+    without align_corners, a half-integer: the reflection points). Nearest has no grid
+    gradient and bicubic's kernel is C1: no kinks."""
+    if kwargs.get("mode", "bilinear") != "bilinear":
+        return None
+    x, g = inputs[0], inputs[1]
+    if x.numel() == 0 or g.numel() == 0:
+        return None
+    rel, tiny = slack(g)
+    align = kwargs.get("align_corners", False)
+    sizes = list(reversed(x.shape[2:]))   # grid[..., 0] indexes the last dim (W), [..., 1] H, [..., 2] D
+    gw = wide(g)
+    for axis, size in enumerate(sizes[:g.shape[-1]]):
+        c = gw[..., axis]
+        coord = (c + 1) / 2 * (size - 1) if align else ((c + 1) * size - 1) / 2
+        offsets = (0.0, 0.5) if kwargs.get("padding_mode") == "reflection" and not align else (0.0,)
+        for off in offsets:
+            if bool(is_zero(coord - off - (coord - off).round(), rel, tiny, coord.abs() + size).any()):
+                return f"a sampling point sits on a pixel boundary (grid axis {axis})"
+    return None
+
+
 def _affine_shapes(draw, budget: ShapeBudget):
     three_d = draw(st.integers(0, 3)) == 0
     n = draw(st.integers(1, 3))
@@ -1021,7 +1091,7 @@ register(
     nn("grid_sample", lambda x, g, **kw: F.grid_sample(x, g, **kw), _grid_shapes, FLOAT,
        "sample at grid points in [-1.2, 1.2]: bilinear/nearest/bicubic, zeros/border/reflection padding",
        args=_grid_args, input_dtypes=(None, None), input_values=(None, _grid_values), grad=True,
-       **ACCUMULATES),
+       grad_undefined=_grid_sample_undefined, **ACCUMULATES),
     nn("affine_grid", lambda theta, **kw: F.affine_grid(theta, **kw), _affine_shapes, FLOAT,
        "sampling grid of an affine transform (2-D and 3-D)", args=_affine_args, grad=True,
        **ACCUMULATES),

@@ -40,6 +40,7 @@ from hypothesis import strategies as st
 
 from ..catalogue import (OpSpec, ShapeBudget, _fit, _side, broadcast_shapes,
                          broadcastable_to, expand, register, same_shapes)
+from ..grad_points import equal_operands, is_zero, kinks, near, slack, vector_norm_reason, when, wide, zero_crossings
 
 FAMILY = "nn"
 FLOAT = expand("float")
@@ -287,6 +288,113 @@ def _multilabel_soft_margin(x, t, w, *, use_weight=False, **kw):
     return F.multilabel_soft_margin_loss(x, t, weight=w if use_weight else None, **kw)
 
 
+# -- where gradients are undefined: the hinges and absolute values of the losses ----------
+
+def _ranking_hinge(inputs, kwargs):
+    """margin_ranking_loss: max(0, -y (a - b) + margin)."""
+    margin = kwargs.get("margin", 0.0)
+    try:
+        a, b, y = torch.broadcast_tensors(*(wide(t) for t in inputs[:3]))
+    except RuntimeError:
+        return []
+    return [(-y * (a - b) + margin, y.abs() * (a.abs() + b.abs()) + abs(margin))]
+
+
+def _embedding_hinge(inputs, kwargs):
+    """hinge_embedding_loss: max(0, margin - x) where y != 1."""
+    margin = kwargs.get("margin", 1.0)
+    x, y = wide(inputs[0]), wide(inputs[1])
+    if x.shape != y.shape:
+        return []
+    return [(torch.where(y != 1, margin - x, torch.ones_like(x)), x.abs() + abs(margin))]
+
+
+def _cosine_hinge(inputs, kwargs):
+    """cosine_embedding_loss: max(0, cos(a, b) - margin) where y == -1 (cosine along the
+    last dim, with torch's 1e-12 added to each squared magnitude)."""
+    margin = kwargs.get("margin", 0.0)
+    a, b, y = (wide(t) for t in inputs[:3])
+    if a.shape != b.shape or a.numel() == 0:
+        return []
+    mag = (((a * a).sum(-1) + 1e-12) * ((b * b).sum(-1) + 1e-12)).sqrt()
+    cos = (a * b).sum(-1) / mag
+    if cos.shape != y.shape:
+        return []
+    return [(torch.where(y == -1, cos - margin, torch.ones_like(cos)), (a * b).abs().sum(-1) / mag + abs(margin))]
+
+
+def _multi_margin_hinges(inputs, kwargs):
+    """multi_margin_loss with p = 1: max(0, margin - x[y] + x[j]) for j != y (p = 2
+    squares the hinge: no kink)."""
+    if kwargs.get("p", 1) != 1:
+        return []
+    x, t = wide(inputs[0]), inputs[1].to(torch.int64)
+    if x.numel() == 0:
+        return []
+    if x.dim() == 1:
+        x, t = x.unsqueeze(0), t.reshape(1)
+    c = x.shape[1]
+    margin = kwargs.get("margin", 1.0)
+    own = x.gather(1, t.clamp(0, c - 1).unsqueeze(1))
+    other = torch.arange(c).unsqueeze(0) != t.unsqueeze(1)
+    return [(torch.where(other, margin - own + x, torch.ones_like(x)), abs(margin) + own.abs() + x.abs())]
+
+
+def _multilabel_hinges(inputs, kwargs):
+    """multilabel_margin_loss: max(0, 1 - (x[j] - x[i])) for targets j (up to the first
+    -1) and non-targets i."""
+    x, t = wide(inputs[0]), inputs[1].to(torch.int64)
+    if x.numel() == 0:
+        return []
+    if x.dim() == 1:
+        x, t = x.unsqueeze(0), t.unsqueeze(0)
+    out = []
+    for row, targets in zip(x, t.tolist()):
+        chosen = []
+        for c in targets:
+            if c < 0:
+                break
+            chosen.append(c)
+        if not chosen:
+            continue
+        is_target = torch.zeros(row.shape[0], dtype=torch.bool)
+        is_target[chosen] = True
+        xj, xi = row[is_target].unsqueeze(1), row[~is_target].unsqueeze(0)
+        out.append((1 - (xj - xi), 1 + xj.abs() + xi.abs()))
+    return out
+
+
+def _triplet_undefined(inputs, kwargs, rtol=1e-5):
+    """triplet_margin_loss: max(0, margin + d(a, p) - d(a, n)) with d(u, v) = |u - v + eps|_p
+    over the last dim, and with swap d(a, n) = min(d(a, n), d(p, n)): the hinge at 0, a
+    tie of the swap's min, and the kinks of each p-norm."""
+    a, pos, neg = (wide(t) for t in inputs[:3])
+    if not (a.shape == pos.shape == neg.shape) or a.numel() == 0:
+        return None
+    rel, tiny = slack(inputs[0])
+    p, eps, margin = kwargs.get("p", 2.0), kwargs.get("eps", 1e-6), kwargs.get("margin", 1.0)
+
+    def distance(u, v):
+        diff = (u - v + eps).reshape(-1, u.shape[-1]) if u.dim() else (u - v + eps).reshape(1, 1)
+        scale = (u.abs() + v.abs() + eps).reshape(diff.shape)
+        return torch.linalg.vector_norm(diff, p, dim=-1), vector_norm_reason(diff, p, rel, tiny, zero_scale=scale)
+
+    (d_ap, w_ap), (d_an, w_an) = distance(a, pos), distance(a, neg)
+    whys = [w_ap, w_an]
+    if kwargs.get("swap", False):
+        d_pn, w_pn = distance(pos, neg)
+        whys.append(w_pn)
+        if bool(near(d_an, d_pn, rel, tiny).any()):
+            return "swap: the distances of the negative to the anchor and to the positive tie"
+        d_an = torch.minimum(d_an, d_pn)
+    for why in whys:
+        if why:
+            return f"a pairwise distance: {why}"
+    if bool(is_zero(margin + d_ap - d_an, rel, tiny, abs(margin) + d_ap + d_an).any()):
+        return "margin + d(anchor, positive) - d(anchor, negative) is 0 (the hinge's kink)"
+    return None
+
+
 # -- specs: elementwise and embedding losses ---------------------------------------------
 
 register(
@@ -295,10 +403,12 @@ register(
           args=reduction_arg()),
     nn_op("l1_loss", lambda x, y, **kw: F.l1_loss(x, y, **kw), pair_shapes(),
           "mean absolute error (broadcast targets sometimes)", input_dtypes=(None, None),
-          args=reduction_arg()),
+          args=reduction_arg(), grad_undefined=equal_operands((0, 1))),
+    # (beta > 0 is C1: the quadratic piece meets the linear one with the same slope)
     nn_op("smooth_l1_loss", lambda x, y, **kw: F.smooth_l1_loss(x, y, **kw), pair_shapes(),
           "smooth L1 with beta (beta 0 is plain L1)", input_dtypes=(None, None),
-          args=with_reduction(_pick(beta=(1.0, 0.5, 0.0, 2.0)))),
+          args=with_reduction(_pick(beta=(1.0, 0.5, 0.0, 2.0))),
+          grad_undefined=when(lambda kw: kw.get("beta", 1.0) == 0, equal_operands((0, 1)))),
     nn_op("huber_loss", lambda x, y, **kw: F.huber_loss(x, y, **kw), pair_shapes(),
           "Huber loss with delta", input_dtypes=(None, None),
           args=with_reduction(_pick(delta=(1.0, 0.5, 2.0)))),
@@ -312,25 +422,31 @@ register(
     nn_op("margin_ranking_loss", lambda a, b, y, **kw: F.margin_ranking_loss(a, b, y, **kw),
           pair_shapes(3, same_rank=True), "max(0, -y (a - b) + margin) with +-1 targets",
           input_dtypes=(None, None, None), input_values=(None, None, SIGNS),
-          args=with_reduction(_pick(margin=(0.0, 0.5, 1.0, -0.5)))),
+          args=with_reduction(_pick(margin=(0.0, 0.5, 1.0, -0.5))),
+          grad_undefined=zero_crossings(_ranking_hinge, "-y (a - b) + margin")),
     nn_op("hinge_embedding_loss", lambda x, y, **kw: F.hinge_embedding_loss(x, y, **kw),
           same_shapes(2), "x where y is 1, max(0, margin - x) where y is -1",
           input_dtypes=(None, None), input_values=(None, SIGNS),
-          args=with_reduction(_pick(margin=(1.0, 0.5, 2.0, 0.0)))),
+          args=with_reduction(_pick(margin=(1.0, 0.5, 2.0, 0.0))),
+          grad_undefined=zero_crossings(_embedding_hinge, "margin - x (where y != 1)")),
     nn_op("cosine_embedding_loss", lambda a, b, y, **kw: F.cosine_embedding_loss(a, b, y, **kw),
           _vector_pairs(2, target=True), "cosine similarity loss of (N, D) or (D,) pairs",
           input_dtypes=(None, None, None), input_values=(None, None, SIGNS),
-          args=with_reduction(_pick(margin=(0.0, 0.5, -0.5, 1.0))), grad_inputs=(0, 1)),
+          args=with_reduction(_pick(margin=(0.0, 0.5, -0.5, 1.0))), grad_inputs=(0, 1),
+          grad_undefined=zero_crossings(_cosine_hinge, "cos(a, b) - margin (where y == -1)")),
     nn_op("triplet_margin_loss", lambda anchor, pos, neg, **kw: F.triplet_margin_loss(anchor, pos, neg, **kw),
           _vector_pairs(3, target=False), "triplet loss with p-norm distances, swap, eps",
           input_dtypes=(None, None, None),
           args=with_reduction(_pick(margin=(1.0, 0.5, 2.0), p=(2.0, 1.0, 3.0),
-                                    eps=(1e-6, 0.0, 1e-3), swap=(False, True)))),
+                                    eps=(1e-6, 0.0, 1e-3), swap=(False, True))),
+          grad_undefined=_triplet_undefined),
     nn_op("poisson_nll_loss", lambda x, y, **kw: F.poisson_nll_loss(x, y, **kw),
           same_shapes(2), "Poisson NLL (log or rate input, Stirling term with full)",
           input_dtypes=(None, None), input_values=(_poisson_input, POSITIVE),
           args=with_reduction(_pick(log_input=(True, False), full=(False, True),
-                                    eps=(1e-8, 1e-3)))),
+                                    eps=(1e-8, 1e-3))),
+          # (full=True adds Stirling's term only where target > 1: it jumps there)
+          grad_undefined=when(lambda kw: kw.get("full", False), kinks((1.0,), inputs=(1,)))),
     nn_op("gaussian_nll_loss", lambda x, y, v, **kw: F.gaussian_nll_loss(x, y, v, **kw),
           _gaussian_shapes, "Gaussian NLL with positive variance of full, row or scalar shape",
           input_dtypes=(None, None, None), input_values=(None, None, POSITIVE),
@@ -370,11 +486,12 @@ register(
           "multi-class hinge loss, p 1 or 2, margin, weight",
           input_dtypes=(None, INDEX, None), input_values=(None, class_targets(), WEIGHTS),
           args=with_reduction(_pick(p=(1, 2), margin=(1.0, 0.5, 2.0), use_weight=(False, True))),
-          grad_inputs=(0,)),
+          grad_inputs=(0,), grad_undefined=zero_crossings(_multi_margin_hinges, "margin - x[y] + x[j]")),
     nn_op("multilabel_margin_loss", lambda x, t, **kw: F.multilabel_margin_loss(x, t, **kw),
           _multilabel_margin_shapes, "multi-label hinge loss, targets end at the first -1",
           input_dtypes=(None, INDEX), input_values=(None, class_targets(low=-1, last_dim=True)),
-          args=reduction_arg(), grad_inputs=(0,)),
+          args=reduction_arg(), grad_inputs=(0,),
+          grad_undefined=zero_crossings(_multilabel_hinges, "1 - (x[target] - x[other])")),
 )
 
 
@@ -642,6 +759,16 @@ def _bias_arg(draw, shapes, dtypes):
 
 RNN_KW = dict(rtol_scale=16, atol_scale=16)
 
+
+def _relu_preactivation(inputs, kwargs):
+    """rnn_relu_cell: relu(x W_ih^T + b_ih + h W_hh^T + b_hh)."""
+    x, hx, w_ih, w_hh, b_ih, b_hh = (wide(t) for t in inputs[:6])
+    pre = x @ w_ih.T + hx @ w_hh.T
+    scale = x.abs() @ w_ih.abs().T + hx.abs() @ w_hh.abs().T
+    if kwargs.get("bias", True):
+        pre, scale = pre + b_ih + b_hh, scale + b_ih.abs() + b_hh.abs()
+    return [(pre, scale)]
+
 register(
     nn_op("lstm_cell", _cell("lstm"), _cell_shapes("lstm"), "one LSTM step (hy, cy), bias optional",
           input_dtypes=(None,) * 7, args=_bias_arg, **RNN_KW),
@@ -650,7 +777,8 @@ register(
     nn_op("rnn_tanh_cell", _cell("rnn_tanh"), _cell_shapes("rnn_tanh"), "one tanh RNN step",
           input_dtypes=(None,) * 6, args=_bias_arg, **RNN_KW),
     nn_op("rnn_relu_cell", _cell("rnn_relu"), _cell_shapes("rnn_relu"), "one ReLU RNN step",
-          input_dtypes=(None,) * 6, args=_bias_arg, **RNN_KW),
+          input_dtypes=(None,) * 6, args=_bias_arg,
+          grad_undefined=zero_crossings(_relu_preactivation, "the ReLU's pre-activation"), **RNN_KW),
     nn_op("lstm", _lstm_layer, _rnn_layer_shapes("lstm"),
           "torch.lstm, one layer, batch_first, biases optional, each weight an input",
           input_dtypes=(None,) * 7, args=_rnn_args, **RNN_KW),

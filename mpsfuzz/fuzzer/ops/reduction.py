@@ -9,9 +9,11 @@ indices point at) and carry the ``ties_unspecified`` semantic. Sorting and selec
 along the last dim so their canonicalisers know which dim the indices index.
 
 Variants: Tensor methods, in-place forms (cumsum_, cumprod_, renorm_) and out= are
-declared where torch has them; grad only where the gradient does not depend on which
-of tied elements an implementation picks (amax/amin spread it evenly; max(dim), sort,
-topk and friends route it through the tie-dependent indices, so they declare none).
+declared where torch has them; grad where the gradient of distinct elements does not
+depend on the indices an implementation returns (max(dim), sort, topk and friends route
+it through those indices, so they declare none). Where elements tie (amax/amin, the
+quantiles), a zero spread (std) or a norm's kink, ``grad_undefined`` says so and the
+gradient gets no verdict.
 """
 from __future__ import annotations
 
@@ -24,6 +26,8 @@ from hypothesis import strategies as st
 from .. import dtypes as dt
 from ..catalogue import (OpSpec, _fit, _side, any_shape, broadcast_shapes, combine_args, dim_arg,
                          expand, first_dtype, gather_at_indices, register)
+from ..grad_points import (any_of, constant_slices, dims_of, near, rows, slack, ties, vector_norm_kinks,
+                           vector_norm_reason, wide, zero_crossings)
 from ..recipes import DtypeArg
 
 FAMILY = "reduction"
@@ -282,6 +286,53 @@ def _mode_canonical(inputs, outputs):
     return (values, idx)
 
 
+# -- where gradients are undefined ---------------------------------------------------------
+
+def _dist_undefined(inputs, kwargs, rtol=1e-5):
+    """dist: the p-norm of x - y (broadcast), whose zeros are computed from x and y."""
+    try:
+        x, y = torch.broadcast_tensors(wide(inputs[0]), wide(inputs[1]))
+    except RuntimeError:
+        return None
+    rel, tiny = slack(inputs[0])
+    why = vector_norm_reason((x - y).reshape(1, -1), kwargs.get("p", 2), rel, tiny,
+                             zero_scale=(x.abs() + y.abs()).reshape(1, -1))
+    return f"x - y: {why}" if why else None
+
+
+def _renorm_undefined(inputs, kwargs, rtol=1e-5):
+    """renorm: a sub-tensor whose p-norm is maxnorm (where rescaling starts), or a
+    kink of the norm of a sub-tensor that is rescaled."""
+    x = inputs[0]
+    if x.numel() == 0 or x.dim() == 0:
+        return None
+    rel, tiny = slack(x)
+    d = kwargs["dim"] % x.dim()
+    r = rows(wide(x), [k for k in range(x.dim()) if k != d])  # one row per index along dim
+    norms = torch.linalg.vector_norm(r, kwargs["p"], dim=-1)
+    if bool(near(norms, kwargs["maxnorm"], rel, tiny).any()):
+        return "a sub-tensor's norm equals maxnorm (where renorm starts rescaling)"
+    why = vector_norm_reason(r[norms > kwargs["maxnorm"]], kwargs["p"], rel, tiny)
+    return f"a rescaled sub-tensor: {why}" if why else None
+
+
+def _rank_kinks(*, ignore_nan: bool):
+    """quantile at a tensor q, linear interpolation: the result is piecewise linear in q
+    with kinks where the rank q * (n - 1) is an integer (n: the values per slice)."""
+    def ranks(inputs, kwargs):
+        if kwargs.get("interpolation", "linear") != "linear" or inputs[0].numel() == 0:
+            return []
+        x, q = inputs[0], wide(inputs[1]).reshape(-1, 1)
+        r = rows(wide(x), dims_of(kwargs.get("dim"), x.dim()))
+        n = (~torch.isnan(r)).sum(-1) if ignore_nan else torch.full((r.shape[0],), r.shape[-1])
+        rank = q * (n.reshape(1, -1).to(torch.float64) - 1)
+        return [(rank - rank.round(), rank.abs() + 1)]
+    return zero_crossings(ranks, "q's rank minus an integer", dtype_of=1)
+
+
+_QUANTILE_TIES = ties(dim="dim")
+_NANQUANTILE_TIES = ties(dim="dim", ignore_nan=True)
+
 # -- specs ------------------------------------------------------------------------------
 
 _idx_values = gather_at_indices()          # (values, indices) outputs
@@ -308,17 +359,18 @@ register(
               semantics=ORDER, **_variants("var", grad=True)),
     reduction("std", lambda x, **kw: torch.std(x, **kw), FC, "standard deviation",
               args=combine_args(_dims(), _correction), rtol_scale=32, atol_scale=32,
-              semantics=ORDER, **_variants("std", grad=True)),
+              semantics=ORDER, grad_undefined=constant_slices(), **_variants("std", grad=True)),
     reduction("var_mean", lambda x, **kw: torch.var_mean(x, **kw), FC,
               "variance and mean in one pass", args=combine_args(_dims(), _correction),
               rtol_scale=32, atol_scale=32, semantics=ORDER, **_variants(None, out=False, grad=True)),
     reduction("std_mean", lambda x, **kw: torch.std_mean(x, **kw), FC,
               "standard deviation and mean in one pass", args=combine_args(_dims(), _correction),
-              rtol_scale=32, atol_scale=32, semantics=ORDER, **_variants(None, out=False, grad=True)),
+              rtol_scale=32, atol_scale=32, semantics=ORDER, grad_undefined=constant_slices(),
+              **_variants(None, out=False, grad=True)),
     reduction("amax", lambda x, **kw: torch.amax(x, **kw), REAL_BOOL, "max over dims (NaN propagates)",
-              args=_dims(), **_variants("amax", grad=True)),
+              args=_dims(), grad_undefined=ties(among="max"), **_variants("amax", grad=True)),
     reduction("amin", lambda x, **kw: torch.amin(x, **kw), REAL_BOOL, "min over dims (NaN propagates)",
-              args=_dims(), **_variants("amin", grad=True)),
+              args=_dims(), grad_undefined=ties(among="min"), **_variants("amin", grad=True)),
     reduction("aminmax", lambda x, **kw: torch.aminmax(x, **kw), REAL_BOOL, "min and max together",
               args=dim_arg(), **_variants("aminmax")),
     reduction("max", lambda x, **kw: torch.max(x, **kw), REAL_BOOL, "max of all elements",
@@ -368,15 +420,16 @@ register(
               rtol_scale=16, atol_scale=16, semantics=ORDER, **_variants("logsumexp", grad=True)),
     reduction("norm", lambda x, p, **kw: torch.norm(x, p, **kw), FC, "p-norm (torch.norm)",
               args=combine_args(_norm_p, dim_arg()), rtol_scale=16, atol_scale=16,
-              semantics=ORDER, **_variants("norm", grad=True)),
+              semantics=ORDER, grad_undefined=vector_norm_kinks(ord="p"), **_variants("norm", grad=True)),
     reduction("dist", lambda x, y, p=2, **kw: torch.dist(x, y, p), FLOAT, "p-norm of x - y, broadcast",
               shapes=broadcast_shapes(2), input_dtypes=(None, None), args=_dist_p,
-              rtol_scale=16, atol_scale=16, semantics=ORDER, **_variants("dist", out=False, grad=True)),
+              rtol_scale=16, atol_scale=16, semantics=ORDER, grad_undefined=_dist_undefined,
+              **_variants("dist", out=False, grad=True)),
     reduction("renorm", lambda x, p, dim, maxnorm, **kw: torch.renorm(x, p, dim, maxnorm, **kw), FLOAT,
               "rescale sub-tensors along a dim to p-norm at most maxnorm", min_rank=2,
               shapes=any_shape(1, min_rank=2),
-              args=_renorm_args, rtol_scale=16, atol_scale=16,
-              semantics=ORDER, **_variants("renorm", inplace="renorm_", grad=True)),
+              args=_renorm_args, rtol_scale=16, atol_scale=16, semantics=ORDER,
+              grad_undefined=_renorm_undefined, **_variants("renorm", inplace="renorm_", grad=True)),
     reduction("cumsum", lambda x, dim, **kw: torch.cumsum(x, dim, **kw), ALL, "running sum along a dim",
               args=_one_dim, rtol_scale=16, atol_scale=16,
               semantics=ORDER, **_variants("cumsum", inplace="cumsum_", grad=True)),
@@ -397,20 +450,25 @@ register(
 register(
     reduction("quantile", lambda x, q, **kw: torch.quantile(x, q, **kw), ("float32", "float64"),
               "quantile at a Python-float q, every interpolation mode, over a dim or all",
-              args=_quantile_args, rtol_scale=16, atol_scale=16, semantics=ORDER, **_variants("quantile", grad=True)),
+              args=_quantile_args, rtol_scale=16, atol_scale=16, semantics=ORDER,
+              grad_undefined=_QUANTILE_TIES, **_variants("quantile", grad=True)),
     reduction("nanquantile", lambda x, q, **kw: torch.nanquantile(x, q, **kw), ("float32", "float64"),
               "quantile ignoring NaN", args=_quantile_args, rtol_scale=16, atol_scale=16,
-              semantics=ORDER, **_variants("nanquantile", grad=True)),
+              semantics=ORDER, grad_undefined=_NANQUANTILE_TIES, **_variants("nanquantile", grad=True)),
     reduction("quantile_tensor_q", lambda x, q, **kw: torch.quantile(x, q, **kw), ("float32", "float64"),
               "quantiles at a 0-d or 1-D tensor of q in [0, 1]", shapes=_quantile_shapes,
               input_dtypes=(None, None), input_values=(None, _q_values),
               args=lambda draw, shapes, dtypes: _quantile_args(draw, shapes, dtypes, with_q=False),
-              rtol_scale=16, atol_scale=16, **_variants("quantile", grad=True)),
+              rtol_scale=16, atol_scale=16,
+              grad_undefined=any_of(_QUANTILE_TIES, _rank_kinks(ignore_nan=False)),
+              **_variants("quantile", grad=True)),
     reduction("nanquantile_tensor_q", lambda x, q, **kw: torch.nanquantile(x, q, **kw), ("float32", "float64"),
               "NaN-ignoring quantiles at a tensor of q", shapes=_quantile_shapes,
               input_dtypes=(None, None), input_values=(None, _q_values),
               args=lambda draw, shapes, dtypes: _quantile_args(draw, shapes, dtypes, with_q=False),
-              rtol_scale=16, atol_scale=16, **_variants("nanquantile", grad=True)),
+              rtol_scale=16, atol_scale=16,
+              grad_undefined=any_of(_NANQUANTILE_TIES, _rank_kinks(ignore_nan=True)),
+              **_variants("nanquantile", grad=True)),
     reduction("sort", lambda x, **kw: torch.sort(x, **kw), REAL_BOOL,
               "sorted values and their indices along any dim, stable or not, descending or not",
               args=combine_args(dim_arg(keepdim=False, allow_none=False), _flag("descending"), _flag("stable")),
