@@ -46,8 +46,8 @@ def _t(*values, dtype=torch.float32):
     ((-INF,), (INF,), (INF,), "dut-wrong"),
     # a NaN dropped that float64 and CPU both keep: a finding
     ((0.0,), (NAN,), (NAN,), "dut-wrong"),
-    # both far from float64 (an ill-conditioned point), differently: not a finding
-    ((7.0,), (-3.0,), (2.0,), "overflow"),
+    # both far from float64, as far as each other: neither is worse, not a finding
+    ((7.0,), (-3.0,), (2.0,), "both-close"),
 ])
 def test_overflow_rule(dut, cpu, exact, verdict):
     got, numbers = judge_leaf(_t(*dut), _t(*cpu), _t(*exact, dtype=torch.float64), 1e-5, rtol=1.3e-6,
@@ -171,3 +171,105 @@ def test_campaign_finds_a_half_precision_layout_error(tmp_path):
     assert done.returncode == 1, done.stdout + done.stderr
     (finding,) = [f for f in found if f["status"] == "new"]
     assert finding["case"]["inputs"][0]["dtype"] in ("float16", "bfloat16")
+
+
+# -- rules from the first real-hardware run (H100, torch 2.11) --------------------------------
+
+def test_a_difference_only_at_a_rounding_tie_is_ill_conditioned_not_a_bug():
+    # round(5, decimals=-1) is 0 (half to even) but 10 for 5 * (1 + eps): both are right.
+    tie = Case("round_decimals", (_recipe((4,), "float16", distribution="int_range", high=5.0),),
+               (("decimals", -1),))
+    tie = Case(tie.op, (TensorRecipe((4,), "float16", Layout(), ValueRecipe("int_range", 1, low=5, high=5)),),
+               tie.kwargs)
+    target = FaultTarget(["round_nudged"])
+    x, = tie.materialize("cpu")
+    assert not torch.equal(target.run(torch.round, x, decimals=-1), torch.round(x, decimals=-1))
+    assert _failures(tie, ["round_nudged"]) == []
+    # A wrong result where rounding is well conditioned (3 rounds to 0 either way) is found.
+    clear = Case(tie.op, (TensorRecipe((4,), "float16", Layout(), ValueRecipe("int_range", 1, low=3, high=3)),),
+                 tie.kwargs)
+    found = _failures(clear, ["round_decimals_corrupt"] if False else [_corrupt_round()])
+    assert [f["oracle"] for f in found] == ["values"] and found[0]["details"]["verdict"] == "dut-wrong"
+
+
+def _corrupt_round():
+    from mpsfuzz.testing.faults import Fault, _always
+    return Fault("round_corrupt", "test", ("aten::round.decimals",), _always, "corrupt")
+
+
+def test_without_a_wider_reference_float64_nonfinite_differences_need_an_input_nan():
+    # float64 outputs: "float64" is CPU's own computation, not an independent truth.
+    f64 = dict(dtype=torch.float64)
+    got, _ = judge_leaf(_t(-INF, **f64), _t(NAN, **f64), _t(NAN, **f64), 1e-7, rtol=1e-7, overflow=True)
+    assert got == "overflow"
+    got, _ = judge_leaf(_t(1.0, **f64), _t(NAN, **f64), _t(NAN, **f64), 1e-7, rtol=1e-7, overflow=True,
+                        explicit_nan=True)
+    assert got == "dut-wrong"
+
+
+def test_terms_beyond_the_dtype_make_overflow_possible_without_special_inputs():
+    from mpsfuzz.oracles.arbiter import _terms_overflow
+    assert _terms_overflow(torch.tensor([1e60], dtype=torch.float64), torch.complex64)
+    assert not _terms_overflow(torch.tensor([1e30], dtype=torch.float64), torch.float32)
+    assert _terms_overflow(torch.tensor([70000.0], dtype=torch.float64), torch.float16)
+    # 160 complex factors, the first 0: sequentially the product is 0 from the start;
+    # pairwise, the other half overflows and 0 * inf is nan
+    x = TensorRecipe((4, 8, 5), "complex64", Layout(), ValueRecipe("int_range", 0, low=3, high=4,
+                                                                    specials=((0, "0"),)))
+    case = Case("prod", (x,))
+    target = FaultTarget(["prod_pairwise"])
+    t, = case.materialize("cpu")
+    assert torch.isnan(target.run(torch.prod, t)).any() and not torch.isnan(torch.prod(t)).any()
+    assert _failures(case, ["prod_pairwise"]) == []
+
+
+def test_undefined_float_to_integer_conversions_are_not_compared(registered):
+    from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape
+
+    class NanToZero:
+        """A device that converts NaN and inf to 0 (CPU gives INT_MIN): undefined in C++."""
+        name, device = "nan-to-zero", "cpu"
+
+        def __init__(self, off_by_one=False):
+            self.off_by_one = off_by_one
+
+        def run(self, fn, *args, **kwargs):
+            out = fn(*args, **kwargs)
+            out = torch.where(torch.isfinite(args[0]), out, torch.zeros((), dtype=out.dtype))
+            return out + 1 if self.off_by_one else out
+
+        def synchronize(self):
+            pass
+
+        def memory_allocated(self):
+            return 0
+
+    registered(OpSpec(name="test.int", family="test", fn=lambda x: x.int(), shapes=any_shape(1),
+                      dtypes=("float32",), doc="conversion"))
+    case = Case("test.int", (_recipe((4,), specials=[(1, "nan"), (2, "inf")]),))
+    assert execute(case, NanToZero(), DEFAULT)["failures"] == []
+    # a wrong conversion of a finite value is still found
+    wrong = execute(case, NanToZero(off_by_one=True), DEFAULT)["failures"]
+    assert [f["oracle"] for f in wrong] == ["values"]
+
+
+def test_complex_logarithms_compare_modulo_two_pi():
+    spec = catalogue.get("logcumsumexp")
+    a = torch.tensor([1.8164300 + 4.1415925j], dtype=torch.complex64)   # CPU's (not principal)
+    b = torch.tensor([1.8164300 - 2.1415927j], dtype=torch.complex64)   # CUDA's (principal)
+    ca, cb = spec.canonicalise([a], a), spec.canonicalise([b], b)
+    assert torch.allclose(ca, cb, atol=1e-5)
+    assert not torch.allclose(spec.canonicalise([a], a + 0.5), cb, atol=1e-5)
+
+
+def test_a_device_fault_that_surfaces_in_mpsfuzz_code_poisons_the_worker_not_the_campaign():
+    from mpsfuzz.testing import faults as F
+    weights = TensorRecipe((3, 4), "float32", Layout(expanded=(0,)), ValueRecipe("positive", 2))
+    case = Case("multinomial", (weights,), (("num_samples", 2), ("replacement", True)))
+    try:
+        result = execute(case, FaultTarget(["multinomial_async_assert"]), DEFAULT)
+    finally:
+        F._POISONED.clear()
+        F._FAULT_AT_NEXT_SYNC.clear()
+    assert result["poisoned"] is True
+    assert [(f["oracle"], f["kind"]) for f in result["failures"]] == [("errors", "device-fault")]

@@ -51,7 +51,14 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 #   order-dependent         the result legitimately depends on the order of accumulation
 #                           (atomics, index_put accumulate): the layout and variants
 #                           oracles use the CPU tolerance instead of near-exactness
-SEMANTICS = ("mixed_dtypes_sometimes", "ties_unspecified", "undefined-values", "random", "order-dependent")
+#   accumulates             each output element sums or multiplies several input terms
+#                           (reductions, matrix products, convolutions, pooling,
+#                           normalisation): the arbiter holds half-precision results to a
+#                           bound that grows with the number of terms, and terms whose
+#                           magnitudes exceed the dtype make overflow of intermediates
+#                           possible (oracles/accuracy.py)
+SEMANTICS = ("mixed_dtypes_sometimes", "ties_unspecified", "undefined-values", "random", "order-dependent",
+             "accumulates")
 
 # How an op can be called besides ``fn(*tensors, **kwargs)``; a Case names one of these.
 # ``out-alias`` passes input 0 itself as ``out=`` (where the result has its shape and
@@ -505,11 +512,15 @@ def _gather_reduced(x, idx, values=None, reducer: str | None = None):
         return per_dim[0][1:]
     if values is not None:
         # Whichever dim matches, the gathered values then equal ``values``: both sides
-        # agree even if a wrong dim matches by coincidence on one of them.
-        for _, gathered, in_range in per_dim:
-            if _same_values(gathered, values):
+        # agree even if a wrong dim matches by coincidence on one of them. Where several
+        # match (ties: every element equal), the dim along which every index is in range
+        # is the one the op used: a valid result has no index out of range there, so two
+        # valid orders of tied elements canonicalise alike.
+        matching = [(gathered, in_range) for _, gathered, in_range in per_dim if _same_values(gathered, values)]
+        for gathered, in_range in matching:
+            if bool(in_range.all()):
                 return gathered, in_range
-        return per_dim[0][1:]
+        return matching[0] if matching else per_dim[0][1:]
     if reducer is not None:
         # No values to match and the wanted dim differs per candidate: say per element
         # whether the index points at an extremum along some candidate dim (all True on

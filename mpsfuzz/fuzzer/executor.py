@@ -73,12 +73,18 @@ def _leaves(out) -> list:
 
 # -- calling an op in each variant --------------------------------------------------------
 
-def _seed_rng(case: Case) -> None:
+def _seed_rng(case: Case, device="cpu") -> None:
     """Random ops draw from a generator seeded from the case, so a finding replays. The
     seed is scrambled: seeded like the recipe's values, an in-place sampler would
-    redraw exactly the input's own values (looking as if it wrote nothing)."""
+    redraw exactly the input's own values (looking as if it wrote nothing). The CPU side
+    seeds the CPU generator alone: it must not touch a device whose context a faulting
+    kernel may have left unusable."""
     seed = case.inputs[0].values.seed if case.inputs else 0
-    torch.manual_seed((seed * 6364136223846793005 + 1442695040888963407) & 0xFFFF_FFFF_FFFF)
+    seed = (seed * 6364136223846793005 + 1442695040888963407) & 0xFFFF_FFFF_FFFF
+    if torch.device(device).type == "cpu":
+        torch.default_generator.manual_seed(seed)
+    else:
+        torch.manual_seed(seed)
 
 
 def _method_caller(name: str):
@@ -187,7 +193,7 @@ def run_side(spec, case: Case, kwargs: dict, device, runner=None, synchronize=No
         for i in wrt:
             inputs[i].requires_grad_(True)
     if "random" in spec.semantics:
-        _seed_rng(case)
+        _seed_rng(case, device)
     try:
         grads = None
         if case.variant == "grad":
@@ -413,6 +419,10 @@ def execute(case: Case, target, oracle_names) -> dict:
     try:
         return _execute(case, target, oracle_names)
     except Exception as exc:
+        if is_device_fault(str(exc)):
+            # A kernel of this case faulted asynchronously and the error surfaced in a
+            # later call: the device context is unusable, so the worker is replaced.
+            return _faulted(case, target, exc, oracle_names)
         dtypes = cpu_kernels.case_dtypes(case)
         if not lacks_kernel(exc, dtypes):
             raise
@@ -421,6 +431,14 @@ def execute(case: Case, target, oracle_names) -> dict:
         why = f"{first} (eager CPU of torch {torch.__version__} lacks: {lacking})" if lacking else first
         return {"valid": False, "unsupported": False, "unsupported_message": "", "unsupported_here": why,
                 "ref_widened": False, "failures": []}
+
+
+def _faulted(case: Case, target, exc: BaseException, oracle_names) -> dict:
+    from ..oracles.errors import device_fault_failure
+    failures = [device_fault_failure(catalogue.get(case.op).name, target.name, _raised(exc))] \
+        if "errors" in oracle_names else []
+    return {"poisoned": True, "valid": True, "unsupported": False, "unsupported_message": "",
+            "ref_widened": False, "failures": [f.to_json() for f in failures]}
 
 
 def _execute(case: Case, target, oracle_names) -> dict:
@@ -436,7 +454,9 @@ def _execute(case: Case, target, oracle_names) -> dict:
         except VariantNotApplicable:
             return {"valid": False, "unsupported": False, "unsupported_message": "",
                     "ref_widened": False, "failures": []}
-        if before is not None and not isinstance(dut.outputs, Raised):
+        faulted = any(isinstance(side, SideResult) and isinstance(side.outputs, Raised)
+                      and is_device_fault(side.outputs.message) for side in (dut, functional, contiguous))
+        if before is not None and not isinstance(dut.outputs, Raised) and not faulted:
             leak = _leak_measure(case, spec, kwargs, target, before, _output_bytes(dut.outputs))
         ref, widened = run_reference(case, spec, kwargs)
         ref_functional = None

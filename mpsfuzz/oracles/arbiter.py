@@ -47,13 +47,28 @@ def _wide(dtype: torch.dtype) -> torch.dtype:
     return dtype
 
 
-def float64_side(obs: Observation):
-    """The op on float64/complex128 copies of the inputs on the CPU (cached)."""
-    if "float64" in obs.cache:
-        return obs.cache["float64"]
+def _dense_wide_inputs(case, perturb: int = 0) -> list[torch.Tensor]:
+    """float64/complex128 copies of the case's inputs on CPU, dense and each in a storage
+    of its own, so that the float64 result does not share a layout bug with CPU's (a
+    float64 case would otherwise recompute CPU's own call). ``perturb`` > 0: every
+    floating element moved by one unit of roundoff of its dtype, in a direction drawn
+    from that seed (the conditioning check)."""
+    out = []
+    for r, t in zip(case.inputs, case.materialize("cpu")):
+        wide = t.to(_wide(t.dtype)).clone(memory_format=torch.contiguous_format)
+        if perturb and (t.is_floating_point() or t.is_complex()) and wide.numel():
+            gen = torch.Generator().manual_seed(7919 * perturb + len(out))
+            signs = torch.randint(0, 2, wide.shape, generator=gen, dtype=torch.int64).to(torch.float64) * 2 - 1
+            real = {torch.complex32: torch.float16, torch.complex64: torch.float32}.get(t.dtype, t.dtype)
+            u = float(torch.finfo(real).eps)
+            wide = wide * (1 + u * signs)
+        out.append(wide)
+    return out
+
+
+def _wide_run(obs: Observation, inputs) -> object:
     from ..fuzzer.executor import run_side
     case = obs.case
-    inputs = [t.to(_wide(t.dtype)) for t in case.materialize("cpu")]
     kwargs = {k: (_wide(v) if isinstance(v, torch.dtype) else v) for k, v in case.kwargs_dict().items()}
     variant = "grad" if case.variant == "grad" else "functional"
     previous = torch.get_default_dtype()
@@ -63,8 +78,35 @@ def float64_side(obs: Observation):
     finally:
         torch.set_default_dtype(previous)
     side.raw = None
-    obs.cache["float64"] = side
     return side
+
+
+def float64_side(obs: Observation):
+    """The op on dense float64/complex128 copies of the inputs on the CPU (cached)."""
+    if "float64" not in obs.cache:
+        obs.cache["float64"] = _wide_run(obs, _dense_wide_inputs(obs.case))
+    return obs.cache["float64"]
+
+
+PERTURBATIONS = 2
+
+
+def perturbed_sides(obs: Observation) -> list:
+    """The float64 op on inputs moved by one unit of roundoff (two seeded directions),
+    cached; a run that raises is left out. Where these disagree with the float64 result
+    by more than the tolerance, the result is not determined by the inputs to within
+    the tolerance (a rounding discontinuity, a tie, a rank-deficient decomposition)."""
+    if "float64_perturbed" not in obs.cache:
+        sides = []
+        for k in range(1, PERTURBATIONS + 1):
+            try:
+                side = _wide_run(obs, _dense_wide_inputs(obs.case, perturb=k))
+            except Exception:
+                continue
+            if not isinstance(side.outputs, Raised):
+                sides.append(side)
+        obs.cache["float64_perturbed"] = sides
+    return obs.cache["float64_perturbed"]
 
 
 def _errors(x: torch.Tensor, truth: torch.Tensor, finite_all: torch.Tensor) -> tuple[int, float]:
@@ -88,49 +130,79 @@ def _near(x: torch.Tensor, truth: torch.Tensor, tol: torch.Tensor) -> torch.Tens
     return (nan_x & nan_t) | (~nan_x & ~nan_t & (x == truth)) | (finite & (diff <= tol))
 
 
-def _overflow_verdict(d, c, truth, tol, numbers: dict) -> tuple[str, dict]:
-    """Inputs with non-finite values or extremes: where an intermediate overflows depends
-    on the order of evaluation, so a non-finite result where float64 is finite (or a NaN
-    where it is inf) is not held against either side. The DUT is wrong only where it
-    returns a finite wrong value while CPU matches float64, a finite value where float64
-    and CPU both say inf (or the infinity of the other sign), or a non-NaN where float64
-    and CPU are both NaN."""
-    d_ok, c_ok = _near(d, truth, tol), _near(c, truth, tol)
-    finite_d, finite_t = torch.isfinite(d), torch.isfinite(truth)
-    lost_nan = torch.isnan(truth) & ~torch.isnan(d) & torch.isnan(c)
-    wrong_for_inf = torch.isinf(truth) & ~torch.isnan(d) & (d != truth) & (c == truth)
-    finite_wrong = finite_t & finite_d & ~d_ok & c_ok
-    wrong = lost_nan | wrong_for_inf | finite_wrong
-    numbers = dict(numbers, overflow_rule=True, target_wrong_positions=int(wrong.sum()),
-                   excused_positions=int((~d_ok & ~wrong).sum()))
-    return ("dut-wrong" if bool(wrong.any()) else "overflow"), numbers
+def _nonfinite_verdicts(d, c, truth, d_ok, *, independent: bool, explicit_nan: bool):
+    """Under overflow (inputs with non-finite values or extremes, or terms whose
+    magnitudes exceed the dtype): (positions where the DUT is wrong whatever the order of
+    evaluation, positions excused as overflow of intermediates). The DUT is wrong where
+    it drops a NaN that float64 and CPU keep, or returns a finite value (or the other
+    infinity) where both say inf. A float64 output has no wider reference: float64 is
+    CPU itself, so only a NaN the inputs hold and CPU keeps is held against the DUT."""
+    finite_d = torch.isfinite(d)
+    if independent:
+        lost_nan = torch.isnan(truth) & ~torch.isnan(d) & torch.isnan(c)
+        wrong_for_inf = torch.isinf(truth) & ~torch.isnan(d) & (d != truth) & (c == truth)
+        wrong = lost_nan | wrong_for_inf
+    else:
+        wrong = (torch.isnan(c) & ~torch.isnan(d)) if explicit_nan else torch.zeros_like(finite_d)
+    nonfinite_any = ~finite_d | ~torch.isfinite(c) | ~torch.isfinite(truth)
+    return wrong, ~d_ok & nonfinite_any & ~wrong
 
 
 def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: float, *, rtol: float = 0.0,
-               overflow: bool = False, magnitude: torch.Tensor | None = None, summands: int = 1) -> tuple[str, dict]:
-    """'dut-wrong', 'cpu-wrong', 'both-close', 'within-bound' or 'overflow' for one output,
-    with the numbers. ``overflow``: the inputs hold non-finite values or extremes (see
-    :mod:`.accuracy`). Low-precision outputs are held to the accumulation bound for
-    ``summands`` terms of ``magnitude`` (float64 on the inputs' absolute values)."""
+               overflow: bool = False, magnitude: torch.Tensor | None = None, summands: int = 1,
+               perturbed: list | None = None, explicit_nan: bool = False) -> tuple[str, dict]:
+    """'dut-wrong', 'cpu-wrong', 'both-close', 'within-bound', 'overflow' or
+    'ill-conditioned' for one output, with the numbers.
+
+    ``overflow``: the inputs hold non-finite values or extremes, or the terms' magnitudes
+    exceed the dtype (see :mod:`.accuracy`): non-finite differences that overflowing
+    intermediates explain are excused. ``perturbed``: the float64 result for inputs
+    moved by one unit of roundoff; positions where it differs from float64's by more
+    than the tolerance are ill-conditioned (no verdict there). Low-precision outputs are
+    held to the accumulation bound for ``summands`` terms of ``magnitude``."""
     wide = torch.complex128 if cpu.is_complex() else torch.float64
     truth = exact.to(cpu.dtype).to(wide).reshape(-1)  # rounded to the output dtype
     d, c = dut.to(wide).reshape(-1), cpu.to(wide).reshape(-1)
-    finite_all = torch.isfinite(d) & torch.isfinite(c) & torch.isfinite(truth)
-    nf_d, err_d = _errors(d, truth, finite_all)
-    nf_c, err_c = _errors(c, truth, finite_all)
-    numbers = {"target_error": err_d, "cpu_error": err_c, "target_nonfinite_wrong": nf_d,
-               "cpu_nonfinite_wrong": nf_c}
+    independent = cpu.dtype not in (torch.float64, torch.complex128)
     low = cpu.dtype in LOW_PRECISION
     if low:
-        mag = None if magnitude is None else magnitude.to(torch.float64 if not magnitude.is_complex()
-                                                         else torch.complex128).reshape(-1)
+        mag = None if magnitude is None else magnitude.to(wide).reshape(-1)
         tol = accumulation_bound(truth, mag, summands, cpu.dtype, atol)
-        numbers["summands"] = summands
     else:
         tol = atol + rtol * truth.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0)
+    d_ok = _near(d, truth, tol)
+    mismatch = ~_near(d, c, tol)
+    numbers: dict = {"summands": summands} if low else {}
+    excused = torch.zeros_like(mismatch)
+    if perturbed:
+        ill = torch.zeros_like(mismatch)
+        for p in perturbed:
+            p = p.to(cpu.dtype).to(wide).reshape(-1)
+            if p.shape == truth.shape:
+                ill |= ~_near(p, truth, tol)
+        excused |= mismatch & ill & ~d_ok
+        numbers["ill_conditioned_positions"] = int((mismatch & ill & ~d_ok).sum())
+    wrong_nf = torch.zeros_like(mismatch)
     if overflow:
-        return _overflow_verdict(d, c, truth, tol, numbers)
-    if low and bool(_near(d, truth, tol).all()):
+        wrong_nf, overflowed = _nonfinite_verdicts(d, c, truth, d_ok, independent=independent,
+                                                   explicit_nan=explicit_nan)
+        wrong_nf &= mismatch & ~excused
+        excused |= mismatch & overflowed & ~wrong_nf
+        numbers.update(overflow_rule=True, target_wrong_positions=int(wrong_nf.sum()),
+                       excused_positions=int((mismatch & overflowed & ~wrong_nf).sum()))
+    judged = mismatch & ~excused
+    finite_all = torch.isfinite(d) & torch.isfinite(c) & torch.isfinite(truth) & judged
+    nf_d, err_d = _errors(d[judged], truth[judged], finite_all[judged])
+    nf_c, err_c = _errors(c[judged], truth[judged], finite_all[judged])
+    numbers.update({"target_error": err_d, "cpu_error": err_c, "target_nonfinite_wrong": nf_d,
+                    "cpu_nonfinite_wrong": nf_c})
+    if bool(wrong_nf.any()):
+        return "dut-wrong", numbers
+    if not bool(judged.any()):
+        if bool(mismatch.any()) and numbers.get("ill_conditioned_positions"):
+            return "ill-conditioned", numbers
+        return ("overflow" if overflow else "both-close"), numbers
+    if low and bool(d_ok[judged].all()):
         # Within what accumulating this many terms in half precision may cost: not a
         # bug of the target, whatever CPU's error.
         return "within-bound", numbers
@@ -144,17 +216,22 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
     return "both-close", numbers
 
 
-def _abs_float64_outputs(obs: Observation):
+def _abs_float64_outputs(obs: Observation, *, floor: float | None = None):
     """The op in float64 on the inputs' absolute values (cached): the magnitude of the
-    terms a sum-like op accumulates. None where that call fails or is meaningless."""
-    if "float64_abs" in obs.cache:
-        return obs.cache["float64_abs"]
+    terms a sum-like op accumulates. With ``floor``, magnitudes below it are raised to it
+    (1: a product's partial products, whatever zeros it meets later). None where that
+    call fails or is meaningless."""
+    key = "float64_abs" if floor is None else f"float64_abs_floor{floor:g}"
+    if key in obs.cache:
+        return obs.cache[key]
     from ..fuzzer.executor import run_side
     result = None
     case = obs.case
     try:
         inputs = [t.to(_wide(t.dtype)).abs() if (t.is_floating_point() or t.is_complex()) else t
                   for t in case.materialize("cpu")]
+        if floor is not None:
+            inputs = [t.clamp(min=floor) if t.is_floating_point() else t for t in inputs]
         if all(t.dtype == _wide(t.dtype) or not (t.is_floating_point() or t.is_complex()) for t in inputs):
             kwargs = {k: (_wide(v) if isinstance(v, torch.dtype) else v) for k, v in case.kwargs_dict().items()}
             side = run_side(obs.spec, Case(case.op, case.inputs, case.kwargs, "functional"), kwargs, "cpu",
@@ -164,8 +241,19 @@ def _abs_float64_outputs(obs: Observation):
                 result = flatten_outputs(side.outputs)
     except Exception:  # best effort: the result's own magnitude is the floor
         result = None
-    obs.cache["float64_abs"] = result
+    obs.cache[key] = result
     return result
+
+
+def _terms_overflow(magnitude: torch.Tensor | None, dtype: torch.dtype) -> bool:
+    """Whether the terms a sum- or product-like op combines exceed ``dtype`` (the op in
+    float64 on the inputs' absolute values is beyond its range): intermediates may overflow."""
+    if magnitude is None or not (dtype.is_floating_point or dtype.is_complex):
+        return False
+    real = {torch.complex32: torch.float16, torch.complex64: torch.float32,
+            torch.complex128: torch.float64}.get(dtype, dtype)
+    m = magnitude.abs().to(torch.float64)
+    return bool((~torch.isfinite(m) | (m > float(torch.finfo(real).max))).any())
 
 
 def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
@@ -174,7 +262,8 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
     if isinstance(side.outputs, Raised):
         return "undecided", {"reason": f"float64 run raised {side.outputs.type}"}
     scale = 1.0
-    if failure.oracle == "grads":
+    grads = failure.oracle == "grads"
+    if grads:
         dut, cpu, exact = obs.dut_side.grads, obs.ref_side.grads, side.grads
         scale = BACKWARD_SCALE
     elif failure.oracle == "layout":  # awkward vs contiguous, both on the DUT
@@ -190,9 +279,17 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
     dut, cpu, exact = flatten_outputs(dut), flatten_outputs(cpu), flatten_outputs(exact)
     if not (len(dut) == len(cpu) == len(exact)):
         return "undecided", {"reason": "float64 result has a different structure"}
-    overflow = overflow_possible(obs.case)
+    specials = overflow_possible(obs.case)
+    explicit_nan = any(name == "nan" for r in obs.case.inputs for _, name in r.values.specials)
     shapes = [r.shape for r in obs.case.inputs]
-    magnitudes = None
+    # Only where each output element combines several terms do their number and
+    # magnitudes matter (exp(|x|) says nothing about exp(x)).
+    accumulates = bool({"accumulates", "order-dependent"} & set(obs.spec.semantics))
+    magnitudes = (_abs_float64_outputs(obs) or []) if accumulates and not grads else None
+    # How large the partial sums and products may grow: magnitudes floored at 1, so that a
+    # zero met late does not hide the overflow before it.
+    growth = (_abs_float64_outputs(obs, floor=1.0) or []) if accumulates and not grads else None
+    perturbed = None
     verdicts = []
     for i, (d, c, e) in enumerate(zip(dut, cpu, exact)):
         if d is None or c is None or e is None or d.shape != c.shape or d.shape != e.shape:
@@ -204,13 +301,19 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
         if compare_tensors(d, c, rtol, atol) is None:
             continue
         magnitude = None
-        if c.dtype in LOW_PRECISION and failure.oracle != "grads":
-            if magnitudes is None:
-                magnitudes = _abs_float64_outputs(obs) or []
-            if i < len(magnitudes) and isinstance(magnitudes[i], torch.Tensor) and magnitudes[i].shape == c.shape:
-                magnitude = magnitudes[i]
-        verdicts.append(judge_leaf(d, c, e, atol, rtol=rtol, overflow=overflow, magnitude=magnitude,
-                                   summands=summands(shapes, c.numel())))
+        if magnitudes and i < len(magnitudes) and isinstance(magnitudes[i], torch.Tensor) \
+                and magnitudes[i].shape == c.shape:
+            magnitude = magnitudes[i]
+        if perturbed is None:
+            perturbed = [flatten_outputs(p.grads if grads else p.outputs) for p in perturbed_sides(obs)]
+        leaf_perturbed = [p[i] for p in perturbed if i < len(p) and isinstance(p[i], torch.Tensor)]
+        grown = growth[i] if growth and i < len(growth) and isinstance(growth[i], torch.Tensor) else None
+        verdicts.append(judge_leaf(d, c, e, atol, rtol=rtol,
+                                   overflow=specials or _terms_overflow(grown, c.dtype),
+                                   magnitude=magnitude if c.dtype in LOW_PRECISION else None,
+                                   summands=summands(shapes, c.numel()) if accumulates else 1,
+                                   perturbed=leaf_perturbed,
+                                   explicit_nan=explicit_nan))
     if not verdicts:
         return "undecided", {"reason": "no floating output to arbitrate"}
     for wanted in ("dut-wrong", "cpu-wrong"):
@@ -230,13 +333,17 @@ def _numbers_line(numbers: dict) -> str:
                  f"wrong beyond overflow, {numbers['excused_positions']} excused as intermediate overflow")
     if "summands" in numbers:
         line += f"; half-precision accumulation bound for {numbers['summands']} summand(s)"
+    if numbers.get("ill_conditioned_positions"):
+        line += (f"; {numbers['ill_conditioned_positions']} position(s) ill-conditioned (float64 moves past "
+                 "the tolerance when the inputs move by one unit of roundoff)")
     return line
 
 
 # Verdicts that dismiss a failure: neither side is worse than the other (both-close), the
-# target is within what half-precision accumulation may cost (within-bound), or the only
-# differences come from overflowing intermediates (overflow).
-DISMISSED = ("both-close", "within-bound", "overflow")
+# target is within what half-precision accumulation may cost (within-bound), the only
+# differences come from overflowing intermediates (overflow), or the result is not
+# determined by the inputs to within the tolerance where they differ (ill-conditioned).
+DISMISSED = ("both-close", "within-bound", "overflow", "ill-conditioned")
 
 
 @oracle("arbiter", stage="verdict",

@@ -42,11 +42,7 @@ def check_errors(obs: Observation) -> Failure | None:
     if dut_raised and _device_fault(obs.dut.message):
         # Even where CPU rejects the input too: a device fault (a failed assert, an
         # illegal access) kills the context instead of raising a clean error.
-        return Failure(
-            oracle="errors", kind="device-fault", severity="critical",
-            title=f"`{obs.spec.name}` triggers a device fault on {obs.target_name}",
-            message=f"{obs.target_name} raised {obs.dut.type}: {obs.dut.message}",
-            dedup_key=("device-fault", normalise_message(obs.dut.message)))
+        return device_fault_failure(obs.spec.name, obs.target_name, obs.dut)
     if dut_raised and not ref_raised and not obs.dut.unsupported:
         return Failure(
             oracle="errors", kind="dut-raises", severity="high",
@@ -56,6 +52,14 @@ def check_errors(obs: Observation) -> Failure | None:
     if ref_raised and not dut_raised and not obs.ref.unsupported:
         return _accepted_where_cpu_rejects(obs)
     return None
+
+
+def device_fault_failure(op: str, target_name: str, raised: Raised) -> Failure:
+    return Failure(
+        oracle="errors", kind="device-fault", severity="critical",
+        title=f"`{op}` triggers a device fault on {target_name}",
+        message=f"{target_name} raised {raised.type}: {raised.message}",
+        dedup_key=("device-fault", normalise_message(raised.message)))
 
 
 # CPU's words for an input outside the valid range: a device that accepts it has no check.

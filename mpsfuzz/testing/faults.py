@@ -62,6 +62,17 @@ Effects:
     forgets the last group (a wrong result CPU cannot show, a smaller call can).
 ``skip_bounds_check``
     (``index_select``) clamp out-of-range indices instead of raising: a missing check.
+``nudge_input``
+    compute the op on its first input moved up by one unit of roundoff, as a kernel
+    whose intermediate rounding differs: the same result except at a discontinuity
+    (rounding ties), where both results are right.
+``pairwise_product``
+    (``prod``) multiply pairwise (a tree, as a parallel reduction does), in the dtype:
+    intermediates overflow where a sequential product reaches a zero first.
+``fault_later``
+    compute the real result, then fail the *next* synchronisation with a CUDA-style
+    sticky error, as an asynchronous device-side assert does (the process's device
+    context is unusable from then on).
 ``rewrite``
     compute the real result and return ``fault.rewrite(func, args, kwargs, result)``:
     a result that is also valid where the op's result is not unique, e.g. another
@@ -94,7 +105,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak", "noop", "densify",
            "ignore_strides", "poison", "spill", "overflow_naively", "accumulate_in_dtype", "inflate",
-           "leak_output", "cache_once", "split_transform", "split_transform_badly", "skip_bounds_check", "rewrite")
+           "leak_output", "cache_once", "split_transform", "split_transform_badly", "skip_bounds_check", "rewrite",
+           "nudge_input", "pairwise_product", "fault_later")
 
 # What torch's C++ error messages call each dtype ("not implemented for 'Long'").
 _CPP_DTYPE_NAMES = {
@@ -112,6 +124,8 @@ _WIDER = {torch.float16: torch.float32, torch.bfloat16: torch.float32,
           torch.complex32: torch.complex64}
 
 POISON_MESSAGE = "CUDA error: device-side assert triggered"
+# Set by a ``fault_later`` fault: the next synchronize() raises (and poisons the process).
+_FAULT_AT_NEXT_SYNC: list[str] = []
 # Set by a ``poison`` fault: the (emulated) device context of this process is unusable.
 _POISONED: list[str] = []
 
@@ -215,6 +229,23 @@ class Fault:
         if effect == "skip_bounds_check":
             x, dim, index = (_arg(func, args, kwargs, i) for i in range(3))
             return func(x, dim, index.clamp(0, max(x.shape[dim] - 1, 0)))
+        if effect == "nudge_input":
+            x = _input(func, args, kwargs)
+            nudged = x * (1 + torch.finfo(x.dtype).eps) if x.is_floating_point() else x
+            return func(nudged, *args[1:], **kwargs)
+        if effect == "pairwise_product":
+            x = _input(func, args, kwargs).reshape(-1)
+            if x.numel() == 0:
+                return func(*args, **kwargs)
+            while x.numel() > 1:
+                if x.numel() % 2:
+                    x = torch.cat([x, torch.ones(1, dtype=x.dtype)])
+                x = x[0::2] * x[1::2]
+            return x.reshape(())
+        if effect == "fault_later":
+            out = _real_result(func, args, kwargs)
+            _FAULT_AT_NEXT_SYNC.append(self.name)
+            return out
         if effect == "rewrite":
             return self.rewrite(func, args, kwargs, _real_result(func, args, kwargs))
         if effect == "leak":
@@ -521,6 +552,15 @@ def _in_a_worker(func, args, kwargs) -> bool:
     # Fires only in mpsfuzz's long-lived worker processes: state that a standalone
     # script does not rebuild (a warm cache, the allocator's history).
     return "mpsfuzz.fuzzer.worker" in sys.modules
+
+
+def _many_factors(func, args, kwargs) -> bool:
+    return _input(func, args, kwargs).numel() > 64
+
+
+def _expanded_input(func, args, kwargs) -> bool:
+    x = _input(func, args, kwargs)
+    return x.numel() > 1 and 0 in x.stride()
 
 
 def _many_fft_dims(func, args, kwargs) -> bool:
@@ -927,6 +967,14 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::tanh.default",), _always, "cache_once"),
     Fault("erf_needs_worker_state", "erf wrong only in a process with a history the repro script does not "
           "rebuild (its script cannot confirm it)", ("aten::erf.default",), _in_a_worker, "corrupt"),
+    Fault("round_nudged", "not a bug: round(decimals) whose intermediate rounds differently (results "
+          "differ only at rounding ties)", ("aten::round.decimals",), _always, "nudge_input"),
+    Fault("prod_pairwise", "not a bug: prod as a parallel (pairwise) reduction in the dtype, whose "
+          "intermediates overflow where a sequential product reaches a zero first",
+          ("aten::prod.default",), _many_factors, "pairwise_product"),
+    Fault("multinomial_async_assert", "CUDA-style: multinomial's kernel trips a device-side assert that "
+          "surfaces at the next synchronisation (pytorch: invalid distributions on CUDA)",
+          ("aten::multinomial.default",), _expanded_input, "fault_later"),
     Fault("fftn_splits_dims", "not a bug: an FFT over more than 3 dims done in groups of dims (as cuFFT does) "
           "where CPU's library refuses it", ("aten::_fft_c2c.default",), _many_fft_dims, "split_transform"),
     Fault("fftn_splits_dims_badly", "an FFT over more than 3 dims done in groups, the last group forgotten",
@@ -954,7 +1002,8 @@ FAULTS: dict[str, Fault] = _registry(
 )
 
 # Faults that emulate legitimate behaviour: a campaign must report nothing for them.
-NOT_BUGS = ("hypot_overflows_naively", "sum_half_accumulates_in_dtype", "tanh_caches_once", "fftn_splits_dims")
+NOT_BUGS = ("hypot_overflows_naively", "sum_half_accumulates_in_dtype", "tanh_caches_once", "fftn_splits_dims",
+            "round_nudged", "prod_pairwise")
 
 
 # --- the mode and the target --------------------------------------------------------
@@ -1042,7 +1091,15 @@ class FaultTarget:
                 return fn(*args, **kwargs)
 
     def synchronize(self) -> None:
-        pass
+        if _POISONED:
+            raise RuntimeError(POISON_MESSAGE)
+        if _FAULT_AT_NEXT_SYNC:
+            # The first synchronisation after the launch passes (the kernel was queued);
+            # the assert surfaces at the next one, wherever that is.
+            if _FAULT_AT_NEXT_SYNC[-1] == "armed":
+                _POISONED.append(_FAULT_AT_NEXT_SYNC.pop(-2))
+                raise RuntimeError(POISON_MESSAGE)
+            _FAULT_AT_NEXT_SYNC.append("armed")
 
     def memory_allocated(self) -> int:
         return sum(t.nbytes for t in _LEAKED)

@@ -52,7 +52,7 @@ BOOL = ("bool",)
 # Accumulating ops: most contributions to one position (keeps integer sums exact in
 # bfloat16: 4 * (12 + 1) < 256, and products of [-2, 2] within float16's range).
 _ACC_MAX = 12
-ORDER = frozenset({"order-dependent"})
+ORDER = frozenset({"order-dependent", "accumulates"})
 
 
 def op(name: str, fn, shapes, dtypes, doc: str, **kw) -> OpSpec:

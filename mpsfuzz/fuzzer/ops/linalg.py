@@ -534,7 +534,7 @@ def _cond_undefined(inputs, kwargs, rtol=1e-5):
 
 # -- specs ------------------------------------------------------------------------------
 
-MM_KW = dict(allow_nonfinite=False, rtol_scale=4, atol_scale=4)
+MM_KW = dict(allow_nonfinite=False, rtol_scale=4, atol_scale=4, semantics=frozenset({"accumulates"}))
 SOLVE_KW = dict(rtol_scale=64, atol_scale=64, **SOLVER)
 # pseudo-inverses, ranks and condition numbers depend on small singular values
 SVD_KW = dict(rtol_scale=256, atol_scale=256, **SOLVER)
@@ -546,8 +546,8 @@ register(
            method="matmul", out=True, grad=True, **MM_KW),
     linalg("mm", torch.mm, matmul_shapes("mm"), MATMUL,
            "2-D matrix product (mixed dtypes sometimes: pytorch#143948)",
-           input_dtypes=(None, None), semantics=frozenset({"mixed_dtypes_sometimes"}),
-           method="mm", out=True, grad=True, **MM_KW),
+           input_dtypes=(None, None), method="mm", out=True, grad=True,
+           **dict(MM_KW, semantics=MM_KW["semantics"] | {"mixed_dtypes_sometimes"})),
     linalg("bmm", torch.bmm, matmul_shapes("bmm"), MATMUL, "batched matrix product",
            input_dtypes=(None, None), method="bmm", out=True, grad=True, **MM_KW),
     linalg("mv", torch.mv, matmul_shapes("mv"), MATMUL, "matrix-vector product",

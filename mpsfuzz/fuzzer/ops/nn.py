@@ -36,7 +36,7 @@ INDEX = ("int64", "int32")
 TIES = frozenset({"ties_unspecified"})
 RANDOM = frozenset({"random"})
 # Tolerances for ops that accumulate (convs, norms, pooling over windows).
-ACCUMULATES = dict(rtol_scale=16, atol_scale=32)
+ACCUMULATES = dict(rtol_scale=16, atol_scale=32, semantics=frozenset({"accumulates"}))
 
 
 def nn(name: str, fn, shapes, dtypes, doc: str, **kw) -> OpSpec:

@@ -680,11 +680,22 @@ def _rnn_layer_shapes(kind: str):
 
 
 def _gru_layer(x, h0, w_ih, w_hh, b_ih, b_hh, *, batch_first=False, has_biases=True):
+    # torch.gru's documented shapes: eager CPU broadcasts others silently (the reducer
+    # would otherwise wander outside the op's contract), so the wrapper refuses them.
+    gh, h = 3 * h0.shape[-1], h0.shape[-1]
+    if (x.dim() != 3 or h0.dim() != 3 or w_ih.shape != (gh, x.shape[-1]) or w_hh.shape != (gh, h)
+            or has_biases and (b_ih.shape != (gh,) or b_hh.shape != (gh,))):
+        raise ValueError("gru: expected x and h0 3-D, w_ih (3H, I), w_hh (3H, H), biases (3H,)")
     return torch.gru(x, h0, [w_ih, w_hh, b_ih, b_hh] if has_biases else [w_ih, w_hh], has_biases, 1, 0.0,
                      False, False, batch_first)
 
 
 def _lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, *, batch_first=False, has_biases=True):
+    # torch.lstm's documented shapes (see _gru_layer)
+    gh, h = 4 * h0.shape[-1], h0.shape[-1]
+    if (x.dim() != 3 or h0.dim() != 3 or c0.shape != h0.shape or w_ih.shape != (gh, x.shape[-1])
+            or w_hh.shape != (gh, h) or has_biases and (b_ih.shape != (gh,) or b_hh.shape != (gh,))):
+        raise ValueError("lstm: expected x, h0, c0 3-D, w_ih (4H, I), w_hh (4H, H), biases (4H,)")
     return torch.lstm(x, (h0, c0), [w_ih, w_hh, b_ih, b_hh] if has_biases else [w_ih, w_hh], has_biases, 1, 0.0,
                       False, False, batch_first)
 

@@ -41,7 +41,7 @@ ALL = expand("all")
 TIES = frozenset({"ties_unspecified"})
 # Float reductions accumulate in an order that follows the layout (and vector width), so
 # a non-contiguous input legitimately rounds differently in low precision.
-ORDER = frozenset({"order-dependent"})
+ORDER = frozenset({"order-dependent", "accumulates"})
 INTEGRAL = expand("integral")
 
 
@@ -333,6 +333,14 @@ def _rank_kinks(*, ignore_nan: bool):
 _QUANTILE_TIES = ties(dim="dim")
 _NANQUANTILE_TIES = ties(dim="dim", ignore_nan=True)
 
+def _principal_log(inputs, out):
+    """A complex logarithm is defined modulo 2*pi*i: both sides are compared by their
+    principal values (imaginary part in [-pi, pi)); CPU's logcumsumexp does not wrap it."""
+    if not out.is_complex():
+        return out
+    return torch.complex(out.real, torch.remainder(out.imag + math.pi, 2 * math.pi) - math.pi)
+
+
 # -- specs ------------------------------------------------------------------------------
 
 _idx_values = gather_at_indices()          # (values, indices) outputs
@@ -437,8 +445,9 @@ register(
               args=_one_dim, rtol_scale=32, atol_scale=16,
               semantics=ORDER, **_variants("cumprod", inplace="cumprod_", grad=True)),
     reduction("logcumsumexp", lambda x, dim, **kw: torch.logcumsumexp(x, dim, **kw), FLOAT_AND_WIDE_COMPLEX,
-              "running log-sum-exp along a dim", args=_one_dim,
-              rtol_scale=16, atol_scale=16, semantics=ORDER, **_variants("logcumsumexp", grad=True)),
+              "running log-sum-exp along a dim (complex: compared as principal logarithms)", args=_one_dim,
+              canonicalise=_principal_log, rtol_scale=16, atol_scale=16, semantics=ORDER,
+              **_variants("logcumsumexp", grad=True)),
     reduction("cummax", lambda x, dim, **kw: torch.cummax(x, dim, **kw), REAL_BOOL, "running max and its index",
               args=_one_dim, canonicalise=_idx_values, semantics=TIES, **_variants("cummax")),
     reduction("cummin", lambda x, dim, **kw: torch.cummin(x, dim, **kw), REAL_BOOL, "running min and its index",
