@@ -257,7 +257,11 @@ class _Encoder:
         if isinstance(v, complex):
             return {"complex": [self.encode(v.real), self.encode(v.imag)]}
         if isinstance(v, torch.dtype):
-            return {"dtype": _dtype_name(v)}
+            # The reference dtype as an argument (``input_dtype=``, ``dtype=``) follows the
+            # fuzzed tensors' dtype, as a literal tensor marked "=" does: kept as it was,
+            # a float16 case would call the op with a float32 ``input_dtype``, which no
+            # sample does and CUDA rightly refuses.
+            return {"dtype": "=" if v == self.ref else _dtype_name(v)}
         if isinstance(v, torch.memory_format):
             return {"memory_format": str(v).removeprefix("torch.")}
         if isinstance(v, slice):
@@ -345,7 +349,7 @@ def _decode(v, tensors, like: torch.Tensor):
         re, im = (_decode(x, tensors, like) for x in v["complex"])
         return complex(re, im)
     if "dtype" in v:
-        return dt.to_torch(v["dtype"])
+        return like.dtype if v["dtype"] == "=" else dt.to_torch(v["dtype"])
     if "memory_format" in v:
         return getattr(torch, v["memory_format"])
     if "slice" in v:
@@ -632,14 +636,32 @@ def _make_spec(op) -> OpSpec | None:
     name = full_name(op)
     domain = getattr(op, "domain", None)
     has_domain = domain is not None and tuple(domain) != (None, None)
+    internal = op.name.startswith(("native_", "_"))
     return OpSpec(
         name=PREFIX + name, family=FAMILY, fn=_make_fn(name),
         shapes=_shapes_builder(name), dtypes=names,
         input_values=tuple(_values_builder(name, k) for k in range(MAX_TENSORS)),
         args=_args_builder(name),
         allow_specials=not has_domain,
-        doc=f"OpInfo {name}: its sample inputs as templates (layouts, dtypes and values fuzzed)",
+        canonicalise=_first_output if internal else None,
+        semantics=frozenset({"accumulates"}) if _is_reduction(op) else frozenset(),
+        doc=f"OpInfo {name}: its sample inputs as templates (layouts, dtypes and values fuzzed)"
+            + (" (internal op: its first output is compared; the others are saved for backward, "
+               "and their dtype and values are each backend's own)" if internal else ""),
     )
+
+
+def _first_output(inputs, out):
+    """An internal op's extra outputs (native_layer_norm's mean and rstd, native_batch_norm's
+    saved statistics) exist for its backward: their dtype (float32 for float16 inputs on
+    CUDA) and layout are each backend's choice, not the op's contract."""
+    return out[0] if isinstance(out, (tuple, list)) and out else out
+
+
+def _is_reduction(op) -> bool:
+    """OpInfo's reductions (each output element sums or combines many input terms)."""
+    from torch.testing._internal.opinfo.core import ReductionOpInfo
+    return isinstance(op, ReductionOpInfo)
 
 
 def candidates(exclude: Iterable[str] = ()) -> list[Any]:
