@@ -276,7 +276,8 @@ class Campaign:
             known=entry.to_json() if entry is not None else None,
             conditions=explanation.conditions if explanation is not None else None,
             explanation=explanation.to_json() if explanation is not None else None,
-            reproducibility=result.reproducibility.to_json(), minimisation=result.minimisation_json())
+            reproducibility=result.reproducibility.to_json(), minimisation=result.minimisation_json(),
+            localisation=result.localisation)
         path, new = self.corpus.record(finding)
         self.known.append(KnownBug.of(finding))
         if new:

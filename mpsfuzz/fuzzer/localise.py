@@ -1,0 +1,786 @@
+"""Localisation: the first aten kernel that goes wrong in a finding's minimal case.
+
+A public op (``torch.linalg.lu_factor``, ``torch.matmul``) runs as a sequence of aten
+calls. In a worker, the minimal case is run again on the target under a
+:class:`~torch.utils._python_dispatch.TorchDispatchMode` that, for every aten call, runs
+the call on the device as usual and also runs the same overload on CPU copies of its
+arguments (same values, and the same sizes, strides and storage offsets over a copy of
+each storage, views of one storage sharing one copy: a layout-dependent kernel sees what
+the device kernel saw), with every dispatch mode disabled, and compares:
+
+- the outputs (shape, dtype, channels_last-ness of 4-D/5-D results, values with the
+  dtype tolerance of :mod:`..oracles.tolerances` and the op's own scale, NaN positions);
+- the arguments the schema marks as written (in-place ``self``, ``out=``);
+- everything else in the argument storages, which must not change: a kernel that
+  overwrites an input its schema does not let it write (``writes-input``, like CUDA
+  ``linalg_eig`` on a transposed input) or writes past a view (``writes-outside-view``);
+- an error raised on one side only (``raises-on-device``, ``raises-on-cpu``).
+
+The mode is pushed *inside* the function that ``target.run`` calls, so it sits above the
+target's own modes (the fault target's ``FaultMode``): faults fire below it and it sees
+their results. Calls whose results legitimately differ are not compared: random ones
+(``torch.Tag.nondeterministic_seeded``: run on the device only, so that no RNG state
+moves) and ones that return uninitialised memory (``empty``, ``resize_``...: metadata
+only), and values of ops declared ``undefined-values``.
+
+The first divergent call is a candidate, not yet the answer: a kernel may legitimately
+differ (an eigenvector's phase, the index of one of several ties). So each divergent
+call in turn (at most :data:`MAX_CANDIDATES`) is *fixed*: the case runs again with that
+one call replaced by the CPU kernel's effect (its outputs, and its writes to the
+arguments); the first whose fix makes the finding's failure go away is the kernel.
+Where no single call diverges, or fixing none of them cures the failure, the bug is
+``composite`` (in how the op combines correct kernels, or in several at once).
+
+Crashes and hangs cannot be compared in-process: a trace mode appends each call (kernel
+and arguments) to a file before running it and marks it done after it (and after a
+device synchronisation, so an asynchronous fault shows at its own call); the call that
+started but never finished when the worker died or hung is the kernel.
+Compiled targets run Inductor's code, not aten kernels: not localised.
+
+Everything here is best effort: an exception in the localiser itself becomes
+``{"status": "error", "error": ...}`` and never touches the finding or the campaign.
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+import traceback
+from dataclasses import dataclass, field
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
+from torch.utils._pytree import tree_flatten, tree_map, tree_unflatten
+
+from . import dtypes as dt
+
+KERNEL, COMPOSITE, NOT_LOCALISED, ERROR = "kernel", "composite", "not-localised", "error"
+# Divergences of one call.
+WRONG_VALUES, WRONG_SHAPE, WRONG_DTYPE, WRONG_FORMAT = "wrong-values", "wrong-shape", "wrong-dtype", "wrong-memory-format"
+WRITES_INPUT, WRITES_OUTSIDE = "writes-input", "writes-outside-view"
+RAISES_ON_DEVICE, RAISES_ON_CPU = "raises-on-device", "raises-on-cpu"
+CRASH, HANG = "crash", "hang"
+# The symptom class of a divergence (the bug key keeps classes apart, not kinds: wrong
+# values and an overwritten input of one call are one bug).
+DIVERGENCE_CLASSES = {WRONG_VALUES: "wrong", WRONG_SHAPE: "wrong", WRONG_DTYPE: "wrong", WRONG_FORMAT: "wrong",
+                      WRITES_INPUT: "wrong", WRITES_OUTSIDE: "wrong", RAISES_ON_DEVICE: "raises",
+                      RAISES_ON_CPU: "accepts", CRASH: "crash", HANG: "hang"}
+
+MAX_CANDIDATES = 4          # divergent calls tried as the kernel, first first
+MAX_RECORDED = 8            # divergent calls listed in the record
+STORAGE_BYTES_MAX = 64 << 20  # larger argument storages are not copied (not compared)
+LITERAL_MAX = 4096          # storages up to this many elements are recorded as literals
+# Ops that return (or leave) uninitialised memory: only their metadata is compared.
+UNINITIALISED = {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
+                 "aten::new_empty_strided", "aten::resize_", "aten::resize_as_", "aten::_resize_output_",
+                 "aten::empty_permuted", "aten::_empty_affine_quantized", "aten::set_"}
+_CHANNELS_LAST_RANKS = (4, 5)
+
+
+def divergence_class(kind: str) -> str:
+    return DIVERGENCE_CLASSES.get(kind, "wrong")
+
+
+def kernel_name(func) -> str:
+    """``aten::mm.default``, ``aten::add.out``: the namespace, name and overload."""
+    schema = func._schema
+    return f"{schema.name}.{schema.overload_name or 'default'}"
+
+
+def _packet_name(func) -> str:
+    return func._schema.name
+
+
+class _Uncomparable(Exception):
+    """An argument this localiser cannot copy (sparse, nested, too large...)."""
+
+
+# -- describing a call -----------------------------------------------------------------------
+
+def _scalar_json(x):
+    """A JSON-safe scalar: non-finite floats and complex numbers as tagged text."""
+    if isinstance(x, bool) or x is None or isinstance(x, (int, str)):
+        return x
+    if isinstance(x, float):
+        return x if x == x and x not in (float("inf"), float("-inf")) else {"float": repr(x)}
+    if isinstance(x, complex):
+        return {"complex": [_scalar_json(x.real), _scalar_json(x.imag)]}
+    return {"repr": repr(x)}
+
+
+def _storage_values(flat: torch.Tensor) -> list:
+    return [_scalar_json(v) for v in flat.tolist()]
+
+
+@dataclass
+class _Storage:
+    """One device storage under a call's arguments, and its CPU copy."""
+    index: int
+    device_storage: object
+    nbytes: int
+    device: torch.device
+    before: torch.Tensor            # uint8 CPU copy of the bytes before the call
+    cpu: torch.Tensor               # uint8 CPU bytes the CPU kernel runs on
+    dtype: torch.dtype | None = None    # the element dtype it is described in
+
+
+def _device_bytes(storage, nbytes: int, device) -> torch.Tensor:
+    return torch.empty(0, dtype=torch.uint8, device=device).set_(storage, 0, (nbytes,), (1,))
+
+
+@dataclass
+class _Arg:
+    """A tensor argument: where it is in the call, the device tensor and its CPU copy."""
+    device: torch.Tensor
+    cpu: torch.Tensor
+    storage: _Storage
+    mutated: bool
+    name: str
+
+
+@dataclass
+class _Snapshot:
+    storages: dict = field(default_factory=dict)     # key -> _Storage
+    tensors: list = field(default_factory=list)      # _Arg, in argument order
+    cpu_args: tuple = ()
+    cpu_kwargs: dict = field(default_factory=dict)
+
+    def copy_tensor(self, t: torch.Tensor, mutated: bool, name: str) -> torch.Tensor:
+        if (t.layout != torch.strided or t.is_quantized or getattr(t, "is_nested", False)
+                or t.device.type == "meta" or type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter)):
+            raise _Uncomparable(f"argument {name} is not a plain strided tensor")
+        storage = t.untyped_storage()
+        nbytes = storage.nbytes()
+        if nbytes > STORAGE_BYTES_MAX:
+            raise _Uncomparable(f"argument {name}'s storage is too large to copy")
+        key = (storage.data_ptr(), nbytes, str(t.device)) if nbytes else ("empty", id(t))
+        s = self.storages.get(key)
+        if s is None:
+            before = _device_bytes(storage, nbytes, t.device).to("cpu", copy=True)
+            s = self.storages[key] = _Storage(len(self.storages), storage, nbytes, t.device, before, before.clone(),
+                                              t.dtype)
+        copy = torch.empty(0, dtype=t.dtype).set_(s.cpu.untyped_storage(), t.storage_offset(), tuple(t.shape),
+                                                  tuple(t.stride()))
+        if t.is_conj():
+            copy = copy.conj()
+        if t.is_neg():
+            copy = torch._neg_view(copy)
+        self.tensors.append(_Arg(t, copy, s, mutated, name))
+        return copy
+
+
+def _written_arguments(func) -> set[str]:
+    """Names of the schema arguments the op may write (``Tensor(a!)``)."""
+    return {a.name for a in func._schema.arguments if a.alias_info is not None and a.alias_info.is_write}
+
+
+def _snapshot(func, args: tuple, kwargs: dict) -> _Snapshot:
+    snap = _Snapshot()
+    written = _written_arguments(func)
+    schema_args = func._schema.arguments
+
+    def copy_all(value, mutated: bool, name: str):
+        def one(x):
+            if isinstance(x, torch.Tensor):
+                return snap.copy_tensor(x, mutated, name)
+            if isinstance(x, torch.device) and x.type != "cpu":
+                return torch.device("cpu")
+            if isinstance(x, torch.Generator):
+                raise _Uncomparable("a generator argument")
+            return x
+        return tree_map(one, value)
+
+    cpu_args = []
+    for i, a in enumerate(args):
+        name = schema_args[i].name if i < len(schema_args) else f"arg{i}"
+        cpu_args.append(copy_all(a, name in written, name))
+    snap.cpu_args = tuple(cpu_args)
+    snap.cpu_kwargs = {k: copy_all(v, k in written, k) for k, v in kwargs.items()}
+    return snap
+
+
+def _describe_value(x, snap: _Snapshot | None) -> dict:
+    if isinstance(x, torch.Tensor):
+        if snap is not None:
+            for a in snap.tensors:
+                if a.device is x:
+                    return {"kind": "tensor", "dtype": dt.name_of(x.dtype), "shape": list(x.shape),
+                            "stride": list(x.stride()), "offset": x.storage_offset(), "storage": a.storage.index,
+                            "conj": bool(x.is_conj()), "neg": bool(x.is_neg())}
+        return {"kind": "tensor", "dtype": dt.name_of(x.dtype), "shape": list(x.shape), "stride": list(x.stride()),
+                "offset": x.storage_offset(), "storage": None}
+    if isinstance(x, (list, tuple)):
+        return {"kind": "list" if isinstance(x, list) else "tuple", "items": [_describe_value(v, snap) for v in x]}
+    if isinstance(x, torch.dtype):
+        return {"kind": "dtype", "name": dt.name_of(x)}
+    if isinstance(x, torch.device):
+        return {"kind": "device", "type": x.type}
+    if isinstance(x, torch.layout):
+        return {"kind": "layout", "name": str(x).removeprefix("torch.")}
+    if isinstance(x, torch.memory_format):
+        return {"kind": "memory_format", "name": str(x).removeprefix("torch.")}
+    if x is None or isinstance(x, (bool, int, float, complex, str)):
+        return {"kind": "value", "value": _scalar_json(x)}
+    return {"kind": "other", "repr": repr(x)[:200]}
+
+
+def _storage_json(s: _Storage) -> dict:
+    dtype = s.dtype or torch.uint8
+    size = torch.empty(0, dtype=dtype).element_size()
+    numel = s.nbytes // size
+    values = None
+    if numel <= LITERAL_MAX and s.nbytes % size == 0:
+        flat = torch.empty(0, dtype=dtype).set_(s.before.untyped_storage(), 0, (numel,), (1,))
+        if dtype == torch.complex32:
+            flat = flat.to(torch.complex64)
+        values = _storage_values(flat)
+    return {"index": s.index, "dtype": dt.name_of(dtype), "numel": numel, "values": values}
+
+
+def describe_call(func, args: tuple, kwargs: dict, snap: _Snapshot | None) -> dict:
+    """The call as data: kernel, arguments (tensors: dtype, shape, stride, storage
+    offset and storage index), keyword arguments, and the storages' values before the
+    call (exact literals; they are tiny in a minimal case)."""
+    return {"kernel": kernel_name(func),
+            "args": [_describe_value(a, snap) for a in args],
+            "kwargs": {k: _describe_value(v, snap) for k, v in kwargs.items()},
+            "written": sorted(_written_arguments(func)),
+            "storages": [_storage_json(s) for s in sorted((snap.storages.values() if snap else ()),
+                                                            key=lambda s: s.index)]}
+
+
+# -- comparing the two sides of a call ------------------------------------------------------
+
+def _to_cpu(x):
+    return x.detach().to("cpu", copy=True) if isinstance(x, torch.Tensor) else x
+
+
+def _channels_last(t: torch.Tensor) -> bool:
+    return ((t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous())
+            or (t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d) and not t.is_contiguous()))
+
+
+@dataclass
+class Judge:
+    """How the calls of one case are compared: the op's tolerance scales, and whether
+    values can be compared at all (``undefined-values``)."""
+    rtol_scale: float = 1.0
+    atol_scale: float = 1.0
+    compare_values: bool = True
+
+    def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
+        from ..oracles.tolerances import tolerance
+        return tolerance(dt.name_of(dtype), rtol_scale=self.rtol_scale, atol_scale=self.atol_scale)
+
+    def tensors(self, actual: torch.Tensor, expected: torch.Tensor, values: bool) -> tuple[str, str] | None:
+        from ..oracles.values import compare_tensors
+        if actual.shape != expected.shape:
+            return WRONG_SHAPE, f"shape {tuple(actual.shape)} on the device, {tuple(expected.shape)} on CPU"
+        if actual.dtype != expected.dtype:
+            return WRONG_DTYPE, f"dtype {actual.dtype} on the device, {expected.dtype} on CPU"
+        if expected.dim() in _CHANNELS_LAST_RANKS and _channels_last(actual) != _channels_last(expected):
+            return WRONG_FORMAT, (f"strides {tuple(actual.stride())} on the device, {tuple(expected.stride())} on "
+                                  "CPU (channels_last on one side only)")
+        if not (values and self.compare_values):
+            return None
+        rtol, atol = self.tolerance(expected.dtype)
+        problem = compare_tensors(_to_cpu(actual), expected.detach(), rtol, atol)
+        return (WRONG_VALUES, problem) if problem else None
+
+    def scalars(self, actual, expected) -> tuple[str, str] | None:
+        if type(actual) is not type(expected) and not (isinstance(actual, (int, float)) and isinstance(expected, (int, float))):
+            return WRONG_VALUES, f"{actual!r} on the device, {expected!r} on CPU"
+        if isinstance(expected, (float, complex)) and self.compare_values:
+            if expected != expected and actual != actual:
+                return None
+            rtol, atol = self.tolerance(torch.float64 if isinstance(expected, float) else torch.complex128)
+            if abs(actual - expected) <= atol + rtol * abs(expected):
+                return None
+            return WRONG_VALUES, f"{actual!r} on the device, {expected!r} on CPU"
+        if isinstance(expected, (bool, int)) and actual != expected and self.compare_values:
+            return WRONG_VALUES, f"{actual!r} on the device, {expected!r} on CPU"
+        return None
+
+
+def _byte_mask(storage: _Storage, views: list[torch.Tensor]) -> torch.Tensor:
+    """True for each byte of ``storage`` that one of ``views`` (tensors over it) covers."""
+    mask = torch.zeros(storage.nbytes, dtype=torch.bool)
+    for v in views:
+        size = v.element_size()
+        n = storage.nbytes // size
+        if v.numel() == 0 or n == 0:
+            continue
+        elements = torch.arange(n).as_strided(tuple(v.shape), tuple(v.stride()), v.storage_offset()).reshape(-1)
+        starts = elements * size
+        mask[(starts.unsqueeze(1) + torch.arange(size)).reshape(-1).clamp_(max=storage.nbytes - 1)] = True
+    return mask
+
+
+def _tensor_leaves(out) -> list:
+    leaves, _ = tree_flatten(out)
+    return leaves
+
+
+def compare_call(func, snap: _Snapshot, out, cpu_out, judge: Judge) -> list[tuple[str, str, dict]]:
+    """Every divergence of one call whose both sides returned: [(kind, detail, where)],
+    ``where`` naming the output (``{"output": i}``), the written argument
+    (``{"argument": name}``) or the storage (``{"storage": k, "argument": name}``)."""
+    found: list[tuple[str, str, dict]] = []
+    values = _packet_name(func) not in UNINITIALISED
+    dev_leaves, cpu_leaves = _tensor_leaves(out), _tensor_leaves(cpu_out)
+    if len(dev_leaves) != len(cpu_leaves):
+        found.append((WRONG_SHAPE, f"{len(dev_leaves)} outputs on the device, {len(cpu_leaves)} on CPU", {}))
+    else:
+        many = len(cpu_leaves) > 1
+        for i, (a, e) in enumerate(zip(dev_leaves, cpu_leaves)):
+            if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor):
+                problem = judge.tensors(a, e, values)
+            elif isinstance(e, torch.Tensor) or isinstance(a, torch.Tensor):
+                problem = (WRONG_SHAPE, f"output {i}: a tensor on one side only")
+            else:
+                problem = judge.scalars(a, e)
+            if problem:
+                found.append((problem[0], (f"output {i}: " if many else "") + problem[1],
+                              {"output": i, "outputs": len(cpu_leaves)}))
+                break
+    # Arguments the kernel may write: what it wrote.
+    for arg in snap.tensors:
+        if arg.mutated:
+            problem = judge.tensors(arg.device, arg.cpu, values)
+            if problem:
+                found.append((problem[0], f"argument {arg.name} (written by the kernel): {problem[1]}",
+                              {"argument": arg.name, "position": snap.tensors.index(arg)}))
+                break
+    found += _unexpected_writes(snap)
+    return found
+
+
+def _unexpected_writes(snap: _Snapshot) -> list[tuple[str, str, dict]]:
+    """Bytes of an argument storage that the schema does not let the kernel write, and
+    that it changed on the device but not on CPU."""
+    found = []
+    for s in snap.storages.values():
+        written = [a.device for a in snap.tensors if a.storage is s and a.mutated]
+        if s.device_storage.nbytes() != s.nbytes:
+            continue  # resized by the kernel (an out= argument): its values were compared above
+        after = _device_bytes(s.device_storage, s.nbytes, s.device).to("cpu", copy=True)
+        free = ~_byte_mask(s, written) if written else torch.ones(s.nbytes, dtype=torch.bool)
+        changed = (after != s.cpu) & free
+        if not bool(changed.any()):
+            continue
+        readers = [a for a in snap.tensors if a.storage is s and not a.mutated]
+        inside = [a for a in readers if bool((_byte_mask(s, [a.device]) & changed).any())]
+        if inside:
+            found.append((WRITES_INPUT, f"argument {inside[0].name} changed on the device, although the kernel's "
+                                        "schema does not let it write it (CPU leaves it unchanged)",
+                          {"storage": s.index, "argument": inside[0].name}))
+        else:
+            found.append((WRITES_OUTSIDE, f"{int(changed.sum())} byte(s) of an argument's storage outside every "
+                                          "view the kernel may write changed on the device", {"storage": s.index}))
+    return found
+
+
+# -- the modes ------------------------------------------------------------------------------
+
+def _is_seeded(func) -> bool:
+    return torch.Tag.nondeterministic_seeded in getattr(func, "tags", ())
+
+
+def _widened_cpu_call(func, snap: _Snapshot):
+    """The CPU call in the wider dtype where CPU has no kernel for a narrow one (as the
+    executor does for the reference); outputs cast back. Written arguments are not
+    comparable then (they are not written)."""
+    narrow = {t.cpu.dtype for t in snap.tensors if dt.name_of(t.cpu.dtype) in dt.WIDER}
+    if not narrow or any(t.mutated for t in snap.tensors):
+        return None
+    back = {dt.to_torch(dt.WIDER[dt.name_of(d)]): d for d in narrow}
+
+    def up(x):
+        return x.to(dt.to_torch(dt.WIDER[dt.name_of(x.dtype)])) if isinstance(x, torch.Tensor) and x.dtype in narrow else x
+
+    def down(x):
+        return x.to(back[x.dtype]) if isinstance(x, torch.Tensor) and x.dtype in back else x
+    return tree_map(down, func(*tree_map(up, snap.cpu_args), **tree_map(up, snap.cpu_kwargs)))
+
+
+def _cpu_call(func, snap: _Snapshot):
+    """(result, exception) of the CPU kernel on the copies, with no mode active."""
+    from .executor import is_unsupported
+    with _disable_current_modes(), torch.no_grad():
+        try:
+            return func(*snap.cpu_args, **snap.cpu_kwargs), None
+        except Exception as exc:
+            if is_unsupported(exc):
+                try:
+                    widened = _widened_cpu_call(func, snap)
+                except Exception:
+                    widened = None
+                if widened is not None:
+                    return widened, None
+                return None, _Uncomparable(f"CPU has no kernel: {exc}")
+            return None, exc
+
+
+@dataclass
+class Divergence:
+    index: int
+    kernel: str
+    kinds: list[str]
+    detail: str
+    call: dict
+    where: dict = field(default_factory=dict)
+
+    def summary(self) -> dict:
+        return {"index": self.index, "kernel": self.kernel, "divergence": self.kinds[0], "kinds": list(self.kinds)}
+
+
+class CompareMode(TorchDispatchMode):
+    """Runs each aten call on the device and on CPU copies of its arguments and records
+    the calls that diverge. With ``fix`` set to a call index, that call is not run on the
+    device at all: the CPU kernel's effect replaces it (outputs moved to the device, its
+    writes copied into the device arguments)."""
+
+    def __init__(self, judge: Judge, fix: int | None = None, device=None):
+        super().__init__()
+        self.judge = judge
+        self.fix = fix
+        self.device = torch.device(device) if device is not None else None
+        self.calls = 0
+        self.kernels: list[str] = []
+        self.divergences: list[Divergence] = []
+        self.fixed_kernel: str | None = None
+        self.problems = 0        # calls that could not be compared
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        index = self.calls
+        self.calls += 1
+        self.kernels.append(kernel_name(func))
+        if _is_seeded(func):
+            return func(*args, **kwargs)  # on the device only: no RNG state moves twice
+        try:
+            with _disable_current_modes(), torch.no_grad():
+                snap = _snapshot(func, args, kwargs)
+        except Exception:
+            self.problems += 1
+            return func(*args, **kwargs)
+        if index == self.fix:
+            self.fixed_kernel = kernel_name(func)
+            return self._cpu_in_place_of_device(func, args, kwargs, snap)
+        try:
+            out, device_error = func(*args, **kwargs), None
+        except Exception as exc:
+            out, device_error = None, exc
+        try:
+            self._compare(index, func, args, kwargs, snap, out, device_error)
+        except Exception:
+            self.problems += 1
+        if device_error is not None:
+            raise device_error
+        return out
+
+    def _compare(self, index, func, args, kwargs, snap, out, device_error) -> None:
+        cpu_out, cpu_error = _cpu_call(func, snap)
+        if isinstance(cpu_error, _Uncomparable):
+            self.problems += 1
+            return
+        if device_error is not None and cpu_error is not None:
+            return  # both reject the call (the messages may differ)
+        if device_error is not None:
+            kinds = [(RAISES_ON_DEVICE, f"{type(device_error).__name__}: {str(device_error).strip()[:500]}", {})]
+        elif cpu_error is not None:
+            kinds = [(RAISES_ON_CPU, f"CPU raises {type(cpu_error).__name__}: {str(cpu_error).strip()[:500]}; "
+                                     "the device returns a result", {})]
+        else:
+            with _disable_current_modes(), torch.no_grad():
+                kinds = compare_call(func, snap, out, cpu_out, self.judge)
+        if kinds and len(self.divergences) < MAX_RECORDED:
+            with _disable_current_modes(), torch.no_grad():
+                call = describe_call(func, args, kwargs, snap)
+                call["tolerance"] = self._tolerances(snap, cpu_out)
+            if device_error is not None or cpu_error is not None:
+                error = device_error if device_error is not None else cpu_error
+                call["error"] = {"type": type(error).__name__, "message": str(error).strip()[:300]}
+            self.divergences.append(Divergence(index, kernel_name(func), [k for k, _, _ in kinds],
+                                               "\n".join(d for _, d, _ in kinds), call, kinds[0][2]))
+
+    def _tolerances(self, snap: _Snapshot, cpu_out) -> dict:
+        leaves = [t for t in _tensor_leaves(cpu_out) if isinstance(t, torch.Tensor)]
+        leaves += [a.cpu for a in snap.tensors if a.mutated]
+        dtype = leaves[0].dtype if leaves else torch.float64
+        rtol, atol = self.judge.tolerance(dtype)
+        return {"rtol": rtol, "atol": atol}
+
+    def _cpu_in_place_of_device(self, func, args, kwargs, snap: _Snapshot):
+        cpu_out, cpu_error = _cpu_call(func, snap)
+        if isinstance(cpu_error, _Uncomparable):
+            return func(*args, **kwargs)  # cannot fix this call: it runs as it is
+        if cpu_error is not None:
+            raise cpu_error
+        with _disable_current_modes(), torch.no_grad():
+            for arg in snap.tensors:
+                if not arg.mutated:
+                    continue
+                d, c = arg.device, arg.cpu
+                if tuple(d.shape) != tuple(c.shape) or tuple(d.stride()) != tuple(c.stride()):
+                    d.set_(torch.empty_strided(tuple(c.shape), tuple(c.stride()), dtype=c.dtype, device=d.device))
+                d.copy_(c)
+            by_cpu = {id(a.cpu): a.device for a in snap.tensors}
+            leaves, spec = tree_flatten(cpu_out)
+
+            def to_device(x):
+                if not isinstance(x, torch.Tensor):
+                    return x
+                if id(x) in by_cpu:
+                    return by_cpu[id(x)]
+                device = snap.tensors[0].device.device if snap.tensors else (self.device or x.device)
+                try:
+                    return torch.empty_strided(tuple(x.shape), tuple(x.stride()), dtype=x.dtype,
+                                               device=device).copy_(x)
+                except RuntimeError:
+                    return x.to(device)
+            return tree_unflatten([to_device(x) for x in leaves], spec)
+
+
+class TraceMode(TorchDispatchMode):
+    """Appends each call to a file before running it and marks it done afterwards (after
+    synchronising the device): the call left open when the process died or hung is the
+    kernel. Lines are written with ``os.write`` (no buffer to lose on an abort)."""
+
+    def __init__(self, path: str, synchronize):
+        super().__init__()
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.synchronize = synchronize
+        self.calls = 0
+
+    def _write(self, record: dict) -> None:
+        os.write(self.fd, (json.dumps(record) + "\n").encode())
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        index = self.calls
+        self.calls += 1
+        try:
+            with _disable_current_modes(), torch.no_grad():
+                snap = _snapshot(func, args, kwargs)
+                call = describe_call(func, args, kwargs, snap)
+        except Exception:
+            call = {"kernel": kernel_name(func), "args": None}
+        self._write({"start": index, "call": call})
+        out = func(*args, **kwargs)
+        try:
+            with _disable_current_modes():
+                self.synchronize()
+        finally:
+            self._write({"end": index})
+        return out
+
+    def close(self) -> None:
+        os.close(self.fd)
+
+
+class _WithMode:
+    """The target, with ``mode`` pushed inside every function its ``run`` calls (so above
+    the target's own modes)."""
+
+    def __init__(self, target, mode: TorchDispatchMode):
+        self._target, self.mode = target, mode
+        self.name, self.device = target.name, target.device
+
+    def run(self, fn, *args, **kwargs):
+        def under_mode(*a, **k):
+            with self.mode:
+                return fn(*a, **k)
+        return self._target.run(under_mode, *args, **kwargs)
+
+    def synchronize(self) -> None:
+        self._target.synchronize()
+
+    def memory_allocated(self) -> int:
+        return self._target.memory_allocated()
+
+    def is_available(self) -> bool:
+        return True
+
+
+# -- inside the worker ----------------------------------------------------------------------
+
+def is_compiled(target) -> bool:
+    from ..targets import CompiledTarget
+    return isinstance(target, CompiledTarget) or str(getattr(target, "name", "")).endswith("-compiled")
+
+
+def _judge_for(case) -> Judge:
+    from . import catalogue
+    spec = catalogue.get(case.op)
+    return Judge(spec.rtol_scale, spec.atol_scale, compare_values="undefined-values" not in spec.semantics)
+
+
+def _has_symptom(case, result: dict, symptom: tuple) -> bool:
+    from ..corpus.finding import symptom_key
+    from ..oracles import Failure
+    return any(tuple(symptom_key(case, Failure.from_json(f))) == symptom for f in result.get("failures", ()))
+
+
+def _run(case, target, oracle_names, mode):
+    from .executor import execute
+    return execute(case, _WithMode(target, mode), oracle_names)
+
+
+def localise_case(case, target, oracle_names, symptom, *, process_kind: bool = False,
+                  trace_path: str | None = None) -> dict:
+    """In the worker: the localisation record of ``case``, whose failure has ``symptom``
+    (see the module docstring). Never raises."""
+    start = time.monotonic()
+    try:
+        if is_compiled(target):
+            return {"status": NOT_LOCALISED, "reason": "compiled target: it runs Inductor's generated code, "
+                                                       "not aten kernels"}
+        oracle_names = tuple(o for o in oracle_names if o != "leak")
+        symptom = tuple(symptom)
+        if process_kind:
+            mode = TraceMode(trace_path, target.synchronize)
+            try:
+                _run(case, target, oracle_names, mode)
+            finally:
+                mode.close()
+            return {"status": ERROR, "error": "the worker neither died nor hung under the localiser"}
+        record = _localise(case, target, oracle_names, symptom)
+    except Exception as exc:
+        record = {"status": ERROR, "error": f"{type(exc).__name__}: {exc}",
+                  "traceback": traceback.format_exc(limit=6)[-2000:]}
+    record["seconds"] = round(time.monotonic() - start, 3)
+    return record
+
+
+def _localise(case, target, oracle_names, symptom) -> dict:
+    judge = _judge_for(case)
+    seen = CompareMode(judge)
+    result = _run(case, target, oracle_names, seen)
+    poisoned = bool(result.get("poisoned"))
+    base = {"calls": seen.calls, "divergent": [d.summary() for d in seen.divergences],
+            "uncompared": seen.problems}
+    if poisoned:
+        base["poisoned"] = True
+    if not _has_symptom(case, result, symptom):
+        return {"status": ERROR, "error": "the failure did not reproduce under the localiser", **base}
+    if not seen.divergences:
+        return {"status": COMPOSITE, "reason": f"none of its {seen.calls} aten calls diverges from the same "
+                                               "call on CPU: the bug is in how they are combined", **base}
+    tried = []
+    for d in seen.divergences[:MAX_CANDIDATES]:
+        if poisoned:
+            # The device context is gone: no fix run can tell. The first divergence stands.
+            return _kernel_record(d, case, target, confirmed=False, base=base,
+                                  note="the device context was lost (poisoned): not confirmed by a fix run")
+        fix = CompareMode(judge, fix=d.index, device=target.device)
+        fixed = _run(case, target, oracle_names, fix)
+        poisoned = bool(fixed.get("poisoned"))
+        tried.append(d.kernel)
+        if fix.fixed_kernel == d.kernel and not _has_symptom(case, fixed, symptom):
+            return _kernel_record(d, case, target, confirmed=True, base=base)
+    return {"status": COMPOSITE, "reason": "no single divergent call explains it: with each of "
+                                           f"{', '.join(tried)} replaced by its CPU result in turn, it still fails",
+            **base}
+
+
+def _kernel_record(d: Divergence, case, target, *, confirmed: bool, base: dict, note: str = "") -> dict:
+    from .kernel_repro import ReproUnavailable, kernel_script
+    record = {"status": KERNEL, "kernel": d.kernel, "divergence": d.kinds[0], "kinds": list(d.kinds),
+              "detail": d.detail[:2000], "where": d.where, "call": d.call, "index": d.index,
+              "confirmed": confirmed, **base}
+    if note:
+        record["note"] = note
+    try:
+        record["repro"] = kernel_script(record, device=str(target.device), target_name=target.name)
+    except ReproUnavailable as exc:
+        record["repro"] = None
+        record["repro_unavailable"] = str(exc)
+    return record
+
+
+# -- in the supervisor ----------------------------------------------------------------------
+
+def read_trace(path: str) -> dict | None:
+    """The call that started and never ended in a trace file (None: none)."""
+    open_calls: dict[int, dict] = {}
+    try:
+        with open(path, "rb") as f:
+            for line in f:
+                try:
+                    record = json.loads(line)
+                except ValueError:
+                    continue  # a line cut by the death
+                if "start" in record:
+                    open_calls[record["start"]] = record.get("call") or {}
+                elif "end" in record:
+                    open_calls.pop(record["end"], None)
+    except OSError:
+        return None
+    if not open_calls:
+        return None
+    index = max(open_calls)
+    return {"index": index, "call": open_calls[index]}
+
+
+def localise(case, failure, pool, oracles, *, timeout_s: float | None = None) -> dict:
+    """The localisation record of a reliable finding, computed in a fresh worker of
+    ``pool``, bounded in time. Never raises: any failure is ``{"status": "error", ...}``."""
+    from ..corpus.finding import symptom_key
+    from ..oracles import worker_oracles
+    from ..oracles.process import ProcessEvent
+    start = time.monotonic()
+    try:
+        if failure.oracle == "leak":
+            return {"status": NOT_LOCALISED, "reason": "a leak is not a wrong result of one call"}
+        process_kind = failure.oracle in ("crash", "hang")
+        timeout = (timeout_s or 20.0) * (1.5 if process_kind else 3.0)
+        trace = str(pool.workdir / f"trace-{os.getpid()}-{time.monotonic_ns()}.jsonl") if process_kind else None
+        pool.fresh()
+        outcome = pool.localise(case.to_json(), worker_oracles(tuple(oracles)), list(symptom_key(case, failure)),
+                                case.op, timeout_s=timeout, process_kind=process_kind, trace_path=trace)
+        if isinstance(outcome, ProcessEvent):
+            record = _from_trace(outcome, trace, failure, pool) if process_kind else {
+                "status": ERROR, "error": f"the localiser's worker {outcome.kind} "
+                                          f"({'after ' + format(timeout, 'g') + 's' if outcome.kind == 'timeout' else outcome.returncode})"}
+        else:
+            record = outcome
+        if trace:
+            try:
+                os.unlink(trace)
+            except OSError:
+                pass
+    except Exception as exc:
+        record = {"status": ERROR, "error": f"{type(exc).__name__}: {exc}"}
+    record.setdefault("seconds", round(time.monotonic() - start, 3))
+    return record
+
+
+def _from_trace(event, trace: str, failure, pool) -> dict:
+    from .kernel_repro import ReproUnavailable, kernel_script
+    kind = CRASH if event.kind == "died" else HANG
+    expected = "died" if failure.oracle == "crash" else "timeout"
+    if event.kind != expected:
+        return {"status": ERROR, "error": f"the localiser's worker {event.kind}, the finding is a {failure.oracle}"}
+    found = read_trace(trace) if trace else None
+    if found is None:
+        return {"status": NOT_LOCALISED, "reason": "the process " + ("died" if kind == CRASH else "hung")
+                + " outside every aten call (no call was running)"}
+    call = found["call"]
+    if not call.get("kernel"):
+        return {"status": ERROR, "error": "the trace names no kernel"}
+    from ..oracles.process import signal_name
+    signal = signal_name(event.returncode) if kind == CRASH else None
+    detail = (f"the process died ({signal}) in this call" if kind == CRASH
+              else f"this call did not return within {event.timeout_s:g}s")
+    record = {"status": KERNEL, "kernel": call["kernel"], "divergence": kind, "kinds": [kind], "detail": detail,
+              "call": call if call.get("args") is not None else None, "index": found["index"],
+              "confirmed": False, "note": "from the trace of aten calls: the one running when it happened"}
+    if signal:
+        record["signal"] = signal
+    try:
+        record["repro"] = kernel_script(record, device=str(pool.device), target_name=pool.target_name)
+    except ReproUnavailable as exc:
+        record["repro"] = None
+        record["repro_unavailable"] = str(exc)
+    return record
