@@ -107,6 +107,12 @@ class ConsoleReporter:
             f"known upstream {s.known_bugs}, flaky {s.flaky}, CPU-reference bugs {s.cpu_bugs}, "
             f"suppressed as undefined/unimplemented {s.suppressed}, "
             f"sightings of known findings {s.known_sightings}, minimising {s.minimise_s:.1f}s", highlight=False)
+        new = [(p, f) for f, p, is_new in event.findings if is_new and f.status == "new"]
+        if new:
+            from ..corpus.bugs import group
+            bugs = group(new)
+            self.console.print(f"{len(bugs)} new bug(s) ({len(new)} finding(s)): findings localised to one kernel "
+                               "with matching conditions are one bug (mpsfuzz corpus list --by bug)", highlight=False)
         if s.internal_errors:
             self.console.print(f"[yellow]{s.internal_errors} case(s) hit an internal mpsfuzz error (see notes above)[/]")
         if s.unsupported_messages:
