@@ -90,7 +90,7 @@ def _storage_lines(call: dict, with_cpu: bool) -> list[str]:
         values = ", ".join(_number(v) for v in s["values"])
         lines.append(f"s{s['index']} = torch.tensor([{values}], dtype=torch.{dtype}, device=device)")
     if with_cpu:
-        lines += [f"cs{s['index']} = s{s['index']}.cpu()" for s in call["storages"]]
+        lines += [f"cs{s['index']} = s{s['index']}.to('cpu', copy=True)" for s in call["storages"]]
     return lines
 
 

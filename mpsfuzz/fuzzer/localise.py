@@ -480,6 +480,9 @@ class CompareMode(TorchDispatchMode):
         return out
 
     def _compare(self, index, func, args, kwargs, snap, out, device_error) -> None:
+        from .executor import is_unsupported
+        if device_error is not None and is_unsupported(device_error):
+            return  # the device has no kernel for this: unsupported, never a bug
         cpu_out, cpu_error = _cpu_call(func, snap)
         if isinstance(cpu_error, _Uncomparable):
             self.problems += 1
@@ -653,10 +656,16 @@ def localise_case(case, target, oracle_names, symptom, *, process_kind: bool = F
     return record
 
 
+def observe(case, target, oracle_names) -> tuple[dict, CompareMode]:
+    """Run ``case`` as the executor does, every DUT aten call compared with CPU: the
+    executor's result and the mode (its ``divergences``, ``calls``, ``kernels``)."""
+    seen = CompareMode(_judge_for(case))
+    return _run(case, target, tuple(oracle_names), seen), seen
+
+
 def _localise(case, target, oracle_names, symptom) -> dict:
     judge = _judge_for(case)
-    seen = CompareMode(judge)
-    result = _run(case, target, oracle_names, seen)
+    result, seen = observe(case, target, oracle_names)
     poisoned = bool(result.get("poisoned"))
     base = {"calls": seen.calls, "divergent": [d.summary() for d in seen.divergences],
             "uncompared": seen.problems}
@@ -734,7 +743,8 @@ def localise(case, failure, pool, oracles, *, timeout_s: float | None = None) ->
         if failure.oracle == "leak":
             return {"status": NOT_LOCALISED, "reason": "a leak is not a wrong result of one call"}
         process_kind = failure.oracle in ("crash", "hang")
-        timeout = (timeout_s or 20.0) * (1.5 if process_kind else 3.0)
+        base = timeout_s if timeout_s is not None else getattr(pool, "timeout_s", 20.0)
+        timeout = base * 1.2 + 1.0 if process_kind else base * 3.0
         trace = str(pool.workdir / f"trace-{os.getpid()}-{time.monotonic_ns()}.jsonl") if process_kind else None
         pool.fresh()
         outcome = pool.localise(case.to_json(), worker_oracles(tuple(oracles)), list(symptom_key(case, failure)),
