@@ -122,6 +122,15 @@ def test_wrong_values_and_an_overwritten_input_are_one_call():
     records = [localise_case(case, target, ORACLES, symptom_key(case, f)) for f in failures]
     assert {r["kernel"] for r in records} == {"aten::linalg_eig.default"}
     assert all(set(r["kinds"]) == {"wrong-values", "writes-input"} for r in records)
+    assert all(r["form"] == "functional" for r in records)
+    # The out= form: the functional call before it diverges too, but fixing it does not
+    # cure the out= call's overwritten input; fixing the out= call does.
+    out = Case("linalg.eig", (tensor((2, 2), permutation=T),), variant="out")
+    failure = next(f for f in (Failure.from_json(x) for x in execute(out, target, ORACLES)["failures"])
+                   if f.oracle == "variants")
+    record = localise_case(out, target, ORACLES, symptom_key(out, failure))
+    assert record["kernel"] == "aten::linalg_eig.out" and record["form"] == "out", record
+    assert [d["kernel"] for d in record["divergent"]] == ["aten::linalg_eig.default", "aten::linalg_eig.out"]
 
 
 def test_a_backward_kernel_is_seen_in_the_grad_variant(tmp_path):

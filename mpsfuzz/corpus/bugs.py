@@ -12,8 +12,11 @@ starts; this module groups findings by it.
 - who is wrong (the target, or the CPU reference the float64 arbiter blamed);
 - the device kind (``mps``, ``cuda``, ``cpu``): one kernel name is a different kernel
   on each backend;
-- the kernel, with its overload (``aten::mm.default``; ``aten::add.out`` is another
-  kernel than ``aten::add.Tensor``);
+- the kernel's family: ``aten::linalg_eig`` for ``aten::linalg_eig.default`` and
+  ``aten::linalg_eig.out``, ``aten::mul`` for ``aten::mul.Tensor`` and ``aten::mul_.Tensor``
+  (the functional, ``out=`` and in-place forms of an op share one implementation in most
+  backends); which form the localised call was (``out``, ``inplace``) is kept as a
+  condition, ``form:out`` / ``form:inplace``, below;
 - the class of its divergence: ``wrong`` (wrong values, shape, dtype or memory format,
   or writes to what it may not write), ``raises`` (an error on the device only),
   ``accepts`` (CPU raises, the device does not), ``crash``, ``hang``. Not the oracle and
@@ -26,9 +29,14 @@ and is normalised away: which input is awkward (``layout:1`` of ``addmm`` may be
 ``layout:0`` of ``mm``: both become ``layout``; ``0-d:I`` becomes ``0-d``), the rank
 threshold (``rank>=R`` becomes ``rank``: an op may add or drop dims before the kernel),
 and how the op was called or which argument was passed (``variant:*`` and ``kwarg:*``
-are dropped: they are the route, the kernel is the same). What is left (``layout``,
-``empty``, ``0-d``, ``rank``, ``nonfinite``, ``specials``, ``negative`` and the dtype
-restrictions) is a property of the values that reach the kernel. One finding's set
+are dropped: they are the route; what the kernel sees of them is its form, added as
+``form:out`` or ``form:inplace`` when the localised call is such an overload). What is
+left (``layout``, ``empty``, ``0-d``, ``rank``, ``nonfinite``, ``specials``,
+``negative``, ``form:*`` and the dtype restrictions) is a property of the call that
+reaches the kernel. (So an ``out=``-only bug, ``{form:out}``, stays apart from a
+functional one with other conditions; the six findings of CUDA ``linalg_eig`` on a
+transposed input, functional and ``out=``, values and variants, are one bug: ``{layout}``
+covers ``{layout, form:out}``.) One finding's set
 *covers* another's when each of its conditions is also in the other and its dtype
 restriction (``dtypes:``/``classes:``, compared as sets of dtypes) is no narrower: the
 other finding is then a special case of it (the same rule as ``Corpus.fold`` within one
@@ -50,7 +58,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..fuzzer.localise import KERNEL, divergence_class
+from ..fuzzer.localise import KERNEL, divergence_class, kernel_family
 from .finding import Finding
 
 # Most urgent first: a bug has the most urgent status of its findings.
@@ -60,10 +68,10 @@ _DIVERGENCE_WORDS = {"wrong": "gives wrong results", "raises": "raises an error 
                      "accepts": "accepts input that CPU rejects", "crash": "crashes", "hang": "hangs"}
 
 
-def normalised_conditions(conditions) -> frozenset[str]:
+def normalised_conditions(conditions, form: str | None = None) -> frozenset[str]:
     """A finding's conditions without the parts that only say how its public op reaches
-    the kernel (see the module docstring)."""
-    out = set()
+    the kernel, plus the localised call's form (see the module docstring)."""
+    out = {f"form:{form}"} if form in ("out", "inplace") else set()
     for c in conditions or ():
         kind, _, _ = c.partition(":")
         if kind in ("variant", "kwarg"):
@@ -121,8 +129,14 @@ def group_key(finding: Finding) -> tuple | None:
     kernel = _localised_kernel(finding)
     if kernel is None:
         return None
-    return (finding.blame, _device_kind(finding), kernel,
+    return (finding.blame, _device_kind(finding), kernel_family(kernel),
             divergence_class(str(finding.localisation.get("divergence", ""))))
+
+
+def finding_conditions(finding: Finding) -> frozenset[str]:
+    """Its normalised conditions, with the form of the call it is localised to."""
+    loc = finding.localisation if isinstance(finding.localisation, dict) else {}
+    return normalised_conditions(finding.conditions, loc.get("form") if loc.get("status") == KERNEL else None)
 
 
 def standalone_reason(finding: Finding) -> str:
@@ -179,6 +193,16 @@ class Bug:
         return {op: sorted(v, key=_variant_order) for op, v in sorted(out.items())}
 
     @property
+    def kernels(self) -> list[str]:
+        """The exact kernels (overloads) its findings localise to, the general one's first."""
+        out = [self.kernel] if self.kernel else []
+        for _, f in self.findings:
+            loc = f.localisation if isinstance(f.localisation, dict) else {}
+            if loc.get("kernel") and loc["kernel"] not in out:
+                out.append(str(loc["kernel"]))
+        return out
+
+    @property
     def oracles(self) -> list[str]:
         return sorted({f.oracle for _, f in self.findings})
 
@@ -198,7 +222,7 @@ class Bug:
         """The general finding's kernel-level repro, else the first finding's that has one."""
         for _, f in self.findings:
             loc = f.localisation if isinstance(f.localisation, dict) else {}
-            if self.kernel is not None and loc.get("kernel") == self.kernel and isinstance(loc.get("repro"), dict):
+            if self.kernel is not None and loc.get("status") == KERNEL and isinstance(loc.get("repro"), dict):
                 return loc["repro"]
         return None
 
@@ -218,6 +242,7 @@ class Bug:
         return {
             "id": self.id,
             "kernel": self.kernel,
+            "kernels": self.kernels,
             "device": self.device,
             "divergence": self.divergence,
             "kinds": list(loc.get("kinds") or []) if self.kernel else [],
@@ -253,7 +278,7 @@ def _hash(parts) -> str:
 def _generality(item) -> tuple:
     """Most general first: fewest normalised conditions, reliable, earliest seen."""
     _, f = item
-    return (len(normalised_conditions(f.conditions)), f.flaky, f.first_seen, f.op, f.signature)
+    return (len(finding_conditions(f)), f.flaky, f.first_seen, f.op, f.signature)
 
 
 def group(found) -> list[Bug]:
@@ -280,7 +305,7 @@ def group(found) -> list[Bug]:
                 parent[i] = parent[parent[i]]
                 i = parent[i]
             return i
-        conds = {i: normalised_conditions(found[i][1].conditions) for i in members}
+        conds = {i: finding_conditions(found[i][1]) for i in members}
         for a in members:
             for b in members:
                 if a < b and (covers(conds[a], conds[b]) or covers(conds[b], conds[a])):
@@ -288,13 +313,13 @@ def group(found) -> list[Bug]:
         clusters: dict[int, list[int]] = {}
         for i in members:
             clusters.setdefault(root(i), []).append(i)
-        blame, device, kernel, divergence = key
+        blame, device, family, divergence = key
         for cluster in clusters.values():
             items = sorted((found[i] for i in cluster), key=_generality)
-            general = normalised_conditions(items[0][1].conditions)
-            bug_id = _hash([blame, device, kernel, divergence, sorted(general)])
-            bugs.append(Bug(bug_id, items, kernel=kernel, device=device, divergence=divergence,
-                            conditions=general))
+            general = finding_conditions(items[0][1])
+            bug_id = _hash([blame, device, family, divergence, sorted(general)])
+            bugs.append(Bug(bug_id, items, kernel=str(items[0][1].localisation["kernel"]), device=device,
+                            divergence=divergence, conditions=general))
     bugs.sort(key=lambda b: (_rank(min((f for _, f in b.findings), key=_rank)), b.kernel is None,
                              b.kernel or "", sorted(b.ops), b.id))
     return bugs

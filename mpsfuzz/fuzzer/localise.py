@@ -91,6 +91,28 @@ def _packet_name(func) -> str:
     return func._schema.name
 
 
+def kernel_family(kernel: str) -> str:
+    """``aten::add`` for ``aten::add.Tensor``, ``aten::add_.Tensor`` and ``aten::add.out``:
+    the functional, in-place and ``out=`` forms of one op share one implementation in
+    most backends (structured kernels), so a bug key names the family (corpus/bugs.py)."""
+    packet = kernel.rsplit(".", 1)[0] if "." in kernel.partition("::")[2] else kernel
+    namespace, _, name = packet.rpartition("::")
+    if name.endswith("_") and not name.endswith("__"):
+        name = name[:-1]
+    return f"{namespace}::{name}" if namespace else name
+
+
+def kernel_form(func) -> str:
+    """``out`` (it writes keyword-only ``out=`` arguments), ``inplace`` (``add_``) or
+    ``functional``."""
+    schema = func._schema
+    written = [a for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write]
+    if any(a.kwarg_only for a in written):
+        return "out"
+    name = schema.name.partition("::")[2]
+    return "inplace" if name.endswith("_") and not name.endswith("__") else "functional"
+
+
 class _Uncomparable(Exception):
     """An argument this localiser cannot copy (sparse, nested, too large...)."""
 
@@ -112,7 +134,7 @@ def _storage_values(flat: torch.Tensor) -> list:
     return [_scalar_json(v) for v in flat.tolist()]
 
 
-@dataclass
+@dataclass(eq=False)
 class _Storage:
     """One device storage under a call's arguments, and its CPU copy."""
     index: int
@@ -128,7 +150,7 @@ def _device_bytes(storage, nbytes: int, device) -> torch.Tensor:
     return torch.empty(0, dtype=torch.uint8, device=device).set_(storage, 0, (nbytes,), (1,))
 
 
-@dataclass
+@dataclass(eq=False)
 class _Arg:
     """A tensor argument: where it is in the call, the device tensor and its CPU copy."""
     device: torch.Tensor
@@ -241,7 +263,7 @@ def describe_call(func, args: tuple, kwargs: dict, snap: _Snapshot | None) -> di
     """The call as data: kernel, arguments (tensors: dtype, shape, stride, storage
     offset and storage index), keyword arguments, and the storages' values before the
     call (exact literals; they are tiny in a minimal case)."""
-    return {"kernel": kernel_name(func),
+    return {"kernel": kernel_name(func), "form": kernel_form(func),
             "args": [_describe_value(a, snap) for a in args],
             "kwargs": {k: _describe_value(v, snap) for k, v in kwargs.items()},
             "written": sorted(_written_arguments(func)),
@@ -344,12 +366,12 @@ def compare_call(func, snap: _Snapshot, out, cpu_out, judge: Judge) -> list[tupl
                               {"output": i, "outputs": len(cpu_leaves)}))
                 break
     # Arguments the kernel may write: what it wrote.
-    for arg in snap.tensors:
+    for position, arg in enumerate(snap.tensors):
         if arg.mutated:
             problem = judge.tensors(arg.device, arg.cpu, values)
             if problem:
                 found.append((problem[0], f"argument {arg.name} (written by the kernel): {problem[1]}",
-                              {"argument": arg.name, "position": snap.tensors.index(arg)}))
+                              {"argument": arg.name, "position": position}))
                 break
     found += _unexpected_writes(snap)
     return found
@@ -504,7 +526,7 @@ class CompareMode(TorchDispatchMode):
             if device_error is not None or cpu_error is not None:
                 error = device_error if device_error is not None else cpu_error
                 call["error"] = {"type": type(error).__name__, "message": str(error).strip()[:300]}
-            self.divergences.append(Divergence(index, kernel_name(func), [k for k, _, _ in kinds],
+            self.divergences.append(Divergence(index, kernel_name(func), list(dict.fromkeys(k for k, _, _ in kinds)),
                                                "\n".join(d for _, d, _ in kinds), call, kinds[0][2]))
 
     def _tolerances(self, snap: _Snapshot, cpu_out) -> dict:
@@ -568,7 +590,7 @@ class TraceMode(TorchDispatchMode):
                 snap = _snapshot(func, args, kwargs)
                 call = describe_call(func, args, kwargs, snap)
         except Exception:
-            call = {"kernel": kernel_name(func), "args": None}
+            call = {"kernel": kernel_name(func), "form": kernel_form(func), "args": None}
         self._write({"start": index, "call": call})
         out = func(*args, **kwargs)
         try:
@@ -695,9 +717,9 @@ def _localise(case, target, oracle_names, symptom) -> dict:
 
 def _kernel_record(d: Divergence, case, target, *, confirmed: bool, base: dict, note: str = "") -> dict:
     from .kernel_repro import ReproUnavailable, kernel_script
-    record = {"status": KERNEL, "kernel": d.kernel, "divergence": d.kinds[0], "kinds": list(d.kinds),
-              "detail": d.detail[:2000], "where": d.where, "call": d.call, "index": d.index,
-              "confirmed": confirmed, **base}
+    record = {"status": KERNEL, "kernel": d.kernel, "form": d.call.get("form", "functional"),
+              "divergence": d.kinds[0], "kinds": list(d.kinds), "detail": d.detail[:2000], "where": d.where,
+              "call": d.call, "index": d.index, "confirmed": confirmed, **base}
     if note:
         record["note"] = note
     try:
@@ -783,7 +805,8 @@ def _from_trace(event, trace: str, failure, pool) -> dict:
     signal = signal_name(event.returncode) if kind == CRASH else None
     detail = (f"the process died ({signal}) in this call" if kind == CRASH
               else f"this call did not return within {event.timeout_s:g}s")
-    record = {"status": KERNEL, "kernel": call["kernel"], "divergence": kind, "kinds": [kind], "detail": detail,
+    record = {"status": KERNEL, "kernel": call["kernel"], "form": call.get("form", "functional"),
+              "divergence": kind, "kinds": [kind], "detail": detail,
               "call": call if call.get("args") is not None else None, "index": found["index"],
               "confirmed": False, "note": "from the trace of aten calls: the one running when it happened"}
     if signal:

@@ -78,7 +78,7 @@ def bugs_list(bugs, title: str) -> Table:
     for column in ("status", "kernel", "affects", "oracles", "findings", "explanation", "bug"):
         table.add_column(column, overflow="fold", justify="right" if column == "findings" else "left")
     for b in bugs:
-        kernel = _t(b.kernel) if b.kernel else _t(f"- ({b.reason})", "dim")
+        kernel = _t("\n".join(b.kernels)) if b.kernel else _t(f"- ({b.reason})", "dim")
         table.add_row(bug_status_text(b), kernel, _t("\n".join(b.affects())), _t(", ".join(b.oracles)),
                       _t(len(b.findings)), _t(b.explanation), _t(b.id))
     return table

@@ -189,7 +189,8 @@ def _arbiter_text(finding: Finding) -> str:
 def _affects_text(bug: Bug | None) -> str:
     if bug is None or bug.kernel is None or len(bug.findings) < 2:
         return ""
-    lines = [f"One bug, {len(bug.findings)} findings: they all start in the kernel `{bug.kernel}`, "
+    kernels = ", ".join(f"`{k}`" for k in bug.kernels)
+    lines = [f"One bug, {len(bug.findings)} findings: they all start in the kernel {kernels}, "
              f"which this affects through these public ops and variants:"]
     lines += [f"- `{op_display_name(op)}`: {', '.join(variants)}" for op, variants in bug.ops.items()]
     lines.append("Findings: " + ", ".join(f"`{f.signature}` ({f.op}, {f.case.variant}, {f.oracle})"
@@ -304,7 +305,7 @@ def verify_kernel_repro(bug: Bug, *, target_override: str | None = None, timeout
     from .repro import Script
     from .verify import run_and_judge
     owner = next(((p, f) for p, f in bug.findings if isinstance(f.localisation, dict)
-                  and f.localisation.get("kernel") == bug.kernel and isinstance(f.localisation.get("repro"), dict)),
+                  and f.localisation.get("status") == "kernel" and isinstance(f.localisation.get("repro"), dict)),
                  None)
     if owner is None:
         return

@@ -54,6 +54,7 @@ def _bug(report: Report, b) -> dict:
     return {
         "id": b.id,
         "kernel": b.kernel,
+        "kernels": list(b.kernels),
         "device": b.device,
         "divergence": b.divergence,
         "status": b.status,

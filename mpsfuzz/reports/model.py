@@ -304,7 +304,7 @@ def bug_anchor(bug: Bug) -> str:
 
 def bug_kernel_words(bug: Bug) -> str:
     """The kernel, or why the bug is not one kernel's."""
-    return bug.kernel if bug.kernel else f"- ({bug.reason})"
+    return ", ".join(bug.kernels) if bug.kernel else f"- ({bug.reason})"
 
 
 def runs_line(runs: RunTotals) -> str:
