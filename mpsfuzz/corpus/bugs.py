@@ -33,15 +33,16 @@ are dropped: they are the route; what the kernel sees of them is its form, added
 ``form:out`` or ``form:inplace`` when the localised call is such an overload). What is
 left (``layout``, ``empty``, ``0-d``, ``rank``, ``nonfinite``, ``specials``,
 ``negative``, ``form:*`` and the dtype restrictions) is a property of the call that
-reaches the kernel. (So an ``out=``-only bug, ``{form:out}``, stays apart from a
-functional one with other conditions; the six findings of CUDA ``linalg_eig`` on a
-transposed input, functional and ``out=``, values and variants, are one bug: ``{layout}``
-covers ``{layout, form:out}``.) One finding's set
-*covers* another's when each of its conditions is also in the other and its dtype
-restriction (``dtypes:``/``classes:``, compared as sets of dtypes) is no narrower: the
-other finding is then a special case of it (the same rule as ``Corpus.fold`` within one
-op). Findings whose sets cover one another, directly or through a chain of findings, are
-one bug; findings of one kernel with incomparable conditions (``sigmoid`` wrong for
+reaches the kernel.
+
+One finding's set *covers* another's when each of its conditions is also in the other
+and its dtype restriction (``dtypes:``/``classes:``, compared as sets of dtypes) is no
+narrower: the other finding is then a special case of it (the same rule as
+``Corpus.fold`` within one op). Findings whose sets cover one another, directly or
+through a chain of findings, are one bug (so the six findings of CUDA ``linalg_eig`` on
+a transposed input, functional and ``out=``, values and variants, are one bug:
+``{layout}`` covers ``{layout, form:out}``; an ``out=``-only bug, ``{form:out}``, stays
+apart from a functional one with other conditions); findings of one kernel with incomparable conditions (``sigmoid`` wrong for
 non-contiguous inputs, and wrong for float16 whatever the layout) stay two bugs. A
 finding whose minimal case needs nothing (no condition) covers every other of its
 kernel: that kernel fails on every input some route gives it, so nothing tells the
@@ -50,6 +51,9 @@ others apart from it.
 Findings that are not localised to one kernel (composite bugs, compiled targets, flaky
 findings, crashes outside every aten call, leaks, findings from before localisation)
 are each a bug of their own.
+
+A bug's id is a hash of its key and its most general finding's conditions (for a bug of
+its own: of the finding's signature): stable while no more general finding joins it.
 """
 from __future__ import annotations
 
