@@ -171,6 +171,48 @@ def test_a_clean_target_shows_no_divergence(case):
     assert seen.divergences == [], [(d.kernel, d.detail) for d in seen.divergences]
 
 
+def test_the_whole_catalogue_on_a_clean_target_shows_no_divergence():
+    """One drawn case per op of every family (awkward layouts, variants, dtypes included):
+    a kernel compared with itself on copies must agree, so any divergence here is a
+    false one (an uninitialised workspace, a lazy conjugate, grad mode...)."""
+    import warnings
+
+    from mpsfuzz.fuzzer import catalogue
+    from mpsfuzz.fuzzer.strategies import example_cases
+    target, diverged, calls = FaultTarget([]), [], 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for op in sorted(catalogue.all_ops()):
+            for case in example_cases(catalogue.get(op), 1, seed=3, max_side=4, max_numel=256):
+                _, seen = observe(case, target, ORACLES)
+                calls += seen.calls
+                diverged += [(case.describe(), d.kernel, d.detail[:200]) for d in seen.divergences]
+    assert calls > 1000 and diverged == []
+
+
+def test_two_calls_that_must_both_be_fixed():
+    """var's out= form calls var twice (the functional form first, for the shapes); both
+    raise, so fixing one alone does not cure it: the first is the kernel, with the other."""
+    case = Case("var", (tensor(()),), (("correction", 0),), variant="out")
+    record = localised(case, ["var_0d_raise"])
+    assert record["status"] == "kernel" and record["kernel"] == "aten::var.correction", record
+    assert record["confirmed"] and len(record["with"]) == 1
+
+
+def test_a_random_kernel_is_not_compared():
+    case = Case("uniform_", (tensor((2, 2), permutation=T),), (("from", 0.0), ("to", 1.0)))
+    record = localised(case, ["uniform_noncontig_noop"])
+    assert record["status"] == "not-localised" and "aten::uniform_.default" in record["reason"], record
+
+
+def test_an_out_argument_is_recorded_as_the_kernel_got_it(tmp_path):
+    case = Case("sub", (tensor((2,)), tensor((2,))), variant="out-resized")
+    record = localised(case, ["sub_out_resize"])
+    assert record["kernel"] == "aten::sub.out" and record["form"] == "out", record
+    assert record["call"]["kwargs"]["out"]["shape"] == [0]  # before the kernel resized it
+    assert reproduces(record["repro"], "sub_out_resize", tmp_path)
+
+
 def test_a_bug_outside_every_kernel_is_composite():
     class AddsOneAfterwards:
         """Every kernel is right; the result is spoiled after the last one (outside aten)."""

@@ -28,8 +28,12 @@ differ (an eigenvector's phase, the index of one of several ties). So each diver
 call in turn (at most :data:`MAX_CANDIDATES`) is *fixed*: the case runs again with that
 one call replaced by the CPU kernel's effect (its outputs, and its writes to the
 arguments); the first whose fix makes the finding's failure go away is the kernel.
-Where no single call diverges, or fixing none of them cures the failure, the bug is
-``composite`` (in how the op combines correct kernels, or in several at once).
+Where only fixing several at once cures it (two faulty kernels in one case, or one
+kernel called twice: the functional call before an ``out=`` call), the smallest such set
+is found and its first call is the kernel (the others are listed as ``with``). Where no
+call diverges, or fixing all of them does not cure the failure, the bug is ``composite``
+(in how the op combines correct kernels); where no compared call diverges but some calls
+could not be compared (random kernels, a CPU without the kernel), it is not localised.
 
 Crashes and hangs cannot be compared in-process: a trace mode appends each call (kernel
 and arguments) to a file before running it and marks it done after it (and after a
@@ -66,8 +70,8 @@ DIVERGENCE_CLASSES = {WRONG_VALUES: "wrong", WRONG_SHAPE: "wrong", WRONG_DTYPE: 
                       WRITES_INPUT: "wrong", WRITES_OUTSIDE: "wrong", RAISES_ON_DEVICE: "raises",
                       RAISES_ON_CPU: "accepts", CRASH: "crash", HANG: "hang"}
 
-MAX_CANDIDATES = 4          # divergent calls tried as the kernel, first first
-MAX_RECORDED = 8            # divergent calls listed in the record
+MAX_CANDIDATES = 4          # divergent calls tried alone as the kernel, first first
+MAX_RECORDED = 16           # divergent calls recorded (and fixed together when none alone cures it)
 STORAGE_BYTES_MAX = 64 << 20  # larger argument storages are not copied (not compared)
 LITERAL_MAX = 4096          # storages up to this many elements are recorded as literals
 # Ops that return (or leave) uninitialised memory: only their metadata is compared.
@@ -158,6 +162,7 @@ class _Arg:
     storage: _Storage
     mutated: bool
     name: str
+    meta: dict = field(default_factory=dict)   # as the kernel got it (a kernel may resize its out=)
 
 
 @dataclass
@@ -187,7 +192,9 @@ class _Snapshot:
             copy = copy.conj()
         if t.is_neg():
             copy = torch._neg_view(copy)
-        self.tensors.append(_Arg(t, copy, s, mutated, name))
+        meta = {"kind": "tensor", "dtype": dt.name_of(t.dtype), "shape": list(t.shape), "stride": list(t.stride()),
+                "offset": t.storage_offset(), "storage": s.index, "conj": bool(t.is_conj()), "neg": bool(t.is_neg())}
+        self.tensors.append(_Arg(t, copy, s, mutated, name, meta))
         return copy
 
 
@@ -226,9 +233,7 @@ def _describe_value(x, snap: _Snapshot | None) -> dict:
         if snap is not None:
             for a in snap.tensors:
                 if a.device is x:
-                    return {"kind": "tensor", "dtype": dt.name_of(x.dtype), "shape": list(x.shape),
-                            "stride": list(x.stride()), "offset": x.storage_offset(), "storage": a.storage.index,
-                            "conj": bool(x.is_conj()), "neg": bool(x.is_neg())}
+                    return dict(a.meta)
         return {"kind": "tensor", "dtype": dt.name_of(x.dtype), "shape": list(x.shape), "stride": list(x.stride()),
                 "offset": x.storage_offset(), "storage": None}
     if isinstance(x, (list, tuple)):
@@ -277,6 +282,12 @@ def _to_cpu(x):
     return x.detach().to("cpu", copy=True) if isinstance(x, torch.Tensor) else x
 
 
+def _resolved(t: torch.Tensor) -> torch.Tensor:
+    """Values with the conjugate and negative bits applied (the comparison arithmetic
+    must not depend on lazy views)."""
+    return t.detach().resolve_conj().resolve_neg()
+
+
 def _channels_last(t: torch.Tensor) -> bool:
     return ((t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous())
             or (t.dim() == 5 and t.is_contiguous(memory_format=torch.channels_last_3d) and not t.is_contiguous()))
@@ -306,7 +317,7 @@ class Judge:
         if not (values and self.compare_values):
             return None
         rtol, atol = self.tolerance(expected.dtype)
-        problem = compare_tensors(_to_cpu(actual), expected.detach(), rtol, atol)
+        problem = compare_tensors(_resolved(_to_cpu(actual)), _resolved(expected), rtol, atol)
         return (WRONG_VALUES, problem) if problem else None
 
     def scalars(self, actual, expected) -> tuple[str, str] | None:
@@ -425,10 +436,53 @@ def _widened_cpu_call(func, snap: _Snapshot):
     return tree_map(down, func(*tree_map(up, snap.cpu_args), **tree_map(up, snap.cpu_kwargs)))
 
 
+def _fresh_cpu_args(args: tuple, kwargs: dict, snap: _Snapshot):
+    """Another set of CPU copies of the call's arguments, from the bytes before the call."""
+    fresh = {id(s): s.before.clone() for s in snap.storages.values()}
+
+    def one(x):
+        if isinstance(x, torch.Tensor):
+            arg = next(a for a in snap.tensors if a.device is x)
+            t = torch.empty(0, dtype=x.dtype).set_(fresh[id(arg.storage)].untyped_storage(), x.storage_offset(),
+                                                   tuple(x.shape), tuple(x.stride()))
+            t = t.conj() if x.is_conj() else t
+            return torch._neg_view(t) if x.is_neg() else t
+        if isinstance(x, torch.device) and x.type != "cpu":
+            return torch.device("cpu")
+        return x
+    return tree_map(one, tuple(args)), tree_map(one, dict(kwargs))
+
+
+def _same_bits(a, b) -> bool:
+    if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+        return a == b or (a != a and b != b)
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    a, b = _resolved(a).contiguous(), _resolved(b).contiguous()
+    if a.is_complex():
+        a, b = torch.view_as_real(a), torch.view_as_real(b)
+    if a.is_floating_point():
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return torch.equal(a, b)
+
+
+def _deterministic(func, args, kwargs, snap: _Snapshot, cpu_out, output: int) -> bool:
+    """Whether a second CPU run of the call, on fresh copies, gives output ``output``
+    again (bit for bit, NaN where NaN)."""
+    try:
+        cpu_args, cpu_kwargs = _fresh_cpu_args(args, kwargs, snap)
+        again = func(*cpu_args, **cpu_kwargs)
+        return _same_bits(_tensor_leaves(cpu_out)[output], _tensor_leaves(again)[output])
+    except Exception:
+        return True   # cannot tell: the divergence stands
+
+
 def _cpu_call(func, snap: _Snapshot):
-    """(result, exception) of the CPU kernel on the copies, with no mode active."""
+    """(result, exception) of the CPU kernel on the copies, with no mode active. Grad
+    mode is left as the device call had it: some kernels read it (an RNN's workspace
+    output exists only when gradients are wanted)."""
     from .executor import is_unsupported
-    with _disable_current_modes(), torch.no_grad():
+    with _disable_current_modes():
         try:
             return func(*snap.cpu_args, **snap.cpu_kwargs), None
         except Exception as exc:
@@ -458,20 +512,22 @@ class Divergence:
 
 class CompareMode(TorchDispatchMode):
     """Runs each aten call on the device and on CPU copies of its arguments and records
-    the calls that diverge. With ``fix`` set to a call index, that call is not run on the
-    device at all: the CPU kernel's effect replaces it (outputs moved to the device, its
+    the calls that diverge. The calls whose indices are in ``fix`` are not run on the
+    device at all: the CPU kernel's effect replaces them (outputs moved to the device, its
     writes copied into the device arguments)."""
 
-    def __init__(self, judge: Judge, fix: int | None = None, device=None):
+    def __init__(self, judge: Judge, fix=frozenset(), device=None):
         super().__init__()
         self.judge = judge
-        self.fix = fix
+        self.fix = frozenset(fix)
+        self.fixed: dict[int, str] = {}   # index -> kernel of each call replaced
+        self.seeded: list[str] = []       # random kernels, run on the device only
         self.device = torch.device(device) if device is not None else None
         self.calls = 0
         self.kernels: list[str] = []
         self.divergences: list[Divergence] = []
-        self.fixed_kernel: str | None = None
         self.problems = 0        # calls that could not be compared
+        self.uncompared: list[str] = []   # "kernel: why", the first few
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -479,15 +535,17 @@ class CompareMode(TorchDispatchMode):
         self.calls += 1
         self.kernels.append(kernel_name(func))
         if _is_seeded(func):
+            if kernel_name(func) not in self.seeded:
+                self.seeded.append(kernel_name(func))
             return func(*args, **kwargs)  # on the device only: no RNG state moves twice
         try:
             with _disable_current_modes(), torch.no_grad():
                 snap = _snapshot(func, args, kwargs)
-        except Exception:
-            self.problems += 1
+        except Exception as exc:
+            self._problem(func, exc)
             return func(*args, **kwargs)
-        if index == self.fix:
-            self.fixed_kernel = kernel_name(func)
+        if index in self.fix:
+            self.fixed[index] = kernel_name(func)
             return self._cpu_in_place_of_device(func, args, kwargs, snap)
         try:
             out, device_error = func(*args, **kwargs), None
@@ -495,8 +553,8 @@ class CompareMode(TorchDispatchMode):
             out, device_error = None, exc
         try:
             self._compare(index, func, args, kwargs, snap, out, device_error)
-        except Exception:
-            self.problems += 1
+        except Exception as exc:
+            self._problem(func, exc)
         if device_error is not None:
             raise device_error
         return out
@@ -507,7 +565,7 @@ class CompareMode(TorchDispatchMode):
             return  # the device has no kernel for this: unsupported, never a bug
         cpu_out, cpu_error = _cpu_call(func, snap)
         if isinstance(cpu_error, _Uncomparable):
-            self.problems += 1
+            self._problem(func, cpu_error)
             return
         if device_error is not None and cpu_error is not None:
             return  # both reject the call (the messages may differ)
@@ -519,6 +577,14 @@ class CompareMode(TorchDispatchMode):
         else:
             with _disable_current_modes(), torch.no_grad():
                 kinds = compare_call(func, snap, out, cpu_out, self.judge)
+            with _disable_current_modes():
+                if kinds and "output" in kinds[0][2] and not _deterministic(func, args, kwargs, snap, cpu_out,
+                                                                            kinds[0][2]["output"]):
+                    # CPU itself gives another result for the same call: the output is
+                    # not defined there (a workspace left uninitialised), not a bug.
+                    self._problem(func, _Uncomparable(f"output {kinds[0][2]['output']} differs between two "
+                                                      "CPU runs of the same call"))
+                    kinds = kinds[1:]
         if kinds and len(self.divergences) < MAX_RECORDED:
             with _disable_current_modes(), torch.no_grad():
                 call = describe_call(func, args, kwargs, snap)
@@ -528,6 +594,11 @@ class CompareMode(TorchDispatchMode):
                 call["error"] = {"type": type(error).__name__, "message": str(error).strip()[:300]}
             self.divergences.append(Divergence(index, kernel_name(func), list(dict.fromkeys(k for k, _, _ in kinds)),
                                                "\n".join(d for _, d, _ in kinds), call, kinds[0][2]))
+
+    def _problem(self, func, exc: Exception) -> None:
+        self.problems += 1
+        if len(self.uncompared) < 4:
+            self.uncompared.append(f"{kernel_name(func)}: {type(exc).__name__}: {str(exc)[:150]}")
 
     def _tolerances(self, snap: _Snapshot, cpu_out) -> dict:
         leaves = [t for t in _tensor_leaves(cpu_out) if isinstance(t, torch.Tensor)]
@@ -691,37 +762,73 @@ def _localise(case, target, oracle_names, symptom) -> dict:
     poisoned = bool(result.get("poisoned"))
     base = {"calls": seen.calls, "divergent": [d.summary() for d in seen.divergences],
             "uncompared": seen.problems}
+    if seen.uncompared:
+        base["uncompared_calls"] = list(seen.uncompared)
     if poisoned:
         base["poisoned"] = True
     if not _has_symptom(case, result, symptom):
         return {"status": ERROR, "error": "the failure did not reproduce under the localiser", **base}
     if not seen.divergences:
+        if seen.seeded:
+            return {"status": NOT_LOCALISED, "reason": "no compared call diverges; its random calls "
+                                                       f"({', '.join(seen.seeded)}) cannot be compared with CPU's",
+                    **base}
+        if seen.problems:
+            # Not every call could be compared: the bug may be in one of those.
+            return {"status": NOT_LOCALISED, "reason": f"no compared call diverges, but {seen.problems} of its "
+                                                       f"{seen.calls} aten calls could not be compared "
+                                                       f"({seen.uncompared[0]})", **base}
         return {"status": COMPOSITE, "reason": f"none of its {seen.calls} aten calls diverges from the same "
                                                "call on CPU: the bug is in how they are combined", **base}
-    tried = []
-    for d in seen.divergences[:MAX_CANDIDATES]:
-        if poisoned:
-            # The device context is gone: no fix run can tell. The first divergence stands.
-            return _kernel_record(d, case, target, confirmed=False, base=base,
-                                  note="the device context was lost (poisoned): not confirmed by a fix run")
-        fix = CompareMode(judge, fix=d.index, device=target.device)
+    candidates = seen.divergences[:MAX_CANDIDATES]
+    state = {"poisoned": poisoned}
+
+    def cures(chosen) -> bool:
+        """Whether the failure goes away with the calls ``chosen`` replaced by CPU's."""
+        fix = CompareMode(judge, fix={d.index for d in chosen}, device=target.device)
         fixed = _run(case, target, oracle_names, fix)
-        poisoned = bool(fixed.get("poisoned"))
-        tried.append(d.kernel)
-        if fix.fixed_kernel == d.kernel and not _has_symptom(case, fixed, symptom):
+        state["poisoned"] = state["poisoned"] or bool(fixed.get("poisoned"))
+        # The first call fixed is the one observed; later ones may differ (a fix changes
+        # what follows: the functional call before an out= call no longer raises).
+        return (fix.fixed.get(chosen[0].index) == chosen[0].kernel and len(fix.fixed) == len(chosen)
+                and not _has_symptom(case, fixed, symptom))
+
+    if poisoned:
+        # The device context is gone: no fix run can tell. The first divergence stands.
+        return _kernel_record(candidates[0], case, target, confirmed=False, base=base,
+                              note="the device context was lost (poisoned): not confirmed by a fix run")
+    for d in candidates:
+        if cures([d]):
             return _kernel_record(d, case, target, confirmed=True, base=base)
-    return {"status": COMPOSITE, "reason": "no single divergent call explains it: with each of "
-                                           f"{', '.join(tried)} replaced by its CPU result in turn, it still fails",
-            **base}
+        if state["poisoned"]:
+            return _kernel_record(candidates[0], case, target, confirmed=False, base=base,
+                                  note="the device context was lost (poisoned) in a fix run: not confirmed")
+    tried = ", ".join(dict.fromkeys(d.kernel for d in seen.divergences))
+    together = seen.divergences
+    if len(together) > 1 and cures(together):
+        needed = list(together)
+        for d in list(together):
+            rest = [x for x in needed if x is not d]
+            if rest and cures(rest):
+                needed = rest
+        first = needed[0]
+        return _kernel_record(first, case, target, confirmed=True, base=base, also=needed[1:],
+                              note="no single call's fix cures it; with the calls listed in 'with' fixed too, "
+                                   "the failure goes away")
+    return {"status": COMPOSITE, "reason": f"no divergent call explains it: with {tried} replaced by their CPU "
+                                           "results (each alone, and all together), it still fails", **base}
 
 
-def _kernel_record(d: Divergence, case, target, *, confirmed: bool, base: dict, note: str = "") -> dict:
+def _kernel_record(d: Divergence, case, target, *, confirmed: bool, base: dict, note: str = "",
+                   also=()) -> dict:
     from .kernel_repro import ReproUnavailable, kernel_script
     record = {"status": KERNEL, "kernel": d.kernel, "form": d.call.get("form", "functional"),
               "divergence": d.kinds[0], "kinds": list(d.kinds), "detail": d.detail[:2000], "where": d.where,
               "call": d.call, "index": d.index, "confirmed": confirmed, **base}
     if note:
         record["note"] = note
+    if also:
+        record["with"] = [x.summary() for x in also]
     try:
         record["repro"] = kernel_script(record, device=str(target.device), target_name=target.name)
     except ReproUnavailable as exc:
