@@ -199,6 +199,19 @@ def test_two_calls_that_must_both_be_fixed():
     assert record["confirmed"] and len(record["with"]) == 1
 
 
+def test_a_random_kernel_that_uses_no_randomness_is_compared(tmp_path):
+    """CPU flash attention is tagged random (it takes dropout_p); with dropout 0 two seeds
+    give the same result, so it is compared like any kernel."""
+    x = TensorRecipe((1, 1, 1, 1), "float32", Layout(), ValueRecipe("small_int"))
+    k = TensorRecipe((1, 1, 2, 1), "float32", Layout(), ValueRecipe("small_int"))
+    scalar = TensorRecipe((), "float32", Layout(), ValueRecipe("small_int"))
+    case = Case("scaled_dot_product_attention", (x, k, x, scalar), (("mask", "causal"),))
+    record = localised(case, ["sdpa_causal_lengths"])
+    assert record["status"] == "kernel", record
+    assert record["kernel"] == "aten::_scaled_dot_product_flash_attention_for_cpu.default"
+    assert reproduces(record["repro"], "sdpa_causal_lengths", tmp_path)
+
+
 def test_a_random_kernel_is_not_compared():
     case = Case("uniform_", (tensor((2, 2), permutation=T),), (("from", 0.0), ("to", 1.0)))
     record = localised(case, ["uniform_noncontig_noop"])

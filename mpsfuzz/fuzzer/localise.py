@@ -300,6 +300,9 @@ class Judge:
     rtol_scale: float = 1.0
     atol_scale: float = 1.0
     compare_values: bool = True
+    # A random op: its random kernels are never compared. Elsewhere a random kernel
+    # that gives the same result with two seeds (dropout p=0) is compared.
+    random_op: bool = False
 
     def tolerance(self, dtype: torch.dtype) -> tuple[float, float]:
         from ..oracles.tolerances import tolerance
@@ -321,7 +324,8 @@ class Judge:
         return (WRONG_VALUES, problem) if problem else None
 
     def scalars(self, actual, expected) -> tuple[str, str] | None:
-        if type(actual) is not type(expected) and not (isinstance(actual, (int, float)) and isinstance(expected, (int, float))):
+        numbers = isinstance(actual, (int, float)) and isinstance(expected, (int, float))
+        if type(actual) is not type(expected) and not numbers:
             return WRONG_VALUES, f"{actual!r} on the device, {expected!r} on CPU"
         if isinstance(expected, (float, complex)) and self.compare_values:
             if expected != expected and actual != actual:
@@ -477,10 +481,34 @@ def _deterministic(func, args, kwargs, snap: _Snapshot, cpu_out, output: int) ->
         return True   # cannot tell: the divergence stands
 
 
+def _seed_independent(func, args, kwargs, snap: _Snapshot) -> bool:
+    """Whether a random kernel gives the same result on CPU with two different seeds
+    (dropout with p=0, attention without dropout): then it is compared like any call.
+    The CPU generator's state is restored: on a CPU target it is the device's."""
+    try:
+        with _disable_current_modes(), torch.random.fork_rng(devices=[]):
+            results = []
+            for seed in (1, 2):
+                torch.manual_seed(seed)
+                cpu_args, cpu_kwargs = _fresh_cpu_args(args, kwargs, snap)
+                out = func(*cpu_args, **cpu_kwargs)
+                written = [x for x in tree_flatten((cpu_args, cpu_kwargs))[0] if isinstance(x, torch.Tensor)]
+                results.append(_tensor_leaves(out) + written)
+        return len(results[0]) == len(results[1]) and all(_same_bits(a, b) for a, b in zip(*results))
+    except Exception:
+        return False
+
+
 def _cpu_call(func, snap: _Snapshot):
     """(result, exception) of the CPU kernel on the copies, with no mode active. Grad
     mode is left as the device call had it: some kernels read it (an RNN's workspace
-    output exists only when gradients are wanted)."""
+    output exists only when gradients are wanted). A random kernel (one that turned out
+    not to depend on its seed) runs with the CPU generator's state restored after."""
+    with torch.random.fork_rng(devices=[], enabled=_is_seeded(func)):
+        return _unseeded_cpu_call(func, snap)
+
+
+def _unseeded_cpu_call(func, snap: _Snapshot):
     from .executor import is_unsupported
     with _disable_current_modes():
         try:
@@ -534,15 +562,20 @@ class CompareMode(TorchDispatchMode):
         index = self.calls
         self.calls += 1
         self.kernels.append(kernel_name(func))
-        if _is_seeded(func):
-            if kernel_name(func) not in self.seeded:
-                self.seeded.append(kernel_name(func))
-            return func(*args, **kwargs)  # on the device only: no RNG state moves twice
+        seeded = _is_seeded(func)
         try:
             with _disable_current_modes(), torch.no_grad():
                 snap = _snapshot(func, args, kwargs)
         except Exception as exc:
-            self._problem(func, exc)
+            if not seeded:
+                self._problem(func, exc)
+            snap = None
+        if seeded and (snap is None or self.judge.random_op or not _seed_independent(func, args, kwargs, snap)):
+            # A random call that uses its randomness: on the device only, never compared.
+            if kernel_name(func) not in self.seeded:
+                self.seeded.append(kernel_name(func))
+            return func(*args, **kwargs)
+        if snap is None:
             return func(*args, **kwargs)
         if index in self.fix:
             self.fixed[index] = kernel_name(func)
@@ -709,7 +742,8 @@ def is_compiled(target) -> bool:
 def _judge_for(case) -> Judge:
     from . import catalogue
     spec = catalogue.get(case.op)
-    return Judge(spec.rtol_scale, spec.atol_scale, compare_values="undefined-values" not in spec.semantics)
+    return Judge(spec.rtol_scale, spec.atol_scale, compare_values="undefined-values" not in spec.semantics,
+                 random_op="random" in spec.semantics)
 
 
 def _has_symptom(case, result: dict, symptom: tuple) -> bool:
@@ -878,10 +912,11 @@ def localise(case, failure, pool, oracles, *, timeout_s: float | None = None) ->
         pool.fresh()
         outcome = pool.localise(case.to_json(), worker_oracles(tuple(oracles)), list(symptom_key(case, failure)),
                                 case.op, timeout_s=timeout, process_kind=process_kind, trace_path=trace)
-        if isinstance(outcome, ProcessEvent):
-            record = _from_trace(outcome, trace, failure, pool) if process_kind else {
-                "status": ERROR, "error": f"the localiser's worker {outcome.kind} "
-                                          f"({'after ' + format(timeout, 'g') + 's' if outcome.kind == 'timeout' else outcome.returncode})"}
+        if isinstance(outcome, ProcessEvent) and process_kind:
+            record = _from_trace(outcome, trace, failure, pool)
+        elif isinstance(outcome, ProcessEvent):
+            how = f"after {timeout:g}s" if outcome.kind == "timeout" else f"exit {outcome.returncode}"
+            record = {"status": ERROR, "error": f"the localiser's worker {outcome.kind} ({how})"}
         else:
             record = outcome
         if trace:
