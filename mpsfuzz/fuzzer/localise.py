@@ -19,9 +19,12 @@ the device kernel saw), with every dispatch mode disabled, and compares:
 The mode is pushed *inside* the function that ``target.run`` calls, so it sits above the
 target's own modes (the fault target's ``FaultMode``): faults fire below it and it sees
 their results. Calls whose results legitimately differ are not compared: random ones
-(``torch.Tag.nondeterministic_seeded``: run on the device only, so that no RNG state
-moves) and ones that return uninitialised memory (``empty``, ``resize_``...: metadata
-only), and values of ops declared ``undefined-values``.
+(``torch.Tag.nondeterministic_seeded``: run on the device only, unless the op is not a
+random op and the CPU kernel gives one result for two seeds, as attention with dropout 0
+does; the CPU generator's state is restored, it is the device's on a CPU target), ones
+that return uninitialised memory (``empty``, ``resize_``...: metadata only), outputs
+that differ between two CPU runs of the same call (workspaces), and values of ops
+declared ``undefined-values``.
 
 The first divergent call is a candidate, not yet the answer: a kernel may legitimately
 differ (an eigenvector's phase, the index of one of several ties). So each divergent
