@@ -128,3 +128,14 @@ def test_condition_normalisation_and_cover():
     assert not covers(n(("dtypes:float16",)), n(("dtypes:bfloat16+float16",)))
     assert not covers(n(("dtypes:float16",)), n(("layout:0",)))
     assert covers(n(()), n(("classes:float",)))
+
+
+def test_localisation_round_trips_and_old_files_load_without_it():
+    f = finding(conditions=("empty",))
+    data = f.to_json()
+    assert data["format"] == 3 and Finding.from_json(data).localisation == f.localisation
+    del data["localisation"]
+    old = Finding.from_json(data)
+    assert old.localisation is None
+    (bug,) = bugs_of(old)
+    assert bug.kernel is None and "before localisation" in bug.reason
