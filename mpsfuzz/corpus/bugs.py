@@ -62,7 +62,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..fuzzer.localise import KERNEL, divergence_class, kernel_family
+from ..fuzzer.kernel_call import kernel_family
+from ..fuzzer.localise import KERNEL, divergence_class
 from .finding import Finding
 
 # Most urgent first: a bug has the most urgent status of its findings.
