@@ -150,7 +150,11 @@ def build_parser() -> argparse.ArgumentParser:
     listing.add_argument("--oracle", default=None, help="only this oracle")
     listing.add_argument("--status", default=None, help=f"only this status: {', '.join(STATUSES)}")
     listing.add_argument("--format", choices=("table", "json"), default="table",
-                         help="json: a list of findings (each with its 'path') for machines")
+                         help="json: a list of findings (each with its 'path') for machines; with --by bug, "
+                         "a list of bugs (each with its 'kernel' and its 'findings' paths)")
+    listing.add_argument("--by", choices=("finding", "bug"), default="finding",
+                         help="bug: one row per bug (findings localised to one kernel with matching "
+                         "conditions are one bug; docs/corpus.md)")
     show = corpus_sub.add_parser("show", help="one finding in full")
     show.add_argument("finding", help="a finding file, or a signature (prefix of 4+ hex digits) in --corpus")
     show.add_argument("--corpus", default="mpsfuzz-corpus", help="where to look a signature up (default ./mpsfuzz-corpus)")
@@ -231,7 +235,10 @@ def cmd_corpus(args, console) -> int:
             raise UsageError(f"--status={args.status!r}: expected one of {', '.join(STATUSES)}")
         if not Path(args.dir).exists():
             raise UsageError(f"no such corpus folder: {args.dir}")
-        found = [(p, f) for p, f in load([args.dir])
+        every = load([args.dir])
+        if args.by == "bug":
+            return _list_bugs(args, every, console, print_json)
+        found = [(p, f) for p, f in every
                  if args.op in (None, f.op) and args.oracle in (None, f.oracle)
                  and (args.status is None or f.status == args.status
                       or (args.status == "regression" and f.regression))]
@@ -293,6 +300,21 @@ def cmd_corpus(args, console) -> int:
     where = " (dry run: nothing moved)" if args.dry_run else f" moved to {Path(args.dir) / 'pruned'}"
     console.print(Text(f"{len(moved)} finding(s) fixed for {args.fixed_for}+ torch version(s){where}"),
                   highlight=False)
+    return EXIT_CLEAN
+
+
+def _list_bugs(args, found, console, print_json) -> int:
+    """`corpus list --by bug`: the bugs of the whole folder; --op/--oracle/--status keep
+    the bugs that have such a finding (or that status)."""
+    from .corpus.bugs import group, summary_words
+    from .reports.corpus_views import bugs_list
+    bugs = [b for b in group(found)
+            if args.op in (None, *b.ops) and args.oracle in (None, *b.oracles)
+            and (args.status is None or b.status == args.status or (args.status == "regression" and b.regression))]
+    if args.format == "json":
+        print_json([b.to_json() for b in bugs])
+        return EXIT_CLEAN
+    console.print(bugs_list(bugs, f"{args.dir}: {summary_words(bugs)}"))
     return EXIT_CLEAN
 
 

@@ -153,7 +153,9 @@ def test_terminal_lists_each_finding_with_its_explanation_and_path(corpus):
     assert lines[0] == "3 finding(s) in 1 corpus folder(s): 1 new, 1 known upstream, 0 flaky, 0 cpu-bug, 1 fixed"
     assert lines[1].startswith("runs: 1, 600 cases (")
     assert "elementwise: 2 finding(s) (values 2)" in out.stdout and "linalg: 1 finding(s) (values 1)" in out.stdout
-    rows = {r[0][0]: r for r in table_rows(out.stdout)}
+    # The bugs table comes first (one bug per faulty kernel here); the family tables after it.
+    assert "bugs: 3 " in out.stdout and out.stdout.index("bugs: 3 ") < out.stdout.index("elementwise:")
+    rows = {r[0][0]: r for r in table_rows(out.stdout[out.stdout.index("elementwise:"):])}
     assert set(rows) == {"triu", "bitwise_and", "sqrt"}
     for op, f in findings(corpus).items():
         _, oracle, status, seen, explanation, path = rows[op]
@@ -184,7 +186,8 @@ def test_markdown_has_the_findings_table_and_run_stats(corpus, tmp_path):
     out = mpsfuzz("report", str(mine), "--format", "markdown", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "**3 finding(s)**" in out.stdout and "1 new" in out.stdout and "1 known upstream" in out.stdout
-    rows = markdown_rows(out.stdout)
+    assert out.stdout.index("### Bugs (3)") < out.stdout.index("### Findings")
+    rows = markdown_rows(out.stdout[out.stdout.index("### Findings"):])
     findings_header = ["status", "op", "oracle", "explanation", "upstream", "file"]
     assert rows[0] == findings_header
     table = {r[1]: r for r in rows[1:4]}

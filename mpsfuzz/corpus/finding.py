@@ -148,6 +148,10 @@ class Finding:
     # conditions (a special case of the same bug): {signature, conditions, explanation,
     # times_seen, file}; their files are kept in the corpus's ``merged/`` folder.
     special_cases: list[dict] = field(default_factory=list)
+    # Where the failure starts (fuzzer/localise.py): {status: kernel|composite|
+    # not-localised|error, kernel, divergence, call, repro, ...}; None before localisation
+    # existed or for flaky findings. corpus/bugs.py groups findings into bugs by it.
+    localisation: dict | None = None
 
     def __post_init__(self):
         if self.torch_version and self.torch_version not in self.torch_versions:
@@ -156,13 +160,14 @@ class Finding:
     @classmethod
     def create(cls, case: Case, failure: Failure, *, target_name: str, target_spec: str, device: str,
                flaky: bool = False, known: dict | None = None, conditions=None, explanation: dict | None = None,
-               reproducibility: dict | None = None, minimisation: dict | None = None) -> "Finding":
+               reproducibility: dict | None = None, minimisation: dict | None = None,
+               localisation: dict | None = None) -> "Finding":
         conditions = tuple(sorted(conditions)) if conditions is not None else None
         return cls(signature=signature_of(case, failure, conditions, flaky=flaky),
                    signature_key=signature_key(case, failure, conditions, flaky=flaky),
                    case=case, failure=failure, target_name=target_name, target_spec=target_spec,
                    device=device, flaky=flaky, known=known, conditions=conditions, explanation=explanation,
-                   reproducibility=reproducibility, minimisation=minimisation)
+                   reproducibility=reproducibility, minimisation=minimisation, localisation=localisation)
 
     # -- sightings ----------------------------------------------------------------------
     @property
@@ -186,7 +191,7 @@ class Finding:
         if other.first_seen < self.first_seen:
             for name in ("case", "failure", "target_name", "target_spec", "device", "torch_version",
                          "platform", "first_seen", "explanation", "minimisation", "reproducibility",
-                         "repro", "environment"):
+                         "repro", "environment", "localisation"):
                 setattr(self, name, getattr(other, name))
         self.last_seen = max(self.last_seen, other.last_seen)
         seen = {json.dumps(h, sort_keys=True) for h in self.history}
@@ -194,6 +199,7 @@ class Finding:
                               key=lambda h: str(h.get("date", "")))
         self.flaky = self.flaky and other.flaky
         self.known = self.known or other.known
+        self.localisation = self.localisation or other.localisation
 
     def absorb_special_case(self, other: "Finding", file: str) -> None:
         """Fold ``other`` (a special case of this bug, another signature) into this one:
@@ -340,6 +346,7 @@ class Finding:
             "repro": self.repro,
             "environment": self.environment,
             "special_cases": list(self.special_cases),
+            "localisation": self.localisation,
         }
 
     @classmethod
@@ -373,6 +380,7 @@ class Finding:
                        history=history,
                        repro=d.get("repro") if isinstance(d.get("repro"), dict) else None,
                        environment=d.get("environment") if isinstance(d.get("environment"), str) else None,
-                       special_cases=[c for c in d.get("special_cases") or [] if isinstance(c, dict)])
+                       special_cases=[c for c in d.get("special_cases") or [] if isinstance(c, dict)],
+                       localisation=d.get("localisation") if isinstance(d.get("localisation"), dict) else None)
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed finding: missing or bad field {exc}") from None

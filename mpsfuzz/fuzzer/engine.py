@@ -562,7 +562,8 @@ class Campaign:
             conditions=explanation.conditions if explanation is not None else None,
             explanation=explanation.to_json() if explanation is not None else None,
             reproducibility=result.reproducibility.to_json() if result is not None else None,
-            minimisation=result.minimisation_json() if result is not None else None)
+            minimisation=result.minimisation_json() if result is not None else None,
+            localisation=result.localisation if result is not None else None)
         path, new = self.corpus.record(finding)
         self.known.append(KnownBug.of(finding))
         if new and self.confirm is not None and not finding.flaky:

@@ -10,6 +10,9 @@
    time budget; the result is run once more in a fresh worker so that the repro stands
    on its own (if it does not, the shrunk case is kept).
 3. **Explanation** (:mod:`.ablation`): which features are necessary.
+4. **Localisation** (:mod:`.localise`, in a fresh worker): the aten kernel where the
+   failure starts, its call and a kernel-level repro (or: composite, not localised). It
+   groups findings into bugs (corpus/bugs.py); a failure of it is recorded, never raised.
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ from dataclasses import dataclass
 
 from ..corpus.finding import symptom_key
 from .ablation import Explanation, explain
+from .localise import localise
 from .probe import SAME, Prober
 from .recipes import Case
 from .reduce import Reduction, reduce_case
@@ -55,6 +59,7 @@ class Triage:
     reduction: Reduction | None
     shrunk_case: Case                  # what Hypothesis handed over
     seconds: float
+    localisation: dict | None = None   # fuzzer/localise.py's record (reliable findings only)
 
     @property
     def flaky(self) -> bool:
@@ -100,7 +105,7 @@ def reproduce(case: Case, symptom: tuple, prober: Prober, runs: int) -> Reproduc
 
 
 def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, budget_s: float = 30.0,
-           timeout_s: float | None = None) -> Triage:
+           timeout_s: float | None = None, localise_it: bool = True) -> Triage:
     """Re-run, reduce and explain one failure. ``pool`` is the campaign's worker pool
     (``fresh()`` gives a new worker); ``oracles`` the campaign's oracle names."""
     start = time.monotonic()
@@ -127,4 +132,7 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
         return Triage(minimal, minimal_failure, repro, None, reduction, case, time.monotonic() - start)
     remaining = max(0.4 * budget_s, budget_s - (time.monotonic() - start))
     explanation = explain(minimal, minimal_failure, symptom, prober, budget_s=remaining)
-    return Triage(minimal, minimal_failure, repro, explanation, reduction, case, time.monotonic() - start)
+    localisation = (localise(minimal, minimal_failure, pool, oracles, timeout_s=timeout_s)
+                    if localise_it else None)
+    return Triage(minimal, minimal_failure, repro, explanation, reduction, case, time.monotonic() - start,
+                  localisation)

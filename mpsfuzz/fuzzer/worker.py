@@ -101,6 +101,17 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state
             return
         if message[0] == "stop":
             return
+        if message[0] == "localise":
+            from .localise import localise_case
+            _, case_json, oracle_names, symptom, options = message
+            try:
+                result = localise_case(Case.from_json(case_json), target, oracle_names, symptom, **options)
+            except Exception as exc:  # never the campaign's problem
+                result = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
+            conn.send(("result", result))
+            if result.get("poisoned"):
+                return
+            continue
         _, case_json, oracle_names = message
         try:
             result = execute(Case.from_json(case_json), target, oracle_names)
@@ -276,6 +287,33 @@ class WorkerPool:
             if running > timeout:
                 return "timeout"
         return None
+
+    def localise(self, case_json: dict, oracle_names, symptom: list, op: str, *, timeout_s: float,
+                 process_kind: bool = False, trace_path: str | None = None):
+        """Localise a finding's case in the worker (fuzzer/localise.py): its record, or a
+        :class:`ProcessEvent` if the worker died or hung (a crash or hang finding)."""
+        worker = self._ensure()
+        self._write_inflight(case_json)
+        options = {"process_kind": process_kind, "trace_path": trace_path}
+        try:
+            worker.conn.send(("localise", case_json, list(oracle_names), list(symptom), options))
+            if worker.conn.poll(timeout_s):
+                _, payload = worker.conn.recv()
+                if payload.get("poisoned"):
+                    worker.kill()
+                    self._worker = None
+                    self.restarts += 1
+                return payload
+            event = ProcessEvent(op=op, target_name=self.target_name, kind="timeout", timeout_s=timeout_s)
+            worker.kill()
+        except (EOFError, OSError, BrokenPipeError):
+            worker.process.join(5)
+            event = ProcessEvent(op=op, target_name=self.target_name, kind="died",
+                                 returncode=worker.process.exitcode, stderr_tail=worker.stderr_tail())
+            worker.kill()
+        self._worker = None
+        self.restarts += 1
+        return event
 
     def fresh(self) -> None:
         """Make the next case run in a new worker process (no state from earlier calls)."""

@@ -133,6 +133,12 @@ class ConsoleReporter:
             f"unconfirmed (repro did not reproduce) {s.unconfirmed}, "
             f"suppressed as undefined/unimplemented {s.suppressed}, "
             f"sightings of known findings {s.known_sightings}, minimising {s.minimise_s:.1f}s", highlight=False)
+        new = [(p, f) for f, p, is_new in event.findings if is_new and f.status == "new"]
+        if new:
+            from ..corpus.bugs import group
+            bugs = group(new)
+            self.console.print(f"{len(bugs)} new bug(s) ({len(new)} finding(s)): findings localised to one kernel "
+                               "with matching conditions are one bug (mpsfuzz corpus list --by bug)", highlight=False)
         if s.harness_errors:
             stages = ", ".join(f"{stage} {n}" for stage, n in sorted(s.harness_by_stage.items()))
             where = f"each with its case and traceback in {self.errors_log}" if self.errors_log else "see the notes above"

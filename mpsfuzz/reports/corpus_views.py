@@ -64,6 +64,66 @@ def findings_list(rows: list[tuple[Path, object]], title: str) -> Table:
     return table
 
 
+def bug_status_text(bug) -> Text:
+    text = Text(bug.status, style=STATUS_STYLES.get(bug.status, ""))
+    if bug.regression:
+        text.append(" (regression)", style="bold red")
+    return text
+
+
+def bugs_list(bugs, title: str) -> Table:
+    """`corpus list --by bug`: one row per bug: status, kernel (or why it is not
+    localised), the public ops and variants it affects, oracles, findings, explanation."""
+    table = Table(title=_t(title))
+    for column in ("status", "kernel", "affects", "oracles", "findings", "explanation", "bug"):
+        table.add_column(column, overflow="fold", justify="right" if column == "findings" else "left")
+    for b in bugs:
+        kernel = _t("\n".join(b.kernels)) if b.kernel else _t(f"- ({b.reason})", "dim")
+        table.add_row(bug_status_text(b), kernel, _t("\n".join(b.affects())), _t(", ".join(b.oracles)),
+                      _t(len(b.findings)), _t(b.explanation), _t(b.id))
+    return table
+
+
+def call_words(call: dict | None) -> str:
+    """A recorded aten call's arguments in one line: ``float32[2, 2] stride (1, 2), 0, True``."""
+    if not isinstance(call, dict) or call.get("args") is None:
+        return "-"
+
+    def one(d) -> str:
+        kind = d.get("kind") if isinstance(d, dict) else None
+        if kind == "tensor":
+            words = f"{d.get('dtype')}{list(d.get('shape', []))} stride {tuple(d.get('stride', []))}"
+            return words + (f" offset {d['offset']}" if d.get("offset") else "")
+        if kind in ("list", "tuple"):
+            return "[" + ", ".join(one(x) for x in d.get("items", [])) + "]"
+        if kind == "value":
+            return repr(d.get("value"))
+        if kind in ("dtype", "layout", "memory_format"):
+            return str(d.get("name"))
+        if kind == "device":
+            return str(d.get("type"))
+        return str(d.get("repr", "?"))
+    parts = [one(a) for a in call.get("args") or []]
+    parts += [f"{k}={one(v)}" for k, v in (call.get("kwargs") or {}).items()]
+    return ", ".join(parts)
+
+
+def localisation_words(loc: dict | None) -> str:
+    """The localisation in one line: 'aten::mm.default: wrong-values (confirmed ...)'."""
+    if not isinstance(loc, dict):
+        return "-"
+    status = loc.get("status")
+    if status == "kernel":
+        how = ("confirmed: with this call's result replaced by CPU's, the failure goes away"
+               if loc.get("confirmed") else str(loc.get("note") or "not confirmed"))
+        return f"{loc.get('kernel')}: {', '.join(loc.get('kinds') or [loc.get('divergence', '?')])} ({how})"
+    if status == "composite":
+        return f"composite: {loc.get('reason', '')}"
+    if status == "not-localised":
+        return f"not localised: {loc.get('reason', '')}"
+    return f"localisation failed: {loc.get('error', '')}"
+
+
 def _probes_table(finding) -> Table | None:
     probes = [p for p in (finding.explanation or {}).get("probes") or () if isinstance(p, dict)]
     if not probes:
@@ -110,6 +170,11 @@ def finding_detail(path: Path, f) -> Group:
         rows.append(("known upstream", f"{f.known.get('id', '')} {f.known.get('status', '')} "
                                        f"{f.known.get('link', '')}".strip()))
     rows.append(("reproducibility", reproducibility_words(f) or "-"))
+    loc = f.localisation if isinstance(f.localisation, dict) else None
+    rows.append(("localisation", localisation_words(loc)))
+    if loc and loc.get("status") == "kernel":
+        rows.append(("kernel call", f"{loc.get('kernel')}({call_words(loc.get('call'))})"))
+        rows.append(("divergence", str(loc.get("detail", ""))[:500]))
     m = f.minimisation if isinstance(f.minimisation, dict) else None
     if m:
         rows.append(("minimisation", f"{m.get('elements_before', '?')} -> {m.get('elements_after', '?')} elements, "
@@ -137,5 +202,8 @@ def finding_detail(path: Path, f) -> Group:
     for table in (_probes_table(f), _history_table(f)):
         if table is not None:
             parts.append(table)
+    repro = (loc or {}).get("repro") if loc else None
+    if isinstance(repro, dict) and repro.get("script"):
+        parts += [Text("kernel-level repro (the one aten call)", style="bold"), _t(repro["script"].rstrip())]
     parts += [Text("case JSON", style="bold"), _t(json.dumps(f.case.to_json()), "dim")]
     return Group(*parts)

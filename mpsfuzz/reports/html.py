@@ -1,7 +1,9 @@
 """`mpsfuzz report --format html`: one self-contained page (inline CSS, two tiny inline
-scripts, no external resources) for a maintainer: counts and run statistics, the failure
-matrices (ops x dtypes, ops x layout classes) coloured by status, and a section per
-finding with its explanation, message, repro script and error plot.
+scripts, no external resources) for a maintainer: counts and run statistics, the bugs
+(each with its kernel, the public ops and variants it affects, its findings and its
+kernel-level repro), the failure matrices (ops x dtypes, ops x layout classes) coloured
+by status, and a section per finding with its explanation, message, repro script and
+error plot.
 
 All finding text comes from arbitrary error messages and files: it is escaped here,
 every time, with :func:`html.escape`.
@@ -11,7 +13,8 @@ from __future__ import annotations
 from html import escape
 
 from .error_plot import error_figure
-from .model import STATUS_LABELS, STATUSES, Entry, Matrix, Report, family_heading, summary_line
+from .model import (STATUS_LABELS, STATUSES, Entry, Matrix, Report, bug_anchor, bug_kernel_words, family_heading,
+                    summary_line)
 
 # Strong colours for badges, tints for matrix cells (text stays readable on them).
 COLOURS = {"new": "#d32f2f", "known-bug": "#f9a825", "flaky": "#8e24aa", "cpu-bug": "#1e88e5", "fixed": "#388e3c"}
@@ -112,6 +115,27 @@ def _findings_table(report: Report) -> str:
     return f'<table class="findings" id="findings-table"><tr>{head}</tr>{"".join(rows)}</table>'
 
 
+def _bugs_table(report: Report) -> str:
+    rows = []
+    for b in report.bugs:
+        links = []
+        for path, f in b.findings:
+            entry = report.entry_of(f)
+            label = f"{f.op} {f.case.variant} ({f.oracle})"
+            links.append(f'<a href="#{e(entry.anchor)}">{e(label)}</a>' if entry is not None else e(label))
+        kernel = f"<code>{e(b.kernel)}</code>" if b.kernel else f'<span class="muted">{e(bug_kernel_words(b))}</span>'
+        affects = "<br>".join(e(a) for a in b.affects())
+        repro = b.kernel_repro
+        script = (f'<details><summary>kernel-level repro</summary><pre class="kernel-repro">'
+                  f'{e(repro["script"])}</pre></details>') if repro and repro.get("script") else ""
+        rows.append(f'<tr id="{e(bug_anchor(b))}"><td>{_badge(b.status)}</td><td>{kernel}{script}</td>'
+                    f"<td>{affects}</td><td>{e(', '.join(b.oracles))}</td><td>{e(b.explanation)}</td>"
+                    f"<td>{'<br>'.join(links)}</td></tr>")
+    head = "".join(f"<th>{c}</th>" for c in ("status", "kernel", "affects (op: variants)", "oracles",
+                                               "explanation", "findings"))
+    return f'<table class="bugs" id="bugs-table"><tr>{head}</tr>{"".join(rows)}</table>'
+
+
 def _matrix_table(matrix: Matrix, table_id: str) -> str:
     head = "<th>op</th>" + "".join(f"<th>{e(c)}</th>" for c in matrix.columns)
     rows = []
@@ -157,10 +181,23 @@ def _conditions(entry: Entry) -> str:
     return "".join(f'<span class="cond">{e(c)}</span>' for c in conditions) or "none"
 
 
-def _finding_section(x: Entry) -> str:
+def _localisation(x: Entry, report: Report) -> str:
+    loc = x.finding.localisation if isinstance(x.finding.localisation, dict) else None
+    bug = report.bug_of(x)
+    link = f' <a href="#{e(bug_anchor(bug))}">bug {e(bug.id)}</a>' if bug is not None else ""
+    if loc is None:
+        return '<span class="muted">not localised</span>' + link
+    if loc.get("status") == "kernel":
+        how = "confirmed" if loc.get("confirmed") else "not confirmed"
+        return (f"<code>{e(loc.get('kernel'))}</code>: {e(', '.join(loc.get('kinds') or []))} ({how})" + link)
+    words = loc.get("reason") or loc.get("error") or ""
+    return f"{e(loc.get('status'))}: {e(words)}" + link
+
+
+def _finding_section(x: Entry, report: Report) -> str:
     f = x.finding
     known = f.known if isinstance(f.known, dict) else {}
-    rows = [("explanation", e(x.why)), ("conditions", _conditions(x)),
+    rows = [("explanation", e(x.why)), ("conditions", _conditions(x)), ("kernel", _localisation(x, report)),
             ("op", f"<code>{e(f.op)}</code> ({e(x.family)}), {e(f.case.variant)}"),
             ("oracle", f"{e(f.oracle)} / {e(f.failure.kind)} (severity {e(f.failure.severity)})"),
             ("dtypes", e(", ".join(x.dtypes))), ("layouts", e(", ".join(x.layouts))),
@@ -189,11 +226,14 @@ def _finding_section(x: Entry) -> str:
 def html_page(report: Report) -> str:
     body = [_header(report)]
     if report.entries:
-        body += ["<h2>Findings</h2>", _findings_table(report),
+        body += [f"<h2>Bugs ({len(report.bugs)})</h2>",
+                 '<p class="muted">Findings localised to one aten kernel with matching conditions are one bug.</p>',
+                 _bugs_table(report),
+                 "<h2>Findings</h2>", _findings_table(report),
                  "<h2>Failure matrix</h2>", _legend(),
                  "<h3>ops &times; dtypes</h3>", _matrix_table(report.dtype_matrix, "matrix-dtypes"),
                  "<h3>ops &times; layout classes</h3>", _matrix_table(report.layout_matrix, "matrix-layouts"),
-                 "<h2>Details</h2>", *(_finding_section(x) for x in report.entries)]
+                 "<h2>Details</h2>", *(_finding_section(x, report) for x in report.entries)]
     else:
         body.append("<h2>No findings</h2>")
     return ('<!doctype html><html lang="en"><head><meta charset="utf-8">'

@@ -1,4 +1,8 @@
-"""Drafts of upstream issues (pytorch/pytorch's bug template), one per finding.
+"""Drafts of upstream issues (pytorch/pytorch's bug template), one per bug.
+
+Findings localised to one aten kernel with matching conditions are one bug
+(corpus/bugs.py): its draft is that of its most general finding, plus the public ops and
+variants the bug affects and the kernel-level repro (the one aten call where it starts).
 
 A draft has the title in upstream style, the verified repro in a code block, what it
 printed (observed and expected), the float64 arbiter's verdict for numeric findings,
@@ -17,6 +21,7 @@ import string
 from importlib import resources
 from pathlib import Path
 
+from ..corpus.bugs import Bug, group
 from ..corpus.finding import Finding
 from ..fuzzer import catalogue
 from ..fuzzer import dtypes as dt
@@ -95,8 +100,9 @@ def op_display_name(op: str) -> str:
     return name or op
 
 
-def title(finding: Finding) -> str:
-    """``[MPS] `torch.where` returns wrong values when `other` is non-contiguous``."""
+def title(finding: Finding, bug: Bug | None = None) -> str:
+    """``[MPS] `torch.where` returns wrong values when `other` is non-contiguous``; for a
+    bug that several public ops reach, the kernel and the other ops follow."""
     what = re.sub(r" on [\w.:-]+( \(.*\))?$", "", finding.failure.title)
     what = re.sub(r" on [\w.:-]+ but ", " but ", what)
     what = what.replace(f"`{finding.op}`", f"`{op_display_name(finding.op)}`", 1)
@@ -107,6 +113,10 @@ def title(finding: Finding) -> str:
         only = re.search(r"; only ([\w, +]+?) \(", finding.explanation_text)
         if only:
             what += f" for {only.group(1)}"
+    others = [op for op in (bug.ops if bug is not None and bug.kernel else ()) if op != finding.op]
+    if others:
+        kernel = bug.kernel.rsplit(".", 1)[0] if bug.kernel.endswith(".default") else bug.kernel
+        what += f" (kernel `{kernel}`; also {', '.join(f'`{op_display_name(op)}`' for op in others)})"
     return f"{device_tag(finding)} {what}"
 
 
@@ -176,7 +186,40 @@ def _arbiter_text(finding: Finding) -> str:
     return _quote(line)
 
 
-def _fields(finding: Finding, path: Path | None, version: str) -> dict:
+def _affects_text(bug: Bug | None) -> str:
+    if bug is None or bug.kernel is None or len(bug.findings) < 2:
+        return ""
+    kernels = ", ".join(f"`{k}`" for k in bug.kernels)
+    lines = [f"One bug, {len(bug.findings)} findings: they all start in the kernel {kernels}, "
+             f"which this affects through these public ops and variants:"]
+    lines += [f"- `{op_display_name(op)}`: {', '.join(variants)}" for op, variants in bug.ops.items()]
+    lines.append("Findings: " + ", ".join(f"`{f.signature}` ({f.op}, {f.case.variant}, {f.oracle})"
+                                          for _, f in bug.findings) + ".")
+    return _quote("\n".join(lines))
+
+
+def _kernel_repro_text(bug: Bug | None, finding: Finding) -> tuple[str, str]:
+    """(the kernel-level repro section, the kernel) of the bug (or of the finding alone)."""
+    repro = bug.kernel_repro if bug is not None else None
+    kernel = bug.kernel if bug is not None else None
+    if bug is None:
+        loc = finding.localisation if isinstance(finding.localisation, dict) else {}
+        if loc.get("status") == "kernel":
+            repro, kernel = loc.get("repro"), loc.get("kernel")
+    if not kernel:
+        return "", ""
+    if not isinstance(repro, dict) or not repro.get("script"):
+        return "", kernel
+    verified = repro.get("verified")
+    words = (f"Verified: it reproduces in a fresh interpreter on {repro.get('target')}." if verified is True
+             else f"**Not a verified repro** ({repro.get('detail', 'not run')})." if verified is False
+             else "Not verified yet.")
+    head = _quote(f"The bug starts in one aten kernel, `{kernel}`: this script calls it alone, on tensors "
+                  "with the exact storage, strides and offset it got, on the device and on eager CPU. " + words)
+    return "#### Kernel-level repro\n\n" + head + "\n\n" + _block(repro["script"], "python"), kernel
+
+
+def _fields(finding: Finding, path: Path | None, version: str, bug: Bug | None = None) -> dict:
     repro = finding.repro or {}
     script, verified = repro.get("script"), repro.get("verified")
     if script and verified is True:
@@ -221,8 +264,11 @@ def _fields(finding: Finding, path: Path | None, version: str) -> dict:
     traceback = _block(output) if output else _block(finding.failure.message)
     versions = _block(finding.environment) if finding.environment else _quote(
         "(not captured: paste the output of `python -m torch.utils.collect_env` here)")
+    kernel_repro, kernel = _kernel_repro_text(bug, finding)
     return {
-        "title": title(finding),
+        "affects": _affects_text(bug), "kernel_repro": kernel_repro, "kernel": kernel,
+        "bug_id": bug.id if bug is not None else "",
+        "title": title(finding, bug),
         "tool_note": TOOL_NOTE.format(version=version, signature=finding.signature),
         "summary": summary, "explanation": explanation, "repro": repro_text, "output": observed,
         "expected": _quote(expected) if expected else "", "arbiter": _arbiter_text(finding),
@@ -233,32 +279,77 @@ def _fields(finding: Finding, path: Path | None, version: str) -> dict:
     }
 
 
-def draft(finding: Finding, path: Path | None = None, *, templates_dir: Path | None = None) -> str:
-    """The issue draft of one finding, from its stored repro and verification."""
+def draft(finding: Finding, path: Path | None = None, *, templates_dir: Path | None = None,
+          bug: Bug | None = None) -> str:
+    """The issue draft of one finding (the most general of ``bug``'s, when given), from its
+    stored repro and verification."""
     from .. import __version__
     template = load_template(template_kind(finding), templates_dir)
     try:
-        text = template.substitute(_fields(finding, path, __version__))
+        text = template.substitute(_fields(finding, path, __version__, bug))
     except (KeyError, ValueError) as exc:
         raise TemplateError(f"issue template {template_kind(finding)}.md: bad field {exc}") from None
     return re.sub(r"\n{3,}", "\n\n", text).strip() + "\n"
 
 
+def _store(path, change) -> None:
+    from ..corpus.store import Corpus
+    if path is not None and Path(path).parent.is_dir():
+        Corpus(Path(path).parent).update(Path(path), change)
+
+
+def verify_kernel_repro(bug: Bug, *, target_override: str | None = None, timeout_s: float = 60.0) -> None:
+    """Run the bug's kernel-level repro on the target (in a fresh interpreter) and keep
+    the verdict in the localisation record of the finding it belongs to."""
+    from ..fuzzer.kernel_repro import ReproUnavailable, kernel_script
+    from .repro import Script
+    from .verify import run_and_judge
+    owner = next(((p, f) for p, f in bug.findings if isinstance(f.localisation, dict)
+                  and f.localisation.get("status") == "kernel" and isinstance(f.localisation.get("repro"), dict)),
+                 None)
+    if owner is None:
+        return
+    path, finding = owner
+    loc = finding.localisation
+    spec = target_override or finding.target_spec
+    repro = dict(loc["repro"])
+    if target_override:
+        from ..targets import TargetError, load_target
+        try:
+            target = load_target(target_override)
+            repro.update(kernel_script(loc, device=str(target.device), target_name=target.name))
+        except (TargetError, ReproUnavailable) as exc:
+            repro.update(verified=False, detail=f"no kernel-level script for {target_override}: {exc}")
+            loc["repro"] = repro
+            return
+    verdict = run_and_judge(Script(text=repro["script"], expect=repro["expect"], body_lines=repro.get("lines", 0)),
+                            target_spec=spec, timeout_s=timeout_s)
+    repro.update(verified=verdict.reproduced, detail=verdict.detail, target=spec)
+    loc["repro"] = repro
+
+    def keep(f):
+        if isinstance(f.localisation, dict):
+            f.localisation["repro"] = repro
+    _store(path, keep)
+
+
 def drafts(found, *, verify: bool = True, target_override: str | None = None, timeout_s: float = 60.0,
            templates_dir: Path | None = None) -> str:
-    """Drafts for ``found`` [(path, finding)], separated by rules. With ``verify`` each
-    repro script is generated and run on the target first (and the verdict stored in the
-    finding), so a draft never presents a script that does not reproduce as a repro."""
-    from ..corpus.store import Corpus
+    """Drafts for the bugs of ``found`` [(path, finding)], one per bug, separated by
+    rules. With ``verify`` the repro script of each bug's most general finding, and its
+    kernel-level repro, are run on the target first (and the verdicts stored in the
+    findings), so a draft never presents a script that does not reproduce as a repro."""
     parts = []
-    for path, finding in found:
+    for bug in group(found):
+        path, finding = bug.findings[0]
         if verify and not finding.flaky:
             try:
                 record = repro_for(finding, verify=True, target_override=target_override, timeout_s=timeout_s)
             except ReproError as exc:
                 record = {"script": None, "verified": False, "detail": f"no standalone script: {exc}"}
             finding.repro = record
-            if path is not None and Path(path).parent.is_dir():
-                Corpus(Path(path).parent).update(Path(path), lambda f: setattr(f, "repro", record))
-        parts.append(draft(finding, path, templates_dir=templates_dir))
+            _store(path, lambda f: setattr(f, "repro", record))
+            if bug.kernel is not None:
+                verify_kernel_repro(bug, target_override=target_override, timeout_s=timeout_s)
+        parts.append(draft(finding, path, templates_dir=templates_dir, bug=bug))
     return "\n---\n\n".join(parts)

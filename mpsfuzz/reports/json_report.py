@@ -40,8 +40,40 @@ def _profile(x: Entry) -> dict | None:
     return profile
 
 
-def _finding(x: Entry) -> dict:
+def _localisation(f) -> dict | None:
+    loc = f.localisation if isinstance(f.localisation, dict) else None
+    if loc is None:
+        return None
+    return {"status": str(loc.get("status", "error")), "kernel": loc.get("kernel") if loc.get("kernel") else None,
+            "divergence": loc.get("divergence") if loc.get("divergence") else None,
+            "confirmed": bool(loc.get("confirmed", False))}
+
+
+def _bug(report: Report, b) -> dict:
+    repro = b.kernel_repro or {}
+    return {
+        "id": b.id,
+        "kernel": b.kernel,
+        "kernels": list(b.kernels),
+        "device": b.device,
+        "divergence": b.divergence,
+        "status": b.status,
+        "regression": b.regression,
+        "title": b.title,
+        "explanation": b.explanation,
+        "conditions": sorted(b.conditions),
+        "reason": b.reason or None,
+        "ops": [{"op": op, "variants": list(variants)} for op, variants in b.ops.items()],
+        "oracles": list(b.oracles),
+        "findings": [f.signature for _, f in b.findings],
+        "paths": [str(p) for p, _ in b.findings],
+        "kernel_repro": str(repro["script"]) if repro.get("script") else None,
+    }
+
+
+def _finding(x: Entry, report: Report) -> dict:
     f = x.finding
+    bug = report.bug_of(x)
     repro = x.repro or {}
     known = f.known if isinstance(f.known, dict) else None
     return {
@@ -73,6 +105,8 @@ def _finding(x: Entry) -> dict:
         "repro_verified": repro.get("verified") if repro.get("verified") in (True, False) else None,
         "repro_detail": str(repro.get("detail", "")) if repro else None,
         "error_profile": _profile(x),
+        "bug": bug.id if bug is not None else None,
+        "localisation": _localisation(f),
     }
 
 
@@ -90,7 +124,8 @@ def report_json(report: Report) -> dict:
         "schema": REPORT_SCHEMA,
         "version": REPORT_VERSION,
         "generated": report.generated,
-        "summary": {"findings": len(report.entries), "by_status": report.counts, "by_family": families,
+        "summary": {"findings": len(report.entries), "bugs": len(report.bugs), "by_status": report.counts,
+                    "by_family": families,
                     "by_oracle": report.oracles, "corpora": [str(r) for r in report.roots]},
         "runs": {"runs": runs.runs, "cases": runs.cases, "valid": runs.valid,
                  "valid_share": round(runs.valid_share, 4), "unsupported": runs.unsupported,
@@ -102,7 +137,8 @@ def report_json(report: Report) -> dict:
                  "per_op": runs.per_op,
                  "unreadable": [{"path": str(p), "why": w} for p, w in runs.unreadable]},
         "matrix": {"dtypes": _matrix(report.dtype_matrix), "layouts": _matrix(report.layout_matrix)},
-        "findings": [_finding(x) for x in report.entries],
+        "bugs": [_bug(report, b) for b in report.bugs],
+        "findings": [_finding(x, report) for x in report.entries],
     }
 
 

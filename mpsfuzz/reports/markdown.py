@@ -1,8 +1,8 @@
 """`mpsfuzz report --format markdown`: GitHub-flavoured markdown for a CI job summary
-(headline counts, one table row per finding, the run statistics)."""
+(headline counts, one table row per bug and per finding, the run statistics)."""
 from __future__ import annotations
 
-from .model import STATUS_LABELS, Report, runs_line
+from .model import STATUS_LABELS, Report, bug_kernel_words, runs_line
 
 _ICONS = {"new": "🔴", "known-bug": "🟡", "flaky": "🟣", "cpu-bug": "🔵", "fixed": "🟢"}
 
@@ -29,6 +29,17 @@ def markdown(report: Report) -> str:
     lines = ["## mpsfuzz report", "",
              f"**{len(report.entries)} finding(s)**: " + ", ".join(
                  f"{_ICONS[s]} {counts[s]} {STATUS_LABELS[s]}" for s in counts), ""]
+    if report.bugs:
+        lines += [f"### Bugs ({len(report.bugs)})", "",
+                  "| status | kernel | affects (op: variants) | oracles | findings | explanation |",
+                  "| --- | --- | --- | --- | ---: | --- |"]
+        for b in report.bugs:
+            status = f"{_ICONS.get(b.status, '')} {STATUS_LABELS.get(b.status, b.status)}"
+            affects = "; ".join(cell(a) for a in b.affects())
+            kernel = f"`{cell(b.kernel)}`" if b.kernel else cell(bug_kernel_words(b))
+            lines.append(f"| {cell(status)} | {kernel} | {affects} | {cell(', '.join(b.oracles))} "
+                         f"| {len(b.findings)} | {cell(b.explanation)} |")
+        lines += ["", "### Findings", ""]
     if report.entries:
         lines += ["| status | op | oracle | explanation | upstream | file |",
                   "| --- | --- | --- | --- | --- | --- |"]

@@ -1,5 +1,6 @@
 """What every `mpsfuzz report` format shows, built once from the findings and the run
-logs: findings grouped by family, counts per status and oracle, the failure matrices
+logs: the bugs (findings grouped by the kernel they localise to: corpus/bugs.py),
+findings grouped by family, counts per status and oracle, the failure matrices
 (ops x dtypes, ops x layout classes) and the run statistics summed over the run logs.
 The formats (views.py, markdown.py, html.py, json_report.py) only lay this out."""
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 
+from ..corpus.bugs import Bug, group
 from ..corpus.finding import Finding, now_iso
 from ..fuzzer.dtypes import ALL_DTYPE_NAMES
 from .corpus_views import why
@@ -254,6 +256,22 @@ class Report:
         return oracle_counts(self.entries)
 
     @cached_property
+    def bugs(self) -> list[Bug]:
+        """Most urgent first; each lists its findings, the most general first."""
+        return group([(e.path, e.finding) for e in self.entries])
+
+    @cached_property
+    def bug_by_entry(self) -> dict[int, Bug]:
+        """id(entry's finding) -> its bug."""
+        return {id(f): b for b in self.bugs for _, f in b.findings}
+
+    def bug_of(self, entry: Entry) -> Bug | None:
+        return self.bug_by_entry.get(id(entry.finding))
+
+    def entry_of(self, finding: Finding) -> Entry | None:
+        return next((e for e in self.entries if e.finding is finding), None)
+
+    @cached_property
     def dtype_matrix(self) -> Matrix:
         return _matrix(self.entries, "dtypes", None)
 
@@ -280,6 +298,15 @@ def summary_line(report: Report) -> str:
     words = ", ".join(f"{counts[s]} {STATUS_LABELS[s]}" for s in counts)
     where = f"{len(report.roots)} corpus folder(s)" if report.roots else "the files given"
     return f"{len(report.entries)} finding(s) in {where}: {words}"
+
+
+def bug_anchor(bug: Bug) -> str:
+    return f"bug-{bug.id}"
+
+
+def bug_kernel_words(bug: Bug) -> str:
+    """The kernel, or why the bug is not one kernel's."""
+    return ", ".join(bug.kernels) if bug.kernel else f"- ({bug.reason})"
 
 
 def runs_line(runs: RunTotals) -> str:

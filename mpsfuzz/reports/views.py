@@ -17,7 +17,7 @@ from .corpus_views import STATUS_STYLES
 from .html import html_page
 from .json_report import json_text
 from .markdown import markdown
-from .model import Report, build, family_heading, runs_line, summary_line
+from .model import Report, bug_kernel_words, build, family_heading, runs_line, summary_line
 
 FORMATS = ("terminal", "markdown", "html", "json")
 
@@ -42,10 +42,26 @@ def family_table(family: str, entries) -> Table:
     return table
 
 
+def bugs_table(report: Report) -> Table:
+    """One row per bug: status, the kernel, the public ops and variants it affects,
+    oracles, its findings' files."""
+    table = Table(title=Text(f"bugs: {len(report.bugs)} (findings localised to one kernel with matching "
+                             "conditions are one bug)"), title_justify="left")
+    for column in ("status", "kernel", "affects", "oracles", "explanation", "findings"):
+        table.add_column(column, overflow="fold", no_wrap=column == "status")
+    for b in report.bugs:
+        status = Text(b.status, style=STATUS_STYLES.get(b.status, ""))
+        table.add_row(status, Text(bug_kernel_words(b)), Text("\n".join(b.affects())), Text(", ".join(b.oracles)),
+                      Text(b.explanation), Text("\n".join(str(p) for p, _ in b.findings)))
+    return table
+
+
 def terminal_view(report: Report) -> Group:
     parts: list = [Text(summary_line(report), style="bold"), Text(runs_line(report.runs))]
     for path, why in report.runs.unreadable:
         parts.append(Text(f"skipping run log {path}: {why}", style="yellow"))
+    if report.bugs:
+        parts.append(bugs_table(report))
     for family, entries in report.families.items():
         parts.append(family_table(family, entries))
     return Group(*parts)

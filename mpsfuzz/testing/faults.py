@@ -38,6 +38,13 @@ Effects:
     tensor argument is replaced by the dense run of its storage that starts at its
     storage offset, as a kernel that ignores strides would read it (the commonest MPS
     layout bug).
+``clobber_input``
+    compute the real result, then overwrite the first element of the first tensor
+    argument in place, although the op's schema does not let it write that argument
+    (like CUDA ``linalg_eig`` overwriting a transposed input).
+``corrupt_and_clobber``
+    both ``corrupt`` and ``clobber_input``: wrong values, and the input overwritten
+    (one kernel, two symptoms: the ``values`` and the ``variants`` oracles each see one).
 ``poison``
     raise a CUDA-style sticky error ("device-side assert triggered"); from then on every
     op in this process raises it too, as a real device context would.
@@ -106,7 +113,8 @@ from torch.utils._pytree import tree_flatten, tree_map
 EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak", "noop", "densify",
            "ignore_strides", "poison", "spill", "overflow_naively", "accumulate_in_dtype", "inflate",
            "leak_output", "cache_once", "split_transform", "split_transform_badly", "skip_bounds_check", "rewrite",
-           "nudge_input", "pairwise_product", "fault_later")
+           "nudge_input", "pairwise_product", "fault_later",
+           "clobber_input", "corrupt_and_clobber")
 
 # What torch's C++ error messages call each dtype ("not implemented for 'Long'").
 _CPP_DTYPE_NAMES = {
@@ -202,6 +210,12 @@ class Fault:
             return tree_map(lambda t: t.contiguous() if isinstance(t, torch.Tensor) else t, out)
         if effect == "ignore_strides":
             return func(*tree_map(_read_as_contiguous, tuple(args)), **tree_map(_read_as_contiguous, dict(kwargs)))
+        if effect in ("clobber_input", "corrupt_and_clobber"):
+            out = _real_result(func, args, kwargs)
+            if effect == "corrupt_and_clobber":
+                out = _corrupt(func, out, self.outputs)
+            _corrupt_first(_input(func, args, kwargs))  # after the result: it is not affected
+            return out
         if effect == "spill":
             out = _real_result(func, args, kwargs)
             _spill_outside_view(args[0])
@@ -530,6 +544,14 @@ def _empty_input_nonempty_result(func, args, kwargs) -> bool:
     dims = range(x.dim()) if not dims else [d % max(x.dim(), 1) for d in dims]
     keep = [s for i, s in enumerate(x.shape) if i not in dims]
     return math.prod(keep) > 0
+
+
+def _empty_inner_dim(func, args, kwargs) -> bool:
+    # mm(self, mat2): an inner dim of 0 gives a result of zeros, which a broken GEMM
+    # leaves unwritten
+    a, b = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() == 2
+            and a.shape[1] == 0 and a.shape[0] * b.shape[-1] > 0)
 
 
 def _out_needs_resize(func, args, kwargs) -> bool:
@@ -943,6 +965,12 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::sum.dim_IntList",), _empty_input_nonempty_result, "corrupt"),
     Fault("sub_out_resize", "MPS binary ops wrote wrong values into an out= that had to be resized",
           ("aten::sub.out",), _out_needs_resize, "corrupt"),
+    Fault("mm_empty_inner", "a GEMM that leaves its output unwritten when the inner dim K is 0 (one kernel "
+          "under mm, matmul, chain_matmul, tensordot...: one bug, however many public ops reach it)",
+          ("aten::mm",), _empty_inner_dim, "corrupt"),
+    Fault("eig_transposed_clobber", "like CUDA linalg_eig on a transposed input: wrong eigenvalues, and the "
+          "input overwritten (one bug that the values and the variants oracles each see)",
+          ("aten::linalg_eig",), _input_noncontiguous, "corrupt_and_clobber"),
     # Two causes on one op (the corpus must keep them apart), and two that depend on
     # earlier calls (the corpus must mark them flaky, not present them as repros).
     Fault("sigmoid_noncontig", "pytorch#139006-like: sigmoid wrong on non-contiguous float inputs",

@@ -1,0 +1,141 @@
+"""Grouping findings into bugs (corpus/bugs.py): one kernel with matching conditions is
+one bug whatever the public op, variant or oracle; two causes on one kernel, two kernels,
+two device kinds or two symptom classes stay apart; what is not localised stands alone."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from mpsfuzz.corpus.bugs import covers, group, normalised_conditions
+from mpsfuzz.corpus.finding import Finding
+from mpsfuzz.fuzzer.recipes import Case, TensorRecipe
+from mpsfuzz.oracles import Failure
+
+
+def finding(op="mm", oracle="values", kind="wrong-values", *, conditions=(), kernel="aten::mm.default",
+            divergence="wrong-values", status="kernel", variant="functional", device="mps", flaky=False,
+            blame="target", form="functional") -> Finding:
+    case = Case(op, (TensorRecipe((2, 2), "float32"), TensorRecipe((2, 2), "float32")), variant=variant)
+    failure = Failure(oracle=oracle, kind=kind, severity="high", title=f"`{op}` {kind}", message=kind,
+                      dedup_key=(kind,), blame=blame)
+    loc = {"status": status, "kernel": kernel, "form": form, "divergence": divergence, "kinds": [divergence],
+           "repro": {"script": f"# {kernel}\n", "expect": {"outcome": "assertion"}, "lines": 1}}
+    if status != "kernel":
+        loc = {"status": status, "reason": "no single aten call diverges"}
+    return Finding.create(case, failure, target_name=device, target_spec=device, device=device, flaky=flaky,
+                          conditions=conditions, explanation={"text": f"needs {', '.join(conditions or ()) or 'nothing'}"},
+                          localisation=loc)
+
+
+def bugs_of(*findings):
+    return group([(Path(f"{i}-{f.op}-{f.oracle}.json"), f) for i, f in enumerate(findings)])
+
+
+def test_two_public_ops_over_one_kernel_are_one_bug():
+    bugs = bugs_of(finding("mm", conditions=("empty",)),
+                   finding("matmul", conditions=("empty", "layout:1")),
+                   finding("matmul", "grads", "wrong-grads", conditions=("empty", "variant:grad", "classes:float"),
+                           variant="grad"))
+    assert len(bugs) == 1
+    bug = bugs[0]
+    assert bug.kernel == "aten::mm.default" and bug.ops == {"matmul": ["functional", "grad"], "mm": ["functional"]}
+    assert bug.oracles == ["grads", "values"] and len(bug.findings) == 3
+    assert bug.general.op == "mm" and bug.explanation == "needs empty"  # the most general finding's
+    assert bug.kernel_repro["script"] == "# aten::mm.default\n"
+    data = bug.to_json()
+    assert data["kernel"] == "aten::mm.default" and len(data["findings"]) == 3
+    assert {f["path"] for f in data["findings"]} == {"0-mm-values.json", "1-matmul-values.json",
+                                                      "2-matmul-grads.json"}
+
+
+def test_wrong_values_and_an_overwritten_input_are_one_bug():
+    """The eig case: the values oracle sees wrong values, the variants oracle the input
+    overwritten; one call does both."""
+    bugs = bugs_of(finding("linalg.eig", conditions=("layout:0",), kernel="aten::linalg_eig.default"),
+                   finding("linalg.eig", "variants", "input-modified", conditions=("layout:0",),
+                           kernel="aten::linalg_eig.out", form="out", divergence="writes-input", variant="out"),
+                   finding("linalg.eigvals", conditions=("layout:0",), kernel="aten::linalg_eig.default"))
+    assert len(bugs) == 1 and bugs[0].oracles == ["values", "variants"]
+    assert bugs[0].ops == {"linalg.eig": ["functional", "out"], "linalg.eigvals": ["functional"]}
+    assert bugs[0].kernels == ["aten::linalg_eig.default", "aten::linalg_eig.out"]
+
+
+def test_an_out_only_bug_stays_apart_from_a_functional_one():
+    bugs = bugs_of(finding("add", conditions=("dtypes:float16",), kernel="aten::add.Tensor"),
+                   finding("add", conditions=("variant:out-strided",), kernel="aten::add.out", form="out",
+                           variant="out-strided"),
+                   finding("sub", conditions=("layout:0", "variant:inplace"), kernel="aten::sub_.Tensor",
+                           form="inplace", variant="inplace"),
+                   finding("sub", conditions=("variant:out-resized",), kernel="aten::sub.out", form="out",
+                           variant="out-resized"))
+    assert len(bugs) == 4
+
+
+def test_two_causes_on_one_kernel_stay_two_bugs():
+    bugs = bugs_of(finding("sigmoid", conditions=("layout:0",), kernel="aten::sigmoid.default"),
+                   finding("sigmoid", conditions=("dtypes:float16",), kernel="aten::sigmoid.default"))
+    assert len(bugs) == 2
+
+
+def test_other_kernels_devices_blames_and_symptom_classes_stay_apart():
+    base = dict(conditions=("empty",))
+    bugs = bugs_of(finding(**base),
+                   finding(kernel="aten::bmm.default", **base),                 # another kernel
+                   finding(device="cuda", **base),                              # another device kind
+                   finding(blame="cpu", **base),                                # the CPU reference is wrong
+                   finding("mm", "errors", "dut-raises", divergence="raises-on-device", **base),
+                   finding("mm", "crash", "crash", divergence="crash", **base))
+    assert len(bugs) == 6
+    assert len(bugs_of(finding(device="cuda:0", **base), finding(device="cuda:1", **base))) == 1
+
+
+def test_unlocalised_findings_are_each_their_own_bug():
+    bugs = bugs_of(finding(status="composite", conditions=("empty",)),
+                   finding("matmul", status="composite", conditions=("empty",)),
+                   finding(status="not-localised", conditions=()),
+                   finding("matmul", flaky=True),
+                   finding("bmm", conditions=None))                     # not explained
+    assert len(bugs) == 5 and all(b.kernel is None and b.reason for b in bugs)
+    assert any(b.reason.startswith("composite") for b in bugs) and any("flaky" in b.reason for b in bugs)
+    # one finding read from two corpora is one bug
+    same = finding(status="composite")
+    assert len(group([(Path("a/x.json"), same), (Path("b/x.json"), same)])) == 1
+
+
+def test_a_bug_has_the_most_urgent_status_and_a_stable_id():
+    fixed = finding(conditions=("empty",))
+    fixed.history = [{"result": "fixed", "date": "2025-01-01", "torch_version": "2.9"}]
+    new = finding("matmul", conditions=("empty",))
+    assert fixed.status == "fixed"
+    (bug,) = bugs_of(fixed, new)
+    assert bug.status == "new"
+    (again,) = bugs_of(new, fixed)
+    assert again.id == bug.id and len(bug.id) == 12
+
+
+def test_condition_normalisation_and_cover():
+    assert normalised_conditions(("layout:1", "0-d:0", "rank>=5", "variant:out", "kwarg:alpha", "empty",
+                                  "dtypes:float16")) == {"layout", "0-d", "rank", "empty", "dtypes:float16"}
+    assert normalised_conditions(("variant:out-strided",), "out") == {"form:out"}
+    from mpsfuzz.fuzzer.kernel_call import kernel_family
+    assert {kernel_family(k) for k in ("aten::add.Tensor", "aten::add_.Tensor", "aten::add.out")} == {"aten::add"}
+    assert kernel_family("aten::__and__.Tensor") == "aten::__and__"
+    assert kernel_family("aten::_softmax.default") == "aten::_softmax"
+    n = normalised_conditions
+    assert covers(n(("empty",)), n(("empty", "layout:0")))
+    assert not covers(n(("empty", "layout:0")), n(("empty",)))
+    # dtype restrictions compare as sets: float16+bfloat16 covers float16
+    assert covers(n(("dtypes:bfloat16+float16",)), n(("dtypes:float16",)))
+    assert not covers(n(("dtypes:float16",)), n(("dtypes:bfloat16+float16",)))
+    assert not covers(n(("dtypes:float16",)), n(("layout:0",)))
+    assert covers(n(()), n(("classes:float",)))
+
+
+def test_localisation_round_trips_and_old_files_load_without_it():
+    f = finding(conditions=("empty",))
+    data = f.to_json()
+    assert data["format"] == 3 and Finding.from_json(data).localisation == f.localisation
+    del data["localisation"]
+    old = Finding.from_json(data)
+    assert old.localisation is None
+    (bug,) = bugs_of(old)
+    assert bug.kernel is None and "before localisation" in bug.reason
