@@ -137,7 +137,10 @@ class Worker:
         env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
         self.conn, child = ctx.Pipe()
         # [start of the compilation in progress (wall time, 0: none), seconds compiled so far]
-        self.compile_state = ctx.Array("d", 2, lock=False)
+        try:
+            self.compile_state = ctx.Array("d", 2, lock=False)
+        except OSError:  # no shared memory to be had (a full disk): compiling counts as running
+            self.compile_state = None
         self.process = ctx.Process(target=_worker_main,
                                    args=(child, target_spec, str(self.log_path), env, self.compile_state),
                                    daemon=True)
@@ -274,7 +277,7 @@ class WorkerPool:
         took longer than ``compile_timeout_s``. Time spent compiling does not count as
         running: a torch.compile'd target compiles almost every case anew, and a grad
         case's compilation alone can outlast a timeout meant for kernels."""
-        state = worker.compile_state
+        state = worker.compile_state or (0.0, 0.0)
         compiled_before = state[1]
         started = time.monotonic()
         while not worker.conn.poll(_POLL_S):
