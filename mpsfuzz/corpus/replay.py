@@ -70,10 +70,11 @@ def replay_one(pool: WorkerPool, finding: Finding, *, runs: int = DEFAULT_REPLAY
         return CHANGED, f"now: {other.title}"
     if prober.last_grad_undefined:  # a finding from before gradients were judged only where defined
         return FIXED, f"no gradient verdict: {prober.last_grad_undefined}"
-    if all(v == INVALID for v in verdicts) and finding.failure.kind != "ref-raises":
-        # The reference rejects the case here, or the target has no kernel for it: the
-        # bug cannot be observed, which is not the same as fixed.
-        return CANNOT_RUN, "the case is not a valid input here (CPU rejects it or the target has no kernel)"
+    if all(v == INVALID for v in verdicts) and prober.reference_rejected and finding.failure.kind != "ref-raises":
+        # This torch's CPU rejects the case now: the bug cannot be observed, which is not
+        # the same as fixed. (A target that now says it has no kernel is: the wrong
+        # result is gone.)
+        return CANNOT_RUN, "the case is not a valid input here: eager CPU rejects it"
     return FIXED, ""
 
 

@@ -42,6 +42,8 @@ class Prober:
     seconds: float = 0.0
     # Why the last case run could not be judged on this machine's torch, if it could not.
     unsupported_here: str | None = None
+    # The eager CPU reference rejected the last case (it is not a valid input here).
+    reference_rejected: bool = False
     # why the last case's gradients got no verdict (the point has no derivative), if so
     last_grad_undefined: str | None = None
     _process_oracles: tuple[str, ...] = field(init=False)
@@ -62,12 +64,14 @@ class Prober:
         outcome = self.pool.run(case.to_json(), self._worker_oracles, case.op, timeout_s=self.timeout_s)
         self.runs += 1
         self.seconds += time.monotonic() - start
-        self.unsupported_here = None
+        self.unsupported_here, self.reference_rejected = None, False
         if isinstance(outcome, ProcessEvent):
             oracles = all_oracles()
             return [f for name in self._process_oracles if (f := oracles[name].check(outcome))], True, True
         failures = [Failure.from_json(f) for f in outcome["failures"]]
         self.unsupported_here = outcome.get("unsupported_here") or None
+        self.reference_rejected = not (outcome["valid"] or outcome.get("unsupported_here")
+                                       or outcome.get("internal_error"))
         self.last_grad_undefined = outcome.get("grad_undefined")
         return failures, bool(outcome["valid"]) and not outcome.get("unsupported"), False
 
