@@ -350,6 +350,19 @@ def _output_bytes(outputs) -> int:
     return sum(t.numel() * t.element_size() for t in _leaves(outputs) if isinstance(t, torch.Tensor))
 
 
+def _compilations() -> int:
+    """How many times torch.compile has compiled in this process (frames and lazy
+    backward graphs); 0 where it was never imported."""
+    import sys
+    if "torch._dynamo" not in sys.modules:
+        return 0
+    try:
+        from torch._dynamo.utils import counters
+    except Exception:  # pragma: no cover - a torch without the counters
+        return 0
+    return sum(counters["frames"].values()) + sum(counters["aot_autograd"].values())
+
+
 def _leak_measure(case: Case, spec, kwargs, target, before: tuple[int, int], output_bytes: int) -> dict | None:
     """Memory the case kept; when past the leak thresholds, confirmed over repeated calls
     (a first call may build caches once): what each repeated call kept.
@@ -378,6 +391,7 @@ def _leak_measure(case: Case, spec, kwargs, target, before: tuple[int, int], out
         return None
     kept = []
     previous = after
+    compiled_before = _compilations()
     for _ in range(REPEATS):
         side = run_side(spec, case, kwargs, target.device, runner=target.run, synchronize=target.synchronize)
         side.raw = None
@@ -388,6 +402,10 @@ def _leak_measure(case: Case, spec, kwargs, target, before: tuple[int, int], out
         kept.append((now[0] - previous[0], now[1] - previous[1]))
         previous = now
     end = _memory(target, collect=True)
+    if _compilations() != compiled_before:
+        # The repeated calls compiled (a torch.compile'd target compiles each new call
+        # site): what they kept is the compiler's caches, not a leak of the op.
+        return None
     mean = ((end[0] - after[0]) / REPEATS, (end[1] - after[1]) / REPEATS)
     return {"device_first": after[0] - before[0], "rss_first": after[1] - before[1], "repeats": REPEATS,
             "device_threshold": device_threshold,
