@@ -534,3 +534,21 @@ def test_a_full_disk_stops_the_run_with_one_line_and_keeps_the_findings(runs):
     path, before = runs["full-finding"]
     assert path.read_bytes() == before
     assert "note:" not in run.out  # not a note per case, as if every case failed to start
+
+
+def test_a_failure_being_shrunk_when_the_budget_runs_out_is_recorded_not_lost(tmp_path, scripted, registered):
+    """Nothing found is lost: the budget ending during Hypothesis' shrinking still
+    records what it had found (triage reduces and explains it)."""
+    registered(_spec("test.fails_large"))
+
+    def fails_when_large(case_json):
+        big = any(r["shape"] and r["shape"][0] >= 2 for r in case_json["inputs"])
+        return dict(CLEAN, failures=[wrong_values("test.fails_large").to_json()]) if big else CLEAN
+    scripted.behaviour["test.fails_large"] = fails_when_large
+    # Few cases: the budget ends while the first failure is being shrunk.
+    c, events = campaign(tmp_path, ["test.fails_large"], max_cases=6)
+    result = c.run()
+    assert result.stopped_because == "max-cases"
+    found = [f for f, _, new in result.findings if new]
+    assert [f.op for f in found] == ["test.fails_large"], notices(events)
+    assert list((tmp_path / "corpus").glob("test.fails_large-*.json"))

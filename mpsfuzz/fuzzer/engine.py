@@ -245,6 +245,7 @@ class Campaign:
         self.recorded: list[tuple[Finding, Path, bool]] = []
         self._sightings: dict[str, int] = {}
         self._shrink_started: dict[tuple, float] = {}
+        self._pending: dict[tuple, FindingError] = {}   # failures of this slice being shrunk
         self._memo: dict = {}
         self._start = 0.0
         # per op: [cases attempted, harness errors, harness errors in a row] (set-aside rule)
@@ -425,7 +426,9 @@ class Campaign:
             else:
                 key = (case.op, failure.oracle, failure.kind)
                 self._shrink_started.setdefault(key, time.monotonic())
-                raise _error_type(*key)(case, failure, signature)
+                error = _error_type(*key)(case, failure, signature)
+                self._pending[key] = error   # the smallest so far: Hypothesis shrinks towards it
+                raise error
 
     def _verdicts(self, case, failures: list[Failure], pool: WorkerPool) -> list[tuple]:
         """(verdict, failure, signature) for each failure: "suppressed" (the known-failure
@@ -481,12 +484,19 @@ class Campaign:
             self._set_aside(op, "its cases cannot be generated", error_line(exc))
             return
         self._shrink_started.clear()
+        self._pending = {}
         # Results of this slice by case: Hypothesis' shrinker and its final replay of the
         # minimal example ask again for cases already run (a hang would cost its timeout).
         self._memo = {}
         try:
             test()
-        except (BudgetExhausted, _CorpusUnwritable):
+        except BudgetExhausted:
+            # The budget ran out while Hypothesis was shrinking: what it found so far is
+            # recorded (reduced and explained by triage) rather than lost with the slice.
+            for err in list(self._pending.values()):
+                self._record_safely(err, pool, flaky=False)
+            raise
+        except _CorpusUnwritable:
             raise
         except _SetAside:
             pass
@@ -502,6 +512,7 @@ class Campaign:
                 self._record_safely(err, pool, flaky=flaky)
         finally:
             self._shrink_started.clear()
+            self._pending = {}
             self._memo = {}
 
     def _record_safely(self, err: FindingError, pool: WorkerPool, *, flaky: bool) -> None:
