@@ -41,6 +41,15 @@ Effects:
 ``poison``
     raise a CUDA-style sticky error ("device-side assert triggered"); from then on every
     op in this process raises it too, as a real device context would.
+``skew``
+    compute the real result, then move every element of every output (x -> 2x + 3 for
+    numbers, all True for bools): a random op that draws from the wrong distribution.
+
+Besides the faults modelled on real bugs (:data:`FAULTS`, what "all" means), the *broad*
+faults of :data:`BROAD_FAULTS` misbehave in every aten call of a kind (every forward
+kernel, every backward kernel, every random kernel): whatever op is fuzzed, its result,
+gradient, draws, process or memory goes wrong. Tests pick them by name to obtain a real
+finding of each op and variant (the repro-script test does); "all" never includes them.
 
 Only top-level calls reach the mode: calls that a kernel makes internally do not, while a
 CompositeImplicit op (e.g. ``torch.linalg.lu_factor``) is seen as the ops it decomposes
@@ -63,7 +72,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak", "noop", "densify",
-           "ignore_strides", "poison", "spill")
+           "ignore_strides", "poison", "spill", "skew")
 
 # What torch's C++ error messages call each dtype ("not implemented for 'Long'").
 _CPP_DTYPE_NAMES = {
@@ -150,6 +159,8 @@ class Fault:
             out = _real_result(func, args, kwargs)
             _spill_outside_view(args[0])
             return out
+        if effect == "skew":
+            return _skew(func, _real_result(func, args, kwargs))
         if effect == "leak":
             out = _real_result(func, args, kwargs)
             _LEAKED.append(torch.ones(LEAK_CHUNK_BYTES, dtype=torch.uint8))
@@ -182,6 +193,8 @@ def _schema_names(func) -> tuple[str, str]:
 
 
 def _op_matches(op, func) -> bool:
+    if op == "*":  # every op (the broad faults)
+        return True
     if isinstance(op, str):
         base, full = _schema_names(func)
         name = op if "::" in op else f"aten::{op}"
@@ -289,6 +302,28 @@ def _dtypes_differ(func, args, kwargs) -> bool:
 
 def _always(func, args, kwargs) -> bool:
     return True
+
+
+def _in_backward(func, args, kwargs) -> bool:
+    """The call is part of a backward pass (autograd is running a graph node)."""
+    return torch._C._current_autograd_node() is not None
+
+
+def _is_random_kernel(func) -> bool:
+    return torch.Tag.nondeterministic_seeded in getattr(func, "tags", ())
+
+
+def _forward_kernel(func, args, kwargs) -> bool:
+    """A forward kernel that is not a random one (those have their own broad fault)."""
+    return not _in_backward(func, args, kwargs) and not _is_random_kernel(func)
+
+
+def _forward_random_kernel(func, args, kwargs) -> bool:
+    return not _in_backward(func, args, kwargs) and _is_random_kernel(func)
+
+
+def _in_forward(func, args, kwargs) -> bool:
+    return not _in_backward(func, args, kwargs)
 
 
 def _input_noncontiguous(func, args, kwargs) -> bool:
@@ -540,6 +575,25 @@ def _corrupt(func, result, outputs: tuple[int, ...] | None):
     return type(result)(items)  # tuple, list, or torch.return_types structseq
 
 
+def _skew(func, result):
+    """Every element of every output moved (in place for in-place/out= ops)."""
+    in_place = func._schema.is_mutable
+
+    def skew(t):
+        if not isinstance(t, torch.Tensor) or t.numel() == 0:
+            return t
+        if not in_place:
+            t = t.clone()
+        if t.dtype == torch.bool:
+            t.fill_(True)
+        elif t.dtype.is_floating_point or t.dtype.is_complex:
+            t.mul_(2).add_(3)
+        else:
+            t.add_(1)
+        return t
+    return tree_map(skew, result)
+
+
 # --- the registry -------------------------------------------------------------------
 
 def _registry(*faults: Fault) -> dict[str, Fault]:
@@ -656,6 +710,33 @@ FAULTS: dict[str, Fault] = _registry(
 )
 
 
+def _broad(name: str, effect: str, when: Trigger, what: str, message: str = "") -> Fault:
+    return Fault(name, f"not a real bug: {what}", ("*",), when, effect, message=message)
+
+
+# Broad faults: selectable by name (MPSFUZZ_FAULTS), never part of "all" (see the module
+# docstring). Each hits every op the fuzzer knows, so tests can draw a finding of any op
+# and variant from them.
+BROAD_FAULTS: dict[str, Fault] = _registry(
+    _broad("every_kernel_corrupt", "corrupt", _forward_kernel,
+           "every forward kernel (not random) changes the first element of each output"),
+    _broad("every_backward_kernel_corrupt", "corrupt", _in_backward,
+           "every backward kernel changes the first element of each output"),
+    _broad("every_random_kernel_skew", "skew", _forward_random_kernel,
+           "every random kernel draws from a moved distribution"),
+    _broad("every_kernel_raise", "raise", _in_forward, "every forward kernel raises",
+           message="broad fault: the kernel failed"),
+    _broad("every_backward_kernel_raise", "raise", _in_backward, "every backward kernel raises",
+           message="broad fault: the backward kernel failed"),
+    _broad("every_kernel_abort", "abort", _in_forward, "every forward kernel aborts the process"),
+    _broad("every_backward_kernel_abort", "abort", _in_backward, "every backward kernel aborts the process"),
+    _broad("every_kernel_hang", "hang", _in_forward, "every forward kernel never returns"),
+    _broad("every_backward_kernel_hang", "hang", _in_backward, "every backward kernel never returns"),
+    _broad("every_kernel_leak", "leak", _in_forward, "every forward kernel keeps 1 MiB alive"),
+    _broad("every_backward_kernel_leak", "leak", _in_backward, "every backward kernel keeps 1 MiB alive"),
+)
+
+
 # --- the mode and the target --------------------------------------------------------
 
 class FaultMode(TorchDispatchMode):
@@ -688,11 +769,13 @@ def _resolve(faults: Iterable[Fault | str]) -> tuple[Fault, ...]:
             out.append(f)
         elif f in FAULTS:
             out.append(FAULTS[f])
+        elif f in BROAD_FAULTS:
+            out.append(BROAD_FAULTS[f])
         else:
             unknown.append(f)
     if unknown:
         raise ValueError(f"unknown fault(s): {', '.join(map(repr, unknown))}; "
-                         f"known faults are {', '.join(FAULTS)}")
+                         f"known faults are {', '.join(FAULTS)}; broad faults {', '.join(BROAD_FAULTS)}")
     return tuple(out)
 
 
