@@ -246,6 +246,49 @@ def _details(failing: list[Outcome]) -> str:
     return "\n\n".join(f"== {o.job} ==\n{o.problem}\n--- script ---\n{o.script}" for o in failing[:10])
 
 
+# -- every op's call renders to source that defines what it uses ------------------------
+
+def _undefined_names(source: str) -> set[str]:
+    """Names the source reads that nothing in it binds (nor builtins, nor torch)."""
+    import ast
+    import builtins
+    tree = ast.parse(source)
+    bound = {"torch"} | set(dir(builtins))
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    read = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    return read - bound
+
+
+def test_every_ops_call_renders_to_source_that_defines_what_it_uses():
+    """No interpreter needed: the call of every op (inlined or copied, with the helpers
+    it calls under whatever name) reads no name the script does not define (the division
+    family's ``_nz`` alias once did)."""
+    from mpsfuzz.reports.source import Rendering, SourceError
+    undefined, unrenderable = {}, {}
+    for name, spec in sorted(catalogue.all_ops().items()):
+        render = Rendering()
+        args = [f"t{i}" for i in range(spec.arity)]
+        try:
+            call = render.call(spec.fn, args, {})
+        except SourceError as exc:
+            unrenderable[name] = str(exc)
+            continue
+        source = "\n".join([*render.helpers.values(), *(f"{a} = None" for a in args), f"result = {call}"])
+        missing = _undefined_names(source)
+        if missing:
+            undefined[name] = sorted(missing)
+    assert not undefined, undefined
+    assert not unrenderable, unrenderable
+
+
 # -- the sample: every family x variant, and every kind of finding ---------------------
 
 def _ops_with(family: str | None, variant: str, *, random_ops: bool) -> list[str]:
