@@ -289,6 +289,30 @@ def test_every_ops_call_renders_to_source_that_defines_what_it_uses():
     assert not unrenderable, unrenderable
 
 
+@pytest.mark.parametrize("op, shapes", [
+    ("gru_cell", [(0, 2), (0, 3), (9, 2), (9, 3), (9,), (9,)]),
+    ("lstm_cell", [(0, 2), (0, 3), (0, 3), (12, 2), (12, 3), (12,), (12,)]),
+])
+def test_gradient_scripts_of_empty_outputs_keep_their_shape(op, shapes):
+    """An empty batch makes empty outputs whose upstream gradient has no elements: the
+    script must make it with the output's shape (a literal ``[]`` is 1-d: "Mismatch in
+    shape: grad_output[0] has a shape of torch.Size([0])"). Run in this process on eager
+    CPU, without any fault, the script runs to the end."""
+    from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+    from mpsfuzz.oracles import Failure
+    from mpsfuzz.reports.repro import generate
+    inputs = tuple(TensorRecipe(shape, "float32", Layout(), ValueRecipe(distribution="normal", seed=3 + i))
+                   for i, shape in enumerate(shapes))
+    case = Case(op, inputs, variant="grad")
+    failure = Failure(oracle="grads", kind="wrong-grad", severity="high", title=f"`{op}` backward is wrong",
+                      message=f"gradient of input {len(shapes) - 1} differs")
+    finding = Finding.create(case, failure, target_name="faulty-cpu", target_spec=FAULT_TARGET, device="cpu")
+    script = generate(finding)
+    upstream = next(line for line in script.text.splitlines() if line.startswith("g = "))
+    assert "torch.empty((0, 3)" in upstream, upstream
+    exec(compile(script.text, "repro.py", "exec"), {"__name__": "__main__"})
+
+
 # -- the sample: every family x variant, and every kind of finding ---------------------
 
 def _ops_with(family: str | None, variant: str, *, random_ops: bool) -> list[str]:
