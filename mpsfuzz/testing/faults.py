@@ -746,6 +746,13 @@ class FaultMode(TorchDispatchMode):
     or other torch ops there does not re-enter it.
     """
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Nothing is compiled under this mode. Left True, newer torch wraps
+        # __torch_dispatch__ in _disable_dynamo, whose first call imports torch._dynamo:
+        # two seconds more for every fresh interpreter (each repro verification).
+        return False
+
     def __init__(self, faults: Iterable[Fault] = (), fired: Counter | None = None):
         super().__init__()
         self.faults = tuple(faults)
