@@ -350,16 +350,18 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
         body += tensor_lines(recipe, name)
     expect: dict = {"outcome": "assertion"}
     cpu_names = [f"{n}.cpu()" for n in names]
-    widened = "wider dtype" in finding.failure.message
+    # The executor computed the CPU reference in a wider dtype where CPU has no kernel:
+    # value findings say so; an error finding's script asks eager CPU itself.
+    widened = "wider dtype" in finding.failure.message or (oracle == "errors" and _cpu_lacks_kernel(b))
 
-    def reference(args: list[str]) -> str:
+    def reference(args: list[str], *, cast_back: bool = True) -> str:
         if widened:
             args = [f"{a}.to({dt.to_torch(dt.WIDER[r.dtype])})" if r.dtype in dt.WIDER else a
                     for a, r in zip(args, case.inputs)]
         if case.variant == "inplace":
             args = [f"{args[0]}.clone()"] + args[1:]
         expr = b.call(args, variant="functional" if case.variant.startswith("out") else case.variant)
-        if widened:
+        if widened and cast_back:
             expr = f"{expr}.to({dt.to_torch(case.inputs[0].dtype)})"
         return expr
 
@@ -404,7 +406,7 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
             body += grad.lines + cpu_lines
             dut_lines = [f"actual = {grad.dut(b)}  {MARKER}"]
         else:
-            ref = reference(cpu_names)
+            ref = reference(cpu_names, cast_back=False)  # shown, never compared
             dut_lines = dut_variant()
             if case.variant.startswith("out"):
                 # The executor calls the functional form first (out= takes its shapes
@@ -464,6 +466,21 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     text = "\n".join(header + sorted(set(b.imports)) + [""] + helpers + ([""] if helpers else []) + body) + "\n"
     return Script(text=text, expect=expect, body_lines=count_body_lines(text),
                   helper_lines=count_body_lines("\n".join(helpers)))
+
+
+def _cpu_lacks_kernel(b: _Builder) -> bool:
+    """Eager CPU has no kernel for the case's narrow dtypes (the executor then computes
+    the reference in the wider dtype of :data:`dtypes.WIDER`)."""
+    from ..fuzzer.executor import is_unsupported
+    if not any(r.dtype in dt.WIDER for r in b.case.inputs):
+        return False
+    try:
+        with torch.random.fork_rng(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            b.spec.fn(*b.case.materialize("cpu"), **resolve_kwargs(b.case.kwargs))
+    except Exception as exc:
+        return is_unsupported(exc)
+    return False
 
 
 def _differentiable_paths(out, path: tuple = ()) -> list[tuple]:
