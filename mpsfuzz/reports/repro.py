@@ -331,9 +331,11 @@ def _memory_lines(device: str) -> tuple[list[str], list[str]]:
         return [], ["used = torch.cuda.memory_allocated"]
     if kind == "mps":
         return [], ["used = torch.mps.current_allocated_memory"]
-    # Peak resident memory (KiB on Linux, bytes on macOS): grows when memory leaks.
+    # Resident memory now (Linux; the peak would not move while a leak reuses memory
+    # freed earlier, e.g. at import), else the peak (macOS: in bytes).
     return ["import resource", "import sys"], [
-        "used = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == 'darwin' else 1024)"]
+        "used = lambda: (int(open('/proc/self/statm').read().split()[1]) * resource.getpagesize() "
+        "if sys.platform.startswith('linux') else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"]
 
 
 def generate(finding: Finding, *, device: str | None = None, target_name: str | None = None) -> Script:
