@@ -297,6 +297,12 @@ class _Builder:
         except SourceError as exc:
             raise ReproError(str(exc)) from None
 
+    def on_cpu(self, expr: str) -> str:
+        """A CPU copy of the device tensor ``expr`` for the reference. On a CPU device
+        ``.cpu()`` returns the tensor itself: the reference would write into the inputs
+        the device then reads (index_add_, running statistics), so it gets a clone."""
+        return f"{expr}.cpu()" if torch.device(self.device).type != "cpu" else f"{expr}.clone()"
+
     def dut(self, expr: str) -> str:
         if not self.compiled:
             return expr
@@ -351,7 +357,7 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     for recipe, name in zip(case.inputs, names):
         body += tensor_lines(recipe, name)
     expect: dict = {"outcome": "assertion"}
-    cpu_names = [f"{n}.cpu()" for n in names]
+    cpu_names = [b.on_cpu(n) for n in names]
     # The executor computed the CPU reference in a wider dtype where CPU has no kernel:
     # value findings say so; an error finding's script asks eager CPU itself.
     widened = "wider dtype" in finding.failure.message or (oracle == "errors" and _cpu_lacks_kernel(b))
@@ -536,8 +542,8 @@ class _Grad:
         """Lines making CPU copies of the differentiable inputs, and the same gradient
         call on eager CPU."""
         cpu = {i: f"{b.names[i]}_cpu" for i in self.wrt}
-        lines = [f"{cpu[i]} = {b.names[i]}.detach().cpu().requires_grad_()" for i in self.wrt]
-        args = [cpu.get(i, f"{n}.cpu()") for i, n in enumerate(b.names)]
+        lines = [f"{cpu[i]} = {b.on_cpu(b.names[i] + '.detach()')}.requires_grad_()" for i in self.wrt]
+        args = [cpu.get(i, b.on_cpu(n)) for i, n in enumerate(b.names)]
         g_cpu = "g.cpu()" if len(self.paths) == 1 else "[t.cpu() for t in g]"
         return lines, self.call(b, args, [cpu[i] for i in self.wrt], g_cpu)
 
@@ -670,7 +676,7 @@ def _distribution_lines(b: _Builder) -> list[str]:
     def draws(call: str) -> str:
         one = as_real.format(f"{call}.to('cpu', copy=True)")
         return f"torch.cat([{one}.flatten() for _ in range({calls})])"
-    cpu_names = [f"{n}.cpu()" for n in names]
+    cpu_names = [b.on_cpu(n) for n in names]
     variant = None if case.variant in ("functional", "method", "inplace") else "functional"
     return ["torch.manual_seed(2024)",
             f"actual = {draws(b.dut(b.call(names, variant=variant)))}  {MARKER}",
