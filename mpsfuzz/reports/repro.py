@@ -366,7 +366,7 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
         if widened:
             args = [f"{a}.to({dt.to_torch(dt.WIDER[r.dtype])})" if r.dtype in dt.WIDER else a
                     for a, r in zip(args, case.inputs)]
-        if case.variant == "inplace":
+        if case.variant == "inplace" and not args[0].endswith(".clone()"):
             args = [f"{args[0]}.clone()"] + args[1:]
         expr = b.call(args, variant="functional" if case.variant.startswith("out") else case.variant)
         if widened and cast_back:
