@@ -47,6 +47,8 @@ LITERAL_HARD_MAX = 4096
 LEAK_CALLS = 100
 RESERVED = {"torch", "device", "actual", "expected", "out", "g", "grad", "before", "grown", "used", "resource",
             "math", "op", "canonical", "values"}
+# Other names a script binds at its top level (no helper may take them).
+SCRIPT_NAMES = {"sys", "whole", "outside", "cdf", "at", "d", "limit", "o", "call"} | {f"out{i}" for i in range(16)}
 
 
 class ReproError(ValueError):
@@ -273,16 +275,24 @@ def _kwargs_source(case: Case) -> dict[str, str]:
 
 def _out_lines(spec, case: Case, kwargs: dict) -> tuple[list[str], str]:
     """``out=`` tensors like the ones the executor makes, from the result's metadata
-    (computed on the meta device: no kernel runs)."""
-    meta = [r.materialize("cpu").to("meta") for r in case.inputs]
-    try:
-        result = spec.fn(*meta, **kwargs)
-    except Exception as exc:
-        raise ReproError(f"cannot infer the out= tensor: {type(exc).__name__}") from None
-    leaves = [result] if isinstance(result, torch.Tensor) else list(result)
+    (computed on the meta device where it can run the op, else by eager CPU). Returns
+    the lines and the ``out=`` argument: a tensor, or a tuple of them when the op
+    returns a tuple (of one, too), as the executor passes it."""
+    result = None
+    for device in ("meta", "cpu"):
+        inputs = [r.materialize("cpu").to(device) for r in case.inputs]
+        try:
+            result = spec.fn(*inputs, **kwargs)
+            break
+        except Exception as exc:
+            failed = exc
+    if result is None:
+        raise ReproError(f"cannot infer the out= tensor: {type(failed).__name__}") from None
+    single = isinstance(result, torch.Tensor)
+    leaves = [result] if single else list(result)
     lines, names = [], []
     for i, leaf in enumerate(leaves):
-        name = "out" if len(leaves) == 1 else f"out{i}"
+        name = "out" if single else f"out{i}"
         shape, dtype = tuple(leaf.shape), leaf.dtype
         fill = "True" if dtype == torch.bool else str(OUT_FILLER)
         if case.variant == "out-resized":
@@ -298,7 +308,7 @@ def _out_lines(spec, case: Case, kwargs: dict) -> tuple[list[str], str]:
             text = f"torch.full(({2 * shape[0]},), {fill}, dtype={dtype}, device=device)[::2]"
         lines.append(f"{name} = {text}")
         names.append(name)
-    return lines, names[0] if len(names) == 1 else "(" + ", ".join(names) + ")"
+    return lines, names[0] if single else "(" + ", ".join(names) + ("," if len(names) == 1 else "") + ")"
 
 
 class _Builder:
@@ -311,8 +321,10 @@ class _Builder:
             raise ReproError(f"op {self.case.op!r} is not in this mpsfuzz's catalogue") from None
         self.device = device
         self.compiled = compiled
-        self.render = Rendering()
         self.names = input_names(self.case, self.spec)
+        # Helpers copied into the script must not take a name the script binds.
+        self.render = Rendering(reserved=(RESERVED - {"op", "canonical"}) | set(self.names)
+                                | {f"{n}_cpu" for n in self.names} | SCRIPT_NAMES)
         self.kwargs = _kwargs_source(self.case)
         self.imports = ["import torch"]
 
@@ -329,6 +341,12 @@ class _Builder:
             return self.render.call(self.spec.fn, args, kwargs)
         except SourceError as exc:
             raise ReproError(str(exc)) from None
+
+    def on_cpu(self, expr: str) -> str:
+        """A CPU copy of the device tensor ``expr`` for the reference. On a CPU device
+        ``.cpu()`` returns the tensor itself: the reference would write into the inputs
+        the device then reads (index_add_, running statistics), so it gets a clone."""
+        return f"{expr}.cpu()" if torch.device(self.device).type != "cpu" else f"{expr}.clone()"
 
     def dut(self, expr: str) -> str:
         if not self.compiled:
@@ -375,9 +393,11 @@ def _memory_lines(device: str) -> tuple[list[str], list[str]]:
         return [], ["used = torch.cuda.memory_allocated"]
     if kind == "mps":
         return [], ["used = torch.mps.current_allocated_memory"]
-    # Peak resident memory (KiB on Linux, bytes on macOS): grows when memory leaks.
+    # Resident memory now (Linux; the peak would not move while a leak reuses memory
+    # freed earlier, e.g. at import), else the peak (macOS: in bytes).
     return ["import resource", "import sys"], [
-        "used = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * (1 if sys.platform == 'darwin' else 1024)"]
+        "used = lambda: (int(open('/proc/self/statm').read().split()[1]) * resource.getpagesize() "
+        "if sys.platform.startswith('linux') else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"]
 
 
 def generate(finding: Finding, *, device: str | None = None, target_name: str | None = None) -> Script:
@@ -392,17 +412,19 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     body: list[str] = [f"device = {device!r}"]
     body += input_lines(case, names)
     expect: dict = {"outcome": "assertion"}
-    cpu_names = [f"{n}.cpu()" for n in names]
-    widened = "wider dtype" in finding.failure.message
+    cpu_names = [b.on_cpu(n) for n in names]
+    # The executor computed the CPU reference in a wider dtype where CPU has no kernel:
+    # value findings say so; an error finding's script asks eager CPU itself.
+    widened = "wider dtype" in finding.failure.message or (oracle == "errors" and _cpu_lacks_kernel(b))
 
-    def reference(args: list[str]) -> str:
+    def reference(args: list[str], *, cast_back: bool = True) -> str:
         if widened:
             args = [f"{a}.to({dt.to_torch(dt.WIDER[r.dtype])})" if r.dtype in dt.WIDER else a
                     for a, r in zip(args, case.inputs)]
-        if case.variant == "inplace":
+        if case.variant == "inplace" and not args[0].endswith(".clone()"):
             args = [f"{args[0]}.clone()"] + args[1:]
         expr = b.call(args, variant="functional" if case.variant.startswith("out") else case.variant)
-        if widened:
+        if widened and cast_back:
             expr = f"{expr}.to({dt.to_torch(case.inputs[0].dtype)})"
         return expr
 
@@ -418,22 +440,21 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
         return [f"actual = {b.dut(b.call(names))}  {MARKER}"]
 
     if oracle in ("crash", "hang"):
-        if case.variant == "grad":
-            body.append(f"{b.dut(b.call(names, variant='functional'))}  {MARKER}")
-        elif case.variant.startswith("out"):
-            body += dut_variant()[:-1]
-        else:
-            body.append(f"{b.dut(b.call(names))}  {MARKER}")
+        body += _executor_calls(b)
         if oracle == "crash":
             expect = {"outcome": "signal", "signal": str(finding.failure.details.get("signal", ""))}
         else:
             expect = {"outcome": "timeout"}
     elif oracle == "leak":
+        # The executor confirms a leak by calling the variant again and again, each time
+        # with fresh out= tensors (an out= that must be resized is resized every time).
         calls, per_call, allocator = _leak_plan(finding, device)
         imports, mem = _memory_lines(device if allocator else "cpu")
         b.imports += imports
-        call = b.dut(b.call(names, variant="functional" if case.variant == "grad" else None))
-        body += mem
+        setup, call = _variant_call(b)
+        if case.variant.startswith("out"):
+            setup, call = [], "; ".join(setup + [call])
+        body += setup + mem
         body += [f"for _ in range(3): {call}  {MARKER}",
                  "before = used()",
                  f"for _ in range({calls}): {call}  {MARKER}",
@@ -441,17 +462,30 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
                  f"print(f'memory in use grew by {{grown / {calls}:.0f}} bytes per call')",
                  f"assert grown < {calls} * {per_call}, 'memory grows with every call'"]
     elif oracle == "errors":
+        grad = None
+        if case.variant == "grad":
+            from ..fuzzer.executor import _grad_inputs
+            grad = _grad_parts(b, _grad_inputs(spec, case.materialize("cpu")))
+        if grad is not None:
+            # The error may come from the backward: both sides run forward and backward.
+            cpu_lines, ref = grad.reference(b)
+            body += grad.lines + cpu_lines
+            dut_lines = [f"actual = {grad.dut(b)}  {MARKER}"]
+        else:
+            ref = reference(cpu_names, cast_back=False)  # shown, never compared
+            dut_lines = dut_variant()
+            if case.variant.startswith("out"):
+                # The executor calls the functional form first (out= takes its shapes
+                # from it): an error there is the out= call's error too.
+                dut_lines = [f"{b.dut(b.call(names, variant='functional'))}  {MARKER}"] + dut_lines
         if kind == "ref-raises":
-            body += dut_variant()
+            body += dut_lines
             body.append("print('the device returned:', actual)")
-            body.append(f"expected = {reference(cpu_names)}  # eager CPU raises")
+            body.append(f"expected = {ref}  # eager CPU raises")
             expect = {"outcome": "raises", "stdout": "the device returned:"}
         else:
-            body.append(f"expected = {reference(cpu_names)}  # eager CPU: works")
-            if case.variant == "grad":
-                body.append(f"actual = {b.dut(b.call(names, variant='functional'))}  {MARKER}")
-            else:
-                body += dut_variant()
+            body.append(f"expected = {ref}  # eager CPU: works")
+            body += dut_lines
             expect = {"outcome": "raises"}
         message = finding.failure.message
         match = re.search(r"raised (\w+): (.*)", message)
@@ -504,6 +538,21 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
                   helper_lines=count_body_lines("\n".join(helpers)))
 
 
+def _cpu_lacks_kernel(b: _Builder) -> bool:
+    """Eager CPU has no kernel for the case's narrow dtypes (the executor then computes
+    the reference in the wider dtype of :data:`dtypes.WIDER`)."""
+    from ..fuzzer.executor import is_unsupported
+    if not any(r.dtype in dt.WIDER for r in b.case.inputs):
+        return False
+    try:
+        with torch.random.fork_rng(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            b.spec.fn(*b.case.materialize("cpu"), **resolve_kwargs(b.case.kwargs))
+    except Exception as exc:
+        return is_unsupported(exc)
+    return False
+
+
 def _differentiable_paths(out, path: tuple = ()) -> list[tuple]:
     """Index paths (``(0,)``, ``(1, 2)``) of the outputs that carry a gradient, in the order
     the executor visits them (so upstream gradient i goes to the same output)."""
@@ -525,15 +574,54 @@ def _outputs_expr(call: str, paths: list[tuple]) -> str:
     return f"[(o := {call}){items[0]}, " + ", ".join(f"o{i}" for i in items[1:]) + "]"
 
 
-def _grad_lines(b: _Builder, finding: Finding) -> list[str]:
-    from ..fuzzer.executor import _grad_inputs, upstream_gradient
+def _tensor_source(t: torch.Tensor, seeded: str | None = None) -> str:
+    """Source of a CPU tensor on ``device``: a literal while it is small, else ``seeded``
+    (an expression that makes it exactly) when given. A tensor with no elements is
+    ``torch.empty`` of its shape (a nested literal would lose the shape: ``[]``)."""
+    if t.numel() == 0:
+        return f"torch.empty({tuple(t.shape)}, dtype={t.dtype}, device=device)"
+    if seeded is not None and t.numel() > LITERAL_MAX:
+        return seeded
+    if t.numel() > LITERAL_HARD_MAX:
+        raise ReproError(f"a tensor of {t.numel()} elements is too large for a literal")
+    return f"torch.tensor({_nested(t, dt.name_of(t.dtype))}, dtype={t.dtype}, device=device)"
+
+
+@dataclass
+class _Grad:
+    """What a gradient call needs: the lines making the inputs differentiable and the
+    upstream gradient ``g``, and the pieces of ``torch.autograd.grad(outputs, wrt, g)``."""
+    lines: list[str]
+    wrt: list[int]
+    paths: list[tuple]       # the differentiable outputs, as the executor visits them
+    allow: str               # ", allow_unused=True" where an input does not reach the outputs
+
+    def call(self, b: "_Builder", args: list[str], wrt_names: list[str], g: str = "g") -> str:
+        outputs = _outputs_expr(b.call(args, variant="functional"), self.paths)
+        return f"torch.autograd.grad({outputs}, [{', '.join(wrt_names)}], {g}{self.allow})"
+
+    def reference(self, b: "_Builder") -> tuple[list[str], str]:
+        """Lines making CPU copies of the differentiable inputs, and the same gradient
+        call on eager CPU."""
+        cpu = {i: f"{b.names[i]}_cpu" for i in self.wrt}
+        lines = [f"{cpu[i]} = {b.on_cpu(b.names[i] + '.detach()')}.requires_grad_()" for i in self.wrt]
+        args = [cpu.get(i, b.on_cpu(n)) for i, n in enumerate(b.names)]
+        g_cpu = "g.cpu()" if len(self.paths) == 1 else "[t.cpu() for t in g]"
+        return lines, self.call(b, args, [cpu[i] for i in self.wrt], g_cpu)
+
+    def dut(self, b: "_Builder") -> str:
+        # A compiled target compiles the forward; the backward runs from its graph.
+        outputs = _outputs_expr(b.dut(b.call(b.names, variant="functional")), self.paths)
+        return f"torch.autograd.grad({outputs}, [{', '.join(b.names[i] for i in self.wrt)}], g{self.allow})"
+
+
+def _grad_parts(b: _Builder, wrt: list[int]) -> _Grad | None:
+    """The gradient of the op's differentiable outputs w.r.t. ``inputs[wrt]`` with the
+    executor's seeded upstream gradients (``executor._backward``); None when no output
+    carries a gradient (the executor then runs the forward alone)."""
+    from ..fuzzer.executor import upstream_gradient
     case, spec, names = b.case, b.spec, b.names
     inputs = case.materialize("cpu")
-    wrt = _grad_inputs(spec, inputs)
-    # Ask only for the gradient that is wrong (the grads oracle names it) when it names one.
-    wrong = re.match(r"gradient of input (\d+)", finding.failure.message)
-    if wrong and int(wrong.group(1)) < len(wrt):
-        wrt = [wrt[int(wrong.group(1))]]
     for i in wrt:
         inputs[i].requires_grad_(True)
     try:
@@ -542,35 +630,81 @@ def _grad_lines(b: _Builder, finding: Finding) -> list[str]:
         raise ReproError(f"cannot infer the outputs for the gradient: {type(exc).__name__}") from None
     paths = _differentiable_paths(out)
     if not paths or not wrt:
-        raise ReproError("no output carries a gradient to the inputs")
+        return None
     seed = case.inputs[0].values.seed if case.inputs else 0
     leaves = [_at(out, p) for p in paths]
     gs = [upstream_gradient(o.shape, o.dtype, i, seed) for i, o in enumerate(leaves)]
-    if sum(g.numel() for g in gs) > LITERAL_HARD_MAX:
-        raise ReproError("the upstream gradient is too large for a literal")
     try:
-        unused = any(r is None for r in torch.autograd.grad(leaves, [inputs[i] for i in wrt],
-                                                             [g.to(o.dtype) for g, o in zip(gs, leaves)],
+        unused = any(r is None for r in torch.autograd.grad(leaves, [inputs[i] for i in wrt], gs,
                                                              allow_unused=True))
     except Exception:
         unused = True
-    allow = ", allow_unused=True" if unused else ""
+    sources = []
+    for i, (o, g) in enumerate(zip(leaves, gs)):
+        # upstream_gradient's own recipe, for a gradient too large to write out.
+        gen = (seed + 7919 * (i + 1)) & 0xFFFF_FFFF
+        seeded = (f"torch.randn({tuple(o.shape)}, generator=torch.Generator().manual_seed({gen}), "
+                  f"dtype=torch.float64).to({g.dtype}).to(device)")
+        sources.append(_tensor_source(g, seeded))
     lines = [f"{names[i]} = {names[i]}.detach().requires_grad_()" for i in wrt]
-    literals = [f"torch.tensor({_nested(g, dt.name_of(g.dtype))}, dtype={g.dtype}, device=device)" for g in gs]
-    lines.append(f"g = {literals[0]}" if len(gs) == 1 else f"g = [{', '.join(literals)}]")
-    g_cpu = "g.cpu()" if len(gs) == 1 else "[t.cpu() for t in g]"
-    cpu = {i: f"{names[i]}_cpu" for i in wrt}
-    lines += [f"{cpu[i]} = {names[i]}.detach().cpu().requires_grad_()" for i in wrt]
-    ref_args = [cpu.get(i, f"{n}.cpu()") for i, n in enumerate(names)]
-    wrt_dut = "[" + ", ".join(names[i] for i in wrt) + "]"
-    wrt_cpu = "[" + ", ".join(cpu[i] for i in wrt) + "]"
-    reference = _outputs_expr(b.call(ref_args, variant="functional"), paths)
-    lines.append(f"expected = torch.autograd.grad({reference}, {wrt_cpu}, {g_cpu}{allow})"
-                 "  # eager CPU reference")
-    call = _outputs_expr(b.dut(b.call(names, variant="functional")), paths)
-    lines.append(f"actual = torch.autograd.grad({call}, {wrt_dut}, g{allow})  {MARKER}")
+    lines.append(f"g = {sources[0]}" if len(sources) == 1 else f"g = [{', '.join(sources)}]")
+    return _Grad(lines=lines, wrt=list(wrt), paths=paths, allow=", allow_unused=True" if unused else "")
+
+
+def _grad_lines(b: _Builder, finding: Finding) -> list[str]:
+    from ..fuzzer.executor import _grad_inputs
+    wrt = _grad_inputs(b.spec, b.case.materialize("cpu"))
+    # Ask only for the gradient that is wrong (the grads oracle names it) when it names one.
+    wrong = re.match(r"gradient of input (\d+)", finding.failure.message)
+    if wrong and int(wrong.group(1)) < len(wrt):
+        wrt = [wrt[int(wrong.group(1))]]
+    grad = _grad_parts(b, wrt)
+    if grad is None:
+        raise ReproError("no output carries a gradient to the inputs")
+    cpu_lines, reference = grad.reference(b)
+    lines = grad.lines + cpu_lines
+    lines.append(f"expected = {reference}  # eager CPU reference")
+    lines.append(f"actual = {grad.dut(b)}  {MARKER}")
     lines.append("print('expected (CPU):', expected, 'actual:', actual, sep='\\n')")
-    lines.append(_assert_close(*_tolerance(finding, spec, dut_alone=False, grads=True)))
+    lines.append(_assert_close(*_tolerance(finding, b.spec, dut_alone=False, grads=True)))
+    return lines
+
+
+def _variant_call(b: _Builder) -> tuple[list[str], str]:
+    """(setup lines, one statement): the op called on the DUT once, exactly as the
+    executor's variant call does: ``out=`` into freshly made tensors, the grad variant
+    as forward and backward with the executor's upstream gradients (every input that
+    takes a gradient, every differentiable output)."""
+    from ..fuzzer.executor import _grad_inputs
+    case, names = b.case, b.names
+    if case.variant == "grad":
+        grad = _grad_parts(b, _grad_inputs(b.spec, case.materialize("cpu")))
+        if grad is None:
+            return [], b.dut(b.call(names, variant="functional"))
+        return grad.lines, grad.dut(b)
+    if case.variant.startswith("out"):
+        lines, out = _out_lines(b.spec, case, resolve_kwargs(case.kwargs))
+        return lines, b.dut(b.call(names, out=out))
+    return [], b.dut(b.call(names))
+
+
+def _executor_calls(b: _Builder) -> list[str]:
+    """Every call the executor makes on the DUT for this case, in its order, for findings
+    where the process itself fails (crash, hang) and any of them may be the one: the
+    functional form first (out= takes its shapes from it; the variants oracle compares
+    methods with it), the variant, then (functional cases with awkward layouts) the call
+    on contiguous copies that the layout oracle makes."""
+    case, names = b.case, b.names
+    lines = []
+    if case.variant not in ("functional", "grad"):
+        lines += ["# mpsfuzz calls the functional form first, then the variant",
+                  f"{b.dut(b.call(names, variant='functional'))}  {MARKER}"]
+    setup, call = _variant_call(b)
+    lines += setup + [f"{call}  {MARKER}"]
+    if (case.variant == "functional" and any(not r.layout.is_plain() for r in case.inputs)
+            and not ({"random", "undefined-values"} & set(b.spec.semantics))):
+        lines += ["# then on contiguous copies of the inputs",
+                  f"{b.dut(b.call([f'{n}.contiguous()' for n in names]))}  {MARKER}"]
     return lines
 
 
@@ -604,11 +738,13 @@ def _distribution_lines(b: _Builder) -> list[str]:
     def draws(call: str) -> str:
         one = as_real.format(f"{call}.to('cpu', copy=True)")
         return f"torch.cat([{one}.flatten() for _ in range({calls})])"
-    cpu_names = [f"{n}.cpu()" for n in names]
+    cpu_names = [b.on_cpu(n) for n in names]
     variant = None if case.variant in ("functional", "method", "inplace") else "functional"
     return ["torch.manual_seed(2024)",
             f"actual = {draws(b.dut(b.call(names, variant=variant)))}  {MARKER}",
             f"expected = {draws(b.call(cpu_names, variant=variant))}  # eager CPU draws",
+            # searchsorted cannot look up NaN: it counts as +inf (above every number).
+            "actual, expected = (t.nan_to_num(torch.inf, torch.inf, -torch.inf) for t in (actual, expected))",
             "cdf = lambda x, at: torch.searchsorted(x.sort().values, at, right=True) / len(x)",
             "at = torch.cat([actual, expected])",
             "d = (cdf(actual, at) - cdf(expected, at)).abs().max().item()",

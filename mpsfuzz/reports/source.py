@@ -14,6 +14,7 @@ from __future__ import annotations
 import ast
 import builtins
 import inspect
+import keyword
 import textwrap
 import types
 
@@ -139,14 +140,43 @@ def _lookup(fn, name: str):
 
 class Rendering:
     """Collects what the script needs besides the call: helper functions (source) and
-    the modules they use."""
+    the modules they use.
 
-    def __init__(self):
+    A helper is named once per function object and every reference to it is rewritten
+    to that name: a helper bound under another name (``_nz = nonzero_int_divisor``), a
+    lambda (whose own name is ``<lambda>``) and two functions of one name from different
+    modules all resolve. ``reserved`` are names the script binds itself (its inputs,
+    ``actual``...), which a helper must not take."""
+
+    def __init__(self, reserved=()):
         self.helpers: dict[str, str] = {}
+        self._names: dict[int, str] = {}   # id(function) -> its name in the script
+        self._keep: list = []              # the functions named (their ids stay theirs)
+        self.reserved = set(reserved)
+
+    def _free_name(self, wanted: str) -> str:
+        name = wanted if wanted.isidentifier() and not keyword.iskeyword(wanted) else "helper"
+        taken = set(self.helpers) | self.reserved
+        if name not in taken:
+            return name
+        return next(f"{name}_{i}" for i in range(2, 1000) if f"{name}_{i}" not in taken)
 
     def _resolve(self, fn, node) -> ast.AST:
         """``node`` (part of fn's source) with its free names replaced by what they are."""
         bound = _bound_names(node) if isinstance(node, (ast.Lambda, ast.FunctionDef)) else set()
+
+        rendering = self
+
+        def standalone(value, referenced_as: str, where: ast.AST) -> ast.AST:
+            text = public_name(value) or literal(value)
+            if text is None and callable(value):
+                # The helper's name in the script, whatever this source calls it.
+                named = rendering.helper(value, prefer=referenced_as.rsplit(".", 1)[-1])
+                return ast.copy_location(ast.Name(id=named, ctx=ast.Load()), where)
+            if text is None:
+                raise SourceError(f"{fn.__qualname__} uses {referenced_as!r} = {value!r}, "
+                                  "which has no standalone source")
+            return ast.copy_location(ast.parse(text, mode="eval").body, where)
 
         class Replace(ast.NodeTransformer):
             def visit_Name(inner, name_node):
@@ -155,25 +185,36 @@ class Rendering:
                 found, value = _lookup(fn, name_node.id)
                 if not found:
                     return name_node
-                text = public_name(value) or literal(value)
-                if text is None and callable(value):
-                    self.helper(value)
-                    return name_node
-                if text is None:
-                    raise SourceError(f"{fn.__qualname__} uses {name_node.id!r} = {value!r}, "
-                                      "which has no standalone source")
-                return ast.copy_location(ast.parse(text, mode="eval").body, name_node)
+                return standalone(value, name_node.id, name_node)
+
+            def visit_Attribute(inner, attr):
+                # ``module.helper`` of a module that is not torch's (``catalogue.f``,
+                # ``dt.WIDER``): what the attribute is, like a name.
+                base = attr.value
+                if (isinstance(attr.ctx, ast.Load) and isinstance(base, ast.Name) and base.id not in bound
+                        and base.id != "torch"):
+                    found, value = _lookup(fn, base.id)
+                    if found and isinstance(value, types.ModuleType) and public_name(value) is None:
+                        if not hasattr(value, attr.attr):
+                            raise SourceError(f"{fn.__qualname__} uses {base.id}.{attr.attr}, which is not defined")
+                        return standalone(getattr(value, attr.attr), f"{base.id}.{attr.attr}", attr)
+                inner.generic_visit(attr)
+                return attr
 
         return Replace().visit(node)
 
-    def helper(self, fn, name: str | None = None) -> str:
+    def helper(self, fn, name: str | None = None, *, prefer: str | None = None) -> str:
         """Copy a helper function (and the helpers it uses) into the script under
-        ``name`` (default: the name its source gives it); returns that name."""
+        ``name`` (default: the name its source gives it; a lambda: ``prefer``, the name
+        it is referenced by); returns the name it has in the script."""
         if not isinstance(fn, types.FunctionType):
             raise SourceError(f"{fn!r} is neither torch's nor a Python function")
-        name = name or (fn.__name__ if fn.__code__.co_name == "<lambda>" else fn.__code__.co_name)
-        if name in self.helpers:
-            return name
+        if id(fn) in self._names:
+            return self._names[id(fn)]
+        own = fn.__code__.co_name
+        name = self._free_name(name or (prefer or "helper" if own == "<lambda>" else own))
+        self._names[id(fn)] = name
+        self._keep.append(fn)
         self.helpers[name] = ""  # reserve (recursion)
         node = _function_node(fn)
         if isinstance(node, ast.Lambda):

@@ -85,6 +85,15 @@ Effects:
     a result that is also valid where the op's result is not unique, e.g. another
     subgradient at a kink, tied elements sorted the other way, another basis of an
     eigenspace. The fuzzer must not report these (gradients at such points are undefined).
+``skew``
+    compute the real result, then move every element of every output (x -> 2x + 3 for
+    numbers, all True for bools): a random op that draws from the wrong distribution.
+
+Besides the faults modelled on real bugs (:data:`FAULTS`, what "all" means), the *broad*
+faults of :data:`BROAD_FAULTS` misbehave in every aten call of a kind (every forward
+kernel, every backward kernel, every random kernel): whatever op is fuzzed, its result,
+gradient, draws, process or memory goes wrong. Tests pick them by name to obtain a real
+finding of each op and variant (the repro-script test does); "all" never includes them.
 
 Only top-level calls reach the mode: calls that a kernel makes internally do not, while a
 CompositeImplicit op (e.g. ``torch.linalg.lu_factor``) is seen as the ops it decomposes
@@ -114,7 +123,7 @@ EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak
            "ignore_strides", "poison", "spill", "overflow_naively", "accumulate_in_dtype", "inflate",
            "leak_output", "cache_once", "split_transform", "split_transform_badly", "skip_bounds_check", "rewrite",
            "nudge_input", "pairwise_product", "fault_later",
-           "clobber_input", "corrupt_and_clobber")
+           "clobber_input", "corrupt_and_clobber", "skew")
 
 # What torch's C++ error messages call each dtype ("not implemented for 'Long'").
 _CPP_DTYPE_NAMES = {
@@ -262,6 +271,8 @@ class Fault:
             return out
         if effect == "rewrite":
             return self.rewrite(func, args, kwargs, _real_result(func, args, kwargs))
+        if effect == "skew":
+            return _skew(func, _real_result(func, args, kwargs))
         if effect == "leak":
             out = _real_result(func, args, kwargs)
             _LEAKED.append(torch.ones(LEAK_CHUNK_BYTES, dtype=torch.uint8))
@@ -298,6 +309,8 @@ def _is_function(op) -> bool:
 
 
 def _op_matches(op, func) -> bool:
+    if op == "*":  # every op (the broad faults)
+        return True
     if _is_function(op):
         return op is func
     if not hasattr(func, "_schema"):
@@ -409,6 +422,28 @@ def _dtypes_differ(func, args, kwargs) -> bool:
 
 def _always(func, args, kwargs) -> bool:
     return True
+
+
+def _in_backward(func, args, kwargs) -> bool:
+    """The call is part of a backward pass (autograd is running a graph node)."""
+    return torch._C._current_autograd_node() is not None
+
+
+def _is_random_kernel(func) -> bool:
+    return torch.Tag.nondeterministic_seeded in getattr(func, "tags", ())
+
+
+def _forward_kernel(func, args, kwargs) -> bool:
+    """A forward kernel that is not a random one (those have their own broad fault)."""
+    return not _in_backward(func, args, kwargs) and not _is_random_kernel(func)
+
+
+def _forward_random_kernel(func, args, kwargs) -> bool:
+    return not _in_backward(func, args, kwargs) and _is_random_kernel(func)
+
+
+def _in_forward(func, args, kwargs) -> bool:
+    return not _in_backward(func, args, kwargs)
 
 
 def _input_noncontiguous(func, args, kwargs) -> bool:
@@ -863,6 +898,25 @@ def _corrupt(func, result, outputs: tuple[int, ...] | None):
     return type(result)(items)  # tuple, list, or torch.return_types structseq
 
 
+def _skew(func, result):
+    """Every element of every output moved (in place for in-place/out= ops)."""
+    in_place = func._schema.is_mutable
+
+    def skew(t):
+        if not isinstance(t, torch.Tensor) or t.numel() == 0:
+            return t
+        if not in_place:
+            t = t.clone()
+        if t.dtype == torch.bool:
+            t.fill_(True)
+        elif t.dtype.is_floating_point or t.dtype.is_complex:
+            t.mul_(2).add_(3)
+        else:
+            t.add_(1)
+        return t
+    return tree_map(skew, result)
+
+
 # --- the registry -------------------------------------------------------------------
 
 def _registry(*faults: Fault) -> dict[str, Fault]:
@@ -1034,6 +1088,33 @@ NOT_BUGS = ("hypot_overflows_naively", "sum_half_accumulates_in_dtype", "tanh_ca
             "round_nudged", "prod_pairwise")
 
 
+def _broad(name: str, effect: str, when: Trigger, what: str, message: str = "") -> Fault:
+    return Fault(name, f"not a real bug: {what}", ("*",), when, effect, message=message)
+
+
+# Broad faults: selectable by name (MPSFUZZ_FAULTS), never part of "all" (see the module
+# docstring). Each hits every op the fuzzer knows, so tests can draw a finding of any op
+# and variant from them.
+BROAD_FAULTS: dict[str, Fault] = _registry(
+    _broad("every_kernel_corrupt", "corrupt", _forward_kernel,
+           "every forward kernel (not random) changes the first element of each output"),
+    _broad("every_backward_kernel_corrupt", "corrupt", _in_backward,
+           "every backward kernel changes the first element of each output"),
+    _broad("every_random_kernel_skew", "skew", _forward_random_kernel,
+           "every random kernel draws from a moved distribution"),
+    _broad("every_kernel_raise", "raise", _in_forward, "every forward kernel raises",
+           message="broad fault: the kernel failed"),
+    _broad("every_backward_kernel_raise", "raise", _in_backward, "every backward kernel raises",
+           message="broad fault: the backward kernel failed"),
+    _broad("every_kernel_abort", "abort", _in_forward, "every forward kernel aborts the process"),
+    _broad("every_backward_kernel_abort", "abort", _in_backward, "every backward kernel aborts the process"),
+    _broad("every_kernel_hang", "hang", _in_forward, "every forward kernel never returns"),
+    _broad("every_backward_kernel_hang", "hang", _in_backward, "every backward kernel never returns"),
+    _broad("every_kernel_leak", "leak", _in_forward, "every forward kernel keeps 1 MiB alive"),
+    _broad("every_backward_kernel_leak", "leak", _in_backward, "every backward kernel keeps 1 MiB alive"),
+)
+
+
 # --- the mode and the target --------------------------------------------------------
 
 class FunctionFaultMode(TorchFunctionMode):
@@ -1064,6 +1145,13 @@ class FaultMode(TorchDispatchMode):
     or other torch ops there does not re-enter it.
     """
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # Nothing is compiled under this mode. Left True, newer torch wraps
+        # __torch_dispatch__ in _disable_dynamo, whose first call imports torch._dynamo:
+        # two seconds more for every fresh interpreter (each repro verification).
+        return False
+
     def __init__(self, faults: Iterable[Fault] = (), fired: Counter | None = None):
         super().__init__()
         self.faults = tuple(faults)
@@ -1087,11 +1175,13 @@ def _resolve(faults: Iterable[Fault | str]) -> tuple[Fault, ...]:
             out.append(f)
         elif f in FAULTS:
             out.append(FAULTS[f])
+        elif f in BROAD_FAULTS:
+            out.append(BROAD_FAULTS[f])
         else:
             unknown.append(f)
     if unknown:
         raise ValueError(f"unknown fault(s): {', '.join(map(repr, unknown))}; "
-                         f"known faults are {', '.join(FAULTS)}")
+                         f"known faults are {', '.join(FAULTS)}; broad faults {', '.join(BROAD_FAULTS)}")
     return tuple(out)
 
 
