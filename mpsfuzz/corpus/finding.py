@@ -278,9 +278,9 @@ class Finding:
             return "flaky"
         if self.fixed:
             return "fixed"
-        if self.unconfirmed:
-            return "unconfirmed"
-        return "known-bug" if self.known else "new"
+        if self.known:
+            return "known-bug"
+        return "unconfirmed" if self.unconfirmed else "new"
 
     @property
     def unconfirmed(self) -> bool:
