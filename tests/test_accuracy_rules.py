@@ -192,6 +192,28 @@ def test_a_difference_only_at_a_rounding_tie_is_ill_conditioned_not_a_bug():
     assert [f["oracle"] for f in found] == ["values"] and found[0]["details"]["verdict"] == "dut-wrong"
 
 
+def test_sensitivity_of_a_few_roundoffs_does_not_excuse_a_wrong_element():
+    """A half-precision product moves by two units of roundoff when its two factors move
+    by one: more than the bound for one summand, but no excuse for an element off by 1."""
+    exact = torch.tensor([0.2593, -0.0596], dtype=torch.float64)
+    wrong = torch.tensor([1.2598, -0.0596], dtype=torch.float16)
+    cpu = exact.to(torch.float16)
+    moved = [exact * (1 + 2 * 2.0 ** -10), exact * (1 - 2 * 2.0 ** -10)]
+    got, numbers = judge_leaf(wrong, cpu, exact, 1e-5, perturbed=moved)
+    assert got == "dut-wrong" and numbers["ill_conditioned_positions"] == 0
+    # the same sensitivity does explain a target that is off by about as much
+    close = (exact * (1 + 2 * 2.0 ** -10)).to(torch.float16)
+    assert judge_leaf(close, cpu, exact, 1e-5, perturbed=moved)[0] in ("ill-conditioned", "within-bound")
+    # and the fault target's wrong float16 product is found through the campaign path
+    case = Case("mul", (_recipe((3,), "float16"), _recipe((3,), "float16")))
+    assert [f["details"]["verdict"] for f in _failures(case, [_corrupt_mul()])] == ["dut-wrong"]
+
+
+def _corrupt_mul():
+    from mpsfuzz.testing.faults import Fault, _always
+    return Fault("mul_corrupt", "test", ("aten::mul.Tensor",), _always, "corrupt")
+
+
 def _corrupt_round():
     from mpsfuzz.testing.faults import Fault, _always
     return Fault("round_corrupt", "test", ("aten::round.decimals",), _always, "corrupt")

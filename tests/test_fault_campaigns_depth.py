@@ -5,8 +5,12 @@ faults: each test names the op to fuzz and checks what comes out."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
+
+from mpsfuzz.corpus.bugs import group
+from mpsfuzz.corpus.store import load_findings
 
 from test_fault_campaigns import (FAULT_TARGET, _inputs, _layout_is_plain, assert_repro_proves_the_fault,
                                   findings_in, mpsfuzz)
@@ -89,9 +93,19 @@ def test_a_poisoned_worker_is_replaced_and_nothing_else_is_blamed(tmp_path):
 
 
 # Eager CPU's own scaled_dot_product_attention can differ between a gapped query and a
-# contiguous copy (seen with NaN in the query): a layout finding on the CPU-based fault
-# target that these campaigns may record besides the injected fault.
-OTHER_FINDINGS_ALLOWED = {"sdpa_causal_lengths": 1, "sdpa_gt4d": 1}
+# contiguous copy (seen with NaN in the query), and its float16 batch_norm between a gapped
+# input and a contiguous copy (seen once under CI load): a layout finding on the CPU-based
+# fault target that these campaigns may record besides the injected fault.
+OTHER_FINDINGS_ALLOWED = {"sdpa_causal_lengths": 1, "sdpa_gt4d": 1, "batch_norm_backward_3d": 1}
+
+
+def _target_bugs(corpus: Path) -> list:
+    """The corpus's findings that blame the target, grouped into bugs as `corpus list
+    --by bug` does. Findings that blame eager CPU (the float64 arbiter found the
+    reference wrong: on this CPU-based target, e.g. batch_norm's eval backward reading
+    non-contiguous running stats from freed memory) are real, but not the target's."""
+    found, _ = load_findings([corpus])
+    return group([(p, f) for p, f in found if f.blame != "cpu"])
 
 
 @pytest.mark.parametrize("fault", sorted(CASES))
@@ -103,11 +117,17 @@ def test_depth_fault_is_found_with_the_right_oracle(fault, tmp_path):
                   "--corpus", str(corpus), "--timeout", "5", "--shrink-budget", "30",
                   "--max-findings", str(1 + extra), "--no-progress", faults=fault, cwd=tmp_path)
     assert run.returncode == 1, run.stdout + run.stderr
-    found = findings_in(corpus)
+    found = [f for f in findings_in(corpus) if f["blame"] != "cpu"]
     mine = [f for f in found if (f["op"], f["oracle"]) == (op, oracle)]
-    assert len(mine) == 1 and len(found) <= 1 + extra, run.stdout
-    others = [f for f in found if f is not mine[0]]
-    assert all(f["oracle"] == "layout" != oracle for f in others), run.stdout
+    assert len(mine) == 1, run.stdout
+    # One injected fault is one bug: other findings of it (the gradient of a wrong
+    # forward, another variant) group with it; anything else is an allowed layout finding.
+    bugs = _target_bugs(corpus)
+    fault_bug = [b for b in bugs if any(f.signature == mine[0]["signature"] for _, f in b.findings)]
+    assert len(fault_bug) == 1, run.stdout
+    others = [b for b in bugs if b is not fault_bug[0]]
+    assert len(others) <= extra, run.stdout
+    assert all(f.oracle == "layout" != oracle for b in others for _, f in b.findings), run.stdout
     finding = mine[0]
     assert finding["status"] == "new" and finding["blame"] == "target"
     assert shows_trigger(finding), finding["case"]
