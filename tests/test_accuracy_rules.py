@@ -257,7 +257,7 @@ def test_undefined_float_to_integer_conversions_are_not_compared(registered):
 
         def run(self, fn, *args, **kwargs):
             out = fn(*args, **kwargs)
-            out = torch.where(torch.isfinite(args[0]), out, torch.zeros((), dtype=out.dtype))
+            out = torch.where(torch.isfinite(args[0].real), out, torch.zeros((), dtype=out.dtype))
             return out + 1 if self.off_by_one else out
 
         def synchronize(self):
@@ -267,12 +267,14 @@ def test_undefined_float_to_integer_conversions_are_not_compared(registered):
             return 0
 
     registered(OpSpec(name="test.int", family="test", fn=lambda x: x.int(), shapes=any_shape(1),
-                      dtypes=("float32",), doc="conversion"))
-    case = Case("test.int", (_recipe((4,), specials=[(1, "nan"), (2, "inf")]),))
-    assert execute(case, NanToZero(), DEFAULT)["failures"] == []
-    # a wrong conversion of a finite value is still found
-    wrong = execute(case, NanToZero(off_by_one=True), DEFAULT)["failures"]
-    assert [f["oracle"] for f in wrong] == ["values"]
+                      dtypes=("float32", "complex64"), doc="conversion"))
+    # complex converts through its real part: the same rule holds for it
+    for dtype in ("float32", "complex64"):
+        case = Case("test.int", (_recipe((4,), dtype, specials=[(1, "nan"), (2, "inf")]),))
+        assert execute(case, NanToZero(), DEFAULT)["failures"] == [], dtype
+        # a wrong conversion of a finite value is still found
+        wrong = execute(case, NanToZero(off_by_one=True), DEFAULT)["failures"]
+        assert [f["oracle"] for f in wrong] == ["values"], dtype
 
 
 def test_complex_logarithms_compare_modulo_two_pi():
@@ -295,3 +297,64 @@ def test_a_device_fault_that_surfaces_in_mpsfuzz_code_poisons_the_worker_not_the
         F._FAULT_AT_NEXT_SYNC.clear()
     assert result["poisoned"] is True
     assert [(f["oracle"], f["kind"]) for f in result["failures"]] == [("errors", "device-fault")]
+
+
+def test_half_precision_gradients_are_held_to_the_bound_of_their_accumulation():
+    """A gradient element sums one term per output element it feeds: a (2,) input that
+    fed 64 outputs sums 32 terms, each up to the leaf's largest magnitude."""
+    from mpsfuzz.oracles.arbiter import _gradient_terms
+    exact = torch.tensor([8.0, -0.25], dtype=torch.float64)
+    magnitude, n = _gradient_terms(exact, 1, 64)
+    assert n == 32 and magnitude.tolist() == [8.0, 8.0]
+    u = 2.0 ** -11
+    cpu = exact.to(torch.float16)
+    accumulated = torch.tensor([8.0, -0.25 + 20 * u * 8], dtype=torch.float64).to(torch.float16)
+    assert judge_leaf(accumulated, cpu, exact, 1e-5, magnitude=magnitude, summands=n)[0] in ("within-bound", "both-close")
+    # with one summand (the old bound) the same error was a finding; a wrong element still is
+    assert judge_leaf(accumulated, cpu, exact, 1e-5)[0] == "dut-wrong"
+    wrong = torch.tensor([8.0, 2.0], dtype=torch.float16)
+    assert judge_leaf(wrong, cpu, exact, 1e-5, magnitude=magnitude, summands=n)[0] == "dut-wrong"
+
+
+def test_an_op_of_unknown_structure_gets_the_accumulation_bound_of_its_result(registered):
+    """OpInfo entries that are not reductions may still accumulate (a matrix product in
+    float16 that sums in float16): their half-precision results are held to the bound for
+    the estimated number of terms, scaled by the result itself; a wrong element is found."""
+    from mpsfuzz.fuzzer import opinfo
+    from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape
+
+    class SumsInHalf:
+        """A device whose row sums accumulate in float16 with a rounding per term."""
+        name, device = "sums-in-half", "cpu"
+
+        def __init__(self, wrong=False):
+            self.wrong = wrong
+
+        def run(self, fn, x):
+            acc = torch.zeros(x.shape[:-1], dtype=torch.float16)
+            for k in range(x.shape[-1]):
+                acc = (acc + x[..., k]).to(torch.float16)
+            if self.wrong:
+                acc = acc.clone()
+                acc.view(-1)[0] *= -1  # off by twice the result
+            return acc
+
+        def synchronize(self):
+            pass
+
+        def memory_allocated(self):
+            return 0
+
+    for structure in ((), ("structure-unknown",)):
+        registered(OpSpec(name="test.rowsum", family="test", fn=lambda x: x.sum(-1), shapes=any_shape(2),
+                          dtypes=("float16",), semantics=frozenset(structure), doc="row sums"))
+        case = Case("test.rowsum", (_recipe((4, 256), "float16", distribution="positive", seed=5),))
+        found = [f["oracle"] for f in execute(case, SumsInHalf(), DEFAULT)["failures"]]
+        assert found == ([] if structure else ["values"]), (structure, found)
+        assert [f["oracle"] for f in execute(case, SumsInHalf(wrong=True), DEFAULT)["failures"]] == ["values"]
+    assert opinfo.FAMILY and "structure-unknown" in catalogue_semantics()
+
+
+def catalogue_semantics():
+    from mpsfuzz.fuzzer.catalogue import SEMANTICS
+    return SEMANTICS

@@ -317,3 +317,25 @@ def test_localise_in_a_worker_gives_the_same_record(pool_for):
     failure = Prober(pool, DEFAULT).failures(case)[0][0]
     record = localise(case, failure, pool, DEFAULT, timeout_s=5)
     assert record["status"] == "kernel" and record["kernel"] == "aten::linalg_lu_factor_ex.default", record
+
+
+def test_a_cpu_copy_that_still_refers_to_the_device_is_not_a_divergence():
+    """The CPU twin of a call raising a device mismatch means the copy was not faithful
+    (something device-bound the snapshot could not move): uncomparable, not raises-on-cpu."""
+    from mpsfuzz.fuzzer import kernel_call
+
+    a, b = torch.ones(3), torch.ones(3)
+    snap = kernel_call._snapshot(torch.ops.aten.add.Tensor, (a, b), {})
+
+    def mismatched(*args, **kwargs):
+        raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
+                           "cuda:0 and cpu!")
+
+    result, error = kernel_call._unseeded_cpu_call(mismatched, snap)
+    assert result is None and isinstance(error, kernel_call._Uncomparable), error
+
+    def refuses(*args, **kwargs):
+        raise RuntimeError("The size of tensor a (3) must match the size of tensor b (4)")
+
+    result, error = kernel_call._unseeded_cpu_call(refuses, snap)
+    assert isinstance(error, RuntimeError) and not isinstance(error, kernel_call._Uncomparable)

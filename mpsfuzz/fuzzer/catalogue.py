@@ -57,8 +57,13 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 #                           bound that grows with the number of terms, and terms whose
 #                           magnitudes exceed the dtype make overflow of intermediates
 #                           possible (oracles/accuracy.py)
+#   structure-unknown       how many terms feed an output element is not known (OpInfo
+#                           entries that are not reductions: matmul, conv, softmax, cumsum
+#                           and sin alike): half-precision results get the accumulation
+#                           bound for the estimated number of terms, scaled by the result's
+#                           own magnitude (the op on |inputs| means nothing for sin)
 SEMANTICS = ("mixed_dtypes_sometimes", "ties_unspecified", "undefined-values", "random", "order-dependent",
-             "accumulates")
+             "accumulates", "structure-unknown")
 
 # How an op can be called besides ``fn(*tensors, **kwargs)``; a Case names one of these.
 # ``out-alias`` passes input 0 itself as ``out=`` (where the result has its shape and

@@ -457,6 +457,15 @@ def _cpu_call(func, snap: _Snapshot):
         return _unseeded_cpu_call(func, snap)
 
 
+_DEVICE_MISMATCH = ("same device", "different device", "two devices", "different devices",
+                    "to be on the same", "is on a different", "but got device", "expected device")
+
+
+def _device_mismatch(exc: BaseException) -> bool:
+    text = str(exc).lower()
+    return any(p in text for p in _DEVICE_MISMATCH)
+
+
 def _unseeded_cpu_call(func, snap: _Snapshot):
     from .executor import is_unsupported
     with _disable_current_modes():
@@ -471,4 +480,9 @@ def _unseeded_cpu_call(func, snap: _Snapshot):
                 if widened is not None:
                     return widened, None
                 return None, _Uncomparable(f"CPU has no kernel: {exc}")
+            if _device_mismatch(exc):
+                # Something the copy could not move (a device named inside an opaque
+                # argument, a tensor the schema hides): the CPU call is not the device
+                # call's twin, so its error says nothing about the kernel.
+                return None, _Uncomparable(f"the CPU copy of the call still refers to the device: {exc}")
             return None, exc

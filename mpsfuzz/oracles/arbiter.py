@@ -278,6 +278,18 @@ def _terms_overflow(magnitude: torch.Tensor | None, dtype: torch.dtype) -> bool:
     return bool((~torch.isfinite(m) | (m > float(torch.finfo(real).max))).any())
 
 
+def _gradient_terms(exact: torch.Tensor, n: int, forward_numel: int) -> tuple[torch.Tensor, int]:
+    """(magnitude, summands) of a half-precision gradient leaf: each element sums a term
+    from every output element it feeds (backward kernels accumulate, often with atomics),
+    so at least ceil(outputs / leaf elements) terms, each up to the leaf's largest
+    magnitude (a floor: the terms' own magnitudes are not known)."""
+    wide = exact.to(torch.complex128 if exact.is_complex() else torch.float64).abs()
+    finite = wide[torch.isfinite(wide)]
+    top = float(finite.max()) if finite.numel() else 0.0
+    n = max(n, -(-forward_numel // max(1, exact.numel())))
+    return torch.full(exact.shape, top, dtype=torch.float64), max(1, n)
+
+
 def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
     """Arbitrate every mismatching floating output of the failure's comparison."""
     side = float64_side(obs)
@@ -307,10 +319,15 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
     # Only where each output element combines several terms do their number and
     # magnitudes matter (exp(|x|) says nothing about exp(x)).
     accumulates = bool({"accumulates", "order-dependent"} & set(obs.spec.semantics))
+    # An op of unknown structure may accumulate: the estimated number of terms, with the
+    # result's own magnitude (no run on |inputs|: for a non-linear op it means nothing).
+    unknown_structure = "structure-unknown" in obs.spec.semantics
     magnitudes = (_abs_float64_outputs(obs) or []) if accumulates and not grads else None
     # How large the partial sums and products may grow: magnitudes floored at 1, so that a
     # zero met late does not hide the overflow before it.
     growth = (_abs_float64_outputs(obs, floor=1.0) or []) if accumulates and not grads else None
+    forward_numel = sum(o.numel() for o in flatten_outputs(obs.ref)
+                        if isinstance(o, torch.Tensor)) if grads and not isinstance(obs.ref, Raised) else 0
     perturbed = None
     verdicts = []
     for i, (d, c, e) in enumerate(zip(dut, cpu, exact)):
@@ -326,6 +343,9 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
         if magnitudes and i < len(magnitudes) and isinstance(magnitudes[i], torch.Tensor) \
                 and magnitudes[i].shape == c.shape:
             magnitude = magnitudes[i]
+        n = summands(shapes, c.numel()) if accumulates or unknown_structure else 1
+        if grads and c.dtype in LOW_PRECISION:
+            magnitude, n = _gradient_terms(e, n, forward_numel)
         if perturbed is None:
             perturbed = [flatten_outputs(p.grads if grads else p.outputs) for p in perturbed_sides(obs)]
         leaf_perturbed = [p[i] for p in perturbed if i < len(p) and isinstance(p[i], torch.Tensor)]
@@ -333,7 +353,7 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
         verdicts.append(judge_leaf(d, c, e, atol, rtol=rtol,
                                    overflow=specials or _terms_overflow(grown, c.dtype),
                                    magnitude=magnitude if c.dtype in LOW_PRECISION else None,
-                                   summands=summands(shapes, c.numel()) if accumulates else 1,
+                                   summands=n,
                                    perturbed=leaf_perturbed,
                                    explicit_nan=explicit_nan))
     if not verdicts:

@@ -213,12 +213,15 @@ def variant_phrase(case) -> str:
 
 
 def _conversions(case) -> bool:
-    return any(r.dtype in ("float16", "bfloat16", "float32", "float64") for r in case.inputs)
+    # complex converts through its real part (the imaginary part is dropped)
+    return any(r.dtype in ("float16", "bfloat16", "float32", "float64", "complex32", "complex64", "complex128")
+               for r in case.inputs)
 
 
 def _mask_undefined(case, dut, ref=None):
     import numpy as np
-    floats = [t for t in case.materialize("cpu") if t.is_floating_point()]
+    floats = [t.real if t.is_complex() else t for t in case.materialize("cpu")
+              if t.is_floating_point() or t.is_complex()]
     leaves = flatten_outputs(dut)
     masked = []
     for i, d in enumerate(leaves):
