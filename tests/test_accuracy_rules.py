@@ -358,3 +358,121 @@ def test_an_op_of_unknown_structure_gets_the_accumulation_bound_of_its_result(re
 def catalogue_semantics():
     from mpsfuzz.fuzzer.catalogue import SEMANTICS
     return SEMANTICS
+
+
+def test_a_float32_sum_that_cancels_extremes_is_held_to_the_terms_magnitude():
+    """mean([max, lowest, -2]) in float32 is -2/3 summed left to right and 0 summed as
+    (lowest + -2) + max: both correct to u * sum|terms| (H100, torch 2.11: CUDA gave 0)."""
+    exact = torch.tensor([-2.0 / 3.0], dtype=torch.float64)
+    cpu = exact.to(torch.float32)
+    cuda = torch.tensor([0.0])
+    terms = torch.tensor([(2 * 3.4028234663852886e38 + 2) / 3], dtype=torch.float64)  # mean(|x|)
+    got, _ = judge_leaf(cuda, cpu, exact, 1e-5, rtol=1.3e-6, overflow=True, magnitude=terms, summands=3)
+    assert got in ("within-bound", "overflow")
+    # without the terms' magnitude (an op that does not accumulate) it is a finding, and
+    # with it a value off by more than the bound still is
+    assert judge_leaf(cuda, cpu, exact, 1e-5, rtol=1.3e-6, overflow=True)[0] == "dut-wrong"
+    small = torch.tensor([2.0], dtype=torch.float64)
+    assert judge_leaf(torch.tensor([3.0]), torch.tensor([2.0]), small, 1e-5, rtol=1.3e-6, magnitude=small,
+                      summands=3)[0] == "dut-wrong"
+
+
+def test_a_result_not_determined_to_its_leading_digit_gets_no_verdict():
+    """pinverse of a rank-1 (expanded) matrix: float64 jumps from 0.3 to 1e8 when the
+    inputs move by one roundoff; whatever the target returns there is no verdict. An
+    exact tie (LU's pivot among equal entries) is broken both ways by the antithetic
+    perturbations."""
+    exact = torch.tensor([0.313, -0.0596], dtype=torch.float64)
+    moved = [torch.tensor([-8.5e7, -4.4e8], dtype=torch.float64), torch.tensor([8.5e7, 4.4e8], dtype=torch.float64)]
+    cuda, cpu = torch.tensor([-4.4e7, 1.7e8]), torch.tensor([-1.03e7, 3.9e7])
+    assert judge_leaf(cuda, cpu, exact, 1e-5, rtol=1.3e-6, perturbed=moved)[0] == "ill-conditioned"
+    from mpsfuzz.oracles.arbiter import _dense_wide_inputs
+    tie = Case("add", (TensorRecipe((2, 2), "float32", Layout(expanded=(1,)), ValueRecipe("normal", 0)),
+                       _recipe((2, 2))))
+    up, down = (_dense_wide_inputs(tie, perturb=k)[0] for k in (1, 2))
+    assert bool((up[:, 0] != up[:, 1]).all())  # the tie is broken...
+    assert torch.equal(up[:, 0] > up[:, 1], down[:, 0] < down[:, 1])  # ...one way, then the other
+
+
+def test_a_result_where_cpu_raises_is_held_to_the_arbiters_bounds(registered):
+    """The device accepts what CPU rejects and sums in float16: within the accumulation
+    bound that is a capability, not accepts-wrong; a wrong element still is."""
+    from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape
+
+    def rowsum(x):
+        if x.dtype == torch.float16:
+            raise RuntimeError("rowsum: an internal assert this CPU trips on float16")
+        return x.sum(-1)
+
+    class SumsInHalf:
+        name, device = "sums-in-half", "cpu"
+
+        def __init__(self, wrong=False):
+            self.wrong = wrong
+
+        def run(self, fn, x):
+            acc = torch.zeros(x.shape[:-1], dtype=torch.float16)
+            for k in range(x.shape[-1]):
+                acc = (acc + x[..., k]).to(torch.float16)
+            return -acc if self.wrong else acc
+
+        def synchronize(self):
+            pass
+
+        def memory_allocated(self):
+            return 0
+
+    registered(OpSpec(name="test.rowsum_rejects", family="test", fn=rowsum, shapes=any_shape(2),
+                      dtypes=("float16",), semantics=frozenset({"accumulates"}), doc="row sums"))
+    case = Case("test.rowsum_rejects", (_recipe((4, 256), "float16", distribution="positive", seed=5),))
+    kinds = [f["kind"] for f in execute(case, SumsInHalf(), DEFAULT)["failures"]]
+    assert kinds == ["capability"], kinds
+    assert [f["kind"] for f in execute(case, SumsInHalf(wrong=True), DEFAULT)["failures"]] == ["accepts-wrong"]
+
+
+def test_outputs_an_op_keeps_for_its_backward_are_not_compared(registered):
+    """native_layer_norm's mean and rstd are float32 for float16 input on CUDA and
+    float16 on CPU: each backend's own, not the op's contract (OpInfo internal ops)."""
+    from mpsfuzz.fuzzer import catalogue, opinfo
+    from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape
+
+    def norm(x):
+        return x * 2, x.float().mean(-1, keepdim=True).to(x.dtype)
+
+    class SavesInFloat32:
+        name, device = "saves-in-float32", "cpu"
+
+        def run(self, fn, x):
+            out, saved = fn(x)
+            return out, saved.float()
+
+        def synchronize(self):
+            pass
+
+        def memory_allocated(self):
+            return 0
+
+    first = lambda inputs, out: out[0]  # noqa: E731
+    for private in (None, 1):
+        registered(OpSpec(name="test.norm", family="test", fn=norm, shapes=any_shape(2), dtypes=("float16",),
+                          canonicalise=first, private_outputs_from=private, doc="norm"))
+        case = Case("test.norm", (_recipe((3, 4), "float16"),))
+        kinds = [f["kind"] for f in execute(case, SavesInFloat32(), DEFAULT)["failures"]]
+        assert kinds == ([] if private else ["wrong-dtype"]), (private, kinds)
+    if opinfo.available()[0]:
+        spec = catalogue.get(opinfo.PREFIX + "native_layer_norm")
+        assert spec.private_outputs_from == 1 and catalogue.get(opinfo.PREFIX + "add").private_outputs_from is None
+
+
+def test_a_complex_input_moves_in_phase_too():
+    """geqrf of a rank-1 complex matrix: tau of the zero column is any point of a circle,
+    chosen by the phase of roundoff noise; a perturbation that only scales each value
+    keeps that phase and would miss it (H100, torch 2.11: CUDA and LAPACK chose
+    different points)."""
+    from mpsfuzz.oracles.arbiter import _dense_wide_inputs
+    case = Case("add", (_recipe((6,), "complex64"), _recipe((6,), "complex64")))
+    x = case.materialize("cpu")[0].to(torch.complex128)
+    moved = _dense_wide_inputs(case, perturb=1)[0]
+    assert bool(((moved / x).angle().abs() > 0).all())
+    u = float(torch.finfo(torch.float32).eps)
+    assert bool(((moved - x).abs() <= u * x.abs() * (1 + 1e-9)).all())

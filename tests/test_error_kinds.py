@@ -29,6 +29,8 @@ UNSUPPORTED = [
     "https://github.com/pytorch/pytorch/issues/51871",
     "CUDA error: no kernel image is available for execution on the device",
     "cudnn RNN backward can only be called in training mode",           # gru grads in eval mode, torch 2.11
+    "rnn: hx is not contiguous",                                       # torch.gru, non-contiguous hx, 2.11
+    "rnn: cx is not contiguous",                                       # torch.lstm, non-contiguous cx, 2.11
     # MPS
     "The operator 'aten::_linalg_eigh.eigenvalues' is not currently implemented for the MPS device. If you want "
     "this op to be added in priority during the prototype phase of this feature, please comment on "

@@ -103,6 +103,10 @@ class OpSpec:
     min_rank: int = 0
     max_rank: int = 8
     canonicalise: Canonicaliser | None = None
+    # Outputs from this index on are each backend's own (an internal op's statistics saved
+    # for its backward: float32 mean/rstd for float16 input on CUDA): their metadata is not
+    # compared (their values are left out by the canonicaliser).
+    private_outputs_from: int | None = None
     # Tolerance multipliers over the dtype table, for ops whose result legitimately
     # depends on evaluation order (long reductions, factorizations).
     rtol_scale: float = 1.0

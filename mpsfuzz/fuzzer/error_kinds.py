@@ -27,6 +27,7 @@ _UNSUPPORTED = re.compile("|".join([
     r"\bonly (?:supports?|works|implemented|available)\b",  # cuFFT only supports powers of two in half precision
     r"\bnot yet implemented\b",
     r"\bcan only be called in training mode\b",      # cuDNN RNN backward: a mode the backend lacks
+    r"\bis not contiguous\b",                         # an explicit layout precondition (cuDNN RNN's hx)
     r"\bnyi\b",
 ]), re.IGNORECASE)
 

@@ -644,6 +644,7 @@ def _make_spec(op) -> OpSpec | None:
         args=_args_builder(name),
         allow_specials=not has_domain,
         canonicalise=_first_output if internal else None,
+        private_outputs_from=1 if internal else None,
         semantics=frozenset({"accumulates"}) if _is_reduction(op) else frozenset({"structure-unknown"}),
         doc=f"OpInfo {name}: its sample inputs as templates (layouts, dtypes and values fuzzed)"
             + (" (internal op: its first output is compared; the others are saved for backward, "

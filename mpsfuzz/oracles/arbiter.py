@@ -57,10 +57,16 @@ def _dense_wide_inputs(case, perturb: int = 0) -> list[torch.Tensor]:
     for r, t in zip(case.inputs, case.materialize("cpu")):
         wide = t.to(_wide(t.dtype)).clone(memory_format=torch.contiguous_format)
         if perturb and (t.is_floating_point() or t.is_complex()) and wide.numel():
-            # Perturbations come in antithetic pairs (2k is 2k-1 with every sign flipped): a
-            # result next to a rounding step or a tie moves across it one way or the other.
+            # Each element moves by between half and one roundoff (continuous, so exact ties
+            # (expanded inputs) are always broken), and perturbations come in antithetic
+            # pairs (2k is 2k-1 reversed): a tie or a rounding step is crossed both ways.
             gen = torch.Generator().manual_seed(7919 * ((perturb + 1) // 2) + len(out))
             signs = torch.randint(0, 2, wide.shape, generator=gen, dtype=torch.int64).to(torch.float64) * 2 - 1
+            signs = signs * (0.5 + 0.5 * torch.rand(wide.shape, generator=gen, dtype=torch.float64))
+            if wide.is_complex():
+                # a roundoff of a complex value is a disk: its phase moves too
+                turn = torch.rand(wide.shape, generator=gen, dtype=torch.float64) * (2 * math.pi)
+                signs = signs * torch.polar(torch.ones_like(turn), turn)
             if perturb % 2 == 0:
                 signs = -signs
             real = {torch.complex32: torch.float16, torch.complex64: torch.float32}.get(t.dtype, t.dtype)
@@ -143,17 +149,23 @@ def _deviation(x: torch.Tensor, truth: torch.Tensor) -> torch.Tensor:
     return torch.where(both_nan | (~finite & (x == truth)), torch.zeros((), dtype=torch.float64), diff)
 
 
-def _ill_conditioned(d: torch.Tensor, truth: torch.Tensor, tol: torch.Tensor, perturbed: list) -> torch.Tensor:
+def _ill_conditioned(d: torch.Tensor, truth: torch.Tensor, tol: torch.Tensor, perturbed: list, *,
+                     factor: float = MULTIPLIER) -> torch.Tensor:
     """Positions where the result is not determined by the inputs to within the
     tolerance *and* that explains the target's deviation: float64 moves past ``tol``
-    when the inputs move by one unit of roundoff, by at least 1/MULTIPLIER of how far
-    the target is off. A wrong element (off by the size of the result) is not excused
-    by a sensitivity of a few roundoffs."""
+    when the inputs move by one unit of roundoff, and either moves by as much as the
+    result itself (not even its leading digit is determined: a tie, a rank-deficient
+    pseudo-inverse) or by at least 1/``factor`` of how far the target is off (a stable
+    algorithm's backward error is a few roundoffs per term, ``factor`` is
+    MULTIPLIER * (2 + summands)). A wrong element of a well-determined result (a
+    product off by its own size) is not excused by a sensitivity of a few roundoffs."""
     sensitivity = torch.zeros_like(truth, dtype=torch.float64)
     for p in perturbed:
         if p.shape == truth.shape:
             sensitivity = torch.maximum(sensitivity, _deviation(p, truth))
-    return (sensitivity > tol) & (_deviation(d, truth) <= MULTIPLIER * sensitivity + tol)
+    undetermined = sensitivity >= truth.abs().nan_to_num(0.0, posinf=math.inf, neginf=math.inf)
+    explained = _deviation(d, truth) <= factor * sensitivity + tol
+    return (sensitivity > tol) & (undetermined | explained)
 
 
 def _nonfinite_verdicts(d, c, truth, d_ok, *, independent: bool, explicit_nan: bool):
@@ -191,17 +203,21 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
     d, c = dut.to(wide).reshape(-1), cpu.to(wide).reshape(-1)
     independent = cpu.dtype not in (torch.float64, torch.complex128)
     low = cpu.dtype in LOW_PRECISION
-    if low:
+    # The terms' magnitudes bound any dtype's accumulation: a float32 sum of [max, lowest,
+    # -2] is 0 or -2 depending on the order, both correct to u * sum|terms|.
+    bounded = low or (independent and magnitude is not None)
+    tol = atol + rtol * truth.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0)
+    if bounded:
         mag = None if magnitude is None else magnitude.to(wide).reshape(-1)
-        tol = accumulation_bound(truth, mag, summands, cpu.dtype, atol)
-    else:
-        tol = atol + rtol * truth.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0)
+        accumulated = accumulation_bound(truth, mag, summands, cpu.dtype, atol)
+        tol = accumulated if low else torch.maximum(tol, accumulated)
     d_ok = _near(d, truth, tol)
     mismatch = ~_near(d, c, tol)
-    numbers: dict = {"summands": summands} if low else {}
+    numbers: dict = {"summands": summands} if bounded else {}
     excused = torch.zeros_like(mismatch)
     if perturbed:
-        ill = _ill_conditioned(d, truth, tol, [p.to(cpu.dtype).to(wide).reshape(-1) for p in perturbed])
+        ill = _ill_conditioned(d, truth, tol, [p.to(cpu.dtype).to(wide).reshape(-1) for p in perturbed],
+                               factor=MULTIPLIER * (2 + summands))
         excused |= mismatch & ill & ~d_ok
         numbers["ill_conditioned_positions"] = int((mismatch & ill & ~d_ok).sum())
     wrong_nf = torch.zeros_like(mismatch)
@@ -224,7 +240,7 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
         if bool(mismatch.any()) and numbers.get("ill_conditioned_positions"):
             return "ill-conditioned", numbers
         return ("overflow" if overflow else "both-close"), numbers
-    if low and bool(d_ok[judged].all()):
+    if bounded and bool(d_ok[judged].all()):
         # Within what accumulating this many terms in half precision may cost: not a
         # bug of the target, whatever CPU's error.
         return "within-bound", numbers
@@ -306,6 +322,10 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
     elif failure.oracle == "variants":  # the variant vs the functional form, both on the DUT
         dut, cpu, exact = obs.dut, obs.dut_functional.outputs, side.outputs
         scale = dut_alone_scale(obs.spec)
+    elif failure.oracle == "errors":  # CPU raised: float64, rounded, stands in for it
+        dut, exact = obs.dut, side.outputs
+        cpu = tuple(e.to(d.dtype) if isinstance(e, torch.Tensor) and isinstance(d, torch.Tensor) else e
+                    for e, d in zip(flatten_outputs(exact), flatten_outputs(dut)))
     else:
         dut, cpu, exact = obs.dut, obs.ref, side.outputs
     if dut is None or cpu is None or exact is None:
@@ -352,7 +372,7 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
         grown = growth[i] if growth and i < len(growth) and isinstance(growth[i], torch.Tensor) else None
         verdicts.append(judge_leaf(d, c, e, atol, rtol=rtol,
                                    overflow=specials or _terms_overflow(grown, c.dtype),
-                                   magnitude=magnitude if c.dtype in LOW_PRECISION else None,
+                                   magnitude=magnitude,
                                    summands=n,
                                    perturbed=leaf_perturbed,
                                    explicit_nan=explicit_nan))
