@@ -476,3 +476,35 @@ def test_a_complex_input_moves_in_phase_too():
     assert bool(((moved / x).angle().abs() > 0).all())
     u = float(torch.finfo(torch.float32).eps)
     assert bool(((moved - x).abs() <= u * x.abs() * (1 + 1e-9)).all())
+
+
+def test_terms_of_an_op_of_unknown_structure_are_as_large_as_its_largest_element(registered):
+    """OpInfo's _softmax_backward_data in bfloat16 on CUDA: an element 4 roundoffs of the
+    largest element off (intermediates rounded to bfloat16) is not a finding; an element
+    off by its own size is."""
+    from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape
+
+    class Nudges:
+        name, device = "nudges", "cpu"
+
+        def __init__(self, by):
+            self.by = by
+
+        def run(self, fn, x):
+            out = fn(x).clone()
+            top = out.abs().max()
+            small = out.abs().argmin()
+            out.view(-1)[small] += self.by * float(top) * 2.0 ** -8
+            return out
+
+        def synchronize(self):
+            pass
+
+        def memory_allocated(self):
+            return 0
+
+    registered(OpSpec(name="test.halve", family="test", fn=lambda x: x * 0.5, shapes=any_shape(1),
+                      dtypes=("bfloat16",), semantics=frozenset({"structure-unknown"}), doc="unknown"))
+    case = Case("test.halve", (_recipe((5,), "bfloat16", seed=7),))
+    assert execute(case, Nudges(4), DEFAULT)["failures"] == []
+    assert [f["oracle"] for f in execute(case, Nudges(256), DEFAULT)["failures"]] == ["values"]

@@ -390,3 +390,38 @@ def test_every_op_and_variant_has_a_script_that_reproduces_its_finding(monkeypat
     sys.stdout.write(text + "\n")
     failing = [o for o in outcomes if o.problem and o.finding is not None]
     assert not failing, text + "\n\n" + _details(failing)
+
+
+def test_opinfo_ops_have_scripts_that_call_the_op_as_a_reader_would(monkeypatch):
+    """An OpInfo op's case encodes its call (the template's arguments as JSON): the
+    script decodes it into the plain call (``torch.cdist(a, b, 0.0, ...)``), for every
+    OpInfo op, and such a script reproduces its finding (values, grads, a crash)."""
+    from mpsfuzz.fuzzer import opinfo
+    from mpsfuzz.reports.source import Rendering
+    available, why = opinfo.available()
+    assert available, why  # MPSFUZZ_REQUIRE_OPINFO: the test extras install expecttest
+    names = catalogue.select("opinfo")
+    unrendered = {}
+    for name in names:
+        spec = catalogue.get(name)
+        for case in example_cases(spec, 1, seed=0):
+            render = Rendering()
+            tensors = [f"t{i}" for i in range(len(case.inputs))]
+            try:
+                call = render.call(spec.fn, tensors, {k: repr(v) for k, v in case.kwargs})
+            except Exception as exc:  # noqa: BLE001 - listed below
+                unrendered[name] = f"{type(exc).__name__}: {exc}"
+                continue
+            assert "call=" not in call and "opinfo" not in call, call
+            source = "\n".join([*render.helpers.values(), *(f"{t} = None" for t in tensors), f"r = {call}"])
+            assert not _undefined_names(source), (name, call)
+    assert not unrendered, unrendered
+    ops = [n for n in ("opinfo:cdist", "opinfo:_softmax_backward_data", "opinfo:block_diag", "opinfo:__rmatmul__")
+           if n in names]
+    assert ops
+    sample = {"opinfo/values": [Job(op, "functional", "values") for op in ops],
+              "opinfo/crash": [Job(op, "functional", "crash") for op in ops[::-1]]}
+    outcomes = run_jobs([], monkeypatch, pick_one_of=sample)
+    failing = [o for o in outcomes if o.problem]
+    assert not failing, summary(outcomes) + "\n\n" + _details(failing)
+    assert len([o for o in outcomes if o.finding is not None]) == 2

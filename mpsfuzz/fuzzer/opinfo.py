@@ -615,18 +615,55 @@ def _values_builder(name: str, position: int) -> Callable:
     return values
 
 
-_OP_CACHE: dict[str, Callable] = {}
-
-
-def _make_fn(name: str) -> Callable:
+def _make_fn(name: str, op_fn: Callable) -> Callable:
+    # The OpInfo's callable is bound here (torch.cdist, torch.ops.aten.x, a lambda of
+    # torch's test suite), so a repro script names it and needs nothing but torch.
     def fn(*tensors, call: str, template: int | None = None):
-        op = _OP_CACHE.get(name)
-        if op is None:
-            op = _OP_CACHE[name] = _database()[name].op
         inp, args, kwargs = build_call(call, tensors)
-        return op(inp, *args, **kwargs)
+        return op_fn(inp, *args, **kwargs)
     fn.__name__ = f"opinfo_{name.replace('.', '_')}"
+
+    def render_call(rendering, tensors: list[str], kwargs: dict[str, str]) -> str:
+        """The call as a reader would write it (``torch.cdist(a, b, p=0.0)``): the
+        template's encoded call decoded to source, the OpInfo's callable rendered as
+        any op's is (a public name, an inlined lambda or a copied helper)."""
+        import ast
+        c = json.loads(ast.literal_eval(kwargs["call"]))
+        like = tensors[0] if tensors else "None"
+        args = [_source(c["input"], tensors, like)] + [_source(a, tensors, like) for a in c["args"]]
+        return rendering.call(op_fn, args, {k: _source(v, tensors, like) for k, v in c["kwargs"].items()})
+    fn.render_call = render_call
     return fn
+
+
+def _source(v, tensors: list[str], like: str) -> str:
+    """Python source of an encoded call argument (:func:`_decode`'s twin)."""
+    if isinstance(v, list):
+        return "[" + ", ".join(_source(x, tensors, like) for x in v) + "]"
+    if not isinstance(v, dict):
+        return repr(v)
+    if "T" in v:
+        return tensors[v["T"]]
+    if "L" in v:
+        dtype = f"{like}.dtype" if v["dtype"] == "=" else str(dt.to_torch(v["dtype"]))
+        return f"torch.tensor({v['L']!r}, dtype={dtype}, device={like}.device).reshape({tuple(v['shape'])!r})"
+    if "tuple" in v:
+        items = [_source(x, tensors, like) for x in v["tuple"]]
+        return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
+    if "float" in v:
+        return f"float({v['float']!r})"
+    if "complex" in v:
+        re, im = (_source(x, tensors, like) for x in v["complex"])
+        return f"complex({re}, {im})"
+    if "dtype" in v:
+        return f"{like}.dtype" if v["dtype"] == "=" else str(dt.to_torch(v["dtype"]))
+    if "memory_format" in v:
+        return f"torch.{v['memory_format']}"
+    if "slice" in v:
+        return "slice(" + ", ".join(_source(x, tensors, like) for x in v["slice"]) + ")"
+    if "ellipsis" in v:
+        return "..."
+    raise ValueError(f"unknown call encoding {v!r}")
 
 
 def _make_spec(op) -> OpSpec | None:
@@ -638,7 +675,7 @@ def _make_spec(op) -> OpSpec | None:
     has_domain = domain is not None and tuple(domain) != (None, None)
     internal = op.name.startswith(("native_", "_"))
     return OpSpec(
-        name=PREFIX + name, family=FAMILY, fn=_make_fn(name),
+        name=PREFIX + name, family=FAMILY, fn=_make_fn(name, op.op),
         shapes=_shapes_builder(name), dtypes=names,
         input_values=tuple(_values_builder(name, k) for k in range(MAX_TENSORS)),
         args=_args_builder(name),

@@ -71,6 +71,9 @@ def _dense_wide_inputs(case, perturb: int = 0) -> list[torch.Tensor]:
                 signs = -signs
             real = {torch.complex32: torch.float16, torch.complex64: torch.float32}.get(t.dtype, t.dtype)
             u = float(torch.finfo(real).eps)
+            if real == torch.float64:
+                # computed in float64 itself: a move under one ulp would round away
+                u *= 2
             wide = wide * (1 + u * signs)
         out.append(wide)
     return out
@@ -98,7 +101,7 @@ def float64_side(obs: Observation):
     return obs.cache["float64"]
 
 
-PERTURBATIONS = 2
+PERTURBATIONS = 4  # two antithetic pairs
 
 
 def perturbed_sides(obs: Observation) -> list:
@@ -366,6 +369,9 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
         n = summands(shapes, c.numel()) if accumulates or unknown_structure else 1
         if grads and c.dtype in LOW_PRECISION:
             magnitude, n = _gradient_terms(e, n, forward_numel)
+        elif unknown_structure and magnitude is None and c.dtype in LOW_PRECISION:
+            # terms of unknown size: as large as the leaf's largest element (a floor)
+            magnitude, _ = _gradient_terms(e, n, 0)
         if perturbed is None:
             perturbed = [flatten_outputs(p.grads if grads else p.outputs) for p in perturbed_sides(obs)]
         leaf_perturbed = [p[i] for p in perturbed if i < len(p) and isinstance(p[i], torch.Tensor)]

@@ -21,7 +21,8 @@ import types
 import torch
 
 # Public namespaces where torch callables are looked up by identity.
-_NAMESPACES = ("torch", "torch.linalg", "torch.special", "torch.fft", "torch.nn.functional", "torch.Tensor")
+_NAMESPACES = ("torch", "torch.linalg", "torch.special", "torch.fft", "torch.nn.functional", "torch.Tensor",
+               "torch.masked", "torch.signal.windows", "torch.sparse")
 
 
 class SourceError(ValueError):
@@ -39,6 +40,12 @@ def public_name(obj) -> str | None:
     """``torch.triu`` for torch.triu, ``torch.nn.functional`` for that module, else None."""
     if isinstance(obj, types.ModuleType):
         return obj.__name__ if obj.__name__.startswith("torch") else None
+    if isinstance(obj, (torch._ops.OpOverloadPacket, torch._ops.OpOverload)):
+        # torch.ops.aten._softmax_backward_data (OpInfo's internal ops)
+        namespace, _, name = obj._schema.name.partition("::") if isinstance(obj, torch._ops.OpOverload) \
+            else obj._qualified_op_name.partition("::")
+        overload = f".{obj._overloadname}" if isinstance(obj, torch._ops.OpOverload) else ""
+        return f"torch.ops.{namespace}.{name}{overload}"
     name = getattr(obj, "__name__", None)
     if not name:
         return None
@@ -229,7 +236,12 @@ class Rendering:
         return name
 
     def call(self, fn, args: list[str], kwargs: dict[str, str]) -> str:
-        """Source of ``fn(*args, **kwargs)``; ``args`` and ``kwargs`` values are source."""
+        """Source of ``fn(*args, **kwargs)``; ``args`` and ``kwargs`` values are source.
+        A function that knows its own call's source (``fn.render_call``: OpInfo ops,
+        whose kwargs encode the real call) gives it."""
+        render_call = getattr(fn, "render_call", None)
+        if callable(render_call):
+            return render_call(self, args, kwargs)
         name = public_name(fn)
         if name is not None:
             return _format_call(name, args, kwargs)
@@ -238,6 +250,8 @@ class Rendering:
             inlined = self._inline(fn, node, args, kwargs)
             if inlined is not None:
                 return inlined
+        if not isinstance(fn, types.FunctionType):
+            raise SourceError(f"{fn!r} is neither torch's nor a Python function")
         # Not inlinable (e.g. *args, or statements): copied as a named function.
         return _format_call(self.helper(fn, "op" if fn.__code__.co_name == "<lambda>" else None), args, kwargs)
 
