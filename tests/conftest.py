@@ -19,3 +19,14 @@ def registered():
     yield register
     for name in added:
         catalogue._REGISTRY.pop(name, None)
+
+
+@pytest.fixture(autouse=True)
+def _opinfo_specs_stay_in_their_test():
+    """Looking an OpInfo op up by name (``catalogue.get("opinfo:add")``) caches its spec
+    in the catalogue; left there it would join every later test's ``all_ops()`` in this
+    worker process. Each test gets the catalogue as it found it."""
+    before = {name for name in catalogue._REGISTRY if name.startswith("opinfo:")}
+    yield
+    for name in [n for n in catalogue._REGISTRY if n.startswith("opinfo:") and n not in before]:
+        catalogue._REGISTRY.pop(name, None)
