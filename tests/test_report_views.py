@@ -150,7 +150,8 @@ def test_terminal_lists_each_finding_with_its_explanation_and_path(corpus):
     out = mpsfuzz("report", "corpus", cwd=corpus.parent)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
-    assert lines[0] == "3 finding(s) in 1 corpus folder(s): 1 new, 1 known upstream, 0 flaky, 0 cpu-bug, 1 fixed"
+    assert lines[0] == ("3 finding(s) in 1 corpus folder(s): 1 new, 1 known upstream, 0 unconfirmed, 0 flaky, "
+                        "0 cpu-bug, 0 capability, 1 fixed")
     assert lines[1].startswith("runs: 1, 600 cases (")
     assert "elementwise: 2 finding(s) (values 2)" in out.stdout and "linalg: 1 finding(s) (values 1)" in out.stdout
     # The bugs table comes first (one bug per faulty kernel here); the family tables after it.
@@ -206,7 +207,8 @@ def test_json_report_meets_its_schema_and_counts(corpus):
     report = report_json(corpus, corpus.parent)
     schema = load_schema("report.schema.json")
     assert errors(report, schema) == []
-    assert report["summary"]["by_status"] == {"new": 1, "known-bug": 1, "flaky": 0, "cpu-bug": 0, "fixed": 1}
+    assert report["summary"]["by_status"] == {"new": 1, "known-bug": 1, "unconfirmed": 0, "flaky": 0, "cpu-bug": 0,
+                                              "capability": 0, "fixed": 1}
     assert report["summary"]["by_family"] == {"elementwise": 2, "linalg": 1}
     assert report["runs"]["runs"] == 1 and report["runs"]["cases"] == 600
     by_op = {f["op"]: f for f in report["findings"]}
@@ -269,6 +271,26 @@ def test_every_format_renders_an_empty_report_and_duplicated_corpora(corpus, tmp
     twice = json.loads(render("json", found, [corpus, twin]))
     assert errors(twice, schema) == [] and twice["runs"]["runs"] == 2
     assert twice["summary"]["by_status"]["new"] == 2
+
+
+def test_capability_and_unconfirmed_findings_are_counted_and_meet_the_schema(corpus, tmp_path):
+    """A real run's corpus holds capabilities and unconfirmed findings: they are counted
+    under their own status, rank below new and known bugs, and the JSON stays valid."""
+    mine = copy_of(corpus, tmp_path)
+    for path in mine.glob("*.json"):
+        data = json.loads(path.read_text())
+        if data["op"] == "bitwise_and":  # its repro script did not reproduce it
+            data["repro"]["verified"] = False
+        elif data["op"] == "sqrt":  # the target accepted what CPU rejected, rightly
+            data["failure"]["blame"] = data["blame"] = "capability"
+        path.write_text(json.dumps(data))
+    report = report_json(mine, mine.parent)
+    assert errors(report, load_schema("report.schema.json")) == []
+    counts = report["summary"]["by_status"]
+    assert (counts["unconfirmed"], counts["capability"], counts["new"], counts["fixed"]) == (1, 1, 0, 0)
+    assert [f["status"] for f in report["findings"]] == ["known-bug", "unconfirmed", "capability"]
+    terminal = mpsfuzz("report", str(mine), "--format", "terminal", cwd=tmp_path)
+    assert "1 unconfirmed" in terminal.stdout and "1 capability" in terminal.stdout, terminal.stdout
 
 
 def test_schema_enums_and_docs_match_the_code():

@@ -14,7 +14,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-STATUS_STYLES = {"new": "red", "known-bug": "yellow", "cpu-bug": "cyan", "flaky": "magenta", "fixed": "green"}
+STATUS_STYLES = {"new": "red", "known-bug": "yellow", "unconfirmed": "bright_black", "cpu-bug": "cyan",
+                 "capability": "blue", "flaky": "magenta", "fixed": "green"}
 _RESULT_STYLES = {"still-fails": "red", "fixed": "green", "changed": "yellow", "flaky": "magenta"}
 
 

@@ -17,8 +17,10 @@ from .model import (STATUS_LABELS, STATUSES, Entry, Matrix, Report, bug_anchor, 
                     summary_line)
 
 # Strong colours for badges, tints for matrix cells (text stays readable on them).
-COLOURS = {"new": "#d32f2f", "known-bug": "#f9a825", "flaky": "#8e24aa", "cpu-bug": "#1e88e5", "fixed": "#388e3c"}
-TINTS = {"new": "#ef9a9a", "known-bug": "#ffe082", "flaky": "#ce93d8", "cpu-bug": "#90caf9", "fixed": "#a5d6a7"}
+COLOURS = {"new": "#d32f2f", "known-bug": "#f9a825", "unconfirmed": "#757575", "flaky": "#8e24aa",
+           "cpu-bug": "#1e88e5", "capability": "#6d4c41", "fixed": "#388e3c"}
+TINTS = {"new": "#ef9a9a", "known-bug": "#ffe082", "unconfirmed": "#e0e0e0", "flaky": "#ce93d8",
+         "cpu-bug": "#90caf9", "capability": "#bcaaa4", "fixed": "#a5d6a7"}
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#212121;background:#fafafa}

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .model import STATUS_LABELS, Report, bug_kernel_words, runs_line
 
-_ICONS = {"new": "🔴", "known-bug": "🟡", "flaky": "🟣", "cpu-bug": "🔵", "fixed": "🟢"}
+_ICONS = {"new": "🔴", "known-bug": "🟡", "unconfirmed": "⚪", "flaky": "🟣", "cpu-bug": "🔵", "capability": "🟤",
+          "fixed": "🟢"}
 
 
 def cell(text) -> str:

@@ -19,9 +19,9 @@ from .corpus_views import why
 from .run_log import RUN_LOG_SCHEMA, RUNS_DIR
 
 # Worst first: a matrix cell takes the colour of the first of these among its findings.
-STATUSES = ("new", "known-bug", "flaky", "cpu-bug", "fixed")
-STATUS_LABELS = {"new": "new", "known-bug": "known upstream", "flaky": "flaky",
-                 "cpu-bug": "cpu-bug", "fixed": "fixed"}
+STATUSES = ("new", "known-bug", "unconfirmed", "flaky", "cpu-bug", "capability", "fixed")
+STATUS_LABELS = {"new": "new", "known-bug": "known upstream", "unconfirmed": "unconfirmed", "flaky": "flaky",
+                 "cpu-bug": "cpu-bug", "capability": "capability", "fixed": "fixed"}
 LAYOUT_CLASSES = ("contiguous", "transposed", "permuted", "channels_last", "gapped", "offset",
                   "expanded", "aliased", "empty", "0-d", ">4-D")
 OTHER_FAMILY = "other"
