@@ -511,11 +511,11 @@ def _write_or_print(text: str, output: str | None, console) -> None:
 def _load_findings_or_warn(paths, warn):
     from rich.text import Text
 
-    from .corpus.store import load_findings
+    from .corpus.store import corpus_folders, load_findings
     missing = [str(p) for p in paths if not Path(p).exists()]
     if missing:
         raise UsageError(f"no such corpus file or folder: {', '.join(missing)}")
-    found, problems = load_findings(paths)
+    found, problems = load_findings(corpus_folders(paths))
     for path, why in problems:
         warn.print(Text(f"skipping {path}: {why}", style="yellow"), highlight=False, soft_wrap=True)
     return found
@@ -541,7 +541,8 @@ def cmd_report(args, console) -> int:
             raise UsageError(str(exc)) from None
         _write_or_print(text, args.output, console)
         return exit_code()
-    roots = [Path(p) for p in args.paths if Path(p).is_dir()]
+    from .corpus.store import corpus_folders
+    roots = [p for p in corpus_folders(args.paths) if p.is_dir()]
     if args.format == "terminal" and args.output is None:
         views.print_terminal(console, found, roots)
         return exit_code()

@@ -486,3 +486,17 @@ def test_corrupt_files_are_skipped_and_the_report_still_renders(corpus, tmp_path
     report = report_json(mine, tmp_path)
     assert report["summary"]["findings"] == 3 and report["runs"]["runs"] == 1
     assert [u["path"].endswith("20200101T000000Z-1.json") for u in report["runs"]["unreadable"]] == [True]
+
+
+def test_a_folder_of_corpora_reads_as_all_of_them(corpus, tmp_path):
+    """bench/families.py writes DIR/<target>/<family>/: reporting on DIR/<target> takes
+    every family's corpus (their findings and run logs), never runs/ or merged/."""
+    parent = tmp_path / "cuda"
+    for family in ("linalg", "nn"):
+        shutil.copytree(corpus, parent / family)
+    (parent / "empty" / "runs").mkdir(parents=True)  # a corpus whose campaign found nothing
+    report = report_json(parent, tmp_path)
+    assert report["summary"]["findings"] == 6 and report["runs"]["runs"] == 2
+    assert sorted(report["summary"]["corpora"]) == sorted(str(parent / f) for f in ("empty", "linalg", "nn"))
+    listed = mpsfuzz("corpus", "list", str(parent), "--format", "json", cwd=tmp_path)
+    assert listed.returncode == 0 and len(json.loads(listed.stdout)) == 6, listed.stdout[:500]

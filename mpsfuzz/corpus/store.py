@@ -280,6 +280,25 @@ def _finding_files(root: Path) -> list[Path]:
     return sorted(q for q in root.glob("*.json") if not q.name.startswith((".", "inflight")))
 
 
+def corpus_folders(paths) -> list[Path]:
+    """``paths`` with each folder that holds no finding of its own replaced by its
+    subfolders that do: a folder of corpora (``bench/families.py`` writes one corpus per
+    family under ``DIR/<target>/``) reads as all of them. A corpus's own ``runs/``,
+    ``merged/`` and ``pruned/`` are never corpora."""
+    def is_corpus(d: Path) -> bool:
+        return bool(_finding_files(d)) or (d / "runs").is_dir()
+
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir() and not is_corpus(p):
+            subs = [d for d in sorted(p.iterdir()) if d.is_dir() and d.name not in (PRUNED, MERGED, "runs")
+                    and is_corpus(d)]
+            out += subs or [p]
+        else:
+            out.append(p)
+    return out
+
+
 def load_findings(paths) -> tuple[list[tuple[Path, Finding]], list[tuple[Path, str]]]:
     files: list[Path] = []
     problems: list[tuple[Path, str]] = []
