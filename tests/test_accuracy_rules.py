@@ -60,6 +60,35 @@ def test_without_overflowing_inputs_a_nonfinite_result_is_still_wrong():
     assert got == "dut-wrong"
 
 
+class _CpuTarget:
+    """A test device on the CPU: subclasses give ``name`` and ``run``."""
+    device = "cpu"
+
+    def synchronize(self):
+        pass
+
+    def memory_allocated(self):
+        return 0
+
+
+class SumsInHalf(_CpuTarget):
+    """A device whose row sums accumulate in float16 with a rounding per term; ``wrong``
+    negates the first sum as well (off by twice the result)."""
+    name = "sums-in-half"
+
+    def __init__(self, wrong=False):
+        self.wrong = wrong
+
+    def run(self, fn, x):
+        acc = torch.zeros(x.shape[:-1], dtype=torch.float16)
+        for k in range(x.shape[-1]):
+            acc = (acc + x[..., k]).to(torch.float16)
+        if self.wrong:
+            acc = acc.clone()
+            acc.view(-1)[0] *= -1
+        return acc
+
+
 def _recipe(shape, dtype="float32", *, specials=(), layout=Layout(), distribution="normal", seed=3, high=None):
     return TensorRecipe(tuple(shape), dtype, layout,
                         ValueRecipe(distribution, seed, high=high, specials=tuple(specials)))
@@ -302,9 +331,9 @@ def test_a_device_fault_that_surfaces_in_mpsfuzz_code_poisons_the_worker_not_the
 def test_half_precision_gradients_are_held_to_the_bound_of_their_accumulation():
     """A gradient element sums one term per output element it feeds: a (2,) input that
     fed 64 outputs sums 32 terms, each up to the leaf's largest magnitude."""
-    from mpsfuzz.oracles.arbiter import _gradient_terms
+    from mpsfuzz.oracles.arbiter import _terms_up_to_leaf_max
     exact = torch.tensor([8.0, -0.25], dtype=torch.float64)
-    magnitude, n = _gradient_terms(exact, 1, 64)
+    magnitude, n = _terms_up_to_leaf_max(exact, 1, 64)
     assert n == 32 and magnitude.tolist() == [8.0, 8.0]
     u = 2.0 ** -11
     cpu = exact.to(torch.float16)
@@ -323,27 +352,6 @@ def test_an_op_of_unknown_structure_gets_the_accumulation_bound_of_its_result(re
     from mpsfuzz.fuzzer import opinfo
     from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape
 
-    class SumsInHalf:
-        """A device whose row sums accumulate in float16 with a rounding per term."""
-        name, device = "sums-in-half", "cpu"
-
-        def __init__(self, wrong=False):
-            self.wrong = wrong
-
-        def run(self, fn, x):
-            acc = torch.zeros(x.shape[:-1], dtype=torch.float16)
-            for k in range(x.shape[-1]):
-                acc = (acc + x[..., k]).to(torch.float16)
-            if self.wrong:
-                acc = acc.clone()
-                acc.view(-1)[0] *= -1  # off by twice the result
-            return acc
-
-        def synchronize(self):
-            pass
-
-        def memory_allocated(self):
-            return 0
 
     for structure in ((), ("structure-unknown",)):
         registered(OpSpec(name="test.rowsum", family="test", fn=lambda x: x.sum(-1), shapes=any_shape(2),
@@ -404,23 +412,6 @@ def test_a_result_where_cpu_raises_is_held_to_the_arbiters_bounds(registered):
             raise RuntimeError("rowsum: an internal assert this CPU trips on float16")
         return x.sum(-1)
 
-    class SumsInHalf:
-        name, device = "sums-in-half", "cpu"
-
-        def __init__(self, wrong=False):
-            self.wrong = wrong
-
-        def run(self, fn, x):
-            acc = torch.zeros(x.shape[:-1], dtype=torch.float16)
-            for k in range(x.shape[-1]):
-                acc = (acc + x[..., k]).to(torch.float16)
-            return -acc if self.wrong else acc
-
-        def synchronize(self):
-            pass
-
-        def memory_allocated(self):
-            return 0
 
     registered(OpSpec(name="test.rowsum_rejects", family="test", fn=rowsum, shapes=any_shape(2),
                       dtypes=("float16",), semantics=frozenset({"accumulates"}), doc="row sums"))
@@ -439,18 +430,12 @@ def test_outputs_an_op_keeps_for_its_backward_are_not_compared(registered):
     def norm(x):
         return x * 2, x.float().mean(-1, keepdim=True).to(x.dtype)
 
-    class SavesInFloat32:
-        name, device = "saves-in-float32", "cpu"
+    class SavesInFloat32(_CpuTarget):
+        name = "saves-in-float32"
 
         def run(self, fn, x):
             out, saved = fn(x)
             return out, saved.float()
-
-        def synchronize(self):
-            pass
-
-        def memory_allocated(self):
-            return 0
 
     first = lambda inputs, out: out[0]  # noqa: E731
     for private in (None, 1):
@@ -484,8 +469,8 @@ def test_terms_of_an_op_of_unknown_structure_are_as_large_as_its_largest_element
     off by its own size is."""
     from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape
 
-    class Nudges:
-        name, device = "nudges", "cpu"
+    class Nudges(_CpuTarget):
+        name = "nudges"
 
         def __init__(self, by):
             self.by = by
@@ -496,12 +481,6 @@ def test_terms_of_an_op_of_unknown_structure_are_as_large_as_its_largest_element
             small = out.abs().argmin()
             out.view(-1)[small] += self.by * float(top) * 2.0 ** -8
             return out
-
-        def synchronize(self):
-            pass
-
-        def memory_allocated(self):
-            return 0
 
     registered(OpSpec(name="test.halve", family="test", fn=lambda x: x * 0.5, shapes=any_shape(1),
                       dtypes=("bfloat16",), semantics=frozenset({"structure-unknown"}), doc="unknown"))

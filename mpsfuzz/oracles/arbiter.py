@@ -297,8 +297,9 @@ def _terms_overflow(magnitude: torch.Tensor | None, dtype: torch.dtype) -> bool:
     return bool((~torch.isfinite(m) | (m > float(torch.finfo(real).max))).any())
 
 
-def _gradient_terms(exact: torch.Tensor, n: int, forward_numel: int) -> tuple[torch.Tensor, int]:
-    """(magnitude, summands) of a half-precision gradient leaf: each element sums a term
+def _terms_up_to_leaf_max(exact: torch.Tensor, n: int, forward_numel: int) -> tuple[torch.Tensor, int]:
+    """(magnitude, summands) of a half-precision leaf whose terms are not known (a
+    gradient; an op of unknown structure, with ``forward_numel`` 0). A gradient element sums a term
     from every output element it feeds (backward kernels accumulate, often with atomics),
     so at least ceil(outputs / leaf elements) terms, each up to the leaf's largest
     magnitude (a floor: the terms' own magnitudes are not known)."""
@@ -368,10 +369,10 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
             magnitude = magnitudes[i]
         n = summands(shapes, c.numel()) if accumulates or unknown_structure else 1
         if grads and c.dtype in LOW_PRECISION:
-            magnitude, n = _gradient_terms(e, n, forward_numel)
+            magnitude, n = _terms_up_to_leaf_max(e, n, forward_numel)
         elif unknown_structure and magnitude is None and c.dtype in LOW_PRECISION:
             # terms of unknown size: as large as the leaf's largest element (a floor)
-            magnitude, _ = _gradient_terms(e, n, 0)
+            magnitude, _ = _terms_up_to_leaf_max(e, n, 0)
         if perturbed is None:
             perturbed = [flatten_outputs(p.grads if grads else p.outputs) for p in perturbed_sides(obs)]
         leaf_perturbed = [p[i] for p in perturbed if i < len(p) and isinstance(p[i], torch.Tensor)]
