@@ -255,6 +255,7 @@ class Corpus:
 
 PRUNED = "pruned"
 MERGED = "merged"
+RUNS = "runs"  # run logs and harness-error logs (reports/run_log.py writes them)
 
 
 def _free_name(path: Path) -> Path:
@@ -286,12 +287,12 @@ def corpus_folders(paths) -> list[Path]:
     family under ``DIR/<target>/``) reads as all of them. A corpus's own ``runs/``,
     ``merged/`` and ``pruned/`` are never corpora."""
     def is_corpus(d: Path) -> bool:
-        return bool(_finding_files(d)) or (d / "runs").is_dir()
+        return bool(_finding_files(d)) or (d / RUNS).is_dir()
 
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir() and not is_corpus(p):
-            subs = [d for d in sorted(p.iterdir()) if d.is_dir() and d.name not in (PRUNED, MERGED, "runs")
+            subs = [d for d in sorted(p.iterdir()) if d.is_dir() and d.name not in (PRUNED, MERGED, RUNS)
                     and is_corpus(d)]
             out += subs or [p]
         else:

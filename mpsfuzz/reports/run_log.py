@@ -14,10 +14,10 @@ from pathlib import Path
 import torch
 
 from .. import __version__
-from ..corpus.store import atomic_write_json, corpus_write
+from ..corpus.store import RUNS, atomic_write_json, corpus_write
 from ..events import CampaignFinished, CampaignStarted, Stats
 
-RUNS_DIR = "runs"
+RUNS_DIR = RUNS
 RUN_LOG_SCHEMA = "mpsfuzz-run"
 RUN_LOG_VERSION = 1
 
