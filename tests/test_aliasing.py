@@ -356,3 +356,28 @@ def test_layout_repro_gives_aliased_inputs_copies_of_their_own(monkeypatch):
     record = repro_for(finding)
     assert "w_hh.clone(memory_format=torch.contiguous_format)" in record["script"]
     assert record["verified"] is True, (record["detail"], record["script"])
+
+
+def test_out_alias_that_cpu_cannot_form_is_no_case_when_the_device_raised_first():
+    """Run 6 on an H100: CUDA has no int8 ``addbmm``, so the DUT raised before the
+    out=-aliasing variant could be formed; CPU computed a (7, 7) result for a (7, 1)
+    input 0 and could not form it either. That is an invalid case, not a harness error."""
+    class NoInt8:
+        name, device = "no-int8", "cpu"
+
+        def run(self, fn, *args, **kwargs):
+            if any(isinstance(a, torch.Tensor) and a.dtype == torch.int8 for a in args):
+                raise RuntimeError('"addbmm_cuda" not implemented for \'Char\'')
+            return fn(*args, **kwargs)
+
+        def synchronize(self):
+            pass
+
+        def memory_allocated(self):
+            return 0
+
+    case = Case("addbmm", (t((7, 1), 1, dtype="int8", distribution="small_int"),
+                           t((2, 7, 7), 2, dtype="int8", distribution="small_int"),
+                           t((2, 7, 7), 3, dtype="int8", distribution="small_int")), variant="out-alias")
+    summary = executor.execute(case, NoInt8(), ("values", "errors", "variants"))
+    assert summary["valid"] is False and summary["failures"] == []

@@ -184,3 +184,26 @@ def test_templates_are_deterministic_across_processes(all_specs):
             for seed in (1, 2)]
     assert runs[0] == runs[1]
     assert any(json.loads(runs[0]).values())
+
+
+@needs_opinfo
+def test_ops_on_external_linalg_libraries_draw_no_nonfinite_inputs(all_specs):
+    """torch leaves LAPACK/MAGMA/cuSOLVER-backed ops undefined on inf and NaN (a CUDA
+    qr of [[4], [nan]] returned R = 4, CPU NaN: not a bug by that contract). Such
+    OpInfo entries draw what the catalogue's own solvers draw: no non-finite values, no
+    extremes; ops on torch's own kernels keep every special."""
+    from mpsfuzz.fuzzer.recipes import NONFINITE_SPECIALS
+    from mpsfuzz.fuzzer.strategies import example_cases
+    by_name = {s.name.removeprefix(opinfo.PREFIX): s for s in all_specs}
+    backed = {name for name, s in by_name.items() if opinfo.needs_linalg_library(opinfo._database()[name])}
+    assert {"qr", "svd", "cholesky"} <= backed, sorted(backed)
+    assert not ({"cdist", "grid_sampler_2d", "sin", "nn.functional.softmax"} & backed)
+    for name in backed:
+        assert not by_name[name].allow_nonfinite and not by_name[name].allow_specials, name
+    for name in ("cdist", "grid_sampler_2d"):
+        if name in by_name:
+            assert by_name[name].allow_nonfinite, name
+    drawn = example_cases(by_name["qr"], 60, seed=3)
+    assert drawn and not any(n in NONFINITE_SPECIALS for c in drawn for r in c.inputs for _, n in r.values.specials)
+    sampled = example_cases(by_name["cdist"], 120, seed=3)
+    assert any(n in NONFINITE_SPECIALS for c in sampled for r in c.inputs for _, n in r.values.specials)

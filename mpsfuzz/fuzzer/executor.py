@@ -478,7 +478,14 @@ def _execute(case: Case, target, oracle_names) -> dict:
                       and is_device_fault(side.outputs.message) for side in (dut, functional, contiguous))
         if before is not None and not isinstance(dut.outputs, Raised) and not faulted:
             leak = _leak_measure(case, spec, kwargs, target, before, _output_bytes(dut.outputs))
-        ref, widened = run_reference(case, spec, kwargs)
+        try:
+            # Where the DUT raised before the variant could be formed (no kernel for
+            # the dtype), CPU's result may show that it cannot be (out= aliasing an
+            # input of another shape): the case is no case, as on the DUT's side.
+            ref, widened = run_reference(case, spec, kwargs)
+        except VariantNotApplicable:
+            return {"valid": False, "unsupported": False, "unsupported_message": "",
+                    "ref_widened": False, "failures": []}
         ref_functional = None
         if functional is not None and _wants_functional(case, enabled):
             ref_functional, _ = run_reference(Case(case.op, case.inputs, case.kwargs), spec, kwargs)

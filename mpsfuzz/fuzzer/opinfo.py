@@ -46,6 +46,7 @@ from __future__ import annotations
 import json
 import math
 import random
+import re
 import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
@@ -674,12 +675,14 @@ def _make_spec(op) -> OpSpec | None:
     domain = getattr(op, "domain", None)
     has_domain = domain is not None and tuple(domain) != (None, None)
     internal = op.name.startswith(("native_", "_"))
+    backed = needs_linalg_library(op)
     return OpSpec(
         name=PREFIX + name, family=FAMILY, fn=_make_fn(name, op.op),
         shapes=_shapes_builder(name), dtypes=names,
         input_values=tuple(_values_builder(name, k) for k in range(MAX_TENSORS)),
         args=_args_builder(name),
-        allow_specials=not has_domain,
+        allow_specials=not has_domain and not backed,
+        allow_nonfinite=not backed,
         canonicalise=_first_output if internal else None,
         private_outputs_from=1 if internal else None,
         semantics=frozenset({"accumulates"}) if _is_reduction(op) else frozenset({"structure-unknown"}),
@@ -687,6 +690,20 @@ def _make_spec(op) -> OpSpec | None:
             + (" (internal op: its first output is compared; the others are saved for backward, "
                "and their dtype and values are each backend's own)" if internal else ""),
     )
+
+
+# OpInfo's decorators that skip an entry where torch was built without the external
+# linear-algebra libraries (LAPACK on CPU; MAGMA, cuSOLVER on CUDA) it calls.
+_LINALG_LIBRARY_SKIPS = re.compile(r"^skip(CPU|CUDA)IfNo(Lapack|Magma|Cusolver|Linalgsolver)")
+
+
+def needs_linalg_library(op) -> bool:
+    """Whether the entry calls an external linear-algebra library. torch documents those
+    libraries' behaviour on inf and NaN inputs as undefined (any result, an exception or
+    a crash: "Non-finite values" in torch's numerical accuracy notes), so such ops draw
+    neither non-finite values nor extremes that overflow into them, as the catalogue's
+    own solvers and decompositions (``ops/linalg.py``'s SOLVER) do."""
+    return any(_LINALG_LIBRARY_SKIPS.match(getattr(d, "__name__", "")) for d in getattr(op, "decorators", ()))
 
 
 def _first_output(inputs, out):
