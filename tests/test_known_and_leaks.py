@@ -103,3 +103,42 @@ def test_campaign_finds_a_small_leak_and_its_repro_proves_it(tmp_path):
     (finding,) = findings_in(corpus)
     assert finding["oracle"] == "leak" and finding["signature_key"][:2] == ["log1p", "leak"]
     assert_repro_proves_the_fault(finding, "log1p_leaks_output", tmp_path)
+
+
+def test_out_variants_hand_a_target_one_function_per_op_and_the_out_tensor_as_an_argument():
+    """Run 7 on cuda-compiled: 27 "leak only when writing into out=" findings, one per
+    op, none reproducible. mpsfuzz itself kept them: each out= call made a new closure
+    over its out tensor, and the compiled target cached one torch.compile wrapper per
+    function. The wrappers are now made once per op and take every tensor as an argument."""
+    import torch
+
+    from mpsfuzz.fuzzer.executor import call_variant
+    seen = []
+
+    def runner(fn, *args, **kwargs):
+        seen.append((fn, kwargs))
+        return fn(*args, **kwargs)
+
+    spec = catalogue.get("abs")
+    for variant in ("out", "out-strided", "out-alias", "method", "inplace"):
+        calls = []
+        for seed in (1, 2):
+            case = Case("abs", (TensorRecipe((3, 2), "float32", values=ValueRecipe("normal", seed)),), variant=variant)
+            call_variant(spec, case, case.materialize("cpu"), {}, runner)
+            calls.append(seen[-1])   # the variant's own call (out= first runs the functional form)
+        (first, kw1), (second, kw2) = calls
+        assert first is second, variant
+        cells = [c.cell_contents for c in (first.__closure__ or ())]
+        assert not any(isinstance(c, torch.Tensor) for c in cells), variant
+        if variant.startswith("out") and variant != "out-alias":
+            assert isinstance(kw1["out"], torch.Tensor) and kw1["out"] is not kw2["out"]
+
+
+def test_out_variants_on_a_compiled_target_keep_no_memory_per_call():
+    from mpsfuzz.targets import CompiledTarget
+    target = CompiledTarget("cpu-compiled", "cpu")
+    case = Case("abs", (TensorRecipe((64, 64), "float32", values=ValueRecipe("normal", 3)),), variant="out")
+    for _ in range(3):
+        summary = execute(case, target, ("values", "leak"))
+        assert summary["valid"] and summary["failures"] == [], summary
+    assert len(target._compiled) <= 2   # abs, and its out= wrapper: not one per call

@@ -10,6 +10,7 @@ case calls for it.
 """
 from __future__ import annotations
 
+import functools
 import gc
 import re
 import warnings
@@ -87,11 +88,34 @@ def _seed_rng(case: Case, device="cpu") -> None:
         torch.manual_seed(seed)
 
 
+# The variant wrappers are made once per op function and take every tensor as an
+# argument: a target that keeps state per function (a compiled target caches one
+# torch.compile wrapper per function) would otherwise keep one wrapper per call, and
+# with it the call's tensors (each ``out=`` tensor captured in a fresh closure was
+# kept alive: an "out= leaks" finding for every op on cuda-compiled, mpsfuzz's own).
+
+@functools.lru_cache(maxsize=None)
 def _method_caller(name: str):
     def call(*inputs, **kwargs):
         return getattr(inputs[0], name)(*inputs[1:], **kwargs)
     call.__name__ = name
     return call
+
+
+@functools.lru_cache(maxsize=None)
+def _into_self_caller(fn):
+    def into_self(*a, **k):
+        fn(*a, **k, out=a[0])
+        return a[0]
+    return into_self
+
+
+@functools.lru_cache(maxsize=None)
+def _out_caller(fn):
+    def with_out(*a, out, **k):
+        fn(*a, **k, out=out)
+        return out
+    return with_out
 
 
 def _strided_out(like: torch.Tensor, how: str) -> torch.Tensor:
@@ -138,11 +162,7 @@ def call_variant(spec, case: Case, inputs: list, kwargs: dict, runner=None, func
         if not (isinstance(functional, torch.Tensor) and isinstance(self_, torch.Tensor)
                 and functional.shape == self_.shape and functional.dtype == self_.dtype):
             raise VariantNotApplicable("out= aliasing input 0 needs a result of input 0's shape and dtype")
-
-        def into_self(*a, **k):
-            spec.fn(*a, **k, out=a[0])
-            return a[0]
-        return run(into_self, *inputs, **kwargs)
+        return run(_into_self_caller(spec.fn), *inputs, **kwargs)
     if variant.startswith("out"):
         if functional is None:
             functional = run(spec.fn, *inputs, **kwargs)
@@ -151,11 +171,7 @@ def call_variant(spec, case: Case, inputs: list, kwargs: dict, runner=None, func
             raise VariantNotApplicable("out= needs a tensor or a flat tuple of tensors")
         outs = [_strided_out(leaf, variant) for leaf in leaves]
         target = outs[0] if isinstance(functional, torch.Tensor) else tuple(outs)
-
-        def with_out(*a, **k):
-            spec.fn(*a, **k, out=target)
-            return target
-        return run(with_out, *inputs, **kwargs)
+        return run(_out_caller(spec.fn), *inputs, out=target, **kwargs)
     raise ValueError(f"unknown variant {variant!r}")
 
 
