@@ -15,6 +15,7 @@ from pathlib import Path
 from . import __version__
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
+EXIT_INTERRUPTED = 130   # 128 + SIGINT, as shells report a Ctrl-C
 DEFAULT_BUDGET = "10m"
 
 
@@ -32,9 +33,12 @@ def mostly_lost(cases_lost: int, attempted: int) -> bool:
     return cases_lost >= MIN_LOST_CASES and 2 * cases_lost > attempted
 
 
-def exit_code(*, findings: int = 0, error: bool = False, cases_lost: int = 0, attempted: int = 0) -> int:
+def exit_code(*, findings: int = 0, error: bool = False, cases_lost: int = 0, attempted: int = 0,
+              interrupted: bool = False) -> int:
     if error or mostly_lost(cases_lost, attempted):
         return EXIT_ERROR
+    if interrupted:
+        return EXIT_INTERRUPTED
     return EXIT_FINDINGS if findings else EXIT_CLEAN
 
 
@@ -478,7 +482,8 @@ def cmd_run(args, console) -> int:
             f"mpsfuzz: error: {stats.cases_lost} of {stats.attempted} cases could not be generated, run or "
             f"judged (harness errors, not findings); each with its case and traceback in {errors.path}",
             highlight=False, markup=False, soft_wrap=True)
-    return exit_code(findings=stats.new_findings, cases_lost=stats.cases_lost, attempted=stats.attempted)
+    return exit_code(findings=stats.new_findings, cases_lost=stats.cases_lost, attempted=stats.attempted,
+                     interrupted=result.stopped_because == "interrupted")
 
 
 def cmd_replay(args, console) -> int:
@@ -589,6 +594,9 @@ def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
     from .corpus.store import CorpusWriteError
+    # A terminal's width is its own (or COLUMNS); a log (no terminal) is 160 columns wide
+    # whatever COLUMNS says (pytest-xdist sets 80). rich honours NO_COLOR, and writes no
+    # colour codes or redraws where it is no terminal.
     console = Console() if sys.stdout.isatty() else Console(width=160)
     err = Console(stderr=True)
     try:
@@ -605,7 +613,7 @@ def main(argv: list[str] | None = None) -> int:
         return exit_code(error=True)
     except KeyboardInterrupt:
         err.print("mpsfuzz: interrupted", highlight=False)
-        return exit_code(error=True)
+        return exit_code(interrupted=True)
     except Exception as exc:  # an mpsfuzz bug: one line on stderr, details in a file
         log = Path("mpsfuzz-internal-error.log")
         log.write_text(traceback.format_exc())

@@ -577,22 +577,26 @@ class Campaign:
             localisation=result.localisation if result is not None else None)
         path, new = self.corpus.record(finding)
         self.known.append(KnownBug.of(finding))
-        if new and self.confirm is not None and not finding.flaky:
-            try:
-                record = self.confirm(finding)
-            except CorpusWriteError:
-                raise
-            except Exception as exc:  # the finding stays, unverified
-                self.harness_error("report", case.op, case, exc)
-                record = None
-            if record is not None:
-                finding.repro = record
-                self.corpus.update(path, lambda f: setattr(f, "repro", record))
-        if new:
-            self._count(finding.status, +1)
-        self.stats.minimise_s += result.seconds if result is not None else 0.0
-        self.recorded.append((finding, path, new))
-        self.emit(FindingRecorded(finding, path, new))
+        try:
+            if new and self.confirm is not None and not finding.flaky:
+                try:
+                    record = self.confirm(finding)
+                except CorpusWriteError:
+                    raise
+                except Exception as exc:  # the finding stays, unverified
+                    self.harness_error("report", case.op, case, exc)
+                    record = None
+                if record is not None:
+                    finding.repro = record
+                    self.corpus.update(path, lambda f: setattr(f, "repro", record))
+        finally:
+            # Also when a Ctrl-C stops the verification: the finding is on disk, so the
+            # run's summary and counts must show it (its repro stays unverified).
+            if new:
+                self._count(finding.status, +1)
+            self.stats.minimise_s += result.seconds if result is not None else 0.0
+            self.recorded.append((finding, path, new))
+            self.emit(FindingRecorded(finding, path, new))
         if new:
             self._fold_special_cases(finding, path)
 

@@ -15,6 +15,7 @@ import faulthandler
 import json
 import multiprocessing
 import os
+import signal
 import sys
 import tempfile
 import time
@@ -79,6 +80,9 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
     faulthandler.enable()
+    # A Ctrl-C at the terminal reaches the whole process group: the campaign decides
+    # what an interrupt means (summary, findings kept), never a worker dying of it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.update(env)
     if compile_state is not None:
         _watch_compilation(compile_state)

@@ -11,9 +11,9 @@ from rich.text import Text
 
 from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError,
                       Notice, Stats)
-from .corpus_views import reproducibility_words
+from .corpus_views import ByWidth, narrow_rows, reproducibility_words, short_why
 
-NON_TTY_EVERY_S = 15.0
+NON_TTY_EVERY_S = 30.0
 # Harness errors are noted on the console the first time each (stage, op, error type)
 # shows, up to this many notes; all of them go to the errors log.
 HARNESS_NOTES = 12
@@ -75,15 +75,19 @@ class ConsoleReporter:
             f = event.finding
             self._findings += event.new and f.status == "new"
             label = (f.status if f.status != "new" else "new") if event.new else "seen before"
-            self._print(Text.assemble(("  finding ", "bold red" if event.new else "yellow"),
-                                      (f"[{label}] ", ""), (f.title, ""), (f"  -> {event.path}", "dim")))
+            head = Text.assemble(("  finding ", "bold red" if event.new else "yellow"),
+                                 (f"[{label}] ", ""), (f.title, ""), (f"  -> {event.path}", "dim"))
             why = f.explanation_text or _flaky_words(f)
-            if why:
-                self._print(Text(f"      {why}", style="dim"))
-            if event.new and isinstance(f.repro, dict):
-                self._print(Text(f"      repro: {repro_words(f.repro)}", style="dim"))
+            repro = f"repro: {repro_words(f.repro)}" if event.new and isinstance(f.repro, dict) else ""
+            if self.live_enabled:
+                self._print(head)
+                for line in (why, repro):
+                    if line:
+                        self._print(Text(f"      {line}", style="dim"))
+            else:  # a log: one line per event, never wrapped
+                self._print(Text(" | ").join([head] + [Text(x) for x in (why, repro) if x]), soft_wrap=True)
         elif isinstance(event, Notice):
-            self._print(Text(f"  note: {event.message}", style="dim"))
+            self._print(Text(f"  note: {event.message}", style="dim"), soft_wrap=not self.live_enabled)
         elif isinstance(event, HarnessError):
             self._harness += 1
             key = (event.stage, event.op, event.error.split(":", 1)[0])
@@ -103,8 +107,9 @@ class ConsoleReporter:
             self._live.stop()
             self._live = None
 
-    def _print(self, renderable) -> None:
-        (self._live.console if self._live else self.console).print(renderable, highlight=False)
+    def _print(self, renderable, *, soft_wrap: bool = False) -> None:
+        (self._live.console if self._live else self.console).print(renderable, highlight=False,
+                                                                   soft_wrap=soft_wrap)
 
     def _status(self) -> Text:
         elapsed = max(time.monotonic() - self._start, 1e-9)
@@ -120,7 +125,7 @@ class ConsoleReporter:
             self._live.update(self._status())
         elif time.monotonic() - self._last_print >= NON_TTY_EVERY_S:
             self._last_print = time.monotonic()
-            self.console.print(self._status(), highlight=False)
+            self.console.print(self._status(), highlight=False, soft_wrap=True)
 
     def summary(self, event: CampaignFinished) -> None:
         s: Stats = event.stats
@@ -186,10 +191,13 @@ def _flaky_words(finding) -> str:
     return f"flaky: {words}" if words else ""
 
 
-def findings_table(rows, title: str = "findings") -> Table:
-    table = Table(title=title)
+def findings_table(rows, title: str = "findings") -> ByWidth:
+    """The run's findings: a table on a wide terminal, one line per finding (and its
+    explanation and file indented below) on a narrow one."""
+    table = Table(title=Text(title))
     for column in ("op", "variant", "oracle", "status", "dtype", "layout", "why", "corpus file"):
         table.add_column(column, overflow="fold")
+    narrow = []
     for finding, path, new in rows:
         trig = finding.to_json()["trigger"]
         first = (finding.failure.message.strip().splitlines() or [""])
@@ -197,10 +205,13 @@ def findings_table(rows, title: str = "findings") -> Table:
         status = finding.status + ("" if new else ", seen before")
         if finding.known:
             status += f" {finding.known.get('link', '')}"
-        table.add_row(finding.op, finding.case.variant, finding.oracle, status, ",".join(trig["dtypes"]),
-                      ",".join(trig["layouts"]), finding.explanation_text or _flaky_words(finding) or line[:100],
-                      Path(path).name)
-    return table
+        why = finding.explanation_text or _flaky_words(finding) or line[:100]
+        table.add_row(*(Text(str(x)) for x in (finding.op, finding.case.variant, finding.oracle, status,
+                                                ",".join(trig["dtypes"]), ",".join(trig["layouts"]), why,
+                                                Path(path).name)))
+        narrow.append((Text(status), (finding.op, finding.case.variant, finding.oracle), short_why(why),
+                       (why, f"{','.join(trig['dtypes'])}; {','.join(trig['layouts'])}: {Path(path).name}")))
+    return ByWidth(table, narrow_rows(Text(title, style="italic"), narrow))
 
 
 def replay_table(results) -> Table:

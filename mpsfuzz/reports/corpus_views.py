@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from rich.console import Group
+from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
@@ -21,6 +22,51 @@ _RESULT_STYLES = {"still-fails": "red", "fixed": "green", "changed": "yellow", "
 
 def _t(value, style: str = "") -> Text:
     return Text(str(value), style=style)
+
+
+# From this many columns the full tables read (no cell wrapped to a word per line);
+# narrower terminals get one line per row with its details indented below.
+WIDE_COLUMNS = 120
+
+
+class ByWidth:
+    """A table where the console is wide enough for it, else its narrow layout: chosen
+    when rendered, from the width the console (or the enclosing renderable) offers."""
+
+    def __init__(self, wide, narrow, *, min_width: int = WIDE_COLUMNS):
+        self.wide, self.narrow, self.min_width = wide, narrow, min_width
+
+    def __rich_console__(self, console, options):
+        yield self.wide if options.max_width >= self.min_width else self.narrow
+
+
+def narrow_rows(title, rows) -> Group:
+    """The narrow layout: per row one line that never wraps (``heads``: the columns that
+    identify it, then a short why; cut with an ellipsis where too long) and, indented
+    below, its details (an explanation, a file) wrapped to the width."""
+    parts: list = [title if isinstance(title, Text) else Text(str(title), style="italic")]
+    for status, heads, short, details in rows:
+        line = Text(no_wrap=True, overflow="ellipsis")
+        line.append_text(status if isinstance(status, Text) else Text(str(status)))
+        for head in heads:
+            line.append("  " + str(head))
+        if short:
+            line.append("  " + short, style="dim")
+        parts.append(line)
+        below = [d for d in details if d]
+        if below:
+            parts.append(Padding(Text("\n".join(below)), (0, 0, 0, 4), expand=False))
+    return Group(*parts)
+
+
+def short_why(text: str) -> str:
+    """The symptom of an explanation, without its conditions: "wrong values" of "wrong
+    values only when `input` is ...; all float dtypes"."""
+    head = text.split(";", 1)[0]
+    for cut in (" only when ", " whatever ", " when "):
+        if cut in head:
+            return head.split(cut, 1)[0]
+    return head
 
 
 def reproducibility_words(finding) -> str:
@@ -62,7 +108,11 @@ def findings_list(rows: list[tuple[Path, object]], title: str) -> Table:
     for path, f in rows:
         table.add_row(status_text(f), _t(f.op), _t(f.case.variant), _t(f.oracle), _t(f.times_seen),
                       _t(", ".join(f.torch_versions)), _t(why(f)), _t(Path(path).name))
-    return table
+    narrow = narrow_rows(_t(title, "italic"), [
+        (status_text(f), (f.op, f.case.variant, f.oracle), short_why(why(f)),
+         (why(f), f"seen {f.times_seen}, torch {', '.join(f.torch_versions)}: {Path(path).name}"))
+        for path, f in rows])
+    return ByWidth(table, narrow)
 
 
 def bug_status_text(bug) -> Text:
@@ -82,7 +132,13 @@ def bugs_list(bugs, title: str) -> Table:
         kernel = _t("\n".join(b.kernels)) if b.kernel else _t(f"- ({b.reason})", "dim")
         table.add_row(bug_status_text(b), kernel, _t("\n".join(b.affects())), _t(", ".join(b.oracles)),
                       _t(len(b.findings)), _t(b.explanation), _t(b.id))
-    return table
+    narrow = narrow_rows(_t(title, "italic"), [
+        (bug_status_text(b), (", ".join(b.ops), ", ".join(b.oracles), ", ".join(b.kernels) if b.kernel else "-"),
+         short_why(b.explanation),
+         (b.explanation, f"affects {'; '.join(b.affects())}",
+          f"{len(b.findings)} finding(s), bug {b.id}" + ("" if b.kernel else f" ({b.reason})")))
+        for b in bugs])
+    return ByWidth(table, narrow)
 
 
 def call_words(call: dict | None) -> str:

@@ -15,7 +15,7 @@ class EnvironmentCapture:
         try:
             self._process = subprocess.Popen([sys.executable, "-W", "ignore", "-m", "torch.utils.collect_env"],
                                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-                                             stdin=subprocess.DEVNULL, text=True)
+                                             stdin=subprocess.DEVNULL, text=True, start_new_session=True)
         except OSError as exc:
             self._process = None
             self._text = f"(collect_env could not run: {exc})"

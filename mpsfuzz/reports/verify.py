@@ -129,7 +129,10 @@ def run_and_judge(script, *, target_spec: str, timeout_s: float = 60.0, env: dic
         path.write_text(script.text)
         try:
             done = subprocess.run(command_for(path, target_spec), cwd=tmp, env=environment, capture_output=True,
-                                  text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+                                  text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
+                                  # its own session: a Ctrl-C at the terminal stops mpsfuzz
+                                  # (which then kills this run), never makes a script "fail"
+                                  start_new_session=True)
         except OSError as exc:  # no interpreter to run it with
             return Verdict(None, f"not verified here: cannot start the interpreter: {exc}")
         except subprocess.TimeoutExpired as exc:

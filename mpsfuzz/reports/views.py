@@ -13,7 +13,7 @@ from rich.console import Console, Group
 from rich.table import Table
 from rich.text import Text
 
-from .corpus_views import STATUS_STYLES
+from .corpus_views import STATUS_STYLES, ByWidth, narrow_rows, short_why
 from .html import html_page
 from .json_report import json_text
 from .markdown import markdown
@@ -31,29 +31,38 @@ def _status_cell(entry) -> Text:
     return text
 
 
-def family_table(family: str, entries) -> Table:
-    table = Table(title=Text(family_heading(family, entries)), title_justify="left")
+def family_table(family: str, entries) -> ByWidth:
+    title = Text(family_heading(family, entries))
+    table = Table(title=title, title_justify="left")
     for column in ("op", "oracle", "status", "seen", "explanation", "path"):
         table.add_column(column, overflow="fold", justify="right" if column == "seen" else "left",
                          no_wrap=column == "status")
     for e in entries:
         table.add_row(Text(e.finding.op), Text(e.finding.oracle), _status_cell(e), Text(str(e.finding.times_seen)),
                       Text(e.why), Text(str(e.path)))
-    return table
+    narrow = [(Text(e.label, style=STATUS_STYLES.get(e.status, "")), (e.finding.op, e.finding.case.variant,
+                                                                      e.finding.oracle),
+               short_why(e.why), (e.why, e.known_link or "", f"seen {e.finding.times_seen}: {e.path}"))
+              for e in entries]
+    return ByWidth(table, narrow_rows(title, narrow))
 
 
-def bugs_table(report: Report) -> Table:
+def bugs_table(report: Report) -> ByWidth:
     """One row per bug: status, the kernel, the public ops and variants it affects,
     oracles, its findings' files."""
     table = Table(title=Text(f"bugs: {len(report.bugs)} (findings localised to one kernel with matching "
                              "conditions are one bug)"), title_justify="left")
     for column in ("status", "kernel", "affects", "oracles", "explanation", "findings"):
         table.add_column(column, overflow="fold", no_wrap=column == "status")
+    narrow = []
     for b in report.bugs:
         status = Text(b.status, style=STATUS_STYLES.get(b.status, ""))
         table.add_row(status, Text(bug_kernel_words(b)), Text("\n".join(b.affects())), Text(", ".join(b.oracles)),
                       Text(b.explanation), Text("\n".join(str(p) for p, _ in b.findings)))
-    return table
+        narrow.append((status, (", ".join(b.ops), ", ".join(b.oracles)), short_why(b.explanation),
+                       (b.explanation, bug_kernel_words(b), "affects " + "; ".join(b.affects()),
+                        *(str(p) for p, _ in b.findings))))
+    return ByWidth(table, narrow_rows(table.title, narrow))
 
 
 def terminal_view(report: Report) -> Group:
