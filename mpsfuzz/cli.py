@@ -137,6 +137,8 @@ def build_parser() -> argparse.ArgumentParser:
     ops.add_argument("--seed", type=_positive_int("--seed"), default=0, help="with --stats: the seed")
 
     sub.add_parser("oracles", help="list the oracles (all are enabled by default)")
+    doctor = sub.add_parser("doctor", help="what this machine can test: torch, targets, devices, dtypes, corpus")
+    doctor.add_argument("--corpus", default="mpsfuzz-corpus", help="corpus folder to count (default ./mpsfuzz-corpus)")
 
     replay = sub.add_parser("replay", help="re-run findings and say which still fail")
     replay.add_argument("paths", nargs="+", help="finding files or corpus folders")
@@ -393,6 +395,20 @@ def _ops_stats(args, console, fams) -> int:
     return EXIT_CLEAN
 
 
+def cmd_doctor(args, console) -> int:
+    from rich.table import Table
+    from rich.text import Text
+
+    from .reports.doctor import rows
+    table = Table.grid(padding=(0, 2))
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(overflow="fold")
+    for label, value in rows(Path(args.corpus)):
+        table.add_row(Text(label), Text(value))
+    console.print(table)
+    return EXIT_CLEAN
+
+
 def cmd_oracles(args, console) -> int:
     from rich.table import Table
 
@@ -602,10 +618,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
-            raise UsageError("a command is required: run, ops, oracles, replay, corpus, report or repro "
+            raise UsageError("a command is required: run, ops, oracles, replay, corpus, report, repro or doctor "
                              "(see mpsfuzz --help)")
         handler = {"run": cmd_run, "ops": cmd_ops, "oracles": cmd_oracles, "replay": cmd_replay,
-                   "corpus": cmd_corpus, "report": cmd_report, "repro": cmd_repro}[args.command]
+                   "corpus": cmd_corpus, "report": cmd_report, "repro": cmd_repro,
+                   "doctor": cmd_doctor}[args.command]
         return handler(args, console)
     except (UsageError, CorpusWriteError) as exc:
         # CorpusWriteError: a full disk or an unwritable corpus; what is on disk is kept.

@@ -146,3 +146,24 @@ def test_a_log_gets_plain_lines_and_ctrl_c_exits_130_keeping_the_finding(tmp_pat
         assert path.name in out, out     # the summary lists what is on disk
     events = [line for line in out.splitlines() if line.lstrip().startswith("finding [")]
     assert events and all("->" in line for line in events)   # one line per finding event
+
+
+def test_doctor_names_torch_the_chosen_target_and_the_corpus(tmp_path):
+    import torch
+
+    from mpsfuzz.targets import best_available
+    root = _corpus(tmp_path)
+    done = subprocess.run([sys.executable, "-m", "mpsfuzz", "doctor", "--corpus", str(root)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert f"torch {torch.__version__}" in out
+    chosen = next(line for line in out.splitlines() if "<- `mpsfuzz run` tests this one" in line)
+    assert best_available() in chosen and "available" in chosen
+    assert "OpInfo database" in out and "3 finding(s)" in out
+    assert "CPU reference lacks" in out
+
+
+def test_issue_drafts_point_to_doctor():
+    from mpsfuzz.reports.issue import TOOL_NOTE
+    assert "mpsfuzz doctor" in TOOL_NOTE
