@@ -487,3 +487,84 @@ def test_terms_of_an_op_of_unknown_structure_are_as_large_as_its_largest_element
     case = Case("test.halve", (_recipe((5,), "bfloat16", seed=7),))
     assert execute(case, Nudges(4), DEFAULT)["failures"] == []
     assert [f["oracle"] for f in execute(case, Nudges(256), DEFAULT)["failures"]] == ["values"]
+
+
+# -- gradients at non-finite input elements --------------------------------------------------
+
+class EluBackwardBranchesOnNan(_CpuTarget):
+    """CUDA's elu backward: ``x <= 0 ? ... : grad * scale``, so a NaN input takes the
+    positive branch and gets the upstream gradient (eager CPU's vectorised loop gives NaN,
+    its scalar tail the upstream gradient: pytorch/pytorch#195075). ``also_finite``
+    corrupts a finite position too: a real bug the rule must not excuse."""
+
+    name = "elu-branches-on-nan"
+
+    def __init__(self, also_finite: bool = False):
+        self.also_finite = also_finite
+
+    def run(self, fn, *args, **kwargs):
+        from torch.utils._python_dispatch import TorchDispatchMode
+        target = self
+
+        class Mode(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, a=(), k=None):
+                out = func(*a, **(k or {}))
+                if func is torch.ops.aten.elu_backward.default:
+                    grad_output, x = a[0], a[-1]
+                    out = torch.where(torch.isnan(x), grad_output, out)
+                    if target.also_finite:
+                        out = out.clone()
+                        out.view(-1)[-1] += 1.0
+                return out
+        with Mode():
+            return fn(*args, **kwargs)
+
+
+def _celu_grad_case():
+    values = ValueRecipe("normal", 5, specials=((0, "nan"),))
+    return Case("celu", (TensorRecipe((7, 5), "float32", values=values),), variant="grad")
+
+
+def test_a_gradient_that_differs_only_at_a_nan_input_element_is_no_finding():
+    summary = execute(_celu_grad_case(), EluBackwardBranchesOnNan(), ("values", "grads", "arbiter"))
+    assert summary["failures"] == [] and "no convention" in (summary["grad_undefined"] or ""), summary
+
+
+def test_a_gradient_also_wrong_at_a_finite_element_is_still_found():
+    summary = execute(_celu_grad_case(), EluBackwardBranchesOnNan(also_finite=True), ("values", "grads", "arbiter"))
+    assert [f["oracle"] for f in summary["failures"]] == ["grads"], summary
+
+
+# -- decompositions: a factor is determined only as a whole ----------------------------------
+
+def test_a_factor_with_an_undetermined_element_gets_no_verdict_as_a_whole():
+    """Run 7: OpInfo's lu of a stride-0 expanded (rank-1) complex64 matrix. CPU's second
+    column is exact zeros, CUDA's rounding noise picked a pivot: both factor A; float64
+    moved by as much as the element itself under roundoff-sized moves there, and every
+    element that depends on that free direction differs."""
+    truth = _t(1.0, 0.5, 0.0, dtype=torch.float64)
+    dut, cpu = _t(1.0, 0.9, 0.3), _t(1.0, 0.5, 0.0)
+    moved = [_t(1.0, 0.5, 0.2, dtype=torch.float64)]
+    assert judge_leaf(dut, cpu, truth, 1e-5, rtol=1.3e-6, perturbed=moved)[0] == "dut-wrong"
+    got, numbers = judge_leaf(dut, cpu, truth, 1e-5, rtol=1.3e-6, perturbed=moved, whole=True)
+    assert got == "ill-conditioned" and numbers["undetermined_factor"]
+
+
+def test_a_wrong_element_of_a_determined_factor_is_still_wrong_as_a_whole():
+    truth = _t(1.0, 0.5, 0.25, dtype=torch.float64)
+    moved = [_t(1.0, 0.5 + 1e-9, 0.25, dtype=torch.float64)]
+    got, _ = judge_leaf(_t(1.0, 0.9, 0.25), _t(1.0, 0.5, 0.25), truth, 1e-5, rtol=1.3e-6, perturbed=moved,
+                        whole=True)
+    assert got == "dut-wrong"
+
+
+def test_opinfo_decompositions_are_judged_as_a_whole():
+    from mpsfuzz.fuzzer import opinfo
+    ok, why = opinfo.available()
+    if not ok:
+        if os.environ.get("MPSFUZZ_REQUIRE_OPINFO"):
+            raise AssertionError(why)
+        pytest.skip(why)
+    specs = {s.name: s for s in opinfo.specs(set(catalogue.all_ops()))}
+    assert "determined-as-a-whole" in specs["opinfo:lu"].semantics
+    assert "determined-as-a-whole" not in specs["opinfo:cdist"].semantics

@@ -62,8 +62,12 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 #                           and sin alike): half-precision results get the accumulation
 #                           bound for the estimated number of terms, scaled by the result's
 #                           own magnitude (the op on |inputs| means nothing for sin)
+#   determined-as-a-whole   an output is determined only as a whole (the factors of a
+#                           decomposition, as OpInfo's LAPACK-backed ops return them: no
+#                           canonical form): where float64 leaves any element of it
+#                           undetermined (a rank-deficient input), none gets a verdict
 SEMANTICS = ("mixed_dtypes_sometimes", "ties_unspecified", "undefined-values", "random", "order-dependent",
-             "accumulates", "structure-unknown")
+             "accumulates", "structure-unknown", "determined-as-a-whole")
 
 # How an op can be called besides ``fn(*tensors, **kwargs)``; a Case names one of these.
 # ``out-alias`` passes input 0 itself as ``out=`` (where the result has its shape and

@@ -685,7 +685,8 @@ def _make_spec(op) -> OpSpec | None:
         allow_nonfinite=not backed,
         canonicalise=_first_output if internal else None,
         private_outputs_from=1 if internal else None,
-        semantics=frozenset({"accumulates"}) if _is_reduction(op) else frozenset({"structure-unknown"}),
+        semantics=(frozenset({"accumulates"}) if _is_reduction(op) else frozenset({"structure-unknown"}))
+        | (frozenset({"determined-as-a-whole"}) if backed else frozenset()),
         doc=f"OpInfo {name}: its sample inputs as templates (layouts, dtypes and values fuzzed)"
             + (" (internal op: its first output is compared; the others are saved for backward, "
                "and their dtype and values are each backend's own)" if internal else ""),

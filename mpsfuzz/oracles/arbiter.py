@@ -152,6 +152,16 @@ def _deviation(x: torch.Tensor, truth: torch.Tensor) -> torch.Tensor:
     return torch.where(both_nan | (~finite & (x == truth)), torch.zeros((), dtype=torch.float64), diff)
 
 
+def _undetermined(truth: torch.Tensor, tol: torch.Tensor, perturbed: list) -> torch.Tensor:
+    """Positions where float64 moves past ``tol``, and by as much as the result itself,
+    when the inputs move by one unit of roundoff: not even the leading digit is set."""
+    sensitivity = torch.zeros_like(truth, dtype=torch.float64)
+    for p in perturbed:
+        if p.shape == truth.shape:
+            sensitivity = torch.maximum(sensitivity, _deviation(p, truth))
+    return (sensitivity > tol) & (sensitivity >= truth.abs().nan_to_num(0.0, posinf=math.inf, neginf=math.inf))
+
+
 def _ill_conditioned(d: torch.Tensor, truth: torch.Tensor, tol: torch.Tensor, perturbed: list, *,
                      factor: float = MULTIPLIER) -> torch.Tensor:
     """Positions where the result is not determined by the inputs to within the
@@ -191,7 +201,8 @@ def _nonfinite_verdicts(d, c, truth, d_ok, *, independent: bool, explicit_nan: b
 
 def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: float, *, rtol: float = 0.0,
                overflow: bool = False, magnitude: torch.Tensor | None = None, summands: int = 1,
-               perturbed: list | None = None, explicit_nan: bool = False) -> tuple[str, dict]:
+               perturbed: list | None = None, explicit_nan: bool = False,
+               whole: bool = False) -> tuple[str, dict]:
     """'dut-wrong', 'cpu-wrong', 'both-close', 'within-bound', 'overflow' or
     'ill-conditioned' for one output, with the numbers.
 
@@ -200,7 +211,9 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
     intermediates explain are excused. ``perturbed``: the float64 result for inputs
     moved by one unit of roundoff; positions where it differs from float64's by more
     than the tolerance are ill-conditioned (no verdict there). Low-precision outputs are
-    held to the accumulation bound for ``summands`` terms of ``magnitude``."""
+    held to the accumulation bound for ``summands`` terms of ``magnitude``. ``whole``: the
+    output is determined only as a whole (a factor of a decomposition): where float64
+    leaves any of its elements undetermined (a rank-deficient input), none gets a verdict."""
     wide = torch.complex128 if cpu.is_complex() else torch.float64
     truth = exact.to(cpu.dtype).to(wide).reshape(-1)  # rounded to the output dtype
     d, c = dut.to(wide).reshape(-1), cpu.to(wide).reshape(-1)
@@ -221,6 +234,12 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
     if perturbed:
         ill = _ill_conditioned(d, truth, tol, [p.to(cpu.dtype).to(wide).reshape(-1) for p in perturbed],
                                factor=MULTIPLIER * (2 + summands))
+        if whole and bool(_undetermined(truth, tol, [p.to(cpu.dtype).to(wide).reshape(-1)
+                                                     for p in perturbed]).any()):
+            # One free direction (a second column of an LU or QR of a rank-1 matrix)
+            # makes every element that depends on it arbitrary, determined or not.
+            ill = torch.ones_like(mismatch)
+            numbers["undetermined_factor"] = True
         excused |= mismatch & ill & ~d_ok
         numbers["ill_conditioned_positions"] = int((mismatch & ill & ~d_ok).sum())
     wrong_nf = torch.zeros_like(mismatch)
@@ -346,6 +365,7 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
     # An op of unknown structure may accumulate: the estimated number of terms, with the
     # result's own magnitude (no run on |inputs|: for a non-linear op it means nothing).
     unknown_structure = "structure-unknown" in obs.spec.semantics
+    whole = "determined-as-a-whole" in obs.spec.semantics
     magnitudes = (_abs_float64_outputs(obs) or []) if accumulates and not grads else None
     # How large the partial sums and products may grow: magnitudes floored at 1, so that a
     # zero met late does not hide the overflow before it.
@@ -382,7 +402,7 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
                                    magnitude=magnitude,
                                    summands=n,
                                    perturbed=leaf_perturbed,
-                                   explicit_nan=explicit_nan))
+                                   explicit_nan=explicit_nan, whole=whole))
     if not verdicts:
         return "undecided", {"reason": "no floating output to arbitrate"}
     for wanted in ("dut-wrong", "cpu-wrong"):
