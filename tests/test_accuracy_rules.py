@@ -568,3 +568,31 @@ def test_opinfo_decompositions_are_judged_as_a_whole():
     specs = {s.name: s for s in opinfo.specs(set(catalogue.all_ops()))}
     assert "determined-as-a-whole" in specs["opinfo:lu"].semantics
     assert "determined-as-a-whole" not in specs["opinfo:cdist"].semantics
+
+
+# -- an in-place op CPU broadcasts self for ---------------------------------------------------
+
+class RefusesInPlace(_CpuTarget):
+    """A target that refuses every in-place call (as Inductor refused ``addbmm_`` into a
+    0-d self: "expand: the requested shape has too few dimensions")."""
+
+    name = "refuses-in-place"
+
+    def run(self, fn, *args, **kwargs):
+        if getattr(fn, "__name__", "").endswith("_"):
+            raise RuntimeError("expand: the requested shape has too few dimensions!")
+        return fn(*args, **kwargs)
+
+
+def test_cpu_resizing_self_in_place_is_cpus_bug_not_the_targets():
+    """Run 9 (cuda-compiled): eager ``addbmm_`` turns a 0-d self into the (1, 2) result,
+    where ``add_`` raises "output with shape [] doesn't match the broadcast shape"."""
+    small = dict(dtype="int64", values=ValueRecipe("small_int", 1))
+    case = Case("addbmm", (TensorRecipe((), **small), TensorRecipe((2, 1, 1), **small),
+                           TensorRecipe((2, 1, 2), **small)), variant="inplace")
+    failures = execute(case, RefusesInPlace(), ("errors",))["failures"]
+    assert [(f["kind"], f["blame"]) for f in failures] == [("ref-resizes-self", "cpu")], failures
+    same_shape = Case("addbmm", (TensorRecipe((1, 2), **small), TensorRecipe((2, 1, 1), **small),
+                                 TensorRecipe((2, 1, 2), **small)), variant="inplace")
+    failures = execute(same_shape, RefusesInPlace(), ("errors",))["failures"]
+    assert [(f["kind"], f["blame"]) for f in failures] == [("dut-raises", "target")], failures

@@ -13,6 +13,7 @@ bounds check (``ref-raises``, a bug).
 """
 from __future__ import annotations
 
+import math
 import re
 
 import torch
@@ -44,6 +45,17 @@ def check_errors(obs: Observation) -> Failure | None:
         # illegal access) kills the context instead of raising a clean error.
         return device_fault_failure(obs.spec.name, obs.target_name, obs.dut)
     if dut_raised and not ref_raised and not obs.dut.unsupported:
+        resized = _inplace_resized_self(obs)
+        if resized is not None:
+            # CPU is the one in the wrong: an in-place op may not change self's shape
+            # (``add_`` refuses: "output with shape [] doesn't match the broadcast
+            # shape"). The target refusing it is right; eager CPU's bug is listed apart.
+            return Failure(
+                oracle="errors", kind="ref-resizes-self", severity="medium", blame="cpu",
+                title=f"`{obs.spec.name}` (in-place form) resizes self on CPU instead of raising",
+                message=f"CPU's in-place call turned self of shape {resized[0]} into shape {resized[1]}; "
+                        f"{obs.target_name} raised {obs.dut.type}: {obs.dut.message}",
+                dedup_key=("ref-resizes-self",))
         return Failure(
             oracle="errors", kind="dut-raises", severity="high",
             title=f"`{obs.spec.name}` raises {obs.dut.type} on {obs.target_name} but works on CPU",
@@ -52,6 +64,23 @@ def check_errors(obs: Observation) -> Failure | None:
     if ref_raised and not dut_raised and not obs.ref.unsupported:
         return _accepted_where_cpu_rejects(obs)
     return None
+
+
+def _inplace_resized_self(obs: Observation) -> tuple[tuple, tuple] | None:
+    """(self's shape, CPU's result shape) where CPU's in-place call broadcast self to a
+    larger shape (in-place shape ops such as ``unsqueeze_`` keep the element count)."""
+    if obs.case.variant != "inplace" or not obs.case.inputs:
+        return None
+    before = tuple(obs.case.inputs[0].shape)
+    after = flatten_outputs(obs.ref)
+    if len(after) != 1 or not isinstance(after[0], torch.Tensor):
+        return None
+    shape = tuple(after[0].shape)
+    try:
+        broadcast = torch.broadcast_shapes(before, shape) == torch.Size(shape)
+    except RuntimeError:
+        return None
+    return (before, shape) if broadcast and math.prod(shape) > math.prod(before) else None
 
 
 def device_fault_failure(op: str, target_name: str, raised: Raised) -> Failure:
