@@ -321,7 +321,7 @@ def _list_bugs(args, found, console, print_json) -> int:
 def cmd_ops(args, console) -> int:
     from rich.table import Table
 
-    from .fuzzer import catalogue
+    from .generation import catalogue
     fams = catalogue.families()
     if args.family and args.family not in fams:
         raise UsageError(f"--family={args.family!r}: unknown family; families are {', '.join(fams)}")
@@ -349,7 +349,7 @@ def cmd_ops(args, console) -> int:
 def _ops_stats(args, console, fams) -> int:
     from rich.table import Table
 
-    from .fuzzer import catalogue, validity
+    from .generation import catalogue, validity
     if args.cases < 1:
         raise UsageError(f"--cases={args.cases}: must be >= 1")
     if args.selection is not None:
@@ -417,15 +417,15 @@ def cmd_run(args, console) -> int:
 
     from .corpus.known import KnownTableError
     from .corpus.store import Corpus
-    from .fuzzer import catalogue
-    from .fuzzer.engine import Campaign, CampaignConfig
-    from .fuzzer.worker import WorkerStartError
+    from .generation import catalogue
+    from .campaign.engine import Campaign, CampaignConfig
+    from .execution.worker import WorkerStartError
     from .oracles import select as select_oracles
     from .reports.console import ConsoleReporter
     from .reports.error_log import ErrorLog
     from .reports.repro_writer import ReproWriter
     from .reports.run_log import RunLog
-    from .targets import BUILTIN, TargetError, best_available, load_target
+    from .execution.targets import BUILTIN, TargetError, best_available, load_target
 
     budget = parse_duration(args.budget) if args.budget else (
         None if args.max_cases is not None else parse_duration(DEFAULT_BUDGET))

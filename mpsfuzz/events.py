@@ -45,7 +45,7 @@ class Notice:
 #   execute   running it (the worker pool raised; the executor or an oracle raised in the
 #             worker: its "internal" reply)
 #   judge     judging it in the driver (process oracles, known-failure matching)
-#   triage    re-running, reducing, explaining a failure (fuzzer/triage.py)
+#   triage    re-running, reducing, explaining a failure (triage/pipeline.py)
 #   record    storing a finding (other than a corpus that cannot be written)
 #   report    a listener (repro writer, console, run log) raised on an event
 #   hypothesis  Hypothesis raised something that carries no finding (or anything else

@@ -68,8 +68,8 @@ class _Session:
 
     def pool(self, spec: str):
         if spec not in self.pools:
-            from .fuzzer.worker import WorkerPool, WorkerStartError
-            from .targets import TargetError
+            from .execution.worker import WorkerPool, WorkerStartError
+            from .execution.targets import TargetError
             try:
                 self.pools[spec] = WorkerPool(spec, timeout_s=self.timeout_s)
             except (TargetError, WorkerStartError) as exc:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from mpsfuzz.fuzzer import catalogue
+from mpsfuzz.generation import catalogue
 
 
 @pytest.fixture

@@ -15,13 +15,15 @@ import pytest
 import torch
 from hypothesis import HealthCheck, find, settings
 
-from mpsfuzz.fuzzer import ablation, catalogue, edits, executor, strategies
-from mpsfuzz.fuzzer.probe import PASSES, SAME, Outcome
-from mpsfuzz.fuzzer.recipes import Alias, Case, Layout, TensorRecipe, ValueRecipe
-from mpsfuzz.fuzzer.reduce import cost, reduce_case
+from mpsfuzz.execution import executor
+from mpsfuzz.generation import catalogue, strategies
+from mpsfuzz.generation.recipes import Alias, Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import Failure, all_oracles
 from mpsfuzz.reports.repro import input_lines
 from mpsfuzz.testing.faults import FaultTarget
+from mpsfuzz.triage import ablation, edits
+from mpsfuzz.triage.probe import PASSES, SAME, Outcome
+from mpsfuzz.triage.reduce import cost, reduce_case
 
 from test_fault_campaigns import FAULT_TARGET, assert_repro_proves_the_fault, findings_in, mpsfuzz
 
@@ -343,8 +345,8 @@ def test_layout_repro_gives_aliased_inputs_copies_of_their_own(monkeypatch):
     """A layout finding on aliased inputs: the script's 'contiguous copies' are clones
     (``.contiguous()`` of a contiguous view is the view itself), and it reproduces."""
     from mpsfuzz.corpus.finding import Finding
-    from mpsfuzz.fuzzer.probe import Prober
-    from mpsfuzz.fuzzer.worker import WorkerPool
+    from mpsfuzz.triage.probe import Prober
+    from mpsfuzz.execution.worker import WorkerPool
     from mpsfuzz.reports.repro import repro_for
     monkeypatch.setenv("MPSFUZZ_FAULTS", "gru_adjacent_weights")
     pool = WorkerPool(FAULT_TARGET, timeout_s=10)

@@ -11,10 +11,10 @@ import math
 import pytest
 import torch
 
-from mpsfuzz.fuzzer import catalogue, strategies
-from mpsfuzz.fuzzer import grad_points as gp
-from mpsfuzz.fuzzer.executor import execute
-from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.execution.executor import execute
+from mpsfuzz.generation import catalogue, strategies
+from mpsfuzz.generation import grad_points as gp
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import grads as grads_oracle
 from mpsfuzz.testing.faults import FAULTS, Fault, FaultTarget
 
@@ -302,7 +302,7 @@ class _AnsweringPool:
 def test_triage_takes_an_undefined_gradient_as_no_answer_not_as_a_pass():
     """A reduction or ablation step that lands on a kink must not count as "the bug is
     gone" (the ablation would call the feature it removed necessary)."""
-    from mpsfuzz.fuzzer.probe import INVALID, PASSES, Prober
+    from mpsfuzz.triage.probe import INVALID, PASSES, Prober
     case = Case("relu6", (t((4,)),), (), "grad")
     undefined = {"failures": [], "valid": True, "grad_undefined": "input 0 sits on a kink of the op (at 0)"}
     prober = Prober(_AnsweringPool(undefined), ("values", "grads"))

@@ -8,9 +8,9 @@ import json
 import pytest
 
 from mpsfuzz.corpus import known
-from mpsfuzz.fuzzer import catalogue
-from mpsfuzz.fuzzer.executor import execute
-from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.execution.executor import execute
+from mpsfuzz.generation import catalogue
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT
 from mpsfuzz.testing import faults as F
 from mpsfuzz.testing.faults import FaultTarget

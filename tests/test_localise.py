@@ -1,4 +1,4 @@
-"""The localiser (fuzzer/localise.py) on the fault target: a fault inside a composite
+"""The localiser (triage/localise.py) on the fault target: a fault inside a composite
 public op is found as the kernel it is in, with a kernel-level repro that reproduces (and
 does not once the fault is off); a kernel that overwrites an input its schema does not
 let it write is `writes-input`; crashes and hangs are found from the call trace; a clean
@@ -14,13 +14,13 @@ import pytest
 import torch
 
 from mpsfuzz.corpus.finding import symptom_key
-from mpsfuzz.fuzzer.executor import execute
-from mpsfuzz.fuzzer.localise import localise, localise_case, observe
-from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.execution.executor import execute
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT, Failure, worker_oracles
 from mpsfuzz.reports.repro import Script
 from mpsfuzz.reports.verify import run_and_judge
 from mpsfuzz.testing.faults import FaultTarget
+from mpsfuzz.triage.localise import localise, localise_case, observe
 
 FAULT_TARGET = "mpsfuzz.testing.faults:target"
 ORACLES = worker_oracles(DEFAULT)
@@ -177,8 +177,8 @@ def test_the_whole_catalogue_on_a_clean_target_shows_no_divergence():
     false one (an uninitialised workspace, a lazy conjugate, grad mode...)."""
     import warnings
 
-    from mpsfuzz.fuzzer import catalogue
-    from mpsfuzz.fuzzer.strategies import example_cases
+    from mpsfuzz.generation import catalogue
+    from mpsfuzz.generation.strategies import example_cases
     target, diverged, calls = FaultTarget([]), [], 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -250,7 +250,7 @@ def test_a_bug_outside_every_kernel_is_composite():
 
 
 def test_a_compiled_target_is_not_localised():
-    from mpsfuzz.targets import CompiledTarget
+    from mpsfuzz.execution.targets import CompiledTarget
     record = localise_case(Case("neg", (tensor((2,)),)), CompiledTarget("cpu-compiled", "cpu"), ORACLES, ("neg",))
     assert record["status"] == "not-localised" and "compiled" in record["reason"]
 
@@ -270,7 +270,7 @@ def test_localiser_failures_become_a_record_not_an_exception():
 
 @pytest.fixture
 def pool_for(monkeypatch):
-    from mpsfuzz.fuzzer.worker import WorkerPool
+    from mpsfuzz.execution.worker import WorkerPool
     pools = []
 
     def make(faults: str, timeout_s: float = 3.0):
@@ -284,7 +284,7 @@ def pool_for(monkeypatch):
 
 
 def _process_failure(pool, case):
-    from mpsfuzz.fuzzer.probe import Prober
+    from mpsfuzz.triage.probe import Prober
     failures, _, died = Prober(pool, DEFAULT).failures(case)
     assert died and failures
     return failures[0]
@@ -313,7 +313,7 @@ def test_a_hang_is_localised_from_the_call_trace(pool_for):
 def test_localise_in_a_worker_gives_the_same_record(pool_for):
     pool = pool_for("lu_factor_noncontig")
     case = Case("linalg.lu_factor", (tensor((2, 2), permutation=T),))
-    from mpsfuzz.fuzzer.probe import Prober
+    from mpsfuzz.triage.probe import Prober
     failure = Prober(pool, DEFAULT).failures(case)[0][0]
     record = localise(case, failure, pool, DEFAULT, timeout_s=5)
     assert record["status"] == "kernel" and record["kernel"] == "aten::linalg_lu_factor_ex.default", record
@@ -322,7 +322,7 @@ def test_localise_in_a_worker_gives_the_same_record(pool_for):
 def test_a_cpu_copy_that_still_refers_to_the_device_is_not_a_divergence():
     """The CPU twin of a call raising a device mismatch means the copy was not faithful
     (something device-bound the snapshot could not move): uncomparable, not raises-on-cpu."""
-    from mpsfuzz.fuzzer import kernel_call
+    from mpsfuzz.triage import kernel_call
 
     a, b = torch.ones(3), torch.ones(3)
     snap = kernel_call._snapshot(torch.ops.aten.add.Tensor, (a, b), {})

@@ -9,9 +9,9 @@ import math
 import pytest
 import torch
 
-from mpsfuzz.fuzzer import catalogue
-from mpsfuzz.fuzzer.ops import random as R
-from mpsfuzz.fuzzer.recipes import resolve_kwargs
+from mpsfuzz.generation import catalogue
+from mpsfuzz.generation.ops import random as R
+from mpsfuzz.generation.recipes import resolve_kwargs
 
 OPS = catalogue.all_ops()
 CALLS = 200

@@ -35,14 +35,14 @@ from pathlib import Path
 import pytest
 
 from mpsfuzz.corpus.finding import Finding
-from mpsfuzz.fuzzer import catalogue
-from mpsfuzz.fuzzer.executor import is_unsupported
-from mpsfuzz.fuzzer.probe import Prober
-from mpsfuzz.fuzzer.strategies import example_cases
-from mpsfuzz.fuzzer.worker import WorkerPool
+from mpsfuzz.execution.executor import is_unsupported
+from mpsfuzz.execution.worker import WorkerPool
+from mpsfuzz.generation import catalogue
+from mpsfuzz.generation.strategies import example_cases
 from mpsfuzz.oracles import DEFAULT
 from mpsfuzz.reports import repro as repro_module
 from mpsfuzz.reports.repro import ReproError, Script, repro_for
+from mpsfuzz.triage.probe import Prober
 
 FAULT_TARGET = "mpsfuzz.testing.faults:target"
 # Verifications run in threads, each a fresh interpreter importing torch.
@@ -298,7 +298,7 @@ def test_gradient_scripts_of_empty_outputs_keep_their_shape(op, shapes):
     script must make it with the output's shape (a literal ``[]`` is 1-d: "Mismatch in
     shape: grad_output[0] has a shape of torch.Size([0])"). Run in this process on eager
     CPU, without any fault, the script runs to the end."""
-    from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+    from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
     from mpsfuzz.oracles import Failure
     from mpsfuzz.reports.repro import generate
     inputs = tuple(TensorRecipe(shape, "float32", Layout(), ValueRecipe(distribution="normal", seed=3 + i))
@@ -396,7 +396,7 @@ def test_opinfo_ops_have_scripts_that_call_the_op_as_a_reader_would(monkeypatch)
     """An OpInfo op's case encodes its call (the template's arguments as JSON): the
     script decodes it into the plain call (``torch.cdist(a, b, 0.0, ...)``), for every
     OpInfo op, and such a script reproduces its finding (values, grads, a crash)."""
-    from mpsfuzz.fuzzer import opinfo
+    from mpsfuzz.generation import opinfo
     from mpsfuzz.reports.source import Rendering
     available, why = opinfo.available()
     assert available, why  # MPSFUZZ_REQUIRE_OPINFO: the test extras install expecttest

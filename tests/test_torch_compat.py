@@ -7,10 +7,10 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from mpsfuzz.fuzzer import cpu_kernels
-from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape
-from mpsfuzz.fuzzer.executor import execute
-from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.execution import cpu_kernels
+from mpsfuzz.execution.executor import execute
+from mpsfuzz.generation.catalogue import OpSpec, any_shape
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT
 from mpsfuzz.oracles.values import compare_tensors
 
@@ -100,7 +100,7 @@ def test_an_internal_bug_is_not_disguised_as_unsupported(registered):
 def test_cuda_flags_can_be_set_after_torch_test_modules_froze_them():
     pytest.importorskip("expecttest")
     import torch.testing._internal.common_utils  # noqa: F401  (freezes the cuDNN flags)
-    from mpsfuzz.targets import _cuda_full_precision
+    from mpsfuzz.execution.targets import _cuda_full_precision
     assert torch.backends.flags_frozen()
     with pytest.raises(RuntimeError, match="disable_global_flags"):
         torch.backends.cudnn.allow_tf32 = False

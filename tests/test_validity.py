@@ -8,9 +8,9 @@ import sys
 import pytest
 import torch
 
-from mpsfuzz.fuzzer import catalogue, validity
-from mpsfuzz.fuzzer.catalogue import OpSpec, same_shapes
-from mpsfuzz.fuzzer.strategies import example_cases
+from mpsfuzz.generation import catalogue, validity
+from mpsfuzz.generation.catalogue import OpSpec, same_shapes
+from mpsfuzz.generation.strategies import example_cases
 
 
 def _spec(name, fn):

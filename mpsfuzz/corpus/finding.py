@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import __version__
-from ..fuzzer.dtypes import dtype_class
-from ..fuzzer.recipes import Case
+from ..generation.dtypes import dtype_class
+from ..generation.recipes import Case
 from ..oracles import Failure
 
 FINDING_FORMAT = 3
@@ -60,7 +60,7 @@ def variant_key(case: Case, failure: Failure) -> str:
 
 
 def main_dtype_class(case: Case) -> str:
-    from ..fuzzer.reduce import main_input
+    from ..triage.reduce import main_input
     return dtype_class(case.inputs[main_input(case)].dtype) if case.inputs else "none"
 
 
@@ -148,7 +148,7 @@ class Finding:
     # conditions (a special case of the same bug): {signature, conditions, explanation,
     # times_seen, file}; their files are kept in the corpus's ``merged/`` folder.
     special_cases: list[dict] = field(default_factory=list)
-    # Where the failure starts (fuzzer/localise.py): {status: kernel|composite|
+    # Where the failure starts (triage/localise.py): {status: kernel|composite|
     # not-localised|error, kernel, divergence, call, repro, ...}; None before localisation
     # existed or for flaky findings. corpus/bugs.py groups findings into bugs by it.
     localisation: dict | None = None

@@ -6,11 +6,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..fuzzer import catalogue
-from ..fuzzer.probe import DIFFERENT, INVALID, SAME, Prober
-from ..fuzzer.worker import WorkerPool, WorkerStartError
+from ..execution.targets import TargetError
+from ..execution.worker import WorkerPool, WorkerStartError
+from ..generation import catalogue
 from ..oracles import DEFAULT, all_oracles
-from ..targets import TargetError
+from ..triage.probe import DIFFERENT, INVALID, SAME, Prober
 from .finding import CANNOT_RUN, CHANGED, FIXED, FLAKY, STILL_FAILS, Finding, symptom_key
 from .store import Corpus
 

@@ -4,7 +4,7 @@ two sides' generators differ. Each op's judge lives with its spec (``statistical
 from __future__ import annotations
 
 from . import Failure, oracle
-from .observation import Observation, Raised
+from ..execution.observation import Observation, Raised
 
 
 @oracle("distribution", stage="case", doc="random ops' outputs pass their statistical checks")

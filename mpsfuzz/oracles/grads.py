@@ -11,10 +11,10 @@ has no derivative: then there is no verdict, and the reason is kept in
 either way."""
 from __future__ import annotations
 
-from ..fuzzer.dtypes import name_of
 from . import Failure, oracle
+from ..execution.observation import Observation, Raised
+from ..generation.dtypes import name_of
 from .kink_check import numeric_kink
-from .observation import Observation, Raised
 from .tolerances import tolerance
 from .values import compare_outputs
 

@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from ..fuzzer.dtypes import to_torch
+from ..generation.dtypes import to_torch
 
 MAX_POSITIONS = 8
 STEP_ULPS = 1
@@ -72,7 +72,7 @@ class _Objective:
     """L(inputs) in float64 with the case's upstream gradients, and the size of its terms."""
 
     def __init__(self, spec, kwargs, inputs: list, wrt: list[int], seed: int):
-        from ..fuzzer.executor import _leaves, upstream_gradient
+        from ..execution.executor import _leaves, upstream_gradient
         self.spec, self.kwargs, self._leaves = spec, kwargs, _leaves
         probe = [t.clone().requires_grad_(True) if i in wrt else t.clone() for i, t in enumerate(inputs)]
         leaves = _leaves(spec.fn(*probe, **kwargs))
@@ -95,7 +95,7 @@ class _Objective:
 def numeric_kink(obs, dut: list, ref: list) -> str | None:
     """A one-line reason when the op is measurably not differentiable at a position where
     the gradients differ most; None when it is (or the check is inconclusive)."""
-    from ..fuzzer.executor import _grad_inputs
+    from ..execution.executor import _grad_inputs
     case, spec = obs.case, obs.spec
     if "random" in spec.semantics:
         return None

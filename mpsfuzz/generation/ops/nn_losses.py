@@ -38,8 +38,8 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from ..catalogue import (OpSpec, ShapeBudget, _fit, _side, broadcast_shapes,
-                         broadcastable_to, expand, register, same_shapes)
+from ..catalogue import (OpSpec, ShapeBudget, _fit, _side, broadcast_shapes, broadcastable_to, expand,
+                         register, same_shapes)
 from ..grad_points import equal_operands, is_zero, kinks, near, slack, vector_norm_reason, when, wide, zero_crossings
 
 FAMILY = "nn"

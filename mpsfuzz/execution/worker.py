@@ -21,6 +21,7 @@ import time
 import traceback
 from pathlib import Path
 
+from ..atomic import corpus_write
 from ..oracles.process import ProcessEvent
 
 STARTUP_TIMEOUT_S = 180.0
@@ -70,7 +71,7 @@ def _context():
         "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(["torch", "mpsfuzz.fuzzer.preload"])
+        ctx.set_forkserver_preload(["torch", "mpsfuzz.execution.preload"])
     return ctx
 
 
@@ -82,9 +83,9 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state
     os.environ.update(env)
     if compile_state is not None:
         _watch_compilation(compile_state)
-    from ..targets import TargetError, load_target
+    from .targets import TargetError, load_target
     from .executor import execute
-    from .recipes import Case
+    from ..generation.recipes import Case
     try:
         target = load_target(target_spec)
     except TargetError as exc:
@@ -102,7 +103,7 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state
         if message[0] == "stop":
             return
         if message[0] == "localise":
-            from .localise import localise_case
+            from ..triage.localise import localise_case
             _, case_json, oracle_names, symptom, options = message
             try:
                 result = localise_case(Case.from_json(case_json), target, oracle_names, symptom, **options)
@@ -157,7 +158,7 @@ class Worker:
                                    f"({self.process.exitcode}): {self.stderr_tail().strip()[-300:]}") from None
         if reply[0] == "target-error":
             self.kill()
-            from ..targets import TargetError
+            from .targets import TargetError
             raise TargetError(reply[1])
         _, self.target_name, self.device = reply
 
@@ -223,7 +224,6 @@ class WorkerPool:
         a case's failure, and no case runs without its in-flight file."""
         if self.inflight_path is None:
             return
-        from ..corpus.store import corpus_write
         tmp = self.inflight_path.with_suffix(".tmp")
         with corpus_write(self.inflight_path):
             self.inflight_path.parent.mkdir(parents=True, exist_ok=True)
@@ -293,7 +293,7 @@ class WorkerPool:
 
     def localise(self, case_json: dict, oracle_names, symptom: list, op: str, *, timeout_s: float,
                  process_kind: bool = False, trace_path: str | None = None):
-        """Localise a finding's case in the worker (fuzzer/localise.py): its record, or a
+        """Localise a finding's case in the worker (triage/localise.py): its record, or a
         :class:`ProcessEvent` if the worker died or hung (a crash or hang finding)."""
         worker = self._ensure()
         self._write_inflight(case_json)
@@ -343,9 +343,9 @@ class WorkerPool:
 
 
 def _main() -> None:  # pragma: no cover - debugging aid: run one case file in-process
-    from ..targets import load_target
+    from .targets import load_target
     from .executor import execute
-    from .recipes import Case
+    from ..generation.recipes import Case
     case = Case.from_json(json.load(open(sys.argv[1])))
     print(json.dumps(execute(case, load_target(sys.argv[2]), ("values", "errors")), indent=2))
 

@@ -39,11 +39,11 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from . import catalogue
-from . import dtypes as dt
 from . import edits
+from ..generation import catalogue
+from ..generation import dtypes as dt
+from ..generation.recipes import NONFINITE_SPECIALS, Case
 from .probe import PASSES, SAME, Prober
-from .recipes import NONFINITE_SPECIALS, Case
 from .reduce import DTYPE_PREFERENCE, main_input
 
 

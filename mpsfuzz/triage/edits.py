@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from .recipes import NONFINITE_SPECIALS, Case, Layout, TensorRecipe
+from ..generation.recipes import NONFINITE_SPECIALS, Case, Layout, TensorRecipe
 
 PLAIN = Layout()
 

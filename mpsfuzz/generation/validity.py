@@ -14,8 +14,8 @@ import warnings
 from dataclasses import dataclass
 
 from . import catalogue
-from ..oracles.observation import Raised
-from .executor import VariantNotApplicable, run_reference
+from ..execution.executor import VariantNotApplicable, run_reference
+from ..execution.observation import Raised
 from .strategies import example_cases
 
 # The share every op should reach, and the floor no op may fall below (issue 3).

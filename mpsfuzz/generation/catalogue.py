@@ -3,7 +3,7 @@
 An :class:`OpSpec` says how to call the op (``fn(*tensors, **kwargs)``), which dtypes and
 shapes it accepts (so that most generated cases are valid), which values make sense, and
 the semantics an oracle needs (e.g. indices of ties are unspecified). The family modules
-in :mod:`mpsfuzz.fuzzer.ops` register specs here; nothing else knows op names.
+in :mod:`mpsfuzz.generation.ops` register specs here; nothing else knows op names.
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ StatisticalJudge = Callable[[Any, list, dict], "str | None"]
 # arguments and the relative tolerance gradients are compared with, and returns a
 # one-line reason, or None where the gradient is defined. The grad variant gets no
 # gradient verdict where it says so. Builders (ties, kinks, equal_operands,
-# repeated_spectrum, any_of ...): :mod:`mpsfuzz.fuzzer.grad_points`.
+# repeated_spectrum, any_of ...): :mod:`mpsfuzz.generation.grad_points`.
 GradUndefined = Callable[[list, dict, float], "str | None"]
 
 # Semantics an op may declare (``OpSpec.semantics``):
@@ -175,8 +175,7 @@ def _load() -> None:
     global _LOADED
     if not _LOADED:
         _LOADED = True
-        from .ops import (elementwise, fft, indexing, linalg, nn, nn_losses,  # noqa: F401
-                          random, reduction)  # (they register)
+        from .ops import elementwise, fft, indexing, linalg, nn, nn_losses, random, reduction  # (they register)
 
 
 def all_ops() -> dict[str, OpSpec]:

@@ -31,8 +31,8 @@ import torch
 from hypothesis import strategies as st
 
 from .. import dtypes as dt
-from ..catalogue import (OpSpec, ShapeBudget, _fit, _prod, _rank, _side, any_shape,
-                         broadcastable_to, expand, first_dtype, register)
+from ..catalogue import (OpSpec, ShapeBudget, _fit, _prod, _rank, _side, any_shape, broadcastable_to, expand,
+                         first_dtype, register)
 from ..grad_points import near, slack, wide
 from ..recipes import DtypeArg
 

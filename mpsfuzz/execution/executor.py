@@ -17,12 +17,13 @@ import warnings
 import psutil
 import torch
 
+from . import cpu_kernels
+from ..generation import catalogue
+from ..generation import dtypes as dt
+from ..generation.recipes import Case
 from ..oracles import all_oracles
-from ..oracles.observation import Observation, Raised, SideResult, output_meta
-from . import catalogue, cpu_kernels
-from . import dtypes as dt
 from .error_kinds import is_device_fault, is_unsupported
-from .recipes import Case
+from .observation import Observation, Raised, SideResult, output_meta
 
 # Filler of freshly allocated ``out=`` tensors: a kernel that leaves part of ``out``
 # unwritten shows up as wrong values (same on every device, so CPU agrees on it).

@@ -15,11 +15,11 @@ import torch
 from hypothesis import strategies as st
 
 from .. import dtypes as dt
-from ..grad_points import (dims_of, eps_of, matrix_last_two, matrix_norm_reason, repeated_spectrum, rows, slack,
-                           spectrum_reason, vector_norm_kinks, vector_norm_reason, wide)
 from ..catalogue import (OpSpec, ShapeBudget, _fit, _fit_keep_last, _side, any_shape, broadcast_shapes,
                          broadcastable_to, combine_args, dim_arg, expand, first_dtype, matmul_shapes,
                          matrix_shapes, register)
+from ..grad_points import (dims_of, eps_of, matrix_last_two, matrix_norm_reason, repeated_spectrum, rows,
+                           slack, spectrum_reason, vector_norm_kinks, vector_norm_reason, wide)
 
 FAMILY = "linalg"
 

@@ -15,7 +15,7 @@ import functools
 
 import torch
 
-from . import dtypes as dt
+from ..generation import dtypes as dt
 
 # The kernels mpsfuzz's own code (not the op under test) calls on case tensors, each
 # probed on a tiny tensor of the dtype.

@@ -59,10 +59,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
-from .kernel_call import (CRASH, HANG, RAISES_ON_CPU, RAISES_ON_DEVICE, WRITES_INPUT, WRITES_OUTSIDE, WRONG_DTYPE,
-                          WRONG_FORMAT, WRONG_SHAPE, WRONG_VALUES, Judge, _cpu_call, _deterministic, _is_seeded,
-                          _seed_independent, _snapshot, _Snapshot, _tensor_leaves, _Uncomparable, compare_call,
-                          describe_call, kernel_form, kernel_name)
+from .kernel_call import (CRASH, HANG, RAISES_ON_CPU, RAISES_ON_DEVICE, WRITES_INPUT, WRITES_OUTSIDE,
+                          WRONG_DTYPE, WRONG_FORMAT, WRONG_SHAPE, WRONG_VALUES, Judge, _cpu_call,
+                          _deterministic, _is_seeded, _seed_independent, _snapshot, _Snapshot, _tensor_leaves,
+                          _Uncomparable, compare_call, describe_call, kernel_form, kernel_name)
 
 KERNEL, COMPOSITE, NOT_LOCALISED, ERROR = "kernel", "composite", "not-localised", "error"
 # The symptom class of a divergence (the bug key keeps classes apart, not kinds: wrong
@@ -148,7 +148,7 @@ class CompareMode(TorchDispatchMode):
         return out
 
     def _compare(self, index, func, args, kwargs, snap, out, device_error) -> None:
-        from .executor import is_unsupported
+        from ..execution.executor import is_unsupported
         if device_error is not None and is_unsupported(device_error):
             return  # the device has no kernel for this: unsupported, never a bug
         cpu_out, cpu_error = _cpu_call(func, snap)
@@ -290,12 +290,12 @@ class _WithMode:
 # -- inside the worker ----------------------------------------------------------------------
 
 def is_compiled(target) -> bool:
-    from ..targets import CompiledTarget
+    from ..execution.targets import CompiledTarget
     return isinstance(target, CompiledTarget) or str(getattr(target, "name", "")).endswith("-compiled")
 
 
 def _judge_for(case) -> Judge:
-    from . import catalogue
+    from ..generation import catalogue
     spec = catalogue.get(case.op)
     return Judge(spec.rtol_scale, spec.atol_scale, compare_values="undefined-values" not in spec.semantics,
                  random_op="random" in spec.semantics)
@@ -308,7 +308,7 @@ def _has_symptom(case, result: dict, symptom: tuple) -> bool:
 
 
 def _run(case, target, oracle_names, mode):
-    from .executor import execute
+    from ..execution.executor import execute
     return execute(case, _WithMode(target, mode), oracle_names)
 
 

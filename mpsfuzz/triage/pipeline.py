@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass
 
 from ..corpus.finding import symptom_key
+from ..generation.recipes import Case
 from .ablation import Explanation, explain
 from .localise import localise
 from .probe import SAME, Prober
-from .recipes import Case
 from .reduce import Reduction, reduce_case
 
 DEFAULT_RERUNS = 4
@@ -59,7 +59,7 @@ class Triage:
     reduction: Reduction | None
     shrunk_case: Case                  # what Hypothesis handed over
     seconds: float
-    localisation: dict | None = None   # fuzzer/localise.py's record (reliable findings only)
+    localisation: dict | None = None   # triage/localise.py's record (reliable findings only)
 
     @property
     def flaky(self) -> bool:

@@ -41,8 +41,7 @@ import torch
 from hypothesis import strategies as st
 
 from .. import dtypes as dt
-from ..catalogue import (OpSpec, ShapeBudget, _fit, _rank, _side, any_shape, broadcastable_to, register,
-                         same_shapes)
+from ..catalogue import OpSpec, ShapeBudget, _fit, _rank, _side, any_shape, broadcastable_to, register, same_shapes
 
 FAMILY = "random"
 RANDOM = frozenset({"random"})

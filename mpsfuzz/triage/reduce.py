@@ -18,11 +18,11 @@ import math
 import time
 from dataclasses import dataclass, replace
 
-from . import catalogue
-from . import dtypes as dt
 from . import edits
+from ..generation import catalogue
+from ..generation import dtypes as dt
+from ..generation.recipes import SPECIAL_NAMES, Case
 from .probe import SAME, Prober
-from .recipes import SPECIAL_NAMES, Case
 
 # The simplest dtype of each class first: torch's defaults, then the wide ones, then
 # the reduced precisions (a repro in float32 is what a maintainer reaches for first).

@@ -32,17 +32,16 @@ from hypothesis.errors import HypothesisException, Unsatisfiable
 from ..corpus import known as known_failures
 from ..corpus.finding import Finding, signature_of, symptom_key, trigger_class
 from ..corpus.store import Corpus, CorpusWriteError
-from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError,
-                      Notice, Stats)
+from ..events import CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice, Stats
+from ..execution.worker import WorkerPool
+from ..generation import catalogue
+from ..generation.recipes import Case
+from ..generation.strategies import cases
 from ..oracles import DEFAULT as ORACLES_DEFAULT
 from ..oracles import Failure, all_oracles, worker_oracles
 from ..oracles.process import ProcessEvent
-from . import catalogue
-from .ablation import holds_all
-from .recipes import Case
-from .strategies import cases
-from .triage import DEFAULT_RERUNS, triage
-from .worker import WorkerPool
+from ..triage.ablation import holds_all
+from ..triage.pipeline import DEFAULT_RERUNS, triage
 
 
 @dataclass
@@ -536,7 +535,7 @@ class Campaign:
             return None
 
     def _record(self, err: FindingError, pool: WorkerPool, *, flaky: bool) -> None:
-        """Re-run, reduce and explain the shrunk failure (fuzzer/triage.py), then store it.
+        """Re-run, reduce and explain the shrunk failure (triage/pipeline.py), then store it.
         (Hypothesis' own Flaky verdict, ``flaky``, is only a hint: the re-runs decide.)
         If triage raises, the shrunk case is stored as it is (unexplained): nothing found
         is lost to a harness error."""

@@ -1,11 +1,11 @@
 """One aten call, on the device and on CPU copies of its arguments: what the localiser
-(fuzzer/localise.py) compares.
+(triage/localise.py) compares.
 
 The copies keep the values, sizes, strides and storage offsets of the device arguments
 over a copy of each storage (views of one storage share one copy), so a
 layout-dependent kernel sees what the device kernel saw. A call is described as data
 (kernel, arguments, the storages' values before the call as exact literals), which the
-kernel-level repro (fuzzer/kernel_repro.py) renders. Its two sides are compared: the
+kernel-level repro (triage/kernel_repro.py) renders. Its two sides are compared: the
 outputs (shape, dtype, channels_last-ness, values with the dtype tolerance and NaN
 positions), the arguments the schema lets the kernel write, and the bytes of every
 argument storage it may not write.
@@ -18,7 +18,7 @@ import torch
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import dtypes as dt
+from ..generation import dtypes as dt
 
 # Divergences of one call.
 WRONG_VALUES, WRONG_SHAPE, WRONG_DTYPE, WRONG_FORMAT = "wrong-values", "wrong-shape", "wrong-dtype", "wrong-memory-format"
@@ -467,7 +467,7 @@ def _device_mismatch(exc: BaseException) -> bool:
 
 
 def _unseeded_cpu_call(func, snap: _Snapshot):
-    from .executor import is_unsupported
+    from ..execution.executor import is_unsupported
     with _disable_current_modes():
         try:
             return func(*snap.cpu_args, **snap.cpu_kwargs), None
