@@ -275,7 +275,7 @@ def test_terms_beyond_the_dtype_make_overflow_possible_without_special_inputs():
 
 
 def test_undefined_float_to_integer_conversions_are_not_compared(registered):
-    from mpsfuzz.generation.catalogue import OpSpec, any_shape
+    from mpsfuzz.generation.opspec import OpSpec, any_shape
 
     class NanToZero:
         """A device that converts NaN and inf to 0 (CPU gives INT_MIN): undefined in C++."""
@@ -350,7 +350,7 @@ def test_an_op_of_unknown_structure_gets_the_accumulation_bound_of_its_result(re
     float16 that sums in float16): their half-precision results are held to the bound for
     the estimated number of terms, scaled by the result itself; a wrong element is found."""
     from mpsfuzz.generation import opinfo
-    from mpsfuzz.generation.catalogue import OpSpec, any_shape
+    from mpsfuzz.generation.opspec import OpSpec, any_shape
 
 
     for structure in ((), ("structure-unknown",)):
@@ -364,7 +364,7 @@ def test_an_op_of_unknown_structure_gets_the_accumulation_bound_of_its_result(re
 
 
 def catalogue_semantics():
-    from mpsfuzz.generation.catalogue import SEMANTICS
+    from mpsfuzz.generation.opspec import SEMANTICS
     return SEMANTICS
 
 
@@ -405,7 +405,7 @@ def test_a_result_not_determined_to_its_leading_digit_gets_no_verdict():
 def test_a_result_where_cpu_raises_is_held_to_the_arbiters_bounds(registered):
     """The device accepts what CPU rejects and sums in float16: within the accumulation
     bound that is a capability, not accepts-wrong; a wrong element still is."""
-    from mpsfuzz.generation.catalogue import OpSpec, any_shape
+    from mpsfuzz.generation.opspec import OpSpec, any_shape
 
     def rowsum(x):
         if x.dtype == torch.float16:
@@ -425,7 +425,7 @@ def test_outputs_an_op_keeps_for_its_backward_are_not_compared(registered):
     """native_layer_norm's mean and rstd are float32 for float16 input on CUDA and
     float16 on CPU: each backend's own, not the op's contract (OpInfo internal ops)."""
     from mpsfuzz.generation import catalogue, opinfo
-    from mpsfuzz.generation.catalogue import OpSpec, any_shape
+    from mpsfuzz.generation.opspec import OpSpec, any_shape
 
     def norm(x):
         return x * 2, x.float().mean(-1, keepdim=True).to(x.dtype)
@@ -467,7 +467,7 @@ def test_terms_of_an_op_of_unknown_structure_are_as_large_as_its_largest_element
     """OpInfo's _softmax_backward_data in bfloat16 on CUDA: an element 4 roundoffs of the
     largest element off (intermediates rounded to bfloat16) is not a finding; an element
     off by its own size is."""
-    from mpsfuzz.generation.catalogue import OpSpec, any_shape
+    from mpsfuzz.generation.opspec import OpSpec, any_shape
 
     class Nudges(_CpuTarget):
         name = "nudges"

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from mpsfuzz.generation import catalogue
 from mpsfuzz.generation import dtypes as dt
-from mpsfuzz.generation.catalogue import ShapeBudget, gather_at_indices
+from mpsfuzz.generation.opspec import ShapeBudget, gather_at_indices
 from mpsfuzz.generation.recipes import DISTRIBUTIONS, TensorRecipe, ValueRecipe, resolve_kwargs
 from mpsfuzz.generation.strategies import _value_options
 

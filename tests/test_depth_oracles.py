@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from mpsfuzz.execution.executor import execute
-from mpsfuzz.generation.catalogue import OpSpec, any_shape, same_shapes
+from mpsfuzz.generation.opspec import OpSpec, any_shape, same_shapes
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT
 from mpsfuzz.testing.faults import Fault, FaultTarget

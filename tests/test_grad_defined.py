@@ -203,7 +203,7 @@ def replaced(monkeypatch):
     catalogue.all_ops()
 
     def replace(op, **changes):
-        monkeypatch.setitem(catalogue._REGISTRY, op, dataclasses.replace(catalogue.get(op), **changes))
+        monkeypatch.setitem(catalogue.REGISTRY, op, dataclasses.replace(catalogue.get(op), **changes))
     return replace
 
 

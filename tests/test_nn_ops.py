@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mpsfuzz.generation import catalogue
-from mpsfuzz.generation.catalogue import ShapeBudget
 from mpsfuzz.generation.ops import nn as nn_ops
+from mpsfuzz.generation.opspec import ShapeBudget
 from mpsfuzz.generation.strategies import example_cases
 
 warnings.filterwarnings("ignore")

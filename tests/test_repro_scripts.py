@@ -37,7 +37,7 @@ import pytest
 from mpsfuzz.corpus.finding import Finding
 from mpsfuzz.execution.executor import is_unsupported
 from mpsfuzz.execution.worker import WorkerPool
-from mpsfuzz.generation import catalogue
+from mpsfuzz.generation import catalogue, opspec
 from mpsfuzz.generation.strategies import example_cases
 from mpsfuzz.oracles import DEFAULT
 from mpsfuzz.reports import repro as repro_module
@@ -332,7 +332,7 @@ def sample_jobs() -> dict[str, list[Job]]:
     families = sorted({spec.family for spec in catalogue.all_ops().values()} - {"random"})
     random.Random(12).shuffle(families)
     used = Counter()
-    for variant in catalogue.VARIANTS:
+    for variant in opspec.VARIANTS:
         kind = "grads" if variant == "grad" else "values"
         having = [f for f in families if _ops_with(f, variant, random_ops=False)]
         for family in sorted(having, key=lambda f: used[f])[:2]:
@@ -360,7 +360,7 @@ def test_every_family_and_variant_has_a_script_that_reproduces_its_finding(monke
     # The sample covers every family, every variant and every kind of finding.
     checked = [o for o in outcomes if o.finding is not None]
     assert {catalogue.get(o.job.op).family for o in checked} == {s.family for s in catalogue.all_ops().values()}
-    assert {o.job.variant for o in checked} == set(catalogue.VARIANTS)
+    assert {o.job.variant for o in checked} == set(opspec.VARIANTS)
     assert {o.finding.failure.oracle for o in checked} >= {"values", "grads", "distribution", "errors", "crash",
                                                           "hang", "leak"}
 
@@ -381,7 +381,7 @@ def test_every_op_and_variant_has_a_script_that_reproduces_its_finding(monkeypat
     # Crashes: an op of each family in each variant (the calls a crash script makes
     # depend on the variant; the op's own source is what the values scripts cover).
     for family in sorted({spec.family for spec in catalogue.all_ops().values()}):
-        for variant in catalogue.VARIANTS:
+        for variant in opspec.VARIANTS:
             ops = _ops_with(family, variant, random_ops=family == "random")
             if ops:
                 sample[f"crash/{family}/{variant}"] = [Job(op, variant, "crash") for op in ops[:6]]

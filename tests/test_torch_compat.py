@@ -9,7 +9,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from mpsfuzz.execution import cpu_kernels
 from mpsfuzz.execution.executor import execute
-from mpsfuzz.generation.catalogue import OpSpec, any_shape
+from mpsfuzz.generation.opspec import OpSpec, any_shape
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT
 from mpsfuzz.oracles.values import compare_tensors

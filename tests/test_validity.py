@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from mpsfuzz.generation import catalogue, validity
-from mpsfuzz.generation.catalogue import OpSpec, same_shapes
+from mpsfuzz.generation.opspec import OpSpec, same_shapes
 from mpsfuzz.generation.strategies import example_cases
 
 

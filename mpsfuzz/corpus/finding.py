@@ -19,8 +19,8 @@ import torch
 
 from .. import __version__
 from ..generation.dtypes import dtype_class
-from ..generation.recipes import Case
-from ..oracles import Failure
+from ..generation.recipes import Case, main_input
+from ..oracles import Failure, symptom_key
 
 FINDING_FORMAT = 3
 # Format 1 (before variants) and 2 (before reduction, ablation, reproducibility and
@@ -60,17 +60,7 @@ def variant_key(case: Case, failure: Failure) -> str:
 
 
 def main_dtype_class(case: Case) -> str:
-    from ..triage.reduce import main_input
     return dtype_class(case.inputs[main_input(case)].dtype) if case.inputs else "none"
-
-
-def symptom_key(case: Case, failure: Failure) -> tuple:
-    """What a failure looks like, without what triggers it: op, oracle and the oracle's
-    dedup key (crashes: the signal and cleaned top frames; hangs and leaks: the target).
-    How the op was called (method, out=, in-place, grad) is a trigger feature like the
-    layout, found necessary or not by ablation. The reducer keeps a case only while its
-    failure has the same symptom."""
-    return (case.op, failure.oracle, *failure.dedup_key)
 
 
 def _legacy_key(case: Case, failure: Failure) -> list[str]:

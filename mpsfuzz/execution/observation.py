@@ -56,7 +56,7 @@ class SideResult:
 @dataclass
 class Observation:
     case: Any                   # recipes.Case
-    spec: Any                   # catalogue.OpSpec
+    spec: Any                   # opspec.OpSpec
     target_name: str
     dut: Any                    # outputs moved to CPU, or Raised
     ref: Any                    # CPU outputs, or Raised

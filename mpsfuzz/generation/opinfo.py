@@ -54,7 +54,7 @@ import torch
 from hypothesis import strategies as st
 
 from . import dtypes as dt
-from .catalogue import OpSpec, ShapeBudget
+from .opspec import OpSpec, ShapeBudget
 
 PREFIX = "opinfo:"
 FAMILY = "opinfo"

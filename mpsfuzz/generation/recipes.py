@@ -419,7 +419,7 @@ class Case:
     op: str
     inputs: tuple[TensorRecipe, ...]
     kwargs: tuple[tuple[str, Any], ...] = ()
-    # How the op is called: one of catalogue.VARIANTS ("functional", "method", "inplace",
+    # How the op is called: one of opspec.VARIANTS ("functional", "method", "inplace",
     # "out", "out-strided", "out-resized", "out-alias", "grad").
     variant: str = "functional"
 
@@ -560,3 +560,12 @@ class Case:
                        variant=str(data.get("variant", "functional")))
         except (KeyError, TypeError, AttributeError) as exc:
             raise ValueError(f"malformed case: missing or bad field {exc}") from None
+
+
+def main_input(case: Case) -> int:
+    """The input whose dtype stands for the case: the first floating or complex one, else
+    the first (index tensors and boolean masks follow the data they index)."""
+    for i, r in enumerate(case.inputs):
+        if r.dtype in dt.FLOAT or r.dtype in dt.COMPLEX:
+            return i
+    return 0

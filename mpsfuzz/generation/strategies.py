@@ -14,7 +14,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from . import dtypes as dt
-from .catalogue import GRAD_DTYPES, OpSpec, ShapeBudget
+from .opspec import GRAD_DTYPES, OpSpec, ShapeBudget
 from .recipes import (MATRIX_DISTRIBUTIONS, NONFINITE_SPECIALS, SPECIAL_NAMES, Alias, Case, Layout,
                       TensorRecipe, ValueRecipe)
 

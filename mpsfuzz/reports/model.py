@@ -39,7 +39,7 @@ def family_of(op: str) -> str:
 
 
 def _main(case):
-    from ..triage.reduce import main_input
+    from ..generation.recipes import main_input
     return case.inputs[main_input(case)] if case.inputs else None
 
 

@@ -39,12 +39,12 @@ from dataclasses import dataclass, field, replace
 
 import torch
 
-from . import edits
 from ..generation import catalogue
 from ..generation import dtypes as dt
-from ..generation.recipes import NONFINITE_SPECIALS, Case
+from ..generation.recipes import NONFINITE_SPECIALS, Case, main_input
+from . import edits
 from .probe import PASSES, SAME, Prober
-from .reduce import DTYPE_PREFERENCE, main_input
+from .reduce import DTYPE_PREFERENCE
 
 
 _FIRST = ("x", "a", "t", "self", "input", "inp")

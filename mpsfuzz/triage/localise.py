@@ -302,8 +302,7 @@ def _judge_for(case) -> Judge:
 
 
 def _has_symptom(case, result: dict, symptom: tuple) -> bool:
-    from ..corpus.finding import symptom_key
-    from ..oracles import Failure
+    from ..oracles import Failure, symptom_key
     return any(tuple(symptom_key(case, Failure.from_json(f))) == symptom for f in result.get("failures", ()))
 
 
@@ -453,8 +452,7 @@ def read_trace(path: str) -> dict | None:
 def localise(case, failure, pool, oracles, *, timeout_s: float | None = None) -> dict:
     """The localisation record of a reliable finding, computed in a fresh worker of
     ``pool``, bounded in time. Never raises: any failure is ``{"status": "error", ...}``."""
-    from ..corpus.finding import symptom_key
-    from ..oracles import worker_oracles
+    from ..oracles import symptom_key, worker_oracles
     from ..oracles.process import ProcessEvent
     start = time.monotonic()
     try:

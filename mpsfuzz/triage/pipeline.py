@@ -19,8 +19,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from ..corpus.finding import symptom_key
 from ..generation.recipes import Case
+from ..oracles import symptom_key
 from .ablation import Explanation, explain
 from .localise import localise
 from .probe import SAME, Prober

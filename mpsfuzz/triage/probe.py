@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass, field
 
 from ..generation.recipes import Case
-from ..oracles import Failure, all_oracles, worker_oracles
+from ..oracles import Failure, all_oracles, symptom_key, worker_oracles
 from ..oracles.process import ProcessEvent
 
 SAME, PASSES, INVALID, DIFFERENT = "same", "passes", "invalid", "different"
@@ -76,7 +76,6 @@ class Prober:
         return failures, bool(outcome["valid"]) and not outcome.get("unsupported"), False
 
     def classify(self, case: Case, symptom: tuple) -> Outcome:
-        from ..corpus.finding import symptom_key
         self.last_grad_undefined = None
         failures, valid, died = self.failures(case)
         for failure in failures:

@@ -18,10 +18,10 @@ import math
 import time
 from dataclasses import dataclass, replace
 
-from . import edits
 from ..generation import catalogue
 from ..generation import dtypes as dt
-from ..generation.recipes import SPECIAL_NAMES, Case
+from ..generation.recipes import SPECIAL_NAMES, Case, main_input
+from . import edits
 from .probe import SAME, Prober
 
 # The simplest dtype of each class first: torch's defaults, then the wide ones, then
@@ -34,15 +34,6 @@ DTYPE_PREFERENCE = {
 }
 _SPECIAL_RANK = {name: i for i, name in enumerate(SPECIAL_NAMES)}
 _DISTRIBUTION_RANK = {"small_int": 0}
-
-
-def main_input(case: Case) -> int:
-    """The input whose dtype stands for the case: the first floating or complex one, else
-    the first (index tensors and boolean masks follow the data they index)."""
-    for i, r in enumerate(case.inputs):
-        if r.dtype in dt.FLOAT or r.dtype in dt.COMPLEX:
-            return i
-    return 0
 
 
 # How awkward each layout feature is, simplest first: between two layouts that both

@@ -1,1 +1,1 @@
-"""Op families: each module registers its :class:`~mpsfuzz.generation.catalogue.OpSpec` records."""
+"""Op families: each module registers its :class:`~mpsfuzz.generation.opspec.OpSpec` records."""

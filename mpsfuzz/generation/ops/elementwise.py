@@ -18,8 +18,8 @@ import torch
 from hypothesis import strategies as st
 
 from .. import dtypes as dt
-from ..catalogue import OpSpec, any_shape, broadcast_shapes, expand, first_dtype, nonzero_int_divisor, register
 from ..grad_points import both_zero, equal_operands, kinks, wide, when, zero_crossings
+from ..opspec import OpSpec, any_shape, broadcast_shapes, expand, first_dtype, nonzero_int_divisor, register
 
 FAMILY = "elementwise"
 

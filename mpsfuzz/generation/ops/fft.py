@@ -33,7 +33,7 @@ import math
 import torch
 from hypothesis import strategies as st
 
-from ..catalogue import OpSpec, ShapeBudget, _fit, _rank, _side, any_shape, expand, register
+from ..opspec import OpSpec, ShapeBudget, any_shape, draw_rank, draw_side, expand, fit, register
 
 FAMILY = "fft"
 
@@ -56,11 +56,11 @@ def _fft_shapes(min_rank: int = 1, max_rank: int = 8):
     one case of twenty (an empty batch, or an empty transformed dim that ``n``/``s``
     pads). Empty batches make MKL (x86 eager CPU) raise, so they stay rare."""
     def build(draw, budget: ShapeBudget):
-        rank = _rank(draw, budget, min_rank, max_rank)
+        rank = draw_rank(draw, budget, min_rank, max_rank)
         no_empty = ShapeBudget(min_rank=budget.min_rank, max_rank=budget.max_rank,
                                max_side=budget.max_side, allow_empty=False,
                                max_numel=budget.max_numel)
-        shape = list(_fit([_side(draw, no_empty) for _ in range(rank)], budget))
+        shape = list(fit([draw_side(draw, no_empty) for _ in range(rank)], budget))
         if rank and budget.allow_empty and draw(st.integers(0, 19)) == 0:
             shape[draw(st.integers(0, rank - 1))] = 0
         return (tuple(shape),)

@@ -31,9 +31,9 @@ import torch
 from hypothesis import strategies as st
 
 from .. import dtypes as dt
-from ..catalogue import (OpSpec, ShapeBudget, _fit, _prod, _rank, _side, any_shape, broadcastable_to, expand,
-                         first_dtype, register)
 from ..grad_points import near, slack, wide
+from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcastable_to, draw_rank, draw_side, expand,
+                      first_dtype, fit, prod, register)
 from ..recipes import DtypeArg
 
 FAMILY = "indexing"
@@ -74,7 +74,7 @@ def index_values(of: int = 0, *, dim_key: str | None = "dim", negative: bool = F
     def build(shapes, kwargs):
         shape = shapes[of]
         if flat or (dim_key is not None and kwargs.get(dim_key, 0) is None):
-            n = _prod(shape)
+            n = prod(shape)
         elif lead_key is not None:
             n = shape[kwargs.get(lead_key, 0)] if shape else 1
         else:
@@ -102,8 +102,8 @@ def _mostly_zero(shapes, kwargs) -> dict:
 # -- shape helpers -------------------------------------------------------------------------
 
 def _shape(draw, budget: ShapeBudget, low: int = 0, high: int = 8) -> tuple[int, ...]:
-    rank = _rank(draw, budget, low, high)
-    return _fit([_side(draw, budget) for _ in range(rank)], budget)
+    rank = draw_rank(draw, budget, low, high)
+    return fit([draw_side(draw, budget) for _ in range(rank)], budget)
 
 
 def _free_dims(shape) -> list[int]:
@@ -139,7 +139,7 @@ def _scatter_like_shapes(*, with_src: bool, src_bigger: bool = True, cap: int | 
             return (x, idx)
         src = idx
         if src_bigger and draw(st.integers(0, 2)) == 0:
-            src = _fit([n + draw(st.integers(0, 2)) for n in idx], budget)
+            src = fit([n + draw(st.integers(0, 2)) for n in idx], budget)
             src = tuple(max(a, b) for a, b in zip(src, idx))
         return (x, idx, src)
     return build
@@ -153,7 +153,7 @@ def _scatter_like_dim(draw, shapes, dtypes) -> dict:
     longer = [d for d in range(rank) if idx[d] > x[d]]
     if longer:
         return {"dim": _pick_dim(draw, rank, longer)}
-    if _prod(idx) > 0:
+    if prod(idx) > 0:
         return {"dim": _pick_dim(draw, rank, _free_dims(x) or None)}
     return {"dim": _pick_dim(draw, rank)}
 
@@ -189,11 +189,11 @@ def _index_dim(draw, shapes, dtypes) -> dict:
     rank = len(x)
     if len(shapes) == 3 and rank:
         src = shapes[2]
-        n = _prod(idx)
+        n = prod(idx)
         diff = [d for d in range(rank) if src[d] != x[d]]
         same_len = [d for d in range(rank) if x[d] == n and (n == 0 or x[d] > 0)]
         return {"dim": _pick_dim(draw, rank, diff or same_len or None)}
-    if _prod(idx) > 0:
+    if prod(idx) > 0:
         return {"dim": _pick_dim(draw, rank, _free_dims(x) or None)}
     return {"dim": _pick_dim(draw, rank)}
 
@@ -501,13 +501,13 @@ def _flat_index_shapes(*, with_src: bool = False, cap: int | None = None):
         x = _shape(draw, budget)
         idx = list(_shape(draw, budget, 0, 3))
         if cap is not None:
-            idx = list(_fit(idx, ShapeBudget(max_numel=cap)))
-        if _prod(x) == 0 and _prod(idx) > 0:
+            idx = list(fit(idx, ShapeBudget(max_numel=cap)))
+        if prod(x) == 0 and prod(idx) > 0:
             idx = idx[:-1] + [0] if idx else [0]
         idx = tuple(idx)
         if not with_src:
             return (x, idx)
-        return (x, idx, idx if draw(st.booleans()) else (_prod(idx),))
+        return (x, idx, idx if draw(st.booleans()) else (prod(idx),))
     return build
 
 
@@ -518,8 +518,8 @@ def _advanced_shapes(k: int, *, with_values: bool, cap: int | None = None, min_e
         x = list(_shape(draw, budget, k + min_extra, 6))
         b = list(_shape(draw, budget, 0, 3))
         if cap is not None:
-            b = list(_fit(b, ShapeBudget(max_numel=cap)))
-        if any(n == 0 for n in x[:k]) and _prod(b) > 0:
+            b = list(fit(b, ShapeBudget(max_numel=cap)))
+        if any(n == 0 for n in x[:k]) and prod(b) > 0:
             b = b[:-1] + [0] if b else [0]
         b = tuple(b)
         idx = [b] + [broadcastable_to(draw, b) for _ in range(k - 1)]
@@ -547,7 +547,7 @@ def _getitem_shapes(*, with_values: bool):
     def build(draw, budget: ShapeBudget):
         x = _shape(draw, budget, 1, 6)
         idx = _shape(draw, budget, 0, 3)
-        if not any(x) and _prod(idx):
+        if not any(x) and prod(idx):
             idx = idx[:-1] + (0,) if idx else (0,)
         if not with_values:
             return (x, idx)
@@ -564,7 +564,7 @@ def _broadcasts(shape, to) -> bool:
 
 def _lead_args(draw, shapes, dtypes):
     x, idx = shapes[0], shapes[1]
-    leads = [L for L in range(len(x)) if x[L] > 0 or _prod(idx) == 0]
+    leads = [L for L in range(len(x)) if x[L] > 0 or prod(idx) == 0]
     if len(shapes) == 3:
         leads = [L for L in leads if _broadcasts(shapes[2], x[:L] + idx + x[L + 1:])]
     return {"lead": draw(st.sampled_from(leads or [0]))}
@@ -574,7 +574,7 @@ def _getitem2_args(draw, shapes, dtypes):
     x, i, j = shapes
     b = torch.broadcast_shapes(i, j)
     ok = [(L, g) for L in range(len(x)) for g in (0, 1)
-          if L + 1 + g < len(x) and (_prod(b) == 0 or (x[L] > 0 and x[L + 1 + g] > 0))]
+          if L + 1 + g < len(x) and (prod(b) == 0 or (x[L] > 0 and x[L + 1 + g] > 0))]
     lead, gap = draw(st.sampled_from(ok or [(0, 0)]))
     return {"lead": lead, "gap": gap}
 
@@ -594,7 +594,7 @@ def _mask_shapes(*, with_source: bool = False):
         x = _shape(draw, budget)
         mask = broadcastable_to(draw, x)
         if with_source:
-            src = x if draw(st.booleans()) else (_prod(x) + draw(st.integers(0, 3)),)
+            src = x if draw(st.booleans()) else (prod(x) + draw(st.integers(0, 3)),)
             return (x, mask, src)
         return (x, mask)
     return build
@@ -668,7 +668,7 @@ def _take_along_shapes(draw, budget: ShapeBudget):
     x = _shape(draw, budget, 0, 6)
     if not x or draw(st.integers(0, 4)) == 0:  # dim=None: indices into the flattened x
         idx = _shape(draw, budget, 0, 2)
-        if _prod(x) == 0 and _prod(idx):
+        if prod(x) == 0 and prod(idx):
             idx = idx[:-1] + (0,) if idx else (0,)
         return (x, idx)
     idx = [n if draw(st.integers(0, 2)) else 1 for n in x]
@@ -683,7 +683,7 @@ def _take_along_args(draw, shapes, dtypes):
         return {"dim": None}
     dims = [d for d in range(len(x))
             if all(idx[k] in (1, x[k]) or x[k] == 1 for k in range(len(x)) if k != d)
-            and (x[d] > 0 or _prod(idx) == 0)]
+            and (x[d] > 0 or prod(idx) == 0)]
     if not dims or draw(st.integers(0, 5)) == 0:
         return {"dim": None}
     return {"dim": _pick_dim(draw, len(x), dims)}
@@ -691,14 +691,14 @@ def _take_along_args(draw, shapes, dtypes):
 
 def _repeats_shapes(draw, budget: ShapeBudget):
     x = _shape(draw, budget, 0, 6)
-    lengths = [1, _prod(x)] + list(x)
+    lengths = [1, prod(x)] + list(x)
     return (x, (draw(st.sampled_from(lengths)),))
 
 
 def _repeats_args(draw, shapes, dtypes):
     x, (n,) = shapes
     dims = [d for d in range(len(x)) if x[d] == n or n == 1]
-    options = ([None] if n in (1, _prod(x)) else []) + [_pick_dim(draw, len(x), [d]) for d in dims]
+    options = ([None] if n in (1, prod(x)) else []) + [_pick_dim(draw, len(x), [d]) for d in dims]
     return {"dim": draw(st.sampled_from(options or [None]))}
 
 
@@ -716,8 +716,8 @@ def _cat_shapes(n: int):
         out = []
         for _ in range(n):
             s = list(base)
-            s[d] = _side(draw, budget)
-            out.append(_fit(s, sub) if _prod(s) > sub.max_numel else tuple(s))
+            s[d] = draw_side(draw, budget)
+            out.append(fit(s, sub) if prod(s) > sub.max_numel else tuple(s))
         if draw(st.integers(0, 9)) == 0:  # legacy: a 1-D empty tensor joins anything
             out[draw(st.integers(0, n - 1))] = (0,)
         return tuple(out)
@@ -744,8 +744,8 @@ def _hvstack_shapes(vertical: bool):
         if len(base) <= joined or (vertical and len(base) == 1):
             return (tuple(base), tuple(base))
         other = list(base)
-        other[joined] = _side(draw, budget)
-        return (tuple(base), _fit(other, budget))
+        other[joined] = draw_side(draw, budget)
+        return (tuple(base), fit(other, budget))
     return build
 
 
@@ -816,7 +816,7 @@ def _some_side_shape(draw, budget: ShapeBudget):
     x = list(_shape(draw, budget, 1, 8))
     if not any(x):
         x[draw(st.integers(0, len(x) - 1))] = draw(st.integers(1, max(1, budget.max_side)))
-    return (_fit(x, budget),)
+    return (fit(x, budget),)
 
 
 def _select_args(draw, shapes, dtypes):
@@ -843,12 +843,12 @@ def _tri_indices_args(draw, shapes, dtypes):
 
 
 def _search_shapes(draw, budget: ShapeBudget):
-    n = _side(draw, budget)
+    n = draw_side(draw, budget)
     if draw(st.booleans()):  # 1-D sequence, values of any shape
         return ((n,), _shape(draw, budget, 0, 4))
     batch = list(_shape(draw, budget, 0, 3))
-    m = _side(draw, budget)
-    return (_fit(batch + [n], budget), _fit(batch + [m], budget) if batch else (m,))
+    m = draw_side(draw, budget)
+    return (fit(batch + [n], budget), fit(batch + [m], budget) if batch else (m,))
 
 
 def _search_args(draw, shapes, dtypes):
@@ -862,7 +862,7 @@ def _search_args(draw, shapes, dtypes):
 
 
 def _bucketize_shapes(draw, budget: ShapeBudget):
-    return (_shape(draw, budget, 0, 5), (_side(draw, budget),))
+    return (_shape(draw, budget, 0, 5), (draw_side(draw, budget),))
 
 
 def _bucketize_args(draw, shapes, dtypes):

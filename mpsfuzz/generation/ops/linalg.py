@@ -15,11 +15,11 @@ import torch
 from hypothesis import strategies as st
 
 from .. import dtypes as dt
-from ..catalogue import (OpSpec, ShapeBudget, _fit, _fit_keep_last, _side, any_shape, broadcast_shapes,
-                         broadcastable_to, combine_args, dim_arg, expand, first_dtype, matmul_shapes,
-                         matrix_shapes, register)
 from ..grad_points import (dims_of, eps_of, matrix_last_two, matrix_norm_reason, repeated_spectrum, rows,
                            slack, spectrum_reason, vector_norm_kinks, vector_norm_reason, wide)
+from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcast_shapes, broadcastable_to, combine_args, dim_arg,
+                      draw_side, expand, first_dtype, fit, fit_keep_last, matmul_shapes, matrix_shapes,
+                      register)
 
 FAMILY = "linalg"
 
@@ -70,9 +70,9 @@ def _cross_shapes(draw, budget: ShapeBudget):
     (which the args builder finds again as the dim whose sides are both 3)."""
     rank = draw(st.integers(max(1, budget.min_rank), max(1, min(5, budget.max_rank))))
     pos = draw(st.integers(0, rank - 1))
-    full = [_side(draw, budget) for _ in range(rank)]
+    full = [draw_side(draw, budget) for _ in range(rank)]
     full[pos] = 1
-    full = list(_fit(full, ShapeBudget(max_numel=max(1, budget.max_numel // 3))))
+    full = list(fit(full, ShapeBudget(max_numel=max(1, budget.max_numel // 3))))
     full[pos] = 3
     out = []
     for _ in range(2):
@@ -99,9 +99,9 @@ def _vecdot_shapes(draw, budget: ShapeBudget):
 
 def _triangular_solve_shapes(draw, budget: ShapeBudget):
     """A (..., n, n) triangular system and B (..., n, k) right-hand sides."""
-    batch = [_side(draw, budget) for _ in range(draw(st.integers(0, 2)))]
-    n, k = _side(draw, budget), _side(draw, budget)
-    a = _fit(batch + [n, n], budget)
+    batch = [draw_side(draw, budget) for _ in range(draw(st.integers(0, 2)))]
+    n, k = draw_side(draw, budget), draw_side(draw, budget)
+    a = fit(batch + [n, n], budget)
     return (a, a[:-2] + (n, k))
 
 
@@ -146,7 +146,7 @@ def _matrix_power_n(draw, shapes, dtypes):
 
 def _batch(draw, budget: ShapeBudget, most: int = 2) -> list[int]:
     most = max(0, min(most, budget.max_rank - 2))
-    return [_side(draw, budget) for _ in range(draw(st.integers(0, most)))]
+    return [draw_side(draw, budget) for _ in range(draw(st.integers(0, most)))]
 
 
 def _system_shapes(*, rhs_first: bool = False, min_side: int = 0):
@@ -154,8 +154,8 @@ def _system_shapes(*, rhs_first: bool = False, min_side: int = 0):
     returns them the other way round (cholesky_solve takes B first)."""
     def build(draw, budget: ShapeBudget):
         batch = _batch(draw, budget)
-        n, k = _side(draw, budget, min_side=min_side), _side(draw, budget)
-        a = _fit_keep_last(list(batch), [n, n], budget)
+        n, k = draw_side(draw, budget, min_side=min_side), draw_side(draw, budget)
+        a = fit_keep_last(list(batch), [n, n], budget)
         b = a[:-2] + (n, k)
         return (b, a) if rhs_first else (a, b)
     return build
@@ -163,25 +163,25 @@ def _system_shapes(*, rhs_first: bool = False, min_side: int = 0):
 
 def _lstsq_shapes(draw, budget: ShapeBudget):
     batch = _batch(draw, budget, 1)
-    m, n, k = (_side(draw, budget) for _ in range(3))
-    a = _fit_keep_last(list(batch), [m, n], budget)
+    m, n, k = (draw_side(draw, budget) for _ in range(3))
+    a = fit_keep_last(list(batch), [m, n], budget)
     return (a, a[:-2] + (m, k))
 
 
 def _householder_shapes(draw, budget: ShapeBudget):
     """A (..., m, n) with m >= n and tau (..., k) with k <= n."""
     batch = _batch(draw, budget, 1)
-    n = _side(draw, budget)
+    n = draw_side(draw, budget)
     m = n + draw(st.integers(0, 3))
     k = draw(st.integers(0, n))
-    a = _fit_keep_last(list(batch), [m, n], budget)
+    a = fit_keep_last(list(batch), [m, n], budget)
     return (a, a[:-2] + (k,))
 
 
 def _chain_shapes(*, vector_ends: bool):
     """Three operands of a chained product; multi_dot's first and last may be 1-D."""
     def build(draw, budget: ShapeBudget):
-        d = [max(1, _side(draw, budget)) if i in (0, 3) else _side(draw, budget) for i in range(4)]
+        d = [max(1, draw_side(draw, budget)) if i in (0, 3) else draw_side(draw, budget) for i in range(4)]
         shapes = [(d[0], d[1]), (d[1], d[2]), (d[2], d[3])]
         if vector_ends and draw(st.booleans()):
             shapes[0] = (d[1],)
@@ -201,11 +201,11 @@ def _kron_shapes(draw, budget: ShapeBudget):
 def _tensordot_shapes(draw, budget: ShapeBudget):
     """a = free_a + contracted, b = contracted + free_b (the args builder finds how many
     dims contract, and sometimes names them as lists in a shuffled order)."""
-    contracted = [_side(draw, budget) for _ in range(draw(st.integers(0, 2)))]
-    free_a = [_side(draw, budget) for _ in range(draw(st.integers(0, 2)))]
-    free_b = [_side(draw, budget) for _ in range(draw(st.integers(0, 2)))]
-    a = _fit(free_a + contracted, budget)
-    b = _fit(list(contracted) + free_b, budget)
+    contracted = [draw_side(draw, budget) for _ in range(draw(st.integers(0, 2)))]
+    free_a = [draw_side(draw, budget) for _ in range(draw(st.integers(0, 2)))]
+    free_b = [draw_side(draw, budget) for _ in range(draw(st.integers(0, 2)))]
+    a = fit(free_a + contracted, budget)
+    b = fit(list(contracted) + free_b, budget)
     n = len(contracted)
     # fitting may shrink differently: make the contracted sides agree again
     b = tuple(a[len(a) - n:]) + b[n:] if n else b
@@ -218,20 +218,20 @@ def _square(min_batch=0, max_batch=2, min_side=0):
 
 def _einsum_shapes(kind: str):
     def build(draw, budget: ShapeBudget):
-        i, j, k, l = (_side(draw, budget) for _ in range(4))
+        i, j, k, l = (draw_side(draw, budget) for _ in range(4))
         if kind == "bmm":
-            b = _side(draw, budget)
+            b = draw_side(draw, budget)
             return ((b, i, j), (b, j, k))
         if kind == "outer":
             return ((i,), (j,))
         if kind == "trace":
             return ((i, i),)
         if kind == "diag":
-            return (_fit_keep_last(_batch(draw, budget, 3), [i, i], budget),)
+            return (fit_keep_last(_batch(draw, budget, 3), [i, i], budget),)
         if kind == "contract":
             return ((i, j, k), (j, k, l))
         # attention: bhqd,bhkd->bhqk
-        b, h = _side(draw, budget), _side(draw, budget)
+        b, h = draw_side(draw, budget), draw_side(draw, budget)
         return ((b, h, i, j), (b, h, k, j))
     return build
 
@@ -737,7 +737,7 @@ register(
            input_values=("diag_dominant",), args=_tensorinv_args, out=True, grad=True, **SOLVE_KW),
     linalg("linalg.tensorsolve",
            lambda a, b, bshape, xshape, **kw: torch.linalg.tensorsolve(a.reshape(bshape + xshape), b.reshape(bshape), **kw),
-           lambda draw, budget: (lambda n: ((n, n), (n,)))(max(1, _side(draw, budget))), LAPACK,
+           lambda draw, budget: (lambda n: ((n, n), (n,)))(max(1, draw_side(draw, budget))), LAPACK,
            "tensor equation solve (A reshaped to B.shape + X.shape)",
            input_dtypes=(None, None), input_values=("diag_dominant", None), args=_tensorsolve_args,
            out=True, grad=True, **SOLVE_KW),

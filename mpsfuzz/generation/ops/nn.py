@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from .. import dtypes as dt
-from ..catalogue import OpSpec, ShapeBudget, _prod, any_shape, expand, register
 from ..grad_points import dims_of, is_zero, kinks, near, rows, slack, vector_norm_reason, when, wide, zero_crossings
+from ..opspec import OpSpec, ShapeBudget, any_shape, expand, prod, register
 from ..recipes import DtypeArg
 
 FAMILY = "nn"
@@ -63,7 +63,7 @@ def _shrink(shape: list[int], movable: list[int], limit: int, floors: dict | Non
     their floor, default 1)."""
     floors = floors or {}
     shape = list(shape)
-    while _prod(shape) > limit:
+    while prod(shape) > limit:
         cands = [i for i in movable if shape[i] > floors.get(i, 1)]
         if not cands:
             break
@@ -109,7 +109,7 @@ def _conv_shapes(nd: int, transposed: bool):
         limit = budget.max_numel // (4 ** nd if transposed else 1)
         floors = {first + i: kernel[i] for i in range(nd)}
         shape = _shrink(shape, list(range(first, len(shape))), max(limit, 1), floors)
-        if batched and _prod(shape) > limit:
+        if batched and prod(shape) > limit:
             shape[0] = min(shape[0], 1)
         if transposed:
             weight = (cin, cout_g) + tuple(kernel)
@@ -275,7 +275,7 @@ def pooled_indices(nd: int, *, values_at: int = 0, indices_at: int = 1):
     def canonicalise(inputs, outputs):
         x = inputs[0]
         values, idx = outputs[values_at], outputs[indices_at]
-        plane = _prod(x.shape[x.dim() - nd:])
+        plane = prod(x.shape[x.dim() - nd:])
         if idx.numel() == 0 or plane == 0:
             return (values, torch.zeros(idx.shape, dtype=x.dtype, device=x.device),
                     torch.ones(idx.shape, dtype=torch.bool, device=x.device))
@@ -378,7 +378,7 @@ def _unpool_args(draw, shapes, dtypes):
 
 def _tie_free_key(shape, device) -> torch.Tensor:
     """Distinct values (as float32, exactly) in a scrambled order, one plane per (n, c)."""
-    plane = _prod(shape[-2:])
+    plane = prod(shape[-2:])
     pos = torch.arange(plane, dtype=torch.int64, device=device)
     key = (pos * 7919) % 1_000_003   # a bijection on [0, 1000003), and 1000003 > plane
     return key.to(torch.float32).reshape(shape[-2:]).expand(*shape)
@@ -434,7 +434,7 @@ def _batch_norm(x, rm, rv, w, b, *, training, track=True, affine=True, momentum=
 
 def _bn_args(draw, shapes, dtypes):
     x = shapes[0]
-    per_channel = x[0] * _prod(x[2:])
+    per_channel = x[0] * prod(x[2:])
     training = per_channel > 1 and draw(st.booleans())
     track = not training or draw(st.integers(0, 3)) > 0
     return {"training": training, "track": track, "affine": draw(st.booleans()),
@@ -452,7 +452,7 @@ def _instance_norm(x, rm, rv, w, b, *, use_input_stats, track=False, affine=True
 
 def _in_args(draw, shapes, dtypes):
     x = shapes[0]
-    use = _prod(x[2:]) > 1 and draw(st.integers(0, 3)) > 0
+    use = prod(x[2:]) > 1 and draw(st.integers(0, 3)) > 0
     track = not use or draw(st.booleans())
     # (with an empty batch CPU refuses weight and bias: it indexes the first sample)
     return {"use_input_stats": use, "track": track, "affine": x[0] > 0 and draw(st.booleans()),
@@ -466,13 +466,13 @@ def _group_norm(x, w, b, *, num_groups, affine=True, eps=1e-5):
 
 def _gn_shapes(draw, budget: ShapeBudget):
     x, _, _ = _norm_shapes(min_rank=2, n_stats=2)(draw, budget)
-    if x[1] * _prod(x[2:]) < 2:  # a group needs more than one value
+    if x[1] * prod(x[2:]) < 2:  # a group needs more than one value
         x = (x[0], 2) + tuple(x[2:])
     return (x, (x[1],), (x[1],))
 
 
 def _gn_args(draw, shapes, dtypes):
-    c, per_channel = shapes[0][1], _prod(shapes[0][2:])
+    c, per_channel = shapes[0][1], prod(shapes[0][2:])
     groups = [g for g in _divisors(c) if (c // g) * per_channel > 1]
     return {"num_groups": draw(st.sampled_from(groups)), "affine": draw(st.booleans()),
             "eps": draw(st.sampled_from((1e-5, 1e-3, 0.1)))}
@@ -902,7 +902,7 @@ def dropout_judge(kind: str):
         telling = finite & ((keep - c).abs() > 2 * (keep_tol + drop_tol))
         dropped = telling & is_drop
         if feature:
-            units = _prod(x.shape[:2]) if x.dim() >= 2 else 1
+            units = prod(x.shape[:2]) if x.dim() >= 2 else 1
             telling_u = telling.reshape(units, -1)
             dropped_u = dropped.reshape(units, -1)
             n_tell = telling_u.sum(1)
@@ -1264,7 +1264,7 @@ def _channel_shuffle_args(draw, shapes, dtypes):
 
 
 def _one_hot_args(draw, shapes, dtypes):
-    if _prod(shapes[0]) > 0 and draw(st.integers(0, 3)) == 0:
+    if prod(shapes[0]) > 0 and draw(st.integers(0, 3)) == 0:
         return {"num_classes": -1}
     return {"num_classes": draw(st.integers(1, 8))}
 

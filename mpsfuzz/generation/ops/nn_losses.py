@@ -38,9 +38,9 @@ import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
-from ..catalogue import (OpSpec, ShapeBudget, _fit, _side, broadcast_shapes, broadcastable_to, expand,
-                         register, same_shapes)
 from ..grad_points import equal_operands, is_zero, kinks, near, slack, vector_norm_reason, when, wide, zero_crossings
+from ..opspec import (OpSpec, ShapeBudget, broadcast_shapes, broadcastable_to, draw_side, expand, fit, register,
+                      same_shapes)
 
 FAMILY = "nn"
 FLOAT = expand("float")
@@ -147,16 +147,16 @@ def classification_shapes(*, target: str = "index", weight: bool = True, spatial
     ``target="probs"``; a (C,) class weight when ``weight``. C >= 1, N >= ``min_batch``."""
     def build(draw, budget: ShapeBudget):
         form = draw(st.integers(0, 2 if spatial else 1))
-        c = _side(draw, budget, min_side=1)
+        c = draw_side(draw, budget, min_side=1)
         if form == 1:
             x = (c,)
         else:
-            n = _side(draw, budget, min_side=min_batch)
+            n = draw_side(draw, budget, min_side=min_batch)
             extra = []
             if form == 2:
                 most = max(1, min(3, budget.max_rank - 2))
-                extra = [_side(draw, budget) for _ in range(draw(st.integers(1, most)))]
-            x = _fit([n, c] + extra, budget)
+                extra = [draw_side(draw, budget) for _ in range(draw(st.integers(1, most)))]
+            x = fit([n, c] + extra, budget)
         t = x if target == "probs" else (x[:1] + x[2:] if len(x) >= 2 else ())
         return (x, t, (num_classes(x),)) if weight else (x, t)
     return build
@@ -165,11 +165,11 @@ def classification_shapes(*, target: str = "index", weight: bool = True, spatial
 def _vector_pairs(n_vectors: int, *, target: bool):
     """``n_vectors`` inputs of (N, D) or (D,) plus an (N,)/() target when ``target``."""
     def build(draw, budget: ShapeBudget):
-        d = _side(draw, budget)
+        d = draw_side(draw, budget)
         if draw(st.integers(0, 3)) == 3:
             x = (d,)
         else:
-            x = _fit([_side(draw, budget), d], budget)
+            x = fit([draw_side(draw, budget), d], budget)
         out = (x,) * n_vectors
         return out + (x[:1] if len(x) == 2 else (),) if target else out
     return build
@@ -200,13 +200,13 @@ def _multi_margin_shapes(draw, budget: ShapeBudget):
 
 
 def _multilabel_margin_shapes(draw, budget: ShapeBudget):
-    c = _side(draw, budget, min_side=1)
-    x = (c,) if draw(st.integers(0, 3)) == 3 else _fit([_side(draw, budget, min_side=1), c], budget)
+    c = draw_side(draw, budget, min_side=1)
+    x = (c,) if draw(st.integers(0, 3)) == 3 else fit([draw_side(draw, budget, min_side=1), c], budget)
     return (x, x)
 
 
 def _multilabel_soft_margin_shapes(draw, budget: ShapeBudget):
-    x = _fit([_side(draw, budget), _side(draw, budget)], budget)
+    x = fit([draw_side(draw, budget), draw_side(draw, budget)], budget)
     return (x, x, (x[1],))
 
 
@@ -505,14 +505,14 @@ def _ctc_shapes(draw, budget: ShapeBudget):
     """log_probs (T, N, C) with targets padded (N, S) or concatenated (total,), or
     unbatched (T, C) with (S,). C >= 2 (class 0 is the blank)."""
     form = draw(st.integers(0, 2))
-    t = _side(draw, budget, min_side=1)  # empty log_probs are refused
+    t = draw_side(draw, budget, min_side=1)  # empty log_probs are refused
     c = draw(st.integers(2, max(2, budget.max_side)))
-    s = _side(draw, budget)
+    s = draw_side(draw, budget)
     if form == 2:
         return ((t, c), (s,))
-    n = _side(draw, budget, min_side=1)  # so are empty batches
-    lp = _fit([t, n, c], budget)
-    while lp[2] < 2:  # _fit may shrink C: give the sides back from T
+    n = draw_side(draw, budget, min_side=1)  # so are empty batches
+    lp = fit([t, n, c], budget)
+    while lp[2] < 2:  # fit may shrink C: give the sides back from T
         lp = (max(1, lp[0] // 2), lp[1], 2)
     if form == 0:
         return (lp, (lp[1], s))
@@ -585,19 +585,19 @@ def _sdpa_shapes(draw, budget: ShapeBudget):
     (the last one the heads; Hq a multiple of Hkv for GQA when torch has it) and a mask
     broadcastable to (B..., Hq, L, S)."""
     nb = draw(st.integers(1, max(1, min(3, budget.max_rank - 2))))
-    batch = [_side(draw, budget) for _ in range(nb)]
-    L, S = _side(draw, budget), _side(draw, budget)
-    E = _side(draw, budget, min_side=1)
+    batch = [draw_side(draw, budget) for _ in range(nb)]
+    L, S = draw_side(draw, budget), draw_side(draw, budget)
+    E = draw_side(draw, budget, min_side=1)
     # Fused attention kernels (CPU flash, CUDA flash/efficient, MPS's fast path) take
     # only value heads as wide as the query's: mostly keep them equal, or cases would
     # almost always fall back to the composite (math) path.
-    Ev = E if draw(st.integers(0, 3)) else _side(draw, budget, min_side=1)
+    Ev = E if draw(st.integers(0, 3)) else draw_side(draw, budget, min_side=1)
     heads_kv = batch[-1]
     if HAS_GQA and heads_kv >= 1 and draw(st.integers(0, 3)) == 3:
         batch[-1] = heads_kv * draw(st.integers(2, 3))
     heads_q = batch[-1]
     # the heads stay as drawn (GQA needs the multiple); the other sides shrink to fit
-    fitted = list(_fit(batch[:-1] + [L, S, E, Ev],
+    fitted = list(fit(batch[:-1] + [L, S, E, Ev],
                        ShapeBudget(max_numel=max(1, budget.max_numel // max(1, 2 * heads_q)))))
     outer, (L, S, E, Ev) = fitted[:-4], fitted[-4:]
     q = tuple(outer) + (heads_q, L, E)
@@ -648,8 +648,8 @@ def _cell_shapes(kind: str):
 
     def build(draw, budget: ShapeBudget):
         side = ShapeBudget(max_side=min(budget.max_side, 8), allow_empty=budget.allow_empty)
-        n, i = _side(draw, side), _side(draw, side)
-        h = _side(draw, side, min_side=1)
+        n, i = draw_side(draw, side), draw_side(draw, side)
+        h = draw_side(draw, side, min_side=1)
         states = ((n, h), (n, h)) if kind == "lstm" else ((n, h),)
         return ((n, i),) + states + ((g * h, i), (g * h, h), (g * h,), (g * h,))
     return build
@@ -679,8 +679,8 @@ def _rnn_layer_shapes(kind: str):
 
     def build(draw, budget: ShapeBudget):
         side = ShapeBudget(max_side=min(budget.max_side, 6), allow_empty=budget.allow_empty)
-        t, n = _side(draw, side, min_side=1), _side(draw, side)
-        i, h = _side(draw, side), _side(draw, side, min_side=1)
+        t, n = draw_side(draw, side, min_side=1), draw_side(draw, side)
+        i, h = draw_side(draw, side), draw_side(draw, side, min_side=1)
         x = (n, t, i) if draw(st.booleans()) else (t, n, i)
         states = ((1, n, h), (1, n, h)) if kind == "lstm" else ((1, n, h),)
         return (x,) + states + ((g * h, i), (g * h, h), (g * h,), (g * h,))
@@ -715,8 +715,8 @@ def _rnn_shapes(kind: str):
 
     def build(draw, budget: ShapeBudget):
         side = ShapeBudget(max_side=min(budget.max_side, 6), allow_empty=budget.allow_empty)
-        t, n = _side(draw, side, min_side=1), _side(draw, side)
-        i, h = _side(draw, side), _side(draw, side, min_side=1)
+        t, n = draw_side(draw, side, min_side=1), draw_side(draw, side)
+        i, h = draw_side(draw, side), draw_side(draw, side, min_side=1)
         layers, dirs = draw(st.integers(1, 2)), draw(st.integers(1, 2))
         k = _rnn_per_direction(g, max(i, dirs * h if layers > 1 else 0), h)
         x = (n, t, i) if draw(st.booleans()) else (t, n, i)

@@ -41,7 +41,8 @@ import torch
 from hypothesis import strategies as st
 
 from .. import dtypes as dt
-from ..catalogue import OpSpec, ShapeBudget, _fit, _rank, _side, any_shape, broadcastable_to, register, same_shapes
+from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcastable_to, draw_rank, draw_side, fit, register,
+                      same_shapes)
 
 FAMILY = "random"
 RANDOM = frozenset({"random"})
@@ -289,8 +290,8 @@ def _size(draw) -> tuple[int, ...]:
         return ()
     if how == 1:
         return (draw(st.integers(64, 4096)),)
-    rank = _rank(draw, budget, 1, 6)
-    return _fit([_side(draw, budget) for _ in range(rank)], budget)
+    rank = draw_rank(draw, budget, 1, 6)
+    return fit([draw_side(draw, budget) for _ in range(rank)], budget)
 
 
 def _dummy_shapes(draw, budget: ShapeBudget):

@@ -3,7 +3,7 @@ cumulative ops. Inputs go up to 8-D (the budget's max rank) and reduce over one 
 several dims, or everything.
 
 Indices of extrema are not unique under ties, so the ops that return them are compared
-through :func:`~mpsfuzz.generation.catalogue.gather_at_indices` (the input values the
+through :func:`~mpsfuzz.generation.opspec.gather_at_indices` (the input values the
 indices point at) and carry the ``ties_unspecified`` semantic. Sorting and selection ops
 (sort, argsort, topk, mode, unique...) are judged the same way; argsort and topk work
 along the last dim so their canonicalisers know which dim the indices index.
@@ -24,10 +24,10 @@ import torch
 from hypothesis import strategies as st
 
 from .. import dtypes as dt
-from ..catalogue import (OpSpec, _fit, _side, any_shape, broadcast_shapes, combine_args, dim_arg, expand,
-                         first_dtype, gather_at_indices, register)
 from ..grad_points import (any_of, constant_slices, dims_of, near, rows, slack, ties, vector_norm_kinks,
                            vector_norm_reason, wide, zero_crossings)
+from ..opspec import (OpSpec, any_shape, broadcast_shapes, combine_args, dim_arg, draw_side, expand,
+                      first_dtype, fit, gather_at_indices, register)
 from ..recipes import DtypeArg
 
 FAMILY = "reduction"
@@ -187,7 +187,7 @@ def _bincount_values(shapes, kwargs):
 
 def _bincount_shapes(n_inputs):
     def build(draw, budget):
-        n = _fit([_side(draw, budget) * draw(st.integers(1, 4))], budget)
+        n = fit([draw_side(draw, budget) * draw(st.integers(1, 4))], budget)
         return (n,) * n_inputs
     return build
 
