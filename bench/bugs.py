@@ -117,12 +117,12 @@ def faults_on_call(loc: dict) -> set[str]:
 _FIRED = """
 import json, sys, warnings
 warnings.simplefilter("ignore")
-from mpsfuzz.execution.executor import execute
+from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.generation.recipes import Case
 from mpsfuzz.testing.faults import FaultTarget
 target = FaultTarget()
 try:
-    execute(Case.from_json(json.loads(sys.argv[1])), target, ("values", "variants", "errors", "grads", "metadata"))
+    judge_case(Case.from_json(json.loads(sys.argv[1])), target, ("values", "variants", "errors", "grads", "metadata"))
 except Exception:
     pass
 print(json.dumps(sorted(target.fired)))

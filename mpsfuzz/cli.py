@@ -349,6 +349,7 @@ def cmd_ops(args, console) -> int:
 def _ops_stats(args, console, fams) -> int:
     from rich.table import Table
 
+    from .execution.executor import reference_rejection
     from .generation import catalogue, validity
     if args.cases < 1:
         raise UsageError(f"--cases={args.cases}: must be >= 1")
@@ -359,7 +360,7 @@ def _ops_stats(args, console, fams) -> int:
             raise UsageError(str(exc)) from None
     else:
         chosen = [n for fam, names in fams.items() if args.family in (None, fam) for n in names]
-    results = validity.measure(chosen, cases_per_op=args.cases, seed=args.seed)
+    results = validity.measure(chosen, rejection=reference_rejection, cases_per_op=args.cases, seed=args.seed)
 
     def pct(share: float) -> str:
         colour = "red" if share < validity.FLOOR_SHARE else "yellow" if share < validity.TARGET_SHARE else "green"

@@ -13,12 +13,12 @@ import sys
 import pytest
 import torch
 
-from mpsfuzz.execution.executor import execute
 from mpsfuzz.generation import catalogue
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT
 from mpsfuzz.oracles.accuracy import accumulation_bound, overflow_possible, summands
 from mpsfuzz.oracles.arbiter import judge_leaf
+from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.oracles.values import ORDER_DEPENDENT_SCALE, leaf_tolerance
 from mpsfuzz.testing.faults import FaultTarget
 
@@ -105,7 +105,7 @@ def test_which_inputs_make_overflow_possible():
 # -- the rules through the executor, on the fault-injecting target ------------------------
 
 def _failures(case, faults):
-    return execute(case, FaultTarget(faults), DEFAULT)["failures"]
+    return judge_case(case, FaultTarget(faults), DEFAULT)["failures"]
 
 
 def test_an_intermediate_overflow_is_not_reported():
@@ -300,9 +300,9 @@ def test_undefined_float_to_integer_conversions_are_not_compared(registered):
     # complex converts through its real part: the same rule holds for it
     for dtype in ("float32", "complex64"):
         case = Case("test.int", (_recipe((4,), dtype, specials=[(1, "nan"), (2, "inf")]),))
-        assert execute(case, NanToZero(), DEFAULT)["failures"] == [], dtype
+        assert judge_case(case, NanToZero(), DEFAULT)["failures"] == [], dtype
         # a wrong conversion of a finite value is still found
-        wrong = execute(case, NanToZero(off_by_one=True), DEFAULT)["failures"]
+        wrong = judge_case(case, NanToZero(off_by_one=True), DEFAULT)["failures"]
         assert [f["oracle"] for f in wrong] == ["values"], dtype
 
 
@@ -320,7 +320,7 @@ def test_a_device_fault_that_surfaces_in_mpsfuzz_code_poisons_the_worker_not_the
     weights = TensorRecipe((3, 4), "float32", Layout(expanded=(0,)), ValueRecipe("positive", 2))
     case = Case("multinomial", (weights,), (("num_samples", 2), ("replacement", True)))
     try:
-        result = execute(case, FaultTarget(["multinomial_async_assert"]), DEFAULT)
+        result = judge_case(case, FaultTarget(["multinomial_async_assert"]), DEFAULT)
     finally:
         F._POISONED.clear()
         F._FAULT_AT_NEXT_SYNC.clear()
@@ -357,9 +357,9 @@ def test_an_op_of_unknown_structure_gets_the_accumulation_bound_of_its_result(re
         registered(OpSpec(name="test.rowsum", family="test", fn=lambda x: x.sum(-1), shapes=any_shape(2),
                           dtypes=("float16",), semantics=frozenset(structure), doc="row sums"))
         case = Case("test.rowsum", (_recipe((4, 256), "float16", distribution="positive", seed=5),))
-        found = [f["oracle"] for f in execute(case, SumsInHalf(), DEFAULT)["failures"]]
+        found = [f["oracle"] for f in judge_case(case, SumsInHalf(), DEFAULT)["failures"]]
         assert found == ([] if structure else ["values"]), (structure, found)
-        assert [f["oracle"] for f in execute(case, SumsInHalf(wrong=True), DEFAULT)["failures"]] == ["values"]
+        assert [f["oracle"] for f in judge_case(case, SumsInHalf(wrong=True), DEFAULT)["failures"]] == ["values"]
     assert opinfo.FAMILY and "structure-unknown" in catalogue_semantics()
 
 
@@ -416,9 +416,9 @@ def test_a_result_where_cpu_raises_is_held_to_the_arbiters_bounds(registered):
     registered(OpSpec(name="test.rowsum_rejects", family="test", fn=rowsum, shapes=any_shape(2),
                       dtypes=("float16",), semantics=frozenset({"accumulates"}), doc="row sums"))
     case = Case("test.rowsum_rejects", (_recipe((4, 256), "float16", distribution="positive", seed=5),))
-    kinds = [f["kind"] for f in execute(case, SumsInHalf(), DEFAULT)["failures"]]
+    kinds = [f["kind"] for f in judge_case(case, SumsInHalf(), DEFAULT)["failures"]]
     assert kinds == ["capability"], kinds
-    assert [f["kind"] for f in execute(case, SumsInHalf(wrong=True), DEFAULT)["failures"]] == ["accepts-wrong"]
+    assert [f["kind"] for f in judge_case(case, SumsInHalf(wrong=True), DEFAULT)["failures"]] == ["accepts-wrong"]
 
 
 def test_outputs_an_op_keeps_for_its_backward_are_not_compared(registered):
@@ -442,7 +442,7 @@ def test_outputs_an_op_keeps_for_its_backward_are_not_compared(registered):
         registered(OpSpec(name="test.norm", family="test", fn=norm, shapes=any_shape(2), dtypes=("float16",),
                           canonicalise=first, private_outputs_from=private, doc="norm"))
         case = Case("test.norm", (_recipe((3, 4), "float16"),))
-        kinds = [f["kind"] for f in execute(case, SavesInFloat32(), DEFAULT)["failures"]]
+        kinds = [f["kind"] for f in judge_case(case, SavesInFloat32(), DEFAULT)["failures"]]
         assert kinds == ([] if private else ["wrong-dtype"]), (private, kinds)
     if opinfo.available()[0]:
         spec = catalogue.get(opinfo.PREFIX + "native_layer_norm")
@@ -485,5 +485,5 @@ def test_terms_of_an_op_of_unknown_structure_are_as_large_as_its_largest_element
     registered(OpSpec(name="test.halve", family="test", fn=lambda x: x * 0.5, shapes=any_shape(1),
                       dtypes=("bfloat16",), semantics=frozenset({"structure-unknown"}), doc="unknown"))
     case = Case("test.halve", (_recipe((5,), "bfloat16", seed=7),))
-    assert execute(case, Nudges(4), DEFAULT)["failures"] == []
-    assert [f["oracle"] for f in execute(case, Nudges(256), DEFAULT)["failures"]] == ["values"]
+    assert judge_case(case, Nudges(4), DEFAULT)["failures"] == []
+    assert [f["oracle"] for f in judge_case(case, Nudges(256), DEFAULT)["failures"]] == ["values"]

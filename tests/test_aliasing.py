@@ -15,10 +15,10 @@ import pytest
 import torch
 from hypothesis import HealthCheck, find, settings
 
-from mpsfuzz.execution import executor
 from mpsfuzz.generation import catalogue, strategies
 from mpsfuzz.generation.recipes import Alias, Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import Failure, all_oracles
+from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.reports.repro import input_lines
 from mpsfuzz.testing.faults import FaultTarget
 from mpsfuzz.triage import ablation, edits
@@ -240,7 +240,7 @@ def test_trigger_class_says_aliased():
 # -- oracles on aliased inputs ------------------------------------------------------------------
 
 def _failures(case, faults=(), oracles=WORKER_ORACLES):
-    result = executor.execute(case, FaultTarget(list(faults)), oracles)
+    result = judge_case(case, FaultTarget(list(faults)), oracles)
     assert result["valid"], case.describe()
     return [(f["oracle"], f["kind"]) for f in result["failures"]]
 
@@ -349,7 +349,7 @@ def test_layout_repro_gives_aliased_inputs_copies_of_their_own(monkeypatch):
     from mpsfuzz.execution.worker import WorkerPool
     from mpsfuzz.reports.repro import repro_for
     monkeypatch.setenv("MPSFUZZ_FAULTS", "gru_adjacent_weights")
-    pool = WorkerPool(FAULT_TARGET, timeout_s=10)
+    pool = WorkerPool(FAULT_TARGET, timeout_s=10, execute=judge_case)
     try:
         (failure,), _, _ = Prober(pool, ("layout",)).failures(gru_case())
     finally:

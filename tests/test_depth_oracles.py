@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mpsfuzz.execution.executor import execute
 from mpsfuzz.generation.opspec import OpSpec, any_shape, same_shapes
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT
+from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.testing.faults import Fault, FaultTarget
 
 
@@ -45,7 +45,7 @@ def t(shape, dtype="float32", layout=Layout(), seed=1, **values):
 
 
 def failures(case, target, oracles=DEFAULT):
-    return execute(case, target, oracles)["failures"]
+    return judge_case(case, target, oracles)["failures"]
 
 
 def oracle_kinds(case, target, oracles=DEFAULT):

@@ -8,10 +8,10 @@ import json
 import pytest
 
 from mpsfuzz.corpus import known
-from mpsfuzz.execution.executor import execute
 from mpsfuzz.generation import catalogue
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT
+from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.testing import faults as F
 from mpsfuzz.testing.faults import FaultTarget
 
@@ -76,7 +76,7 @@ def _log1p_case(shape=(3,)):
 def _leaks(case, faults):
     F.release_leaks()
     try:
-        return [f for f in execute(case, FaultTarget(faults), DEFAULT)["failures"] if f["oracle"] == "leak"]
+        return [f for f in judge_case(case, FaultTarget(faults), DEFAULT)["failures"] if f["oracle"] == "leak"]
     finally:
         F.release_leaks()
 

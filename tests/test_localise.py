@@ -14,9 +14,9 @@ import pytest
 import torch
 
 from mpsfuzz.corpus.finding import symptom_key
-from mpsfuzz.execution.executor import execute
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT, Failure, worker_oracles
+from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.reports.repro import Script
 from mpsfuzz.reports.verify import run_and_judge
 from mpsfuzz.testing.faults import FaultTarget
@@ -34,7 +34,7 @@ def tensor(shape, dtype="float32", *, permutation=(), offset=0, gaps=(), seed=7,
 
 
 def failing(case: Case, target) -> Failure:
-    result = execute(case, target, ORACLES)
+    result = judge_case(case, target, ORACLES)
     failures = [Failure.from_json(f) for f in result["failures"]]
     assert failures, f"the fault did not fire on {case.describe()}"
     return failures[0]
@@ -116,7 +116,7 @@ def test_an_overwritten_input_is_writes_input(tmp_path, monkeypatch):
 def test_wrong_values_and_an_overwritten_input_are_one_call():
     case = Case("linalg.eig", (tensor((2, 2), permutation=T),))
     target = FaultTarget(["eig_transposed_clobber"])
-    result = execute(case, target, ORACLES)
+    result = judge_case(case, target, ORACLES)
     failures = [Failure.from_json(f) for f in result["failures"]]
     assert {(f.oracle, f.kind) for f in failures} == {("values", "wrong-values"), ("variants", "input-modified")}
     records = [localise_case(case, target, ORACLES, symptom_key(case, f)) for f in failures]
@@ -126,7 +126,7 @@ def test_wrong_values_and_an_overwritten_input_are_one_call():
     # The out= form: the functional call before it diverges too, but fixing it does not
     # cure the out= call's overwritten input; fixing the out= call does.
     out = Case("linalg.eig", (tensor((2, 2), permutation=T),), variant="out")
-    failure = next(f for f in (Failure.from_json(x) for x in execute(out, target, ORACLES)["failures"])
+    failure = next(f for f in (Failure.from_json(x) for x in judge_case(out, target, ORACLES)["failures"])
                    if f.oracle == "variants")
     record = localise_case(out, target, ORACLES, symptom_key(out, failure))
     assert record["kernel"] == "aten::linalg_eig.out" and record["form"] == "out", record
@@ -275,7 +275,7 @@ def pool_for(monkeypatch):
 
     def make(faults: str, timeout_s: float = 3.0):
         monkeypatch.setenv("MPSFUZZ_FAULTS", faults)
-        pool = WorkerPool(FAULT_TARGET, timeout_s=timeout_s)
+        pool = WorkerPool(FAULT_TARGET, timeout_s=timeout_s, execute=judge_case)
         pools.append(pool)
         return pool
     yield make
@@ -325,17 +325,17 @@ def test_a_cpu_copy_that_still_refers_to_the_device_is_not_a_divergence():
     from mpsfuzz.triage import kernel_call
 
     a, b = torch.ones(3), torch.ones(3)
-    snap = kernel_call._snapshot(torch.ops.aten.add.Tensor, (a, b), {})
+    snap = kernel_call.snapshot(torch.ops.aten.add.Tensor, (a, b), {})
 
     def mismatched(*args, **kwargs):
         raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
                            "cuda:0 and cpu!")
 
     result, error = kernel_call._unseeded_cpu_call(mismatched, snap)
-    assert result is None and isinstance(error, kernel_call._Uncomparable), error
+    assert result is None and isinstance(error, kernel_call.Uncomparable), error
 
     def refuses(*args, **kwargs):
         raise RuntimeError("The size of tensor a (3) must match the size of tensor b (4)")
 
     result, error = kernel_call._unseeded_cpu_call(refuses, snap)
-    assert isinstance(error, RuntimeError) and not isinstance(error, kernel_call._Uncomparable)
+    assert isinstance(error, RuntimeError) and not isinstance(error, kernel_call.Uncomparable)

@@ -40,6 +40,7 @@ from mpsfuzz.execution.worker import WorkerPool
 from mpsfuzz.generation import catalogue, opspec
 from mpsfuzz.generation.strategies import example_cases
 from mpsfuzz.oracles import DEFAULT
+from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.reports import repro as repro_module
 from mpsfuzz.reports.repro import ReproError, Script, repro_for
 from mpsfuzz.triage.probe import Prober
@@ -197,7 +198,7 @@ def run_jobs(jobs: list[Job], monkeypatch, *, pick_one_of: dict | None = None) -
     for fault, entries in sorted(groups.items()):
         monkeypatch.setenv("MPSFUZZ_FAULTS", fault)
         timeout = HANG_TIMEOUT_S if "hang" in fault else 20.0
-        pool = WorkerPool(FAULT_TARGET, timeout_s=timeout)
+        pool = WorkerPool(FAULT_TARGET, timeout_s=timeout, execute=judge_case)
         found: list[Outcome] = []
         try:
             prober = Prober(pool, DEFAULT, timeout_s=timeout)

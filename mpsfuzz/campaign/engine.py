@@ -33,13 +33,14 @@ from ..corpus import known as known_failures
 from ..corpus.finding import Finding, signature_of, symptom_key, trigger_class
 from ..corpus.store import Corpus, CorpusWriteError
 from ..events import CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice, Stats
+from ..execution.observation import ProcessEvent
 from ..execution.worker import WorkerPool
 from ..generation import catalogue
 from ..generation.recipes import Case
 from ..generation.strategies import cases
 from ..oracles import DEFAULT as ORACLES_DEFAULT
 from ..oracles import Failure, all_oracles, worker_oracles
-from ..oracles.process import ProcessEvent
+from ..oracles.judge import judge_case
 from ..triage.ablation import holds_all
 from ..triage.pipeline import DEFAULT_RERUNS, triage
 
@@ -628,7 +629,8 @@ class Campaign:
         stopped = "completed"
         unwritable: CorpusWriteError | None = None
         with WorkerPool(self.config.target_spec, timeout_s=self.config.timeout_s,
-                        inflight_dir=self.config.corpus_dir, compile_timeout_s=self.config.compile_timeout_s) as pool:
+                        inflight_dir=self.config.corpus_dir, compile_timeout_s=self.config.compile_timeout_s,
+                        execute=judge_case) as pool:
             round_no = 0
             try:
                 self.emit(CampaignStarted(pool.target_name, self.config.target_spec, pool.device,

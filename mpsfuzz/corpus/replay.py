@@ -10,6 +10,7 @@ from ..execution.targets import TargetError
 from ..execution.worker import WorkerPool, WorkerStartError
 from ..generation import catalogue
 from ..oracles import DEFAULT, all_oracles
+from ..oracles.judge import judge_case
 from ..triage.probe import DIFFERENT, INVALID, SAME, Prober
 from .finding import CANNOT_RUN, CHANGED, FIXED, FLAKY, STILL_FAILS, Finding, symptom_key
 from .store import Corpus
@@ -87,7 +88,7 @@ def replay_findings(found: list[tuple[Path, Finding]], *, target_override: str |
     results: list[ReplayResult] = []
     for spec, items in groups.items():
         try:
-            pool = WorkerPool(spec, timeout_s=timeout_s)
+            pool = WorkerPool(spec, timeout_s=timeout_s, execute=judge_case)
         except (TargetError, WorkerStartError) as exc:
             results += [_finish(p, f, CANNOT_RUN, str(exc).splitlines()[0], spec, "", record) for p, f in items]
             continue

@@ -1,6 +1,8 @@
-"""Execute one case on the target and on eager CPU, then run the case oracles.
+"""Observe one case on the target and on eager CPU: what each side returned or raised.
 
-This runs inside a worker process. The two sides never share a tensor: each
+This runs inside a worker process, called by the function the worker is handed
+(:func:`mpsfuzz.oracles.judge.judge_case` runs :func:`observe`, then the oracles). The
+executor only observes; it never judges. The two sides never share a tensor: each
 materialises its own inputs from the recipe, even when the target's device is the CPU.
 Both sides call the op the same way (the case's variant); the DUT additionally runs the
 functional form (for the ``variants`` oracle) and the op on ``.contiguous()`` copies
@@ -17,11 +19,10 @@ import warnings
 import psutil
 import torch
 
-from . import cpu_kernels
 from ..generation import catalogue
 from ..generation import dtypes as dt
 from ..generation.recipes import Case
-from ..oracles import all_oracles
+from . import cpu_kernels
 from .error_kinds import is_device_fault, is_unsupported
 from .observation import Observation, Raised, SideResult, output_meta
 
@@ -30,7 +31,8 @@ from .observation import Observation, Raised, SideResult, output_meta
 OUT_FILLER = 77
 
 
-def _raised(exc: BaseException) -> Raised:
+def as_raised(exc: BaseException) -> Raised:
+    """An exception as an observation (the op raised it, or a device fault surfaced)."""
     return Raised(type=type(exc).__name__, message=str(exc).strip()[:2000], unsupported=is_unsupported(exc))
 
 
@@ -44,11 +46,11 @@ def _to_cpu(out):
 
 def _cast_like(out, dtypes: list):
     """Cast each tensor leaf of ``out`` (depth first) to the matching dtype in ``dtypes``."""
-    leaves = iter(dtypes)
+    wanted = iter(dtypes)
 
     def cast(o):
         if isinstance(o, torch.Tensor):
-            want = next(leaves, None)
+            want = next(wanted, None)
             return o.to(want) if want is not None and o.dtype != want else o
         if isinstance(o, (tuple, list)):
             return tuple(cast(x) for x in o)
@@ -64,11 +66,12 @@ def _leaf_dtypes(out) -> list:
     return []
 
 
-def _leaves(out) -> list:
+def leaves(out) -> list:
+    """The tensors of a (nested) result, depth first."""
     if isinstance(out, torch.Tensor):
         return [out]
     if isinstance(out, (tuple, list)):
-        return [leaf for o in out for leaf in _leaves(o)]
+        return [leaf for o in out for leaf in leaves(o)]
     return []
 
 
@@ -147,10 +150,10 @@ def call_variant(spec, case: Case, inputs: list, kwargs: dict, runner=None, func
     if variant.startswith("out"):
         if functional is None:
             functional = run(spec.fn, *inputs, **kwargs)
-        leaves = _leaves(functional)
-        if not leaves or (not isinstance(functional, torch.Tensor) and len(leaves) != len(functional)):
+        results = leaves(functional)
+        if not results or (not isinstance(functional, torch.Tensor) and len(results) != len(functional)):
             raise VariantNotApplicable("out= needs a tensor or a flat tuple of tensors")
-        outs = [_strided_out(leaf, variant) for leaf in leaves]
+        outs = [_strided_out(leaf, variant) for leaf in results]
         target = outs[0] if isinstance(functional, torch.Tensor) else tuple(outs)
 
         def with_out(*a, **k):
@@ -160,7 +163,9 @@ def call_variant(spec, case: Case, inputs: list, kwargs: dict, runner=None, func
     raise ValueError(f"unknown variant {variant!r}")
 
 
-def _grad_inputs(spec, inputs: list) -> list[int]:
+def grad_inputs(spec, inputs: list) -> list[int]:
+    """The inputs the grad variant differentiates: those the spec lists (default: all) of a
+    differentiable dtype."""
     chosen = spec.grad_inputs if spec.grad_inputs is not None else range(len(inputs))
     return [i for i in chosen if i < len(inputs) and inputs[i].dtype in dt.GRAD_TORCH_DTYPES]
 
@@ -174,7 +179,7 @@ def upstream_gradient(leaf_shape, dtype, index: int, seed: int) -> torch.Tensor:
 def _backward(case: Case, inputs: list, out, wrt: list[int]):
     """Gradients of ``out`` w.r.t. ``inputs[wrt]`` with seeded upstream gradients;
     None for an input that does not influence the output."""
-    diff = [o for o in _leaves(out) if o.requires_grad and (o.is_floating_point() or o.is_complex())]
+    diff = [o for o in leaves(out) if o.requires_grad and (o.is_floating_point() or o.is_complex())]
     if not diff or not wrt:
         return [None] * len(wrt)
     seed = case.inputs[0].values.seed if case.inputs else 0
@@ -190,7 +195,7 @@ def run_side(spec, case: Case, kwargs: dict, device, runner=None, synchronize=No
         inputs = case.materialize(device)
     wrt: list[int] = []
     if case.variant == "grad":
-        wrt = _grad_inputs(spec, inputs)
+        wrt = grad_inputs(spec, inputs)
         for i in wrt:
             inputs[i].requires_grad_(True)
     if "random" in spec.semantics:
@@ -211,7 +216,7 @@ def run_side(spec, case: Case, kwargs: dict, device, runner=None, synchronize=No
     except VariantNotApplicable:
         raise
     except Exception as exc:  # any error of the op is an observation, not ours
-        return SideResult(outputs=_raised(exc))
+        return SideResult(outputs=as_raised(exc))
     meta = output_meta(raw)
     if spec.private_outputs_from is not None and isinstance(meta, list):
         meta = meta[:spec.private_outputs_from]
@@ -281,10 +286,23 @@ def run_reference(case: Case, spec, kwargs) -> tuple[SideResult, bool]:
         outputs = _cast_back_by_name(wide.outputs, widen)
     grads = wide.grads
     if grads is not None:
-        wrt = _grad_inputs(spec, case.materialize("cpu"))
+        wrt = grad_inputs(spec, case.materialize("cpu"))
         grads = [None if g is None else g.to(dt.to_torch(case.inputs[i].dtype)) for g, i in zip(grads, wrt)]
     # Metadata of a widened run says nothing about the narrow dtype's memory format.
     return SideResult(outputs=outputs, meta=None, grads=grads, inputs_after=None), True
+
+
+def reference_rejection(case: Case, spec) -> str | None:
+    """Why the CPU reference rejects ``case`` (its error, one line), or None where it
+    accepts it (``mpsfuzz ops --stats``: generation/validity.py)."""
+    try:
+        side, _ = run_reference(case, spec, case.kwargs_dict())
+    except VariantNotApplicable as exc:
+        return f"variant not applicable: {exc}"
+    if not isinstance(side.outputs, Raised):
+        return None
+    message = side.outputs.message.strip()
+    return f"{side.outputs.type}: {message.splitlines()[0][:160] if message else ''}"
 
 
 # -- the case ---------------------------------------------------------------------------------
@@ -328,6 +346,14 @@ def _run_dut(case: Case, spec, kwargs, target, enabled):
     return dut, functional, contiguous
 
 
+# The leak measurement (judged by the ``leak`` oracle, oracles/leak.py): growth per call
+# that counts (after the first call: caches are built once). On the device allocator:
+# the bytes of the case's outputs, capped at DEVICE_BYTES_PER_CALL; process memory (RSS):
+# RSS_BYTES_PER_CALL; confirmed over REPEATS more calls.
+DEVICE_BYTES_PER_CALL = 64 * 1024
+RSS_BYTES_PER_CALL = 4 * 1024 * 1024
+REPEATS = 3
+
 _PROCESS = None
 _CALLED: set = set()   # (op, variant, dtypes) already called in this process
 
@@ -350,7 +376,7 @@ def _memory(target, *, collect: bool = False) -> tuple[int, int]:
 
 
 def _output_bytes(outputs) -> int:
-    return sum(t.numel() * t.element_size() for t in _leaves(outputs) if isinstance(t, torch.Tensor))
+    return sum(t.numel() * t.element_size() for t in leaves(outputs) if isinstance(t, torch.Tensor))
 
 
 def _compilations() -> int:
@@ -374,8 +400,6 @@ def _leak_measure(case: Case, spec, kwargs, target, before: tuple[int, int], out
     output-sized tensor each time is a leak (capped at DEVICE_BYTES_PER_CALL for large
     outputs), because the allocator counts exact live bytes; the repeats, each of
     which must keep at least that much again, tell a leak from a cache built once."""
-    from ..oracles.leak import DEVICE_BYTES_PER_CALL, REPEATS, RSS_BYTES_PER_CALL
-
     device_threshold = max(1, min(DEVICE_BYTES_PER_CALL, output_bytes))
     # The first call of an op in a process loads its kernels and libraries (CUDA's lazy
     # module loading alone adds megabytes of RSS): process memory counts from the second
@@ -430,42 +454,28 @@ def lacks_kernel(exc: BaseException, dtype_names=()) -> bool:
     return isinstance(exc, NotImplementedError) and bool(cpu_kernels.lacking_for(dtype_names))
 
 
-def execute(case: Case, target, oracle_names) -> dict:
-    """Run ``case`` on both sides and the enabled case oracles; a JSON-able summary.
-
-    The op's own errors are observations (the oracles judge them). An error that says a
-    kernel is missing, raised by mpsfuzz's *own* processing of the case (comparing,
-    canonicalising, the float64 arbiter, all on the CPU or the device), means this
-    torch cannot judge the case: ``unsupported here``, not a harness failure."""
-    try:
-        return _execute(case, target, oracle_names)
-    except Exception as exc:
-        if is_device_fault(str(exc)):
-            # A kernel of this case faulted asynchronously and the error surfaced in a
-            # later call: the device context is unusable, so the worker is replaced.
-            return _faulted(case, target, exc, oracle_names)
-        dtypes = cpu_kernels.case_dtypes(case)
-        if not lacks_kernel(exc, dtypes):
-            raise
-        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
-        lacking = cpu_kernels.describe(dtypes)
-        why = f"{first} (eager CPU of torch {torch.__version__} lacks: {lacking})" if lacking else first
-        return {"valid": False, "unsupported": False, "unsupported_message": "", "unsupported_here": why,
-                "ref_widened": False, "failures": []}
+def unsupported_here(case: Case, exc: BaseException) -> str | None:
+    """Why this torch cannot judge ``case``, when ``exc`` (raised by mpsfuzz's *own*
+    processing of the case: comparing, canonicalising, the float64 arbiter, all on the
+    CPU or the device) says a kernel is missing; None for any other error."""
+    dtypes = cpu_kernels.case_dtypes(case)
+    if not lacks_kernel(exc, dtypes):
+        return None
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    lacking = cpu_kernels.describe(dtypes)
+    return f"{first} (eager CPU of torch {torch.__version__} lacks: {lacking})" if lacking else first
 
 
-def _faulted(case: Case, target, exc: BaseException, oracle_names) -> dict:
-    from ..oracles.errors import device_fault_failure
-    failures = [device_fault_failure(catalogue.get(case.op).name, target.name, _raised(exc))] \
-        if "errors" in oracle_names else []
-    return {"poisoned": True, "valid": True, "unsupported": False, "unsupported_message": "",
-            "ref_widened": False, "failures": [f.to_json() for f in failures]}
-
-
-def _execute(case: Case, target, oracle_names) -> dict:
+def observe(case: Case, target, enabled) -> Observation | None:
+    """Run ``case`` on both sides: the DUT (plus its functional form and contiguous
+    copies where the ``variants`` and ``layout`` oracles, named in ``enabled``, need
+    them, and the leak measurement where ``leak`` is enabled) and the CPU reference.
+    The op's own errors are observations; a sticky device error marks the observation
+    ``poisoned``. None where the case's variant cannot be formed on the DUT (an
+    ``out=`` for a non-tensor result)."""
     spec = catalogue.get(case.op)
     kwargs = case.kwargs_dict()
-    enabled = tuple(oracle_names)
+    enabled = tuple(enabled)
     leak = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -473,8 +483,7 @@ def _execute(case: Case, target, oracle_names) -> dict:
         try:
             dut, functional, contiguous = _run_dut(case, spec, kwargs, target, enabled)
         except VariantNotApplicable:
-            return {"valid": False, "unsupported": False, "unsupported_message": "",
-                    "ref_widened": False, "failures": []}
+            return None
         faulted = any(isinstance(side, SideResult) and isinstance(side.outputs, Raised)
                       and is_device_fault(side.outputs.message) for side in (dut, functional, contiguous))
         if before is not None and not isinstance(dut.outputs, Raised) and not faulted:
@@ -485,45 +494,8 @@ def _execute(case: Case, target, oracle_names) -> dict:
             ref_functional, _ = run_reference(Case(case.op, case.inputs, case.kwargs), spec, kwargs)
     obs = Observation(case=case, spec=spec, target_name=target.name, dut=dut.outputs, ref=ref.outputs,
                       ref_widened=widened, enabled=enabled, dut_side=dut, ref_side=ref,
-                      dut_functional=functional, dut_contiguous=contiguous, ref_functional=ref_functional)
+                      dut_functional=functional, dut_contiguous=contiguous, ref_functional=ref_functional,
+                      poisoned=faulted)
     if leak is not None:
         obs.cache["leak"] = leak
-    failures = run_case_oracles(obs, enabled)
-    dut_raised, ref_raised = isinstance(dut.outputs, Raised), isinstance(ref.outputs, Raised)
-    poisoned = any(isinstance(side, SideResult) and isinstance(side.outputs, Raised)
-                   and is_device_fault(side.outputs.message) for side in (dut, functional, contiguous))
-    return {
-        "poisoned": poisoned,
-        "valid": not ref_raised,
-        "unsupported": dut_raised and dut.outputs.unsupported and not ref_raised,
-        "unsupported_message": dut.outputs.message.splitlines()[0][:200] if dut_raised and dut.outputs.unsupported else "",
-        "ref_widened": widened,
-        # why the gradients got no verdict (the point has no derivative), if so
-        "grad_undefined": obs.cache.get("grad_undefined"),
-        "failures": [f.to_json() for f in failures],
-    }
-
-
-def run_case_oracles(obs: Observation, enabled) -> list:
-    """Case checks in order, then each verdict check (the float64 arbiter) on every
-    failure: it may confirm, re-attribute (the CPU is the one that is wrong) or
-    dismiss it."""
-    oracles = all_oracles()
-    failures = []
-    for name in enabled:
-        o = oracles[name]
-        if o.stage == "case":
-            failure = o.check(obs)
-            if failure is not None:
-                failures.append(failure)
-    if any(f.oracle == "values" for f in failures):
-        # The DUT-alone comparisons would report the same wrong result again, and
-        # gradients computed from a wrong forward result are wrong as a consequence: one
-        # bug, one finding (a backward bug of its own shows once the forward is right).
-        failures = [f for f in failures
-                    if not (f.oracle in ("layout", "grads") or f.kind.startswith("variant-"))]
-    for name in enabled:
-        o = oracles[name]
-        if o.stage == "verdict":
-            failures = [f for f in (o.check(obs, f) for f in failures) if f is not None]
-    return failures
+    return obs

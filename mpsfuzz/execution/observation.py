@@ -1,4 +1,7 @@
-"""What a case check sees: the case, the op spec, and each side's outputs or error."""
+"""What execution produces: an :class:`Observation` of a case (the case, the op spec, each
+side's outputs or error), or a :class:`ProcessEvent` when the worker running it died or hung.
+
+The oracles (:mod:`mpsfuzz.oracles`) judge these; execution never judges."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -67,6 +70,22 @@ class Observation:
     dut_functional: SideResult | None = None   # the functional form on the DUT (variants)
     dut_contiguous: SideResult | None = None   # the DUT on .contiguous() inputs (layout)
     ref_functional: SideResult | None = None   # the functional form on CPU (variants)
-    # extras computed on demand: the float64 result ("float64"), why the gradients got
-    # no verdict ("grad_undefined")
+    # extras: the leak measurement ("leak", by the executor), computed on demand: the
+    # float64 result ("float64"), why the gradients got no verdict ("grad_undefined")
     cache: dict = field(default_factory=dict)
+    # a side raised a sticky device error: the device context is unusable (the worker is
+    # replaced after this case)
+    poisoned: bool = False
+
+
+@dataclass(frozen=True)
+class ProcessEvent:
+    """What the supervisor sees instead of an observation: the worker running a case
+    died or did not answer (the ``crash`` and ``hang`` oracles judge it)."""
+
+    op: str
+    target_name: str
+    kind: str                # "died", "timeout" or "slow-compile" (torch.compile took too long: not a hang)
+    returncode: int | None = None
+    stderr_tail: str = ""
+    timeout_s: float = 0.0

@@ -8,21 +8,26 @@ lines (faulthandler writes the Python stack there on a fatal signal).
 
 Before a case is sent, it is written to an in-flight file on disk, so a crash of the
 worker, or of anything else, loses nothing.
+
+The worker runs what it is handed: each request names a function
+(``module:qualname``, imported in the worker once) that takes the case and the target.
+The pool's callers (higher layers) hand it :func:`mpsfuzz.oracles.judge.judge_case` for
+``run`` and the localiser for ``call``; this module imports neither.
 """
 from __future__ import annotations
 
 import faulthandler
+import importlib
 import json
 import multiprocessing
 import os
-import sys
 import tempfile
 import time
 import traceback
 from pathlib import Path
 
 from ..atomic import corpus_write
-from ..oracles.process import ProcessEvent
+from .observation import ProcessEvent
 
 STARTUP_TIMEOUT_S = 180.0
 # How long one compilation (torch.compile'd targets) may take before the case is given
@@ -66,13 +71,36 @@ def _watch_compilation(state) -> None:
     callback_handler.clear = clear_and_keep_ours
 
 
-def _context():
+def _context(warm=()):
+    """The multiprocessing context; with a forkserver, its zygote imports torch, the
+    execution layer (preload.py) and the modules in ``warm`` (those of the functions the
+    pool is handed) once, so that forked workers start warm."""
     method = os.environ.get("MPSFUZZ_START_METHOD") or (
         "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(["torch", "mpsfuzz.execution.preload"])
+        ctx.set_forkserver_preload(["torch", "mpsfuzz.execution.preload", *warm])
     return ctx
+
+
+def function_name(fn) -> str:
+    """``module:qualname`` of a module-level function: how a request names what to run."""
+    return f"{fn.__module__}:{fn.__qualname__}"
+
+
+_FUNCTIONS: dict = {}
+
+
+def _resolve(name: str):
+    """The function ``module:qualname`` names (imported once per worker)."""
+    fn = _FUNCTIONS.get(name)
+    if fn is None:
+        module, _, qualname = name.partition(":")
+        fn = importlib.import_module(module)
+        for part in qualname.split("."):
+            fn = getattr(fn, part)
+        _FUNCTIONS[name] = fn
+    return fn
 
 
 def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state=None) -> None:
@@ -83,9 +111,8 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state
     os.environ.update(env)
     if compile_state is not None:
         _watch_compilation(compile_state)
-    from .targets import TargetError, load_target
-    from .executor import execute
     from ..generation.recipes import Case
+    from .targets import TargetError, load_target
     try:
         target = load_target(target_spec)
     except TargetError as exc:
@@ -102,20 +129,9 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state
             return
         if message[0] == "stop":
             return
-        if message[0] == "localise":
-            from ..triage.localise import localise_case
-            _, case_json, oracle_names, symptom, options = message
-            try:
-                result = localise_case(Case.from_json(case_json), target, oracle_names, symptom, **options)
-            except Exception as exc:  # never the campaign's problem
-                result = {"status": "error", "error": f"{type(exc).__name__}: {exc}"}
-            conn.send(("result", result))
-            if result.get("poisoned"):
-                return
-            continue
-        _, case_json, oracle_names = message
+        _, function, case_json, args, kwargs = message
         try:
-            result = execute(Case.from_json(case_json), target, oracle_names)
+            result = _resolve(function)(Case.from_json(case_json), target, *args, **kwargs)
             conn.send(("result", result))
             if result.get("poisoned"):
                 return  # the device context is unusable: the pool starts a fresh worker
@@ -132,8 +148,8 @@ class WorkerStartError(RuntimeError):
 class Worker:
     """One worker process with a target loaded; restarted by :class:`WorkerPool`."""
 
-    def __init__(self, target_spec: str, workdir: Path, index: int = 0):
-        ctx = _context()
+    def __init__(self, target_spec: str, workdir: Path, index: int = 0, warm=()):
+        ctx = _context(warm)
         self.log_path = workdir / f"worker-{os.getpid()}-{index}.log"
         env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
         self.conn, child = ctx.Pipe()
@@ -196,11 +212,17 @@ class Worker:
 
 
 class WorkerPool:
-    """Runs cases in a persistent worker, replacing it when it dies or hangs."""
+    """Runs cases in a persistent worker, replacing it when it dies or hangs.
+
+    ``execute(case, target, oracle_names) -> summary dict``: what :meth:`run` runs in the
+    worker for each case (a module-level function, imported there by name; its module is
+    preloaded into the zygote)."""
 
     def __init__(self, target_spec: str, *, timeout_s: float = 20.0, inflight_dir: Path | None = None,
-                 compile_timeout_s: float = COMPILE_TIMEOUT_S):
+                 compile_timeout_s: float = COMPILE_TIMEOUT_S, execute=None):
         self.target_spec = target_spec
+        self.execute = execute
+        self._warm = (execute.__module__,) if execute is not None else ()
         self.timeout_s = timeout_s
         self.compile_timeout_s = compile_timeout_s
         self._tmp = tempfile.TemporaryDirectory(prefix="mpsfuzz-workers-")
@@ -215,7 +237,7 @@ class WorkerPool:
 
     def _ensure(self) -> Worker:
         if self._worker is None:
-            self._worker = Worker(self.target_spec, self.workdir, self._started)
+            self._worker = Worker(self.target_spec, self.workdir, self._started, self._warm)
             self._started += 1
         return self._worker
 
@@ -238,14 +260,16 @@ class WorkerPool:
                 raise
 
     def run(self, case_json: dict, oracle_names, op: str, timeout_s: float | None = None):
-        """A result dict from the worker, or a :class:`ProcessEvent` if it died or hung.
-        The in-flight file is written before the try below: failing to write it is never
-        taken for the worker dying."""
+        """The pool's ``execute`` of the case in the worker: its result dict, or a
+        :class:`ProcessEvent` if the worker died or hung. The in-flight file is written
+        before the try below: failing to write it is never taken for the worker dying."""
+        if self.execute is None:
+            raise TypeError("WorkerPool.run needs the pool's execute function (WorkerPool(..., execute=...))")
         timeout = self.timeout_s if timeout_s is None else timeout_s
         worker = self._ensure()
         self._write_inflight(case_json)
         try:
-            worker.conn.send(("case", case_json, list(oracle_names)))
+            worker.conn.send(("call", function_name(self.execute), case_json, [list(oracle_names)], {}))
             late = self._wait(worker, timeout)
             if late is None:
                 kind, payload = worker.conn.recv()
@@ -291,17 +315,19 @@ class WorkerPool:
                 return "timeout"
         return None
 
-    def localise(self, case_json: dict, oracle_names, symptom: list, op: str, *, timeout_s: float,
-                 process_kind: bool = False, trace_path: str | None = None):
-        """Localise a finding's case in the worker (triage/localise.py): its record, or a
-        :class:`ProcessEvent` if the worker died or hung (a crash or hang finding)."""
+    def call(self, fn, case_json: dict, args=(), kwargs=None, *, op: str, timeout_s: float):
+        """``fn(case, target, *args, **kwargs)`` in the worker (a module-level function
+        returning a dict, imported there by name: the localiser, say): its result, a dict
+        with ``internal_error`` (the traceback) if it raised, or a :class:`ProcessEvent`
+        if the worker died or did not answer within ``timeout_s`` (compilation counts)."""
         worker = self._ensure()
         self._write_inflight(case_json)
-        options = {"process_kind": process_kind, "trace_path": trace_path}
         try:
-            worker.conn.send(("localise", case_json, list(oracle_names), list(symptom), options))
+            worker.conn.send(("call", function_name(fn), case_json, list(args), dict(kwargs or {})))
             if worker.conn.poll(timeout_s):
-                _, payload = worker.conn.recv()
+                kind, payload = worker.conn.recv()
+                if kind == "internal":
+                    return {"internal_error": payload}
                 if payload.get("poisoned"):
                     worker.kill()
                     self._worker = None
@@ -340,15 +366,3 @@ class WorkerPool:
 
     def __exit__(self, *exc):
         self.close()
-
-
-def _main() -> None:  # pragma: no cover - debugging aid: run one case file in-process
-    from .targets import load_target
-    from .executor import execute
-    from ..generation.recipes import Case
-    case = Case.from_json(json.load(open(sys.argv[1])))
-    print(json.dumps(execute(case, load_target(sys.argv[2]), ("values", "errors")), indent=2))
-
-
-if __name__ == "__main__":  # pragma: no cover
-    _main()

@@ -464,8 +464,8 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     elif oracle == "errors":
         grad = None
         if case.variant == "grad":
-            from ..execution.executor import _grad_inputs
-            grad = _grad_parts(b, _grad_inputs(spec, case.materialize("cpu")))
+            from ..execution.executor import grad_inputs
+            grad = _grad_parts(b, grad_inputs(spec, case.materialize("cpu")))
         if grad is not None:
             # The error may come from the backward: both sides run forward and backward.
             cpu_lines, ref = grad.reference(b)
@@ -652,8 +652,8 @@ def _grad_parts(b: _Builder, wrt: list[int]) -> _Grad | None:
 
 
 def _grad_lines(b: _Builder, finding: Finding) -> list[str]:
-    from ..execution.executor import _grad_inputs
-    wrt = _grad_inputs(b.spec, b.case.materialize("cpu"))
+    from ..execution.executor import grad_inputs
+    wrt = grad_inputs(b.spec, b.case.materialize("cpu"))
     # Ask only for the gradient that is wrong (the grads oracle names it) when it names one.
     wrong = re.match(r"gradient of input (\d+)", finding.failure.message)
     if wrong and int(wrong.group(1)) < len(wrt):
@@ -675,10 +675,10 @@ def _variant_call(b: _Builder) -> tuple[list[str], str]:
     executor's variant call does: ``out=`` into freshly made tensors, the grad variant
     as forward and backward with the executor's upstream gradients (every input that
     takes a gradient, every differentiable output)."""
-    from ..execution.executor import _grad_inputs
+    from ..execution.executor import grad_inputs
     case, names = b.case, b.names
     if case.variant == "grad":
-        grad = _grad_parts(b, _grad_inputs(b.spec, case.materialize("cpu")))
+        grad = _grad_parts(b, grad_inputs(b.spec, case.materialize("cpu")))
         if grad is None:
             return [], b.dut(b.call(names, variant="functional"))
         return grad.lines, grad.dut(b)

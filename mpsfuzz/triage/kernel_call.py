@@ -66,7 +66,7 @@ def kernel_form(func) -> str:
     return "inplace" if name.endswith("_") and not name.endswith("__") else "functional"
 
 
-class _Uncomparable(Exception):
+class Uncomparable(Exception):
     """An argument this localiser cannot copy (sparse, nested, too large...)."""
 
 
@@ -115,7 +115,7 @@ class _Arg:
 
 
 @dataclass
-class _Snapshot:
+class Snapshot:
     storages: dict = field(default_factory=dict)     # key -> _Storage
     tensors: list = field(default_factory=list)      # _Arg, in argument order
     cpu_args: tuple = ()
@@ -124,11 +124,11 @@ class _Snapshot:
     def copy_tensor(self, t: torch.Tensor, mutated: bool, name: str) -> torch.Tensor:
         if (t.layout != torch.strided or t.is_quantized or getattr(t, "is_nested", False)
                 or t.device.type == "meta" or type(t) is not torch.Tensor and not isinstance(t, torch.nn.Parameter)):
-            raise _Uncomparable(f"argument {name} is not a plain strided tensor")
+            raise Uncomparable(f"argument {name} is not a plain strided tensor")
         storage = t.untyped_storage()
         nbytes = storage.nbytes()
         if nbytes > STORAGE_BYTES_MAX:
-            raise _Uncomparable(f"argument {name}'s storage is too large to copy")
+            raise Uncomparable(f"argument {name}'s storage is too large to copy")
         key = (storage.data_ptr(), nbytes, str(t.device)) if nbytes else ("empty", id(t))
         s = self.storages.get(key)
         if s is None:
@@ -152,8 +152,8 @@ def _written_arguments(func) -> set[str]:
     return {a.name for a in func._schema.arguments if a.alias_info is not None and a.alias_info.is_write}
 
 
-def _snapshot(func, args: tuple, kwargs: dict) -> _Snapshot:
-    snap = _Snapshot()
+def snapshot(func, args: tuple, kwargs: dict) -> Snapshot:
+    snap = Snapshot()
     written = _written_arguments(func)
     schema_args = func._schema.arguments
 
@@ -164,7 +164,7 @@ def _snapshot(func, args: tuple, kwargs: dict) -> _Snapshot:
             if isinstance(x, torch.device) and x.type != "cpu":
                 return torch.device("cpu")
             if isinstance(x, torch.Generator):
-                raise _Uncomparable("a generator argument")
+                raise Uncomparable("a generator argument")
             return x
         return tree_map(one, value)
 
@@ -177,7 +177,7 @@ def _snapshot(func, args: tuple, kwargs: dict) -> _Snapshot:
     return snap
 
 
-def _describe_value(x, snap: _Snapshot | None) -> dict:
+def _describe_value(x, snap: Snapshot | None) -> dict:
     if isinstance(x, torch.Tensor):
         if snap is not None:
             for a in snap.tensors:
@@ -213,7 +213,7 @@ def _storage_json(s: _Storage) -> dict:
     return {"index": s.index, "dtype": dt.name_of(dtype), "numel": numel, "values": values}
 
 
-def describe_call(func, args: tuple, kwargs: dict, snap: _Snapshot | None) -> dict:
+def describe_call(func, args: tuple, kwargs: dict, snap: Snapshot | None) -> dict:
     """The call as data: kernel, arguments (tensors: dtype, shape, stride, storage
     offset and storage index), keyword arguments, and the storages' values before the
     call (exact literals; they are tiny in a minimal case)."""
@@ -302,18 +302,18 @@ def _byte_mask(storage: _Storage, views: list[torch.Tensor]) -> torch.Tensor:
     return mask
 
 
-def _tensor_leaves(out) -> list:
+def tensor_leaves(out) -> list:
     leaves, _ = tree_flatten(out)
     return leaves
 
 
-def compare_call(func, snap: _Snapshot, out, cpu_out, judge: Judge) -> list[tuple[str, str, dict]]:
+def compare_call(func, snap: Snapshot, out, cpu_out, judge: Judge) -> list[tuple[str, str, dict]]:
     """Every divergence of one call whose both sides returned: [(kind, detail, where)],
     ``where`` naming the output (``{"output": i}``), the written argument
     (``{"argument": name}``) or the storage (``{"storage": k, "argument": name}``)."""
     found: list[tuple[str, str, dict]] = []
     values = _packet_name(func) not in UNINITIALISED
-    dev_leaves, cpu_leaves = _tensor_leaves(out), _tensor_leaves(cpu_out)
+    dev_leaves, cpu_leaves = tensor_leaves(out), tensor_leaves(cpu_out)
     if len(dev_leaves) != len(cpu_leaves):
         found.append((WRONG_SHAPE, f"{len(dev_leaves)} outputs on the device, {len(cpu_leaves)} on CPU", {}))
     else:
@@ -341,7 +341,7 @@ def compare_call(func, snap: _Snapshot, out, cpu_out, judge: Judge) -> list[tupl
     return found
 
 
-def _unexpected_writes(snap: _Snapshot) -> list[tuple[str, str, dict]]:
+def _unexpected_writes(snap: Snapshot) -> list[tuple[str, str, dict]]:
     """Bytes of an argument storage that the schema does not let the kernel write, and
     that it changed on the device but not on CPU."""
     found = []
@@ -368,11 +368,11 @@ def _unexpected_writes(snap: _Snapshot) -> list[tuple[str, str, dict]]:
 
 # -- the CPU side ---------------------------------------------------------------------------
 
-def _is_seeded(func) -> bool:
+def is_seeded(func) -> bool:
     return torch.Tag.nondeterministic_seeded in getattr(func, "tags", ())
 
 
-def _widened_cpu_call(func, snap: _Snapshot):
+def _widened_cpu_call(func, snap: Snapshot):
     """The CPU call in the wider dtype where CPU has no kernel for a narrow one (as the
     executor does for the reference); outputs cast back. Written arguments are not
     comparable then (they are not written)."""
@@ -389,7 +389,7 @@ def _widened_cpu_call(func, snap: _Snapshot):
     return tree_map(down, func(*tree_map(up, snap.cpu_args), **tree_map(up, snap.cpu_kwargs)))
 
 
-def _fresh_cpu_args(args: tuple, kwargs: dict, snap: _Snapshot):
+def _fresh_cpu_args(args: tuple, kwargs: dict, snap: Snapshot):
     """Another set of CPU copies of the call's arguments, from the bytes before the call."""
     fresh = {id(s): s.before.clone() for s in snap.storages.values()}
 
@@ -419,18 +419,18 @@ def _same_bits(a, b) -> bool:
     return torch.equal(a, b)
 
 
-def _deterministic(func, args, kwargs, snap: _Snapshot, cpu_out, output: int) -> bool:
+def deterministic(func, args, kwargs, snap: Snapshot, cpu_out, output: int) -> bool:
     """Whether a second CPU run of the call, on fresh copies, gives output ``output``
     again (bit for bit, NaN where NaN)."""
     try:
         cpu_args, cpu_kwargs = _fresh_cpu_args(args, kwargs, snap)
         again = func(*cpu_args, **cpu_kwargs)
-        return _same_bits(_tensor_leaves(cpu_out)[output], _tensor_leaves(again)[output])
+        return _same_bits(tensor_leaves(cpu_out)[output], tensor_leaves(again)[output])
     except Exception:
         return True   # cannot tell: the divergence stands
 
 
-def _seed_independent(func, args, kwargs, snap: _Snapshot) -> bool:
+def seed_independent(func, args, kwargs, snap: Snapshot) -> bool:
     """Whether a random kernel gives the same result on CPU with two different seeds
     (dropout with p=0, attention without dropout): then it is compared like any call.
     The CPU generator's state is restored: on a CPU target it is the device's."""
@@ -442,18 +442,18 @@ def _seed_independent(func, args, kwargs, snap: _Snapshot) -> bool:
                 cpu_args, cpu_kwargs = _fresh_cpu_args(args, kwargs, snap)
                 out = func(*cpu_args, **cpu_kwargs)
                 written = [x for x in tree_flatten((cpu_args, cpu_kwargs))[0] if isinstance(x, torch.Tensor)]
-                results.append(_tensor_leaves(out) + written)
+                results.append(tensor_leaves(out) + written)
         return len(results[0]) == len(results[1]) and all(_same_bits(a, b) for a, b in zip(*results))
     except Exception:
         return False
 
 
-def _cpu_call(func, snap: _Snapshot):
+def cpu_call(func, snap: Snapshot):
     """(result, exception) of the CPU kernel on the copies, with no mode active. Grad
     mode is left as the device call had it: some kernels read it (an RNN's workspace
     output exists only when gradients are wanted). A random kernel (one that turned out
     not to depend on its seed) runs with the CPU generator's state restored after."""
-    with torch.random.fork_rng(devices=[], enabled=_is_seeded(func)):
+    with torch.random.fork_rng(devices=[], enabled=is_seeded(func)):
         return _unseeded_cpu_call(func, snap)
 
 
@@ -466,7 +466,7 @@ def _device_mismatch(exc: BaseException) -> bool:
     return any(p in text for p in _DEVICE_MISMATCH)
 
 
-def _unseeded_cpu_call(func, snap: _Snapshot):
+def _unseeded_cpu_call(func, snap: Snapshot):
     from ..execution.executor import is_unsupported
     with _disable_current_modes():
         try:
@@ -479,10 +479,10 @@ def _unseeded_cpu_call(func, snap: _Snapshot):
                     widened = None
                 if widened is not None:
                     return widened, None
-                return None, _Uncomparable(f"CPU has no kernel: {exc}")
+                return None, Uncomparable(f"CPU has no kernel: {exc}")
             if _device_mismatch(exc):
                 # Something the copy could not move (a device named inside an opaque
                 # argument, a tensor the schema hides): the CPU call is not the device
                 # call's twin, so its error says nothing about the kernel.
-                return None, _Uncomparable(f"the CPU copy of the call still refers to the device: {exc}")
+                return None, Uncomparable(f"the CPU copy of the call still refers to the device: {exc}")
             return None, exc

@@ -60,9 +60,9 @@ from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_mod
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .kernel_call import (CRASH, HANG, RAISES_ON_CPU, RAISES_ON_DEVICE, WRITES_INPUT, WRITES_OUTSIDE,
-                          WRONG_DTYPE, WRONG_FORMAT, WRONG_SHAPE, WRONG_VALUES, Judge, _cpu_call,
-                          _deterministic, _is_seeded, _seed_independent, _snapshot, _Snapshot, _tensor_leaves,
-                          _Uncomparable, compare_call, describe_call, kernel_form, kernel_name)
+                          WRONG_DTYPE, WRONG_FORMAT, WRONG_SHAPE, WRONG_VALUES, Judge, Snapshot, Uncomparable,
+                          compare_call, cpu_call, describe_call, deterministic, is_seeded, kernel_form,
+                          kernel_name, seed_independent, snapshot, tensor_leaves)
 
 KERNEL, COMPOSITE, NOT_LOCALISED, ERROR = "kernel", "composite", "not-localised", "error"
 # The symptom class of a divergence (the bug key keeps classes apart, not kinds: wrong
@@ -117,15 +117,15 @@ class CompareMode(TorchDispatchMode):
         index = self.calls
         self.calls += 1
         self.kernels.append(kernel_name(func))
-        seeded = _is_seeded(func)
+        seeded = is_seeded(func)
         try:
             with _disable_current_modes(), torch.no_grad():
-                snap = _snapshot(func, args, kwargs)
+                snap = snapshot(func, args, kwargs)
         except Exception as exc:
             if not seeded:
                 self._problem(func, exc)
             snap = None
-        if seeded and (snap is None or self.judge.random_op or not _seed_independent(func, args, kwargs, snap)):
+        if seeded and (snap is None or self.judge.random_op or not seed_independent(func, args, kwargs, snap)):
             # A random call that uses its randomness: on the device only, never compared.
             if kernel_name(func) not in self.seeded:
                 self.seeded.append(kernel_name(func))
@@ -151,8 +151,8 @@ class CompareMode(TorchDispatchMode):
         from ..execution.executor import is_unsupported
         if device_error is not None and is_unsupported(device_error):
             return  # the device has no kernel for this: unsupported, never a bug
-        cpu_out, cpu_error = _cpu_call(func, snap)
-        if isinstance(cpu_error, _Uncomparable):
+        cpu_out, cpu_error = cpu_call(func, snap)
+        if isinstance(cpu_error, Uncomparable):
             self._problem(func, cpu_error)
             return
         if device_error is not None and cpu_error is not None:
@@ -166,11 +166,11 @@ class CompareMode(TorchDispatchMode):
             with _disable_current_modes(), torch.no_grad():
                 kinds = compare_call(func, snap, out, cpu_out, self.judge)
             with _disable_current_modes():
-                if kinds and "output" in kinds[0][2] and not _deterministic(func, args, kwargs, snap, cpu_out,
+                if kinds and "output" in kinds[0][2] and not deterministic(func, args, kwargs, snap, cpu_out,
                                                                             kinds[0][2]["output"]):
                     # CPU itself gives another result for the same call: the output is
                     # not defined there (a workspace left uninitialised), not a bug.
-                    self._problem(func, _Uncomparable(f"output {kinds[0][2]['output']} differs between two "
+                    self._problem(func, Uncomparable(f"output {kinds[0][2]['output']} differs between two "
                                                       "CPU runs of the same call"))
                     kinds = kinds[1:]
         if kinds and len(self.divergences) < MAX_RECORDED:
@@ -188,16 +188,16 @@ class CompareMode(TorchDispatchMode):
         if len(self.uncompared) < 4:
             self.uncompared.append(f"{kernel_name(func)}: {type(exc).__name__}: {str(exc)[:150]}")
 
-    def _tolerances(self, snap: _Snapshot, cpu_out) -> dict:
-        leaves = [t for t in _tensor_leaves(cpu_out) if isinstance(t, torch.Tensor)]
+    def _tolerances(self, snap: Snapshot, cpu_out) -> dict:
+        leaves = [t for t in tensor_leaves(cpu_out) if isinstance(t, torch.Tensor)]
         leaves += [a.cpu for a in snap.tensors if a.mutated]
         dtype = leaves[0].dtype if leaves else torch.float64
         rtol, atol = self.judge.tolerance(dtype)
         return {"rtol": rtol, "atol": atol}
 
-    def _cpu_in_place_of_device(self, func, args, kwargs, snap: _Snapshot):
-        cpu_out, cpu_error = _cpu_call(func, snap)
-        if isinstance(cpu_error, _Uncomparable):
+    def _cpu_in_place_of_device(self, func, args, kwargs, snap: Snapshot):
+        cpu_out, cpu_error = cpu_call(func, snap)
+        if isinstance(cpu_error, Uncomparable):
             return func(*args, **kwargs)  # cannot fix this call: it runs as it is
         if cpu_error is not None:
             raise cpu_error
@@ -246,7 +246,7 @@ class TraceMode(TorchDispatchMode):
         self.calls += 1
         try:
             with _disable_current_modes(), torch.no_grad():
-                snap = _snapshot(func, args, kwargs)
+                snap = snapshot(func, args, kwargs)
                 call = describe_call(func, args, kwargs, snap)
         except Exception:
             call = {"kernel": kernel_name(func), "form": kernel_form(func), "args": None}
@@ -307,8 +307,8 @@ def _has_symptom(case, result: dict, symptom: tuple) -> bool:
 
 
 def _run(case, target, oracle_names, mode):
-    from ..execution.executor import execute
-    return execute(case, _WithMode(target, mode), oracle_names)
+    from ..oracles.judge import judge_case
+    return judge_case(case, _WithMode(target, mode), oracle_names)
 
 
 def localise_case(case, target, oracle_names, symptom, *, process_kind: bool = False,
@@ -452,8 +452,8 @@ def read_trace(path: str) -> dict | None:
 def localise(case, failure, pool, oracles, *, timeout_s: float | None = None) -> dict:
     """The localisation record of a reliable finding, computed in a fresh worker of
     ``pool``, bounded in time. Never raises: any failure is ``{"status": "error", ...}``."""
+    from ..execution.observation import ProcessEvent
     from ..oracles import symptom_key, worker_oracles
-    from ..oracles.process import ProcessEvent
     start = time.monotonic()
     try:
         if failure.oracle == "leak":
@@ -463,13 +463,17 @@ def localise(case, failure, pool, oracles, *, timeout_s: float | None = None) ->
         timeout = base * 1.2 + 1.0 if process_kind else base * 3.0
         trace = str(pool.workdir / f"trace-{os.getpid()}-{time.monotonic_ns()}.jsonl") if process_kind else None
         pool.fresh()
-        outcome = pool.localise(case.to_json(), worker_oracles(tuple(oracles)), list(symptom_key(case, failure)),
-                                case.op, timeout_s=timeout, process_kind=process_kind, trace_path=trace)
+        outcome = pool.call(localise_case, case.to_json(),
+                            (worker_oracles(tuple(oracles)), list(symptom_key(case, failure))),
+                            {"process_kind": process_kind, "trace_path": trace}, op=case.op, timeout_s=timeout)
         if isinstance(outcome, ProcessEvent) and process_kind:
             record = _from_trace(outcome, trace, failure, pool)
         elif isinstance(outcome, ProcessEvent):
             how = f"after {timeout:g}s" if outcome.kind == "timeout" else f"exit {outcome.returncode}"
             record = {"status": ERROR, "error": f"the localiser's worker {outcome.kind} ({how})"}
+        elif "internal_error" in outcome:  # localise_case never raises: Case.from_json did
+            lines = outcome["internal_error"].strip().splitlines()
+            record = {"status": ERROR, "error": lines[-1] if lines else "internal error"}
         else:
             record = outcome
         if trace:

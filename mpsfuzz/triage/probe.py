@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from ..execution.observation import ProcessEvent
 from ..generation.recipes import Case
 from ..oracles import Failure, all_oracles, symptom_key, worker_oracles
-from ..oracles.process import ProcessEvent
 
 SAME, PASSES, INVALID, DIFFERENT = "same", "passes", "invalid", "different"
 
@@ -34,7 +34,7 @@ class Prober:
     the reproducibility check, so that no state from earlier calls leaks in).
     ``timeout_s``: per-case bound (a hang attempt costs this much)."""
 
-    pool: object                      # execution.worker.WorkerPool
+    pool: object                      # execution.worker.WorkerPool (execute: oracles.judge.judge_case)
     oracles: tuple[str, ...]
     fresh: bool = False
     timeout_s: float | None = None
