@@ -42,6 +42,15 @@ GROUPS = {
 WIDER = {"float16": "float32", "bfloat16": "float32", "complex32": "complex64",
          "uint16": "int32", "uint32": "int64", "uint64": "int64"}
 
+# The integers each dtype holds exactly, (lowest, highest): floats up to 2^mantissa;
+# uint64 up to int64's top (torch's integer samplers stop there). The random ops draw
+# their integer ranges from these, and the distribution oracle judges random_ by them.
+EXACT_INTEGERS = {"int8": (-128, 127), "int16": (-32768, 32767), "int32": (-2**31, 2**31 - 1),
+                  "int64": (-2**63, 2**63 - 1), "uint8": (0, 255), "uint16": (0, 65535),
+                  "uint32": (0, 2**32 - 1), "uint64": (0, 2**63 - 1),
+                  "float16": (-2048, 2048), "bfloat16": (-256, 256),
+                  "float32": (-2**24, 2**24), "float64": (-2**53, 2**53)}
+
 
 def canonical(name: str) -> str:
     name = _ALIASES.get(name, name)

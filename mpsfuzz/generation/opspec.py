@@ -31,9 +31,10 @@ Canonicaliser = Callable[[list, Any], Any]
 # another input's dim, a class count...):
 #   values(shapes, kwargs) -> dict(distribution=..., low=..., high=..., allow_specials=...)
 ValueBuilder = Callable[[tuple, dict], dict]
-# A statistical judge for random ops: sees the DUT's outputs (on the CPU), its inputs and
-# arguments, and returns a one-line problem description or None. Never compares values
-# with the CPU's (different generators).
+# A statistical judge of an op's own (the dropouts; random ops declare a Distribution
+# instead): sees the DUT's outputs (on the CPU), its inputs and arguments, and returns a
+# one-line problem description or None. Never compares values with the CPU's (different
+# generators).
 StatisticalJudge = Callable[[Any, list, dict], "str | None"]
 # Where the gradient is not defined (a kink, a tie, a repeated eigen- or singular value):
 # sees the case's inputs (CPU tensors in the case's dtypes and layouts), its keyword
@@ -74,6 +75,22 @@ SEMANTICS = ("mixed_dtypes_sometimes", "ties_unspecified", "undefined-values", "
 # in place (so only those have it).
 VARIANTS = ("functional", "method", "inplace", "out", "out-strided", "out-resized", "out-alias", "grad")
 GRAD_DTYPES = dt.GRAD
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """What a random op's output should follow, declared with its spec. ``kind`` names a
+    law the distribution oracle knows (oracles/distribution.py owns the table from kind
+    to its checks: uniform on [0, 1), uniform integers, a permutation, normal with
+    per-element parameters, an in-place sampler's law...); the law's parameters are the
+    case's keyword arguments and inputs. ``options``: the op's own, as sorted (name,
+    value) pairs (``like``: shaped like input 0 instead of by a ``size`` argument)."""
+
+    kind: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return dict(self.options).get(name, default)
 
 
 @dataclass(frozen=True)
@@ -127,7 +144,9 @@ class OpSpec:
     grad_inputs: tuple[int, ...] | None = None
     # Non-smooth ops: where their gradient is undefined (see GradUndefined).
     grad_undefined: GradUndefined | None = None
-    # Random ops: judged by this instead of against CPU values.
+    # Random ops: judged by what their output should follow (the distribution oracle)
+    # instead of against CPU values; or by a judge of their own (``statistical``).
+    distribution: Distribution | None = None
     statistical: StatisticalJudge | None = None
     # Inputs that the functional form itself writes (batch_norm's running statistics,
     # in-place-only ops): the variants oracle does not require them unchanged.
