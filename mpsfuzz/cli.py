@@ -416,7 +416,7 @@ def _describe_target(name: str, device: str, chosen_automatically: bool) -> str:
 def cmd_run(args, console) -> int:
     from rich.console import Console
 
-    from .corpus.known import KnownTableError
+    from .corpus.upstream import UpstreamTableError
     from .corpus.store import Corpus
     from .generation import catalogue
     from .campaign.engine import Campaign, CampaignConfig
@@ -458,7 +458,7 @@ def cmd_run(args, console) -> int:
                             timeout_s=args.timeout, shrink_budget_s=args.shrink_budget,
                             max_rank=args.max_rank, max_side=args.max_side,
                             slice_examples=args.slice_examples,
-                            known_tables=tuple(args.known), allow_variants=not args.no_variants,
+                            upstream_tables=tuple(args.known), allow_variants=not args.no_variants,
                             reruns=args.reruns, minimise_budget_s=args.minimise_budget,
                             compile_timeout_s=args.compile_timeout)
     errors = ErrorLog(corpus_dir)
@@ -469,7 +469,7 @@ def cmd_run(args, console) -> int:
         listeners = [errors, writer, reporter, RunLog(corpus_dir, errors_log=errors.path)]
         # The writer verifies each new finding's repro before the engine counts it.
         result = Campaign(config, listeners, confirm=writer.confirm).run()
-    except (TargetError, KnownTableError, WorkerStartError) as exc:
+    except (TargetError, UpstreamTableError, WorkerStartError) as exc:
         raise UsageError(str(exc)) from None
     finally:
         reporter.close()

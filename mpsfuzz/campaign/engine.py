@@ -29,7 +29,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import HypothesisException, Unsatisfiable
 
-from ..corpus import known as known_failures
+from ..corpus import upstream
 from ..corpus.finding import Finding, signature_of, symptom_key, trigger_class
 from ..corpus.store import Corpus, CorpusWriteError
 from ..events import CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice, Stats
@@ -61,7 +61,7 @@ class CampaignConfig:
     max_rank: int = 8
     max_side: int = 8
     max_numel: int = 4096
-    known_tables: tuple = ()          # extra known-failure table files (--known)
+    upstream_tables: tuple = ()       # extra known-upstream-failure table files (--known)
     allow_variants: bool = True
     reruns: int = DEFAULT_RERUNS      # re-runs of a shrunk failure before it is recorded
     minimise_budget_s: float = 30.0   # reduction + ablation time per finding
@@ -69,9 +69,11 @@ class CampaignConfig:
 
 
 @dataclass(frozen=True)
-class KnownBug:
-    """What the campaign already has: a failing case with this symptom that meets the
-    conditions is a sighting of ``signature``, not a new bug."""
+class FoundBug:
+    """A finding the campaign already has (in its corpus, or recorded in this run): a
+    failing case with this symptom that meets the conditions is a sighting of
+    ``signature``, not a new bug. (Failures known *upstream* are another matter:
+    corpus/upstream.py.)"""
     symptom: tuple
     conditions: tuple | None          # None: a finding recorded before ablation
     signature: str
@@ -79,7 +81,7 @@ class KnownBug:
     case: Case | None = field(default=None, compare=False)   # its minimal case
 
     @classmethod
-    def of(cls, finding: Finding) -> "KnownBug":
+    def of(cls, finding: Finding) -> "FoundBug":
         return cls(symptom_key(finding.case, finding.failure), finding.conditions, finding.signature,
                    finding.flaky, finding.case)
 
@@ -241,7 +243,7 @@ class Campaign:
         self.confirm = confirm
         self.stats = Stats()
         self.corpus = Corpus(config.corpus_dir)
-        self.known: list[KnownBug] = [KnownBug.of(f) for _, f in self.corpus.load()[0]]
+        self.found: list[FoundBug] = [FoundBug.of(f) for _, f in self.corpus.load()[0]]
         self.recorded: list[tuple[Finding, Path, bool]] = []
         self._sightings: dict[str, int] = {}
         self._shrink_started: dict[tuple, float] = {}
@@ -250,10 +252,10 @@ class Campaign:
         self._start = 0.0
         # per op: [cases attempted, harness errors, harness errors in a row] (set-aside rule)
         self._op_health: dict[str, list[int]] = {}
-        self.known_table = known_failures.load_tables(list(config.known_tables))
+        self.upstream_table = upstream.load_tables(list(config.upstream_tables))
         self._case_oracles = worker_oracles(config.oracles)
         self._process_oracles = tuple(o for o in config.oracles if all_oracles()[o].stage == "process")
-        import torch  # the version keys known-failure entries (fixed_in)
+        import torch  # the version keys upstream table entries (fixed_in)
         self._torch_version = torch.__version__
         self.seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**31)
 
@@ -395,7 +397,7 @@ class Campaign:
 
     def _judge(self, case, pool: WorkerPool, op: str) -> None:
         """The test body: run the case (or recall its verdicts) and raise the finding
-        exception of its first failure that is neither suppressed nor known."""
+        exception of its first failure that is neither suppressed nor a sighting."""
         reason = self._out_of_budget()
         if reason:
             raise BudgetExhausted(reason)
@@ -421,7 +423,7 @@ class Campaign:
         for verdict, failure, signature in verdicts:
             if verdict == "suppressed":
                 self.stats.suppressed += 1
-            elif verdict == "known":
+            elif verdict == "sighting":
                 self._sightings[signature] = self._sightings.get(signature, 0) + 1
             else:
                 key = (case.op, failure.oracle, failure.kind)
@@ -431,9 +433,9 @@ class Campaign:
                 raise error
 
     def _verdicts(self, case, failures: list[Failure], pool: WorkerPool) -> list[tuple]:
-        """(verdict, failure, signature) for each failure: "suppressed" (the known-failure
-        tables call it unimplemented or undefined), "known" (a sighting of the finding
-        with that signature) or "new". A failure the driver cannot judge (matching it
+        """(verdict, failure, signature) for each failure: "suppressed" (the upstream
+        tables call it unimplemented or undefined), "sighting" (of the finding already
+        found with that signature) or "new". A failure the driver cannot judge (matching it
         raised) is a harness error and dropped."""
         verdicts = []
         for failure in failures:
@@ -441,9 +443,9 @@ class Campaign:
                 if self._suppressed(case, failure, pool):
                     verdicts.append(("suppressed", failure, None))
                     continue
-                known = self._known_bug(case, failure)
-                if known is not None:
-                    verdicts.append(("known", failure, known.signature))
+                found = self._covering_finding(case, failure)
+                if found is not None:
+                    verdicts.append(("sighting", failure, found.signature))
                 else:
                     verdicts.append(("new", failure, signature_of(case, failure)))
             except CorpusWriteError:
@@ -452,20 +454,22 @@ class Campaign:
                 self.harness_error("judge", case.op, case, exc)
         return verdicts
 
-    def _known_bug(self, case, failure: Failure) -> KnownBug | None:
+    def _covering_finding(self, case, failure: Failure) -> FoundBug | None:
+        """The finding already found whose symptom and conditions this failure meets."""
         symptom = symptom_key(case, failure)
-        return next((k for k in self.known if k.covers(case, failure, symptom)), None)
+        return next((f for f in self.found if f.covers(case, failure, symptom)), None)
 
-    def _known_entry(self, case, failure: Failure, device: str):
+    def _upstream_entry(self, case, failure: Failure, device: str):
+        """The upstream table's entry this failure matches, or None."""
         trig = trigger_class(case)
-        return known_failures.match(self.known_table, device=device, op=case.op, dtypes=trig["dtypes"],
+        return upstream.match(self.upstream_table, device=device, op=case.op, dtypes=trig["dtypes"],
                                     oracle=failure.oracle, kind=failure.kind, variant=case.variant,
                                     layout_class=trig["layout_class"], torch_version=self._torch_version)
 
     def _suppressed(self, case, failure: Failure, pool: WorkerPool) -> bool:
-        """Failures the known-failure tables call unimplemented or undefined: not bugs."""
-        entry = self._known_entry(case, failure, pool.device)
-        return entry is not None and entry.status in known_failures.SUPPRESSED
+        """Failures the upstream tables call unimplemented or undefined: not bugs."""
+        entry = self._upstream_entry(case, failure, pool.device)
+        return entry is not None and entry.status in upstream.SUPPRESSED
 
     def _run_slice(self, op: str, round_no: int, pool: WorkerPool) -> None:
         try:
@@ -524,11 +528,11 @@ class Campaign:
         except Exception as exc:
             self.harness_error("record", err.case.op, err.case, exc)
 
-    def _known_bug_or_none(self, case, failure: Failure) -> KnownBug | None:
-        """_known_bug; None (and a harness error) where matching raises: better a finding
-        recorded twice than a finding lost."""
+    def _covering_finding_or_none(self, case, failure: Failure) -> FoundBug | None:
+        """_covering_finding; None (and a harness error) where matching raises: better a
+        finding recorded twice than a finding lost."""
         try:
-            return self._known_bug(case, failure)
+            return self._covering_finding(case, failure)
         except CorpusWriteError:
             raise
         except Exception as exc:
@@ -540,7 +544,7 @@ class Campaign:
         (Hypothesis' own Flaky verdict, ``flaky``, is only a hint: the re-runs decide.)
         If triage raises, the shrunk case is stored as it is (unexplained): nothing found
         is lost to a harness error."""
-        if self._known_bug_or_none(err.case, err.failure) is not None:
+        if self._covering_finding_or_none(err.case, err.failure) is not None:
             return  # an earlier finding of this slice covers it
         self.emit(Notice(f"{err.case.op}: minimising {err.failure.oracle} failure"))
         try:
@@ -555,14 +559,14 @@ class Campaign:
             case, failure, explanation, result_flaky = err.case, err.failure, None, False
         else:
             case, failure, explanation, result_flaky = result.case, result.failure, result.explanation, result.flaky
-        covering = None if result_flaky else self._known_bug_or_none(case, failure)
+        covering = None if result_flaky else self._covering_finding_or_none(case, failure)
         if covering is not None:
             # Reduced, it meets an earlier finding's conditions (the reducer moved it to
             # that finding's dtype, say): a sighting of that bug.
             self._sightings[covering.signature] = self._sightings.get(covering.signature, 0) + 1
             return
         try:
-            entry = self._known_entry(case, failure, pool.device)
+            entry = self._upstream_entry(case, failure, pool.device)
         except Exception as exc:
             self.harness_error("judge", case.op, case, exc)
             entry = None
@@ -576,7 +580,7 @@ class Campaign:
             minimisation=result.minimisation_json() if result is not None else None,
             localisation=result.localisation if result is not None else None)
         path, new = self.corpus.record(finding)
-        self.known.append(KnownBug.of(finding))
+        self.found.append(FoundBug.of(finding))
         if new and self.confirm is not None and not finding.flaky:
             try:
                 record = self.confirm(finding)
@@ -604,19 +608,19 @@ class Campaign:
     def _fold_special_cases(self, general: Finding, path: Path) -> None:
         """Earlier findings that are special cases of ``general`` become part of it: one
         bug, one finding, whichever case of it the campaign met first."""
-        for known in [k for k in self.known if k.special_case_of(general)]:
-            op, oracle = known.symptom[:2]
-            if not self.corpus.fold(path, self.corpus.path_of(op, oracle, known.signature)):
+        for found in [f for f in self.found if f.special_case_of(general)]:
+            op, oracle = found.symptom[:2]
+            if not self.corpus.fold(path, self.corpus.path_of(op, oracle, found.signature)):
                 continue
-            special = next((f for f, _, new in self.recorded if f.signature == known.signature and new), None)
-            self.recorded = [r for r in self.recorded if r[0].signature != known.signature]
-            self.known.remove(known)
-            pending = self._sightings.pop(known.signature, 0)   # not yet written to its file
+            special = next((f for f, _, new in self.recorded if f.signature == found.signature and new), None)
+            self.recorded = [r for r in self.recorded if r[0].signature != found.signature]
+            self.found.remove(found)
+            pending = self._sightings.pop(found.signature, 0)   # not yet written to its file
             if pending:
                 self._sightings[general.signature] = self._sightings.get(general.signature, 0) + pending
             if special is not None:
                 self._count(special.status, -1)
-            self.emit(Notice(f"{general.op}: finding {known.signature[:8]} ({', '.join(known.conditions)}) "
+            self.emit(Notice(f"{general.op}: finding {found.signature[:8]} ({', '.join(found.conditions)}) "
                              f"is a special case of {general.signature[:8]} "
                              f"({', '.join(general.conditions) or 'no conditions'}): merged into it"))
 
@@ -671,7 +675,7 @@ class Campaign:
         return result
 
     def _flush_sightings(self) -> None:
-        self.stats.known_sightings = sum(self._sightings.values())
+        self.stats.sightings = sum(self._sightings.values())
         try:
             self.corpus.add_sightings(self._sightings)
         except CorpusWriteError:

@@ -116,7 +116,8 @@ class Finding:
     # writer, so merging the same shard twice does not count its sightings twice.
     sightings: dict[str, int] = field(default_factory=dict)
     flaky: bool = False
-    # The known-failure table entry it matches ({id, status, reason, link}), or None.
+    # The upstream table entry it matches ({id, status, reason, link}: corpus/upstream.py),
+    # or None (the format's key is "known"; status known-bug).
     known: dict | None = None
     # The necessary trigger features (ablation); None when not explained (flaky, or
     # recorded before format 3).

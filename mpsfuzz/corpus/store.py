@@ -101,7 +101,7 @@ class Corpus:
             return None
 
     def record(self, finding: Finding, extra_sightings: int = 0) -> tuple[Path, bool]:
-        """Store a finding; if its signature is known, count the sighting instead.
+        """Store a finding; if its signature is already here, count the sighting instead.
         Returns (path, is_new). The earliest (first recorded) minimal case is kept; a
         finding replayed as fixed that is found again gets a history entry saying so."""
         writer = self.writer_id
@@ -121,7 +121,7 @@ class Corpus:
             return path, True
 
     def add_sightings(self, counts: dict[str, int]) -> None:
-        """Count sightings of known signatures ({signature: count}) in one pass."""
+        """Count sightings of signatures already here ({signature: count}) in one pass."""
         if not counts:
             return
         writer = self.writer_id
@@ -149,8 +149,8 @@ class Corpus:
             return finding
 
     def merge(self, found: list[tuple[Path, Finding]]) -> tuple[int, int]:
-        """Merge findings from other corpora: new signatures are copied, known ones
-        absorbed (sightings per writer, versions, history). Returns (added, merged)."""
+        """Merge findings from other corpora: new signatures are copied, ones already
+        here absorbed (sightings per writer, versions, history). Returns (added, merged)."""
         added = merged = 0
         with self._locked():
             for _, other in found:

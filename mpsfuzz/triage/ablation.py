@@ -6,8 +6,8 @@ finite values, no special values, an argument left out) and the case re-run. If 
 passes, the feature is *necessary*: a condition. The conditions name the bug rather
 than its symptom, so they go into the finding's signature (two causes on one op stay
 apart; one cause across dtypes of a class and shapes is one finding), they are matched
-against new failing cases during a campaign (a case that meets a known finding's
-conditions is a sighting, not a new bug), and they make the one-line explanation:
+against new failing cases during a campaign (a case that meets the conditions of a
+finding already found is a sighting, not a new bug), and they make the one-line explanation:
 "wrong values only when `other` is non-contiguous (transposed); contiguous inputs pass;
 all float dtypes".
 

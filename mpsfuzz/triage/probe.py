@@ -1,4 +1,4 @@
-"""Run one case in a worker and say how it relates to a known failure.
+"""Run one case in a worker and say how it relates to a failure already seen.
 
 The reducer, the ablation, the reproducibility check, replay and the pytest plugin all
 ask the same question of a case: does it still fail *the same way* (the same symptom:

@@ -1,5 +1,8 @@
-"""Known upstream failures: tables keyed by device, op and dtype, with the reason and
-an issue link.
+"""The upstream table: failures known upstream (in PyTorch), keyed by device, op and
+dtype, with the reason and an issue link.
+
+Not to be confused with the findings already in a corpus, which a campaign matches new
+failing cases against (campaign/engine.py's ``FoundBug``: a sighting, not a new bug).
 
 A finding that matches a ``known-bug`` entry is recorded but marked known (it links to
 the upstream issue and is not counted as new); one that matches an ``unimplemented`` or
@@ -16,7 +19,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
-KNOWN_FORMAT = 1
+TABLE_FORMAT = 1
 STATUSES = ("known-bug", "unimplemented", "undefined")
 SUPPRESSED = ("unimplemented", "undefined")
 # A crash, a hang or a leak is never undefined behaviour or a missing kernel: entries
@@ -25,12 +28,12 @@ NEVER_SUPPRESSED = ("crash", "hang", "leak")
 VARIANTS = ("*", "functional", "method", "inplace", "out", "out-strided", "out-resized", "grad")
 
 
-class KnownTableError(ValueError):
+class UpstreamTableError(ValueError):
     pass
 
 
 @dataclass(frozen=True)
-class KnownFailure:
+class UpstreamEntry:
     id: str
     device: str
     ops: tuple[str, ...]
@@ -60,56 +63,56 @@ def _version_tuple(v: str) -> tuple[int, ...]:
     return tuple(out)
 
 
-def parse_table(data, source: str) -> list[KnownFailure]:
-    if not isinstance(data, dict) or data.get("format") != KNOWN_FORMAT:
-        raise KnownTableError(f"{source}: not a known-failure table of format {KNOWN_FORMAT}")
+def parse_table(data, source: str) -> list[UpstreamEntry]:
+    if not isinstance(data, dict) or data.get("format") != TABLE_FORMAT:
+        raise UpstreamTableError(f"{source}: not a known-failure table of format {TABLE_FORMAT}")
     out = []
     for i, e in enumerate(data.get("entries", [])):
         try:
-            entry = KnownFailure(
+            entry = UpstreamEntry(
                 id=str(e["id"]), device=str(e.get("device", "*")), ops=tuple(e["ops"]),
                 dtypes=tuple(e.get("dtypes", ())), oracle=str(e.get("oracle", "*")),
                 kind=str(e.get("kind", "*")), layout=str(e.get("layout", "*")), status=str(e["status"]),
                 reason=str(e["reason"]), link=str(e.get("link", "")), fixed_in=e.get("fixed_in"),
                 variant=str(e.get("variant", "*")))
         except (KeyError, TypeError) as exc:
-            raise KnownTableError(f"{source}: entry {i} lacks field {exc}") from None
+            raise UpstreamTableError(f"{source}: entry {i} lacks field {exc}") from None
         _check_narrow(entry, source)
         out.append(entry)
     return out
 
 
-def _check_narrow(entry: KnownFailure, source: str) -> None:
+def _check_narrow(entry: UpstreamEntry, source: str) -> None:
     """Entries match narrowly: each names the oracle or the kind of failure it covers (one
     with both ``*`` would hide every failure of its ops, crashes included), and none
     suppresses a crash, hang or leak."""
     where = f"{source}: entry {entry.id!r}"
     if entry.status not in STATUSES:
-        raise KnownTableError(f"{where} has status {entry.status!r}; expected one of {', '.join(STATUSES)}")
+        raise UpstreamTableError(f"{where} has status {entry.status!r}; expected one of {', '.join(STATUSES)}")
     if entry.oracle == "*" and entry.kind == "*":
-        raise KnownTableError(f"{where} matches every failure of {', '.join(entry.ops)} (oracle and kind are "
+        raise UpstreamTableError(f"{where} matches every failure of {', '.join(entry.ops)} (oracle and kind are "
                               f"both '*'): name the oracle or the kind it covers")
     if not entry.ops:
-        raise KnownTableError(f"{where} names no op")
+        raise UpstreamTableError(f"{where} names no op")
     if entry.variant not in VARIANTS:
-        raise KnownTableError(f"{where} has variant {entry.variant!r}; expected one of {', '.join(VARIANTS)}")
+        raise UpstreamTableError(f"{where} has variant {entry.variant!r}; expected one of {', '.join(VARIANTS)}")
     if entry.status in SUPPRESSED and (entry.oracle in NEVER_SUPPRESSED or entry.kind in NEVER_SUPPRESSED):
-        raise KnownTableError(f"{where} would suppress a {entry.oracle if entry.oracle != '*' else entry.kind}: "
+        raise UpstreamTableError(f"{where} would suppress a {entry.oracle if entry.oracle != '*' else entry.kind}: "
                               f"a crash, hang or leak is never {entry.status}")
 
 
-def builtin_table() -> list[KnownFailure]:
+def builtin_table() -> list[UpstreamEntry]:
     text = resources.files("mpsfuzz").joinpath("data/known_failures.json").read_text()
     return parse_table(json.loads(text), "built-in known_failures.json")
 
 
-def load_tables(extra: list[str | Path] = ()) -> list[KnownFailure]:
+def load_tables(extra: list[str | Path] = ()) -> list[UpstreamEntry]:
     table = builtin_table()
     for path in extra:
         try:
             data = json.loads(Path(path).read_text())
         except (OSError, ValueError) as exc:
-            raise KnownTableError(f"--known {path}: cannot read it ({str(exc).splitlines()[0]})") from None
+            raise UpstreamTableError(f"--known {path}: cannot read it ({str(exc).splitlines()[0]})") from None
         table += parse_table(data, f"--known {path}")
     return table
 
@@ -118,8 +121,8 @@ def device_kind(device: str) -> str:
     return str(device).split(":")[0]
 
 
-def match(table: list[KnownFailure], *, device: str, op: str, dtypes, oracle: str, kind: str,
-          layout_class: str, torch_version: str, variant: str = "functional") -> KnownFailure | None:
+def match(table: list[UpstreamEntry], *, device: str, op: str, dtypes, oracle: str, kind: str,
+          layout_class: str, torch_version: str, variant: str = "functional") -> UpstreamEntry | None:
     dev = device_kind(device)
     for e in table:
         if e.device not in ("*", dev) or op not in e.ops:
