@@ -65,7 +65,7 @@ def _value(d: dict):
 def rebuild_call(call: dict):
     """(OpOverload, args, kwargs) of a recorded aten call, on CPU."""
     import torch
-    from mpsfuzz.fuzzer import dtypes as dt
+    from mpsfuzz.generation import dtypes as dt
     storages = {}
     for s in call["storages"]:
         if s["values"] is None:
@@ -107,7 +107,7 @@ def faults_on_call(loc: dict) -> set[str]:
         func, args, kwargs = rebuild_call(loc["call"])
     except Exception:
         return set()
-    from mpsfuzz.fuzzer.localise import divergence_class
+    from mpsfuzz.triage.localise import divergence_class
     wanted = divergence_class(loc.get("divergence", ""))
     return {name for name, fault in FAULTS.items()
             if fault.triggered(func, tuple(args), dict(kwargs))
@@ -117,12 +117,12 @@ def faults_on_call(loc: dict) -> set[str]:
 _FIRED = """
 import json, sys, warnings
 warnings.simplefilter("ignore")
-from mpsfuzz.fuzzer.executor import execute
-from mpsfuzz.fuzzer.recipes import Case
+from mpsfuzz.oracles.judge import judge_case
+from mpsfuzz.generation.recipes import Case
 from mpsfuzz.testing.faults import FaultTarget
 target = FaultTarget()
 try:
-    execute(Case.from_json(json.loads(sys.argv[1])), target, ("values", "variants", "errors", "grads", "metadata"))
+    judge_case(Case.from_json(json.loads(sys.argv[1])), target, ("values", "variants", "errors", "grads", "metadata"))
 except Exception:
     pass
 print(json.dumps(sorted(target.fired)))

@@ -15,13 +15,13 @@ import time
 import warnings
 from pathlib import Path
 
+from mpsfuzz.campaign.engine import Campaign, CampaignConfig
 from mpsfuzz.events import CaseFinished
-from mpsfuzz.fuzzer import catalogue
-from mpsfuzz.fuzzer.engine import Campaign, CampaignConfig
-from mpsfuzz.oracles.values import compare_tensors, flatten_outputs
+from mpsfuzz.execution.targets import best_available, load_target
+from mpsfuzz.generation import catalogue
+from mpsfuzz.generation.dtypes import name_of
 from mpsfuzz.oracles.tolerances import tolerance
-from mpsfuzz.fuzzer.dtypes import name_of
-from mpsfuzz.targets import best_available, load_target
+from mpsfuzz.oracles.values import compare_tensors, flatten_outputs
 
 
 def bare_loop(cases, target) -> float:

@@ -327,7 +327,7 @@ def _list_bugs(args, found, console, print_json) -> int:
 def cmd_ops(args, console) -> int:
     from rich.table import Table
 
-    from .fuzzer import catalogue
+    from .generation import catalogue
     fams = catalogue.families()
     if args.family and args.family not in fams:
         raise UsageError(f"--family={args.family!r}: unknown family; families are {', '.join(fams)}")
@@ -355,7 +355,8 @@ def cmd_ops(args, console) -> int:
 def _ops_stats(args, console, fams) -> int:
     from rich.table import Table
 
-    from .fuzzer import catalogue, validity
+    from .execution.executor import reference_rejection
+    from .generation import catalogue, validity
     if args.cases < 1:
         raise UsageError(f"--cases={args.cases}: must be >= 1")
     if args.selection is not None:
@@ -365,7 +366,7 @@ def _ops_stats(args, console, fams) -> int:
             raise UsageError(str(exc)) from None
     else:
         chosen = [n for fam, names in fams.items() if args.family in (None, fam) for n in names]
-    results = validity.measure(chosen, cases_per_op=args.cases, seed=args.seed)
+    results = validity.measure(chosen, rejection=reference_rejection, cases_per_op=args.cases, seed=args.seed)
 
     def pct(share: float) -> str:
         colour = "red" if share < validity.FLOOR_SHARE else "yellow" if share < validity.TARGET_SHARE else "green"
@@ -435,17 +436,17 @@ def _describe_target(name: str, device: str, chosen_automatically: bool) -> str:
 def cmd_run(args, console) -> int:
     from rich.console import Console
 
-    from .corpus.known import KnownTableError
+    from .corpus.upstream import UpstreamTableError
     from .corpus.store import Corpus
-    from .fuzzer import catalogue
-    from .fuzzer.engine import Campaign, CampaignConfig
-    from .fuzzer.worker import WorkerStartError
+    from .generation import catalogue
+    from .campaign.engine import Campaign, CampaignConfig
+    from .execution.worker import WorkerStartError
     from .oracles import select as select_oracles
     from .reports.console import ConsoleReporter
     from .reports.error_log import ErrorLog
     from .reports.repro_writer import ReproWriter
     from .reports.run_log import RunLog
-    from .targets import BUILTIN, TargetError, best_available, load_target
+    from .execution.targets import BUILTIN, TargetError, best_available, load_target
 
     budget = parse_duration(args.budget) if args.budget else (
         None if args.max_cases is not None else parse_duration(DEFAULT_BUDGET))
@@ -477,7 +478,7 @@ def cmd_run(args, console) -> int:
                             timeout_s=args.timeout, shrink_budget_s=args.shrink_budget,
                             max_rank=args.max_rank, max_side=args.max_side,
                             slice_examples=args.slice_examples,
-                            known_tables=tuple(args.known), allow_variants=not args.no_variants,
+                            upstream_tables=tuple(args.known), allow_variants=not args.no_variants,
                             reruns=args.reruns, minimise_budget_s=args.minimise_budget,
                             compile_timeout_s=args.compile_timeout)
     errors = ErrorLog(corpus_dir)
@@ -488,7 +489,7 @@ def cmd_run(args, console) -> int:
         listeners = [errors, writer, reporter, RunLog(corpus_dir, errors_log=errors.path)]
         # The writer verifies each new finding's repro before the engine counts it.
         result = Campaign(config, listeners, confirm=writer.confirm).run()
-    except (TargetError, KnownTableError, WorkerStartError) as exc:
+    except (TargetError, UpstreamTableError, WorkerStartError) as exc:
         raise UsageError(str(exc)) from None
     finally:
         reporter.close()

@@ -44,8 +44,8 @@ class Notice:
 #             found no case it could draw)
 #   execute   running it (the worker pool raised; the executor or an oracle raised in the
 #             worker: its "internal" reply)
-#   judge     judging it in the driver (process oracles, known-failure matching)
-#   triage    re-running, reducing, explaining a failure (fuzzer/triage.py)
+#   judge     judging it in the driver (process oracles, upstream table and found-bug matching)
+#   triage    re-running, reducing, explaining a failure (triage/pipeline.py)
 #   record    storing a finding (other than a corpus that cannot be written)
 #   report    a listener (repro writer, console, run log) raised on an event
 #   hypothesis  Hypothesis raised something that carries no finding (or anything else
@@ -77,15 +77,15 @@ class Stats:
     slow_compiles: int = 0       # cases given up because torch.compile outlasted its budget
     restarts: int = 0
     elapsed_s: float = 0.0
-    new_findings: int = 0        # target bugs not in the known-failure tables
-    known_bugs: int = 0          # new files for bugs the known-failure tables list
+    new_findings: int = 0        # target bugs not in the upstream tables
+    known_bugs: int = 0          # new files for bugs the upstream tables list (status known-bug)
     cpu_bugs: int = 0            # the float64 arbiter blamed the CPU reference
     flaky: int = 0               # new findings that did not reproduce on every re-run
     capabilities: int = 0        # the device accepts what CPU rejects, and its result checks out
     unconfirmed: int = 0         # new findings whose repro script did not reproduce them
     minimise_s: float = 0.0      # time spent re-running, reducing and explaining findings
     suppressed: int = 0          # failures the tables call unimplemented or undefined
-    known_sightings: int = 0
+    sightings: int = 0           # failing cases that were findings already found (run log: known_sightings)
     per_op: dict = field(default_factory=dict)          # op -> [cases, valid]
     unsupported_messages: dict = field(default_factory=dict)  # (op, message) -> count
     unsupported_here_messages: dict = field(default_factory=dict)  # (op, message) -> count

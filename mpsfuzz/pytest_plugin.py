@@ -68,10 +68,11 @@ class _Session:
 
     def pool(self, spec: str):
         if spec not in self.pools:
-            from .fuzzer.worker import WorkerPool, WorkerStartError
-            from .targets import TargetError
+            from .execution.targets import TargetError
+            from .execution.worker import WorkerPool, WorkerStartError
+            from .oracles.judge import judge_case
             try:
-                self.pools[spec] = WorkerPool(spec, timeout_s=self.timeout_s)
+                self.pools[spec] = WorkerPool(spec, timeout_s=self.timeout_s, execute=judge_case)
             except (TargetError, WorkerStartError) as exc:
                 self.pools[spec] = _first_line(exc) or type(exc).__name__
         return self.pools[spec]

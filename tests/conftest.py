@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import pytest
 
-from mpsfuzz.fuzzer import catalogue
+from mpsfuzz.generation import catalogue
 
 
 @pytest.fixture
@@ -13,12 +13,12 @@ def registered():
 
     def register(spec):
         catalogue.all_ops()
-        catalogue._REGISTRY[spec.name] = spec
+        catalogue.REGISTRY[spec.name] = spec
         added.append(spec.name)
         return spec
     yield register
     for name in added:
-        catalogue._REGISTRY.pop(name, None)
+        catalogue.REGISTRY.pop(name, None)
 
 
 @pytest.fixture(autouse=True)
@@ -26,7 +26,7 @@ def _opinfo_specs_stay_in_their_test():
     """Looking an OpInfo op up by name (``catalogue.get("opinfo:add")``) caches its spec
     in the catalogue; left there it would join every later test's ``all_ops()`` in this
     worker process. Each test gets the catalogue as it found it."""
-    before = {name for name in catalogue._REGISTRY if name.startswith("opinfo:")}
+    before = {name for name in catalogue.REGISTRY if name.startswith("opinfo:")}
     yield
-    for name in [n for n in catalogue._REGISTRY if n.startswith("opinfo:") and n not in before]:
-        catalogue._REGISTRY.pop(name, None)
+    for name in [n for n in catalogue.REGISTRY if n.startswith("opinfo:") and n not in before]:
+        catalogue.REGISTRY.pop(name, None)

@@ -13,13 +13,13 @@ import sys
 import pytest
 import torch
 
-from mpsfuzz.fuzzer.executor import execute
-from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.generation import catalogue
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT
 from mpsfuzz.oracles.accuracy import accumulation_bound, overflow_possible, summands
 from mpsfuzz.oracles.arbiter import judge_leaf
+from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.oracles.values import ORDER_DEPENDENT_SCALE, leaf_tolerance
-from mpsfuzz.fuzzer import catalogue
 from mpsfuzz.testing.faults import FaultTarget
 
 INF, NAN = float("inf"), float("nan")
@@ -105,7 +105,7 @@ def test_which_inputs_make_overflow_possible():
 # -- the rules through the executor, on the fault-injecting target ------------------------
 
 def _failures(case, faults):
-    return execute(case, FaultTarget(faults), DEFAULT)["failures"]
+    return judge_case(case, FaultTarget(faults), DEFAULT)["failures"]
 
 
 def test_an_intermediate_overflow_is_not_reported():
@@ -275,7 +275,7 @@ def test_terms_beyond_the_dtype_make_overflow_possible_without_special_inputs():
 
 
 def test_undefined_float_to_integer_conversions_are_not_compared(registered):
-    from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape
+    from mpsfuzz.generation.opspec import OpSpec, any_shape
 
     class NanToZero:
         """A device that converts NaN and inf to 0 (CPU gives INT_MIN): undefined in C++."""
@@ -300,9 +300,9 @@ def test_undefined_float_to_integer_conversions_are_not_compared(registered):
     # complex converts through its real part: the same rule holds for it
     for dtype in ("float32", "complex64"):
         case = Case("test.int", (_recipe((4,), dtype, specials=[(1, "nan"), (2, "inf")]),))
-        assert execute(case, NanToZero(), DEFAULT)["failures"] == [], dtype
+        assert judge_case(case, NanToZero(), DEFAULT)["failures"] == [], dtype
         # a wrong conversion of a finite value is still found
-        wrong = execute(case, NanToZero(off_by_one=True), DEFAULT)["failures"]
+        wrong = judge_case(case, NanToZero(off_by_one=True), DEFAULT)["failures"]
         assert [f["oracle"] for f in wrong] == ["values"], dtype
 
 
@@ -320,7 +320,7 @@ def test_a_device_fault_that_surfaces_in_mpsfuzz_code_poisons_the_worker_not_the
     weights = TensorRecipe((3, 4), "float32", Layout(expanded=(0,)), ValueRecipe("positive", 2))
     case = Case("multinomial", (weights,), (("num_samples", 2), ("replacement", True)))
     try:
-        result = execute(case, FaultTarget(["multinomial_async_assert"]), DEFAULT)
+        result = judge_case(case, FaultTarget(["multinomial_async_assert"]), DEFAULT)
     finally:
         F._POISONED.clear()
         F._FAULT_AT_NEXT_SYNC.clear()
@@ -349,22 +349,22 @@ def test_an_op_of_unknown_structure_gets_the_accumulation_bound_of_its_result(re
     """OpInfo entries that are not reductions may still accumulate (a matrix product in
     float16 that sums in float16): their half-precision results are held to the bound for
     the estimated number of terms, scaled by the result itself; a wrong element is found."""
-    from mpsfuzz.fuzzer import opinfo
-    from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape
+    from mpsfuzz.generation import opinfo
+    from mpsfuzz.generation.opspec import OpSpec, any_shape
 
 
     for structure in ((), ("structure-unknown",)):
         registered(OpSpec(name="test.rowsum", family="test", fn=lambda x: x.sum(-1), shapes=any_shape(2),
                           dtypes=("float16",), semantics=frozenset(structure), doc="row sums"))
         case = Case("test.rowsum", (_recipe((4, 256), "float16", distribution="positive", seed=5),))
-        found = [f["oracle"] for f in execute(case, SumsInHalf(), DEFAULT)["failures"]]
+        found = [f["oracle"] for f in judge_case(case, SumsInHalf(), DEFAULT)["failures"]]
         assert found == ([] if structure else ["values"]), (structure, found)
-        assert [f["oracle"] for f in execute(case, SumsInHalf(wrong=True), DEFAULT)["failures"]] == ["values"]
+        assert [f["oracle"] for f in judge_case(case, SumsInHalf(wrong=True), DEFAULT)["failures"]] == ["values"]
     assert opinfo.FAMILY and "structure-unknown" in catalogue_semantics()
 
 
 def catalogue_semantics():
-    from mpsfuzz.fuzzer.catalogue import SEMANTICS
+    from mpsfuzz.generation.opspec import SEMANTICS
     return SEMANTICS
 
 
@@ -405,7 +405,7 @@ def test_a_result_not_determined_to_its_leading_digit_gets_no_verdict():
 def test_a_result_where_cpu_raises_is_held_to_the_arbiters_bounds(registered):
     """The device accepts what CPU rejects and sums in float16: within the accumulation
     bound that is a capability, not accepts-wrong; a wrong element still is."""
-    from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape
+    from mpsfuzz.generation.opspec import OpSpec, any_shape
 
     def rowsum(x):
         if x.dtype == torch.float16:
@@ -416,16 +416,16 @@ def test_a_result_where_cpu_raises_is_held_to_the_arbiters_bounds(registered):
     registered(OpSpec(name="test.rowsum_rejects", family="test", fn=rowsum, shapes=any_shape(2),
                       dtypes=("float16",), semantics=frozenset({"accumulates"}), doc="row sums"))
     case = Case("test.rowsum_rejects", (_recipe((4, 256), "float16", distribution="positive", seed=5),))
-    kinds = [f["kind"] for f in execute(case, SumsInHalf(), DEFAULT)["failures"]]
+    kinds = [f["kind"] for f in judge_case(case, SumsInHalf(), DEFAULT)["failures"]]
     assert kinds == ["capability"], kinds
-    assert [f["kind"] for f in execute(case, SumsInHalf(wrong=True), DEFAULT)["failures"]] == ["accepts-wrong"]
+    assert [f["kind"] for f in judge_case(case, SumsInHalf(wrong=True), DEFAULT)["failures"]] == ["accepts-wrong"]
 
 
 def test_outputs_an_op_keeps_for_its_backward_are_not_compared(registered):
     """native_layer_norm's mean and rstd are float32 for float16 input on CUDA and
     float16 on CPU: each backend's own, not the op's contract (OpInfo internal ops)."""
-    from mpsfuzz.fuzzer import catalogue, opinfo
-    from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape
+    from mpsfuzz.generation import catalogue, opinfo
+    from mpsfuzz.generation.opspec import OpSpec, any_shape
 
     def norm(x):
         return x * 2, x.float().mean(-1, keepdim=True).to(x.dtype)
@@ -442,7 +442,7 @@ def test_outputs_an_op_keeps_for_its_backward_are_not_compared(registered):
         registered(OpSpec(name="test.norm", family="test", fn=norm, shapes=any_shape(2), dtypes=("float16",),
                           canonicalise=first, private_outputs_from=private, doc="norm"))
         case = Case("test.norm", (_recipe((3, 4), "float16"),))
-        kinds = [f["kind"] for f in execute(case, SavesInFloat32(), DEFAULT)["failures"]]
+        kinds = [f["kind"] for f in judge_case(case, SavesInFloat32(), DEFAULT)["failures"]]
         assert kinds == ([] if private else ["wrong-dtype"]), (private, kinds)
     if opinfo.available()[0]:
         spec = catalogue.get(opinfo.PREFIX + "native_layer_norm")
@@ -467,7 +467,7 @@ def test_terms_of_an_op_of_unknown_structure_are_as_large_as_its_largest_element
     """OpInfo's _softmax_backward_data in bfloat16 on CUDA: an element 4 roundoffs of the
     largest element off (intermediates rounded to bfloat16) is not a finding; an element
     off by its own size is."""
-    from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape
+    from mpsfuzz.generation.opspec import OpSpec, any_shape
 
     class Nudges(_CpuTarget):
         name = "nudges"
@@ -485,8 +485,8 @@ def test_terms_of_an_op_of_unknown_structure_are_as_large_as_its_largest_element
     registered(OpSpec(name="test.halve", family="test", fn=lambda x: x * 0.5, shapes=any_shape(1),
                       dtypes=("bfloat16",), semantics=frozenset({"structure-unknown"}), doc="unknown"))
     case = Case("test.halve", (_recipe((5,), "bfloat16", seed=7),))
-    assert execute(case, Nudges(4), DEFAULT)["failures"] == []
-    assert [f["oracle"] for f in execute(case, Nudges(256), DEFAULT)["failures"]] == ["values"]
+    assert judge_case(case, Nudges(4), DEFAULT)["failures"] == []
+    assert [f["oracle"] for f in judge_case(case, Nudges(256), DEFAULT)["failures"]] == ["values"]
 
 
 # -- gradients at non-finite input elements --------------------------------------------------
@@ -526,12 +526,12 @@ def _celu_grad_case():
 
 
 def test_a_gradient_that_differs_only_at_a_nan_input_element_is_no_finding():
-    summary = execute(_celu_grad_case(), EluBackwardBranchesOnNan(), ("values", "grads", "arbiter"))
+    summary = judge_case(_celu_grad_case(), EluBackwardBranchesOnNan(), ("values", "grads", "arbiter"))
     assert summary["failures"] == [] and "no convention" in (summary["grad_undefined"] or ""), summary
 
 
 def test_a_gradient_also_wrong_at_a_finite_element_is_still_found():
-    summary = execute(_celu_grad_case(), EluBackwardBranchesOnNan(also_finite=True), ("values", "grads", "arbiter"))
+    summary = judge_case(_celu_grad_case(), EluBackwardBranchesOnNan(also_finite=True), ("values", "grads", "arbiter"))
     assert [f["oracle"] for f in summary["failures"]] == ["grads"], summary
 
 
@@ -559,7 +559,7 @@ def test_a_wrong_element_of_a_determined_factor_is_still_wrong_as_a_whole():
 
 
 def test_opinfo_decompositions_are_judged_as_a_whole():
-    from mpsfuzz.fuzzer import opinfo
+    from mpsfuzz.generation import opinfo
     ok, why = opinfo.available()
     if not ok:
         if os.environ.get("MPSFUZZ_REQUIRE_OPINFO"):
@@ -590,9 +590,9 @@ def test_cpu_resizing_self_in_place_is_cpus_bug_not_the_targets():
     small = dict(dtype="int64", values=ValueRecipe("small_int", 1))
     case = Case("addbmm", (TensorRecipe((), **small), TensorRecipe((2, 1, 1), **small),
                            TensorRecipe((2, 1, 2), **small)), variant="inplace")
-    failures = execute(case, RefusesInPlace(), ("errors",))["failures"]
+    failures = judge_case(case, RefusesInPlace(), ("errors",))["failures"]
     assert [(f["kind"], f["blame"]) for f in failures] == [("ref-resizes-self", "cpu")], failures
     same_shape = Case("addbmm", (TensorRecipe((1, 2), **small), TensorRecipe((2, 1, 1), **small),
                                  TensorRecipe((2, 1, 2), **small)), variant="inplace")
-    failures = execute(same_shape, RefusesInPlace(), ("errors",))["failures"]
+    failures = judge_case(same_shape, RefusesInPlace(), ("errors",))["failures"]
     assert [(f["kind"], f["blame"]) for f in failures] == [("dut-raises", "target")], failures

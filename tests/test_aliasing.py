@@ -15,13 +15,15 @@ import pytest
 import torch
 from hypothesis import HealthCheck, find, settings
 
-from mpsfuzz.fuzzer import ablation, catalogue, edits, executor, strategies
-from mpsfuzz.fuzzer.probe import PASSES, SAME, Outcome
-from mpsfuzz.fuzzer.recipes import Alias, Case, Layout, TensorRecipe, ValueRecipe
-from mpsfuzz.fuzzer.reduce import cost, reduce_case
+from mpsfuzz.generation import catalogue, strategies
+from mpsfuzz.generation.recipes import Alias, Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import Failure, all_oracles
+from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.reports.repro import input_lines
 from mpsfuzz.testing.faults import FaultTarget
+from mpsfuzz.triage import ablation, edits
+from mpsfuzz.triage.probe import PASSES, SAME, Outcome
+from mpsfuzz.triage.reduce import cost, reduce_case
 
 from test_fault_campaigns import FAULT_TARGET, assert_repro_proves_the_fault, findings_in, mpsfuzz
 
@@ -238,7 +240,7 @@ def test_trigger_class_says_aliased():
 # -- oracles on aliased inputs ------------------------------------------------------------------
 
 def _failures(case, faults=(), oracles=WORKER_ORACLES):
-    result = executor.execute(case, FaultTarget(list(faults)), oracles)
+    result = judge_case(case, FaultTarget(list(faults)), oracles)
     assert result["valid"], case.describe()
     return [(f["oracle"], f["kind"]) for f in result["failures"]]
 
@@ -343,11 +345,11 @@ def test_layout_repro_gives_aliased_inputs_copies_of_their_own(monkeypatch):
     """A layout finding on aliased inputs: the script's 'contiguous copies' are clones
     (``.contiguous()`` of a contiguous view is the view itself), and it reproduces."""
     from mpsfuzz.corpus.finding import Finding
-    from mpsfuzz.fuzzer.probe import Prober
-    from mpsfuzz.fuzzer.worker import WorkerPool
+    from mpsfuzz.triage.probe import Prober
+    from mpsfuzz.execution.worker import WorkerPool
     from mpsfuzz.reports.repro import repro_for
     monkeypatch.setenv("MPSFUZZ_FAULTS", "gru_adjacent_weights")
-    pool = WorkerPool(FAULT_TARGET, timeout_s=10)
+    pool = WorkerPool(FAULT_TARGET, timeout_s=10, execute=judge_case)
     try:
         (failure,), _, _ = Prober(pool, ("layout",)).failures(gru_case())
     finally:
@@ -379,5 +381,5 @@ def test_out_alias_that_cpu_cannot_form_is_no_case_when_the_device_raised_first(
     case = Case("addbmm", (t((7, 1), 1, dtype="int8", distribution="small_int"),
                            t((2, 7, 7), 2, dtype="int8", distribution="small_int"),
                            t((2, 7, 7), 3, dtype="int8", distribution="small_int")), variant="out-alias")
-    summary = executor.execute(case, NoInt8(), ("values", "errors", "variants"))
+    summary = judge_case(case, NoInt8(), ("values", "errors", "variants"))
     assert summary["valid"] is False and summary["failures"] == []

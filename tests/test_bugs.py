@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mpsfuzz.corpus.bugs import covers, group, normalised_conditions
 from mpsfuzz.corpus.finding import Finding
-from mpsfuzz.fuzzer.recipes import Case, TensorRecipe
+from mpsfuzz.generation.recipes import Case, TensorRecipe
 from mpsfuzz.oracles import Failure
 
 
@@ -116,7 +116,7 @@ def test_condition_normalisation_and_cover():
     assert normalised_conditions(("layout:1", "0-d:0", "rank>=5", "variant:out", "kwarg:alpha", "empty",
                                   "dtypes:float16")) == {"layout", "0-d", "rank", "empty", "dtypes:float16"}
     assert normalised_conditions(("variant:out-strided",), "out") == {"form:out"}
-    from mpsfuzz.fuzzer.kernel_call import kernel_family
+    from mpsfuzz.triage.kernel_call import kernel_family
     assert {kernel_family(k) for k in ("aten::add.Tensor", "aten::add_.Tensor", "aten::add.out")} == {"aten::add"}
     assert kernel_family("aten::__and__.Tensor") == "aten::__and__"
     assert kernel_family("aten::_softmax.default") == "aten::_softmax"

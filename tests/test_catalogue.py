@@ -10,11 +10,11 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mpsfuzz.fuzzer import catalogue
-from mpsfuzz.fuzzer import dtypes as dt
-from mpsfuzz.fuzzer.catalogue import ShapeBudget, gather_at_indices
-from mpsfuzz.fuzzer.strategies import _value_options
-from mpsfuzz.fuzzer.recipes import DISTRIBUTIONS, TensorRecipe, ValueRecipe, resolve_kwargs
+from mpsfuzz.generation import catalogue
+from mpsfuzz.generation import dtypes as dt
+from mpsfuzz.generation.opspec import ShapeBudget, gather_at_indices
+from mpsfuzz.generation.recipes import DISTRIBUTIONS, TensorRecipe, ValueRecipe, resolve_kwargs
+from mpsfuzz.generation.strategies import _value_options
 
 warnings.filterwarnings("ignore", message="ComplexHalf support is experimental")
 # var/std with a correction >= the reduced size warn (and return inf/nan): expected here.

@@ -16,7 +16,7 @@ import sys
 
 import pytest
 
-from mpsfuzz.fuzzer import catalogue
+from mpsfuzz.generation import catalogue
 
 FAMILIES = catalogue.families()
 

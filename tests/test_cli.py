@@ -128,7 +128,7 @@ def runs(tmp_path_factory) -> dict:
 # -- ops ------------------------------------------------------------------------------------
 
 def test_ops_lists_families_with_counts(runs):
-    from mpsfuzz.fuzzer import catalogue
+    from mpsfuzz.generation import catalogue
 
     run = runs["ops"]
     assert run.code == 0, run.err

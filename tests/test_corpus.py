@@ -11,7 +11,7 @@ import pytest
 
 from mpsfuzz.corpus.finding import FINDING_FORMAT, Finding, signature_key, signature_of
 from mpsfuzz.corpus.store import Corpus, atomic_write_json, load_findings
-from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import Failure
 
 
@@ -309,21 +309,21 @@ def test_fold_moves_the_special_case_aside_and_sums_its_sightings(tmp_path):
 
 
 def test_a_finding_is_a_special_case_when_its_minimal_case_meets_the_other_conditions():
-    from mpsfuzz.fuzzer.engine import KnownBug
-    two_d = KnownBug.of(explained(case(shape=(2, 2), layout=Layout(gaps=(1, 2))), ("layout:0", "rank>=2")))
+    from mpsfuzz.campaign.engine import FoundBug
+    two_d = FoundBug.of(explained(case(shape=(2, 2), layout=Layout(gaps=(1, 2))), ("layout:0", "rank>=2")))
     one_d = explained(case(shape=(4,), layout=Layout(gaps=(2,))), ("layout:0",))
     assert two_d.special_case_of(one_d)
-    assert not KnownBug.of(one_d).special_case_of(
+    assert not FoundBug.of(one_d).special_case_of(
         explained(case(shape=(2, 2), layout=Layout(gaps=(1, 2))), ("layout:0", "rank>=2")))
     # two causes on one op stay apart: float16 values vs non-contiguous inputs
-    half = KnownBug.of(explained(case(dtype="float16"), ("dtypes:float16",)))
+    half = FoundBug.of(explained(case(dtype="float16"), ("dtypes:float16",)))
     strided = explained(case(layout=Layout(gaps=(1, 2))), ("layout:0",))
     assert not half.special_case_of(strided)
-    assert not KnownBug.of(strided).special_case_of(explained(case(dtype="float16"), ("dtypes:float16",)))
+    assert not FoundBug.of(strided).special_case_of(explained(case(dtype="float16"), ("dtypes:float16",)))
 
 
 def test_a_dtype_condition_speaks_of_its_own_class_only():
-    from mpsfuzz.fuzzer.ablation import holds
+    from mpsfuzz.triage.ablation import holds
     assert holds("dtypes:int32+int64", case(dtype="int64"))
     assert not holds("dtypes:int32+int64", case(dtype="uint8"))
     # a float case is not ruled out by a restriction among integers; classes: decides

@@ -10,7 +10,7 @@ import pytest
 from mpsfuzz.cli import main
 from mpsfuzz.corpus.finding import Finding
 from mpsfuzz.corpus.store import Corpus
-from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe
 from mpsfuzz.oracles import Failure
 
 from test_fault_campaigns import FAULT_TARGET

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape, same_shapes
-from mpsfuzz.fuzzer.executor import execute
-from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.generation.opspec import OpSpec, any_shape, same_shapes
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT
+from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.testing.faults import Fault, FaultTarget
 
 
@@ -45,7 +45,7 @@ def t(shape, dtype="float32", layout=Layout(), seed=1, **values):
 
 
 def failures(case, target, oracles=DEFAULT):
-    return execute(case, target, oracles)["failures"]
+    return judge_case(case, target, oracles)["failures"]
 
 
 def oracle_kinds(case, target, oracles=DEFAULT):
@@ -280,5 +280,5 @@ def test_variants_oracle_does_not_blame_a_right_variant_for_a_wrong_functional_f
     ("shape '[2, 3]' is invalid for input of size 5", False),
 ])
 def test_unsupported_errors_are_told_from_bugs(message, unsupported):
-    from mpsfuzz.fuzzer.executor import is_unsupported
+    from mpsfuzz.execution.executor import is_unsupported
     assert is_unsupported(RuntimeError(message)) is unsupported

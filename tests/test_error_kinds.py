@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from mpsfuzz.fuzzer.error_kinds import is_device_fault, is_unsupported, is_unsupported_message
+from mpsfuzz.execution.error_kinds import is_device_fault, is_unsupported, is_unsupported_message
 
 UNSUPPORTED = [
     # eager CPU
@@ -99,9 +99,9 @@ def test_ordinary_errors_are_not_device_faults(message):
 
 # -- the device accepting what CPU rejects ------------------------------------------------------
 
-from mpsfuzz.fuzzer.executor import execute  # noqa: E402
-from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe  # noqa: E402
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe  # noqa: E402
 from mpsfuzz.oracles import DEFAULT  # noqa: E402
+from mpsfuzz.oracles.judge import judge_case  # noqa: E402
 from mpsfuzz.testing.faults import FaultTarget  # noqa: E402
 
 
@@ -110,7 +110,7 @@ def _fftn_8d():
 
 
 def _failures(case, faults):
-    return execute(case, FaultTarget(faults), DEFAULT)["failures"]
+    return judge_case(case, FaultTarget(faults), DEFAULT)["failures"]
 
 
 def test_a_device_that_can_do_what_cpu_cannot_is_a_capability():

@@ -9,7 +9,7 @@ import warnings
 import pytest
 import torch
 
-from mpsfuzz.fuzzer import catalogue
+from mpsfuzz.generation import catalogue
 
 warnings.filterwarnings("ignore", message="ComplexHalf support is experimental")
 

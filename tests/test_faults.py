@@ -456,7 +456,7 @@ def test_target_factory_reads_env(monkeypatch):
 
 
 def test_loads_as_a_target(monkeypatch):
-    from mpsfuzz.targets import load_target
+    from mpsfuzz.execution.targets import load_target
 
     monkeypatch.setenv("MPSFUZZ_FAULTS", "triu_tril_gt3d")
     target = load_target("mpsfuzz.testing.faults:target")
@@ -520,17 +520,17 @@ def test_corruption_of_noncontiguous_and_0d():
 def test_leak_oracle_finds_cumsum_leak_and_not_a_clean_op():
     """The leak fault keeps 1 MiB per call: the leak oracle reports it (confirmed over
     repeated calls) on cumsum, and stays silent on an op without the fault."""
-    from mpsfuzz.fuzzer.executor import execute
-    from mpsfuzz.fuzzer.recipes import Case, TensorRecipe
+    from mpsfuzz.oracles.judge import judge_case
+    from mpsfuzz.generation.recipes import Case, TensorRecipe
     from mpsfuzz.testing.faults import FaultTarget, release_leaks
 
     target = FaultTarget(["cumsum_leak"])
     try:
-        leaky = execute(Case("cumsum", (TensorRecipe((3,), "float32"),), (("dim", 0),)), target, ("values", "leak"))
+        leaky = judge_case(Case("cumsum", (TensorRecipe((3,), "float32"),), (("dim", 0),)), target, ("values", "leak"))
         (failure,) = leaky["failures"]
         assert failure["oracle"] == "leak" and failure["dedup_key"] == ["leak", "faulty-cpu"]
         assert failure["details"]["device_per_call"] == 1 << 20
-        clean = execute(Case("cumprod", (TensorRecipe((3,), "float32"),), (("dim", 0),)), target, ("values", "leak"))
+        clean = judge_case(Case("cumprod", (TensorRecipe((3,), "float32"),), (("dim", 0),)), target, ("values", "leak"))
         assert clean["failures"] == []
     finally:
         release_leaks()

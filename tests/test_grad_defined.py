@@ -11,11 +11,11 @@ import math
 import pytest
 import torch
 
-from mpsfuzz.fuzzer import catalogue, strategies
-from mpsfuzz.fuzzer import grad_points as gp
-from mpsfuzz.fuzzer.executor import execute
-from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.generation import catalogue, strategies
+from mpsfuzz.generation import grad_points as gp
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import grads as grads_oracle
+from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.testing.faults import FAULTS, Fault, FaultTarget
 
 from test_fault_campaigns import FAULT_TARGET, findings_in, mpsfuzz
@@ -203,13 +203,13 @@ def replaced(monkeypatch):
     catalogue.all_ops()
 
     def replace(op, **changes):
-        monkeypatch.setitem(catalogue._REGISTRY, op, dataclasses.replace(catalogue.get(op), **changes))
+        monkeypatch.setitem(catalogue.REGISTRY, op, dataclasses.replace(catalogue.get(op), **changes))
     return replace
 
 
 @pytest.mark.parametrize("fault,case,word", OTHER_CHOICE, ids=IDS)
 def test_another_subgradient_is_no_finding(fault, case, word):
-    result = execute(case, FaultTarget([fault]), ("values", "grads", "arbiter"))
+    result = judge_case(case, FaultTarget([fault]), ("values", "grads", "arbiter"))
     assert result["failures"] == []
     assert word in result["grad_undefined"]
 
@@ -217,7 +217,7 @@ def test_another_subgradient_is_no_finding(fault, case, word):
 @pytest.mark.parametrize("fault,case,word", OTHER_CHOICE, ids=IDS)
 def test_the_numeric_check_covers_an_op_without_a_declaration(fault, case, word, replaced):
     replaced(case.op, grad_undefined=None)
-    result = execute(case, FaultTarget([fault]), ("values", "grads"))
+    result = judge_case(case, FaultTarget([fault]), ("values", "grads"))
     assert result["failures"] == []
     assert result["grad_undefined"].startswith("not differentiable at element")
 
@@ -228,7 +228,7 @@ def test_without_the_rule_the_other_choice_would_be_reported(fault, case, word, 
     """The faults above do change the gradients: with neither the declaration nor the
     numeric check, each case is a grads finding (the false positives of the issue)."""
     replaced(case.op, grad_undefined=None)
-    result = execute(case, FaultTarget([fault]), ("values", "grads"))
+    result = judge_case(case, FaultTarget([fault]), ("values", "grads"))
     assert [(f["oracle"], f["kind"]) for f in result["failures"]] == [("grads", "wrong-values")]
     assert result["grad_undefined"] is None
 
@@ -250,7 +250,7 @@ DEFINED_BACKWARD_BUGS = [
 def test_a_wrong_backward_at_a_defined_point_is_still_found(fault, case):
     assert catalogue.get(case.op).grad_undefined is None or \
         catalogue.get(case.op).grad_undefined(case.materialize("cpu"), case.kwargs_dict(), 1e-4) is None
-    result = execute(case, FaultTarget([fault]), ("values", "grads", "arbiter"))
+    result = judge_case(case, FaultTarget([fault]), ("values", "grads", "arbiter"))
     assert [(f["oracle"], f["kind"]) for f in result["failures"]] == [("grads", "wrong-values")]
     assert result["grad_undefined"] is None
 
@@ -259,11 +259,11 @@ def test_the_forward_and_errors_of_the_grad_variant_are_still_judged_at_a_kink()
     at_kink = Case("relu6", (t((6,), distribution="small_int", seed=3),), (), "grad")
     assert catalogue.get("relu6").grad_undefined(at_kink.materialize("cpu"), {}, 1e-4)
     wrong_forward = _corrupt("hardtanh_fwd", ("aten::hardtanh",))
-    found = execute(at_kink, FaultTarget([wrong_forward]), ("values", "grads", "errors"))["failures"]
+    found = judge_case(at_kink, FaultTarget([wrong_forward]), ("values", "grads", "errors"))["failures"]
     assert [f["oracle"] for f in found] == ["values"]
     raising = Fault("hardtanh_bwd_raises", "test", ("aten::hardtanh_backward",), lambda f, a, k: True,
                     "raise", message="backward kernel failed")
-    found = execute(at_kink, FaultTarget([raising]), ("values", "grads", "errors"))["failures"]
+    found = judge_case(at_kink, FaultTarget([raising]), ("values", "grads", "errors"))["failures"]
     assert [(f["oracle"], f["kind"]) for f in found] == [("errors", "dut-raises")]
 
 
@@ -272,7 +272,7 @@ def test_the_numeric_check_calls_smooth_ops_differentiable():
     cos = _corrupt("cos", ("aten::cos",))
     spec = catalogue.get("sin")
     assert spec.grad_undefined is None
-    result = execute(Case("sin", (t((4,), distribution="small_int"),), (), "grad"), FaultTarget([cos]),
+    result = judge_case(Case("sin", (t((4,), distribution="small_int"),), (), "grad"), FaultTarget([cos]),
                      ("values", "grads"))
     assert [f["oracle"] for f in result["failures"]] == ["grads"] and result["grad_undefined"] is None
 
@@ -282,7 +282,7 @@ def test_a_declaration_that_fails_reports_the_mismatch(replaced):
         raise ValueError("bug in a predicate")
     replaced("gelu", grad_undefined=broken)
     case = Case("gelu", (t((5,)),), (("approximate", "tanh"),), "grad")
-    result = execute(case, FaultTarget([FAULTS["gelu_tanh_backward"]]), ("values", "grads"))
+    result = judge_case(case, FaultTarget([FAULTS["gelu_tanh_backward"]]), ("values", "grads"))
     assert [f["oracle"] for f in result["failures"]] == ["grads"]
 
 
@@ -302,7 +302,7 @@ class _AnsweringPool:
 def test_triage_takes_an_undefined_gradient_as_no_answer_not_as_a_pass():
     """A reduction or ablation step that lands on a kink must not count as "the bug is
     gone" (the ablation would call the feature it removed necessary)."""
-    from mpsfuzz.fuzzer.probe import INVALID, PASSES, Prober
+    from mpsfuzz.triage.probe import INVALID, PASSES, Prober
     case = Case("relu6", (t((4,)),), (), "grad")
     undefined = {"failures": [], "valid": True, "grad_undefined": "input 0 sits on a kink of the op (at 0)"}
     prober = Prober(_AnsweringPool(undefined), ("values", "grads"))

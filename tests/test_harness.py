@@ -27,14 +27,14 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from mpsfuzz import cli
+from mpsfuzz.campaign import engine
+from mpsfuzz.campaign.engine import Campaign, CampaignConfig
 from mpsfuzz.corpus.store import Corpus, CorpusWriteError, atomic_write_json, load_findings
 from mpsfuzz.events import CaseFinished, HarnessError, Notice
-from mpsfuzz.fuzzer import engine
-from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape
-from mpsfuzz.fuzzer.engine import Campaign, CampaignConfig
-from mpsfuzz.fuzzer.recipes import Case, TensorRecipe, ValueRecipe
+from mpsfuzz.execution.observation import ProcessEvent
+from mpsfuzz.generation.opspec import OpSpec, any_shape
+from mpsfuzz.generation.recipes import Case, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import ORACLES, Failure, all_oracles
-from mpsfuzz.oracles.process import ProcessEvent
 from mpsfuzz.reports.error_log import ErrorLog, read_errors
 
 REPO = Path(__file__).resolve().parents[1]

@@ -8,11 +8,11 @@ import warnings
 import pytest
 import torch
 
-from mpsfuzz.fuzzer import catalogue
-from mpsfuzz.fuzzer import strategies as S
-from mpsfuzz.fuzzer.executor import run_reference
-from mpsfuzz.fuzzer.ops import indexing as ix
-from mpsfuzz.oracles.observation import Raised
+from mpsfuzz.execution.executor import run_reference
+from mpsfuzz.execution.observation import Raised
+from mpsfuzz.generation import catalogue
+from mpsfuzz.generation import strategies as S
+from mpsfuzz.generation.ops import indexing as ix
 
 warnings.filterwarnings("ignore", message="ComplexHalf support is experimental")
 
@@ -293,7 +293,7 @@ def test_tri_indices_take_the_device_from_a_dummy_input():
 def test_widened_references_keep_index_dtypes(name, dtypes, kwargs):
     """CPU lacks these kernels for uint16/32/64, so the reference runs widened; the
     meta probe must name the index dtype so the result is not cast to the input's."""
-    from mpsfuzz.fuzzer.recipes import Case, TensorRecipe, ValueRecipe
+    from mpsfuzz.generation.recipes import Case, TensorRecipe, ValueRecipe
     shapes = [(3, 4)] if len(dtypes) == 1 else [(5,), (3,)]
     case = Case(name, tuple(TensorRecipe(s, d, values=ValueRecipe("int_range", seed=1, low=0, high=3))
                             for s, d in zip(shapes, dtypes)), tuple(sorted(kwargs.items())))

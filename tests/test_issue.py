@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from mpsfuzz.corpus.finding import Finding
-from mpsfuzz.fuzzer.recipes import Case, TensorRecipe
+from mpsfuzz.generation.recipes import Case, TensorRecipe
 from mpsfuzz.reports import issue
 from test_fault_campaigns import FAULT_TARGET, findings_in, mpsfuzz
 
@@ -157,7 +157,7 @@ def test_a_random_op_draft_says_what_is_expected_of_its_draws(tmp_path):
     import json
 
     from mpsfuzz.corpus.finding import Finding
-    from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+    from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
     from mpsfuzz.oracles import Failure
     from mpsfuzz.reports.issue import draft
     case = Case("multinomial", (TensorRecipe((4,), "float32", Layout(gaps=(2,)), ValueRecipe("positive", seed=3)),),

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from mpsfuzz.corpus import known
-from mpsfuzz.fuzzer import catalogue
-from mpsfuzz.fuzzer.executor import execute
-from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.corpus import upstream
+from mpsfuzz.generation import catalogue
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT
+from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.testing import faults as F
 from mpsfuzz.testing.faults import FaultTarget
 
@@ -27,35 +27,35 @@ def _entry(**changes):
 
 def test_every_op_the_shipped_table_names_exists():
     ops = catalogue.all_ops()
-    for entry in known.builtin_table():
+    for entry in upstream.builtin_table():
         missing = [op for op in entry.ops if op not in ops]
         assert not missing, f"{entry.id} names ops that are not in the catalogue: {missing}"
 
 
 def test_an_entry_matching_every_failure_of_its_ops_is_refused():
-    with pytest.raises(known.KnownTableError, match=r"'e' matches every failure of index_put"):
-        known.parse_table(_entry(oracle="*", kind="*"), "t.json")
+    with pytest.raises(upstream.UpstreamTableError, match=r"'e' matches every failure of index_put"):
+        upstream.parse_table(_entry(oracle="*", kind="*"), "t.json")
     # naming either the oracle or the kind is narrow enough
-    assert known.parse_table(_entry(oracle="*"), "t.json")
-    assert known.parse_table(_entry(kind="*"), "t.json")
+    assert upstream.parse_table(_entry(oracle="*"), "t.json")
+    assert upstream.parse_table(_entry(kind="*"), "t.json")
 
 
 @pytest.mark.parametrize("field", ["oracle", "kind"])
 @pytest.mark.parametrize("what", ["crash", "hang", "leak"])
 def test_no_entry_suppresses_a_crash_hang_or_leak(field, what):
-    with pytest.raises(known.KnownTableError, match=f"never undefined"):
-        known.parse_table(_entry(**{field: what}), "t.json")
+    with pytest.raises(upstream.UpstreamTableError, match=f"never undefined"):
+        upstream.parse_table(_entry(**{field: what}), "t.json")
     # known-bug entries may still link one to its upstream issue
-    assert known.parse_table(_entry(**{field: what, "status": "known-bug"}), "t.json")
+    assert upstream.parse_table(_entry(**{field: what, "status": "known-bug"}), "t.json")
 
 
 def test_entries_match_only_their_variant():
-    table = known.parse_table(_entry(oracle="variants", kind="variant-wrong-values", variant="out-strided",
+    table = upstream.parse_table(_entry(oracle="variants", kind="variant-wrong-values", variant="out-strided",
                                      status="known-bug"), "t.json")
     common = dict(device="mps", op="index_put", dtypes=["float32"], oracle="variants",
                   kind="variant-wrong-values", layout_class="contiguous", torch_version="2.13.0")
-    assert known.match(table, variant="out-strided", **common) is not None
-    assert known.match(table, variant="out", **common) is None
+    assert upstream.match(table, variant="out-strided", **common) is not None
+    assert upstream.match(table, variant="out", **common) is None
 
 
 def test_a_broad_known_table_is_a_one_line_usage_error(tmp_path):
@@ -76,7 +76,7 @@ def _log1p_case(shape=(3,)):
 def _leaks(case, faults):
     F.release_leaks()
     try:
-        return [f for f in execute(case, FaultTarget(faults), DEFAULT)["failures"] if f["oracle"] == "leak"]
+        return [f for f in judge_case(case, FaultTarget(faults), DEFAULT)["failures"] if f["oracle"] == "leak"]
     finally:
         F.release_leaks()
 
@@ -112,7 +112,7 @@ def test_out_variants_hand_a_target_one_function_per_op_and_the_out_tensor_as_an
     function. The wrappers are now made once per op and take every tensor as an argument."""
     import torch
 
-    from mpsfuzz.fuzzer.executor import call_variant
+    from mpsfuzz.execution.executor import call_variant
     seen = []
 
     def runner(fn, *args, **kwargs):
@@ -139,6 +139,6 @@ def test_out_variants_on_a_compiled_target_keep_no_memory_per_call():
     target = CompiledTarget("cpu-compiled", "cpu")
     case = Case("abs", (TensorRecipe((64, 64), "float32", values=ValueRecipe("normal", 3)),), variant="out")
     for _ in range(3):
-        summary = execute(case, target, ("values", "leak"))
+        summary = judge_case(case, target, ("values", "leak"))
         assert summary["valid"] and summary["failures"] == [], summary
     assert len(target._compiled) <= 2   # abs, and its out= wrapper: not one per call

@@ -1,4 +1,4 @@
-"""The localiser (fuzzer/localise.py) on the fault target: a fault inside a composite
+"""The localiser (triage/localise.py) on the fault target: a fault inside a composite
 public op is found as the kernel it is in, with a kernel-level repro that reproduces (and
 does not once the fault is off); a kernel that overwrites an input its schema does not
 let it write is `writes-input`; crashes and hangs are found from the call trace; a clean
@@ -14,13 +14,13 @@ import pytest
 import torch
 
 from mpsfuzz.corpus.finding import symptom_key
-from mpsfuzz.fuzzer.executor import execute
-from mpsfuzz.fuzzer.localise import localise, localise_case, observe
-from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT, Failure, worker_oracles
+from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.reports.repro import Script
 from mpsfuzz.reports.verify import run_and_judge
 from mpsfuzz.testing.faults import FaultTarget
+from mpsfuzz.triage.localise import localise, localise_case, observe
 
 FAULT_TARGET = "mpsfuzz.testing.faults:target"
 ORACLES = worker_oracles(DEFAULT)
@@ -34,7 +34,7 @@ def tensor(shape, dtype="float32", *, permutation=(), offset=0, gaps=(), seed=7,
 
 
 def failing(case: Case, target) -> Failure:
-    result = execute(case, target, ORACLES)
+    result = judge_case(case, target, ORACLES)
     failures = [Failure.from_json(f) for f in result["failures"]]
     assert failures, f"the fault did not fire on {case.describe()}"
     return failures[0]
@@ -116,7 +116,7 @@ def test_an_overwritten_input_is_writes_input(tmp_path, monkeypatch):
 def test_wrong_values_and_an_overwritten_input_are_one_call():
     case = Case("linalg.eig", (tensor((2, 2), permutation=T),))
     target = FaultTarget(["eig_transposed_clobber"])
-    result = execute(case, target, ORACLES)
+    result = judge_case(case, target, ORACLES)
     failures = [Failure.from_json(f) for f in result["failures"]]
     assert {(f.oracle, f.kind) for f in failures} == {("values", "wrong-values"), ("variants", "input-modified")}
     records = [localise_case(case, target, ORACLES, symptom_key(case, f)) for f in failures]
@@ -126,7 +126,7 @@ def test_wrong_values_and_an_overwritten_input_are_one_call():
     # The out= form: the functional call before it diverges too, but fixing it does not
     # cure the out= call's overwritten input; fixing the out= call does.
     out = Case("linalg.eig", (tensor((2, 2), permutation=T),), variant="out")
-    failure = next(f for f in (Failure.from_json(x) for x in execute(out, target, ORACLES)["failures"])
+    failure = next(f for f in (Failure.from_json(x) for x in judge_case(out, target, ORACLES)["failures"])
                    if f.oracle == "variants")
     record = localise_case(out, target, ORACLES, symptom_key(out, failure))
     assert record["kernel"] == "aten::linalg_eig.out" and record["form"] == "out", record
@@ -177,8 +177,8 @@ def test_the_whole_catalogue_on_a_clean_target_shows_no_divergence():
     false one (an uninitialised workspace, a lazy conjugate, grad mode...)."""
     import warnings
 
-    from mpsfuzz.fuzzer import catalogue
-    from mpsfuzz.fuzzer.strategies import example_cases
+    from mpsfuzz.generation import catalogue
+    from mpsfuzz.generation.strategies import example_cases
     target, diverged, calls = FaultTarget([]), [], 0
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -250,7 +250,7 @@ def test_a_bug_outside_every_kernel_is_composite():
 
 
 def test_a_compiled_target_is_not_localised():
-    from mpsfuzz.targets import CompiledTarget
+    from mpsfuzz.execution.targets import CompiledTarget
     record = localise_case(Case("neg", (tensor((2,)),)), CompiledTarget("cpu-compiled", "cpu"), ORACLES, ("neg",))
     assert record["status"] == "not-localised" and "compiled" in record["reason"]
 
@@ -270,12 +270,12 @@ def test_localiser_failures_become_a_record_not_an_exception():
 
 @pytest.fixture
 def pool_for(monkeypatch):
-    from mpsfuzz.fuzzer.worker import WorkerPool
+    from mpsfuzz.execution.worker import WorkerPool
     pools = []
 
     def make(faults: str, timeout_s: float = 3.0):
         monkeypatch.setenv("MPSFUZZ_FAULTS", faults)
-        pool = WorkerPool(FAULT_TARGET, timeout_s=timeout_s)
+        pool = WorkerPool(FAULT_TARGET, timeout_s=timeout_s, execute=judge_case)
         pools.append(pool)
         return pool
     yield make
@@ -284,7 +284,7 @@ def pool_for(monkeypatch):
 
 
 def _process_failure(pool, case):
-    from mpsfuzz.fuzzer.probe import Prober
+    from mpsfuzz.triage.probe import Prober
     failures, _, died = Prober(pool, DEFAULT).failures(case)
     assert died and failures
     return failures[0]
@@ -313,7 +313,7 @@ def test_a_hang_is_localised_from_the_call_trace(pool_for):
 def test_localise_in_a_worker_gives_the_same_record(pool_for):
     pool = pool_for("lu_factor_noncontig")
     case = Case("linalg.lu_factor", (tensor((2, 2), permutation=T),))
-    from mpsfuzz.fuzzer.probe import Prober
+    from mpsfuzz.triage.probe import Prober
     failure = Prober(pool, DEFAULT).failures(case)[0][0]
     record = localise(case, failure, pool, DEFAULT, timeout_s=5)
     assert record["status"] == "kernel" and record["kernel"] == "aten::linalg_lu_factor_ex.default", record
@@ -322,20 +322,20 @@ def test_localise_in_a_worker_gives_the_same_record(pool_for):
 def test_a_cpu_copy_that_still_refers_to_the_device_is_not_a_divergence():
     """The CPU twin of a call raising a device mismatch means the copy was not faithful
     (something device-bound the snapshot could not move): uncomparable, not raises-on-cpu."""
-    from mpsfuzz.fuzzer import kernel_call
+    from mpsfuzz.triage import kernel_call
 
     a, b = torch.ones(3), torch.ones(3)
-    snap = kernel_call._snapshot(torch.ops.aten.add.Tensor, (a, b), {})
+    snap = kernel_call.snapshot(torch.ops.aten.add.Tensor, (a, b), {})
 
     def mismatched(*args, **kwargs):
         raise RuntimeError("Expected all tensors to be on the same device, but found at least two devices, "
                            "cuda:0 and cpu!")
 
     result, error = kernel_call._unseeded_cpu_call(mismatched, snap)
-    assert result is None and isinstance(error, kernel_call._Uncomparable), error
+    assert result is None and isinstance(error, kernel_call.Uncomparable), error
 
     def refuses(*args, **kwargs):
         raise RuntimeError("The size of tensor a (3) must match the size of tensor b (4)")
 
     result, error = kernel_call._unseeded_cpu_call(refuses, snap)
-    assert isinstance(error, RuntimeError) and not isinstance(error, kernel_call._Uncomparable)
+    assert isinstance(error, RuntimeError) and not isinstance(error, kernel_call.Uncomparable)

@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 
-from mpsfuzz.fuzzer import catalogue, strategies
-from mpsfuzz.fuzzer.ops import nn_losses
+from mpsfuzz.generation import catalogue, strategies
+from mpsfuzz.generation.ops import nn_losses
 
 warnings.filterwarnings("ignore", message="Using a target size")
 pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")

@@ -1,4 +1,4 @@
-"""The nn family's first half (mpsfuzz/fuzzer/ops/nn.py): its builders give cases that
+"""The nn family's first half (mpsfuzz/generation/ops/nn.py): its builders give cases that
 eager CPU accepts, its canonicaliser ignores tie-breaking, its dropout judge tells real
 dropout from broken dropout."""
 from __future__ import annotations
@@ -12,10 +12,10 @@ import torch.nn.functional as F
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mpsfuzz.fuzzer import catalogue
-from mpsfuzz.fuzzer.catalogue import ShapeBudget
-from mpsfuzz.fuzzer.ops import nn as nn_ops
-from mpsfuzz.fuzzer.strategies import example_cases
+from mpsfuzz.generation import catalogue
+from mpsfuzz.generation.ops import nn as nn_ops
+from mpsfuzz.generation.opspec import ShapeBudget
+from mpsfuzz.generation.strategies import example_cases
 
 warnings.filterwarnings("ignore")
 OPS = catalogue.all_ops()

@@ -1,4 +1,4 @@
-"""OpInfo breadth (mpsfuzz.fuzzer.opinfo): specs from PyTorch's op_db when it imports,
+"""OpInfo breadth (mpsfuzz.generation.opinfo): specs from PyTorch's op_db when it imports,
 a one-line reason and no specs when it does not.
 
 The main path needs ``torch.testing._internal.common_methods_invocations`` to import,
@@ -20,11 +20,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import seed as hypothesis_seed
 
-from mpsfuzz.fuzzer import catalogue, opinfo
-from mpsfuzz.fuzzer.executor import run_reference
-from mpsfuzz.fuzzer.recipes import Case
-from mpsfuzz.fuzzer.strategies import cases
-from mpsfuzz.oracles.observation import Raised
+from mpsfuzz.execution.executor import run_reference
+from mpsfuzz.execution.observation import Raised
+from mpsfuzz.generation import catalogue, opinfo
+from mpsfuzz.generation.recipes import Case
+from mpsfuzz.generation.strategies import cases
 
 AVAILABLE, WHY = opinfo.available()
 if not AVAILABLE and os.environ.get("MPSFUZZ_REQUIRE_OPINFO"):
@@ -168,7 +168,7 @@ def test_domain_and_literal_indices():
 
 _DUMP = """
 import json, sys
-from mpsfuzz.fuzzer import opinfo
+from mpsfuzz.generation import opinfo
 out = {}
 for name in sys.argv[1:]:
     out[name] = [[t.shapes, t.call, json.dumps(t.values)] for t in opinfo.templates(name)]
@@ -192,8 +192,8 @@ def test_ops_on_external_linalg_libraries_draw_no_nonfinite_inputs(all_specs):
     qr of [[4], [nan]] returned R = 4, CPU NaN: not a bug by that contract). Such
     OpInfo entries draw what the catalogue's own solvers draw: no non-finite values, no
     extremes; ops on torch's own kernels keep every special."""
-    from mpsfuzz.fuzzer.recipes import NONFINITE_SPECIALS
-    from mpsfuzz.fuzzer.strategies import example_cases
+    from mpsfuzz.generation.recipes import NONFINITE_SPECIALS
+    from mpsfuzz.generation.strategies import example_cases
     by_name = {s.name.removeprefix(opinfo.PREFIX): s for s in all_specs}
     backed = {name for name, s in by_name.items() if opinfo.needs_linalg_library(opinfo._database()[name])}
     assert {"qr", "svd", "cholesky"} <= backed, sorted(backed)

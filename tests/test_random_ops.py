@@ -9,16 +9,17 @@ import math
 import pytest
 import torch
 
-from mpsfuzz.fuzzer import catalogue
-from mpsfuzz.fuzzer.ops import random as R
-from mpsfuzz.fuzzer.recipes import resolve_kwargs
+from mpsfuzz.generation import catalogue
+from mpsfuzz.generation.recipes import resolve_kwargs
+from mpsfuzz.oracles import statistics as S
+from mpsfuzz.oracles.distribution import JUDGES, judge_output
 
 OPS = catalogue.all_ops()
 CALLS = 200
 
 
 def _judge(name, out, inputs, kwargs):
-    return OPS[name].statistical(out, inputs, kwargs)
+    return judge_output(OPS[name], out, inputs, kwargs)
 
 
 def _run(name, inputs, kwargs, seed):
@@ -237,19 +238,19 @@ def test_expanded_self_is_judged_on_its_independent_samples():
 
 def test_ks_critical_value_is_the_dkw_bound():
     n = 4096
-    c = R.ks_critical(n)
-    assert math.isclose(2 * math.exp(-2 * n * c * c), R.ALPHA, rel_tol=1e-9)
+    c = S.ks_critical(n)
+    assert math.isclose(2 * math.exp(-2 * n * c * c), S.ALPHA, rel_tol=1e-9)
 
 
 def test_chi2_tail_matches_known_quantiles():
     # chi-square 0.999 quantiles: df=1 10.83, df=10 29.59, df=100 149.45
     for x, k in ((10.83, 1), (29.59, 10), (149.45, 100)):
-        assert 0.0005 < R.chi2_sf(x, k) < 0.002, (x, k, R.chi2_sf(x, k))
+        assert 0.0005 < S.chi2_sf(x, k) < 0.002, (x, k, S.chi2_sf(x, k))
 
 
 def test_chi2_pooling_keeps_every_bin_above_the_minimum():
-    obs, exp = R._pool([1, 2, 50, 3, 100], [1.5, 2.5, 48, 3, 95])
-    assert all(e >= R.MIN_EXPECTED for e in exp) and sum(obs) == 156
+    obs, exp = S._pool([1, 2, 50, 3, 100], [1.5, 2.5, 48, 3, 95])
+    assert all(e >= S.MIN_EXPECTED for e in exp) and sum(obs) == 156
 
 
 def test_every_random_op_declares_the_semantic_and_a_judge():
@@ -257,7 +258,8 @@ def test_every_random_op_declares_the_semantic_and_a_judge():
     assert len(names) >= 20
     for name in names:
         spec = OPS[name]
-        assert "random" in spec.semantics and spec.statistical is not None, name
+        assert "random" in spec.semantics and spec.distribution is not None, name
+        assert spec.distribution.kind in JUDGES, (name, spec.distribution.kind)
 
 
 def test_fns_run_with_resolved_kwargs():

@@ -13,10 +13,9 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mpsfuzz.fuzzer import catalogue, strategies
-from mpsfuzz.fuzzer import dtypes as dt
-from mpsfuzz.fuzzer.recipes import (CASE_FORMAT, SPECIAL_NAMES, Case, DtypeArg, Layout,
-                                    TensorRecipe, ValueRecipe)
+from mpsfuzz.generation import catalogue, strategies
+from mpsfuzz.generation import dtypes as dt
+from mpsfuzz.generation.recipes import CASE_FORMAT, SPECIAL_NAMES, Case, DtypeArg, Layout, TensorRecipe, ValueRecipe
 
 warnings.filterwarnings("ignore", message="ComplexHalf support is experimental")
 pytestmark = pytest.mark.filterwarnings("ignore:ComplexHalf support is experimental")

@@ -35,14 +35,15 @@ from pathlib import Path
 import pytest
 
 from mpsfuzz.corpus.finding import Finding
-from mpsfuzz.fuzzer import catalogue
-from mpsfuzz.fuzzer.executor import is_unsupported
-from mpsfuzz.fuzzer.probe import Prober
-from mpsfuzz.fuzzer.strategies import example_cases
-from mpsfuzz.fuzzer.worker import WorkerPool
+from mpsfuzz.execution.executor import is_unsupported
+from mpsfuzz.execution.worker import WorkerPool
+from mpsfuzz.generation import catalogue, opspec
+from mpsfuzz.generation.strategies import example_cases
 from mpsfuzz.oracles import DEFAULT
+from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.reports import repro as repro_module
 from mpsfuzz.reports.repro import ReproError, Script, repro_for
+from mpsfuzz.triage.probe import Prober
 
 FAULT_TARGET = "mpsfuzz.testing.faults:target"
 # Verifications run in threads, each a fresh interpreter importing torch.
@@ -197,7 +198,7 @@ def run_jobs(jobs: list[Job], monkeypatch, *, pick_one_of: dict | None = None) -
     for fault, entries in sorted(groups.items()):
         monkeypatch.setenv("MPSFUZZ_FAULTS", fault)
         timeout = HANG_TIMEOUT_S if "hang" in fault else 20.0
-        pool = WorkerPool(FAULT_TARGET, timeout_s=timeout)
+        pool = WorkerPool(FAULT_TARGET, timeout_s=timeout, execute=judge_case)
         found: list[Outcome] = []
         try:
             prober = Prober(pool, DEFAULT, timeout_s=timeout)
@@ -298,7 +299,7 @@ def test_gradient_scripts_of_empty_outputs_keep_their_shape(op, shapes):
     script must make it with the output's shape (a literal ``[]`` is 1-d: "Mismatch in
     shape: grad_output[0] has a shape of torch.Size([0])"). Run in this process on eager
     CPU, without any fault, the script runs to the end."""
-    from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+    from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
     from mpsfuzz.oracles import Failure
     from mpsfuzz.reports.repro import generate
     inputs = tuple(TensorRecipe(shape, "float32", Layout(), ValueRecipe(distribution="normal", seed=3 + i))
@@ -332,7 +333,7 @@ def sample_jobs() -> dict[str, list[Job]]:
     families = sorted({spec.family for spec in catalogue.all_ops().values()} - {"random"})
     random.Random(12).shuffle(families)
     used = Counter()
-    for variant in catalogue.VARIANTS:
+    for variant in opspec.VARIANTS:
         kind = "grads" if variant == "grad" else "values"
         having = [f for f in families if _ops_with(f, variant, random_ops=False)]
         for family in sorted(having, key=lambda f: used[f])[:2]:
@@ -360,7 +361,7 @@ def test_every_family_and_variant_has_a_script_that_reproduces_its_finding(monke
     # The sample covers every family, every variant and every kind of finding.
     checked = [o for o in outcomes if o.finding is not None]
     assert {catalogue.get(o.job.op).family for o in checked} == {s.family for s in catalogue.all_ops().values()}
-    assert {o.job.variant for o in checked} == set(catalogue.VARIANTS)
+    assert {o.job.variant for o in checked} == set(opspec.VARIANTS)
     assert {o.finding.failure.oracle for o in checked} >= {"values", "grads", "distribution", "errors", "crash",
                                                           "hang", "leak"}
 
@@ -381,7 +382,7 @@ def test_every_op_and_variant_has_a_script_that_reproduces_its_finding(monkeypat
     # Crashes: an op of each family in each variant (the calls a crash script makes
     # depend on the variant; the op's own source is what the values scripts cover).
     for family in sorted({spec.family for spec in catalogue.all_ops().values()}):
-        for variant in catalogue.VARIANTS:
+        for variant in opspec.VARIANTS:
             ops = _ops_with(family, variant, random_ops=family == "random")
             if ops:
                 sample[f"crash/{family}/{variant}"] = [Job(op, variant, "crash") for op in ops[:6]]
@@ -396,7 +397,7 @@ def test_opinfo_ops_have_scripts_that_call_the_op_as_a_reader_would(monkeypatch)
     """An OpInfo op's case encodes its call (the template's arguments as JSON): the
     script decodes it into the plain call (``torch.cdist(a, b, 0.0, ...)``), for every
     OpInfo op, and such a script reproduces its finding (values, grads, a crash)."""
-    from mpsfuzz.fuzzer import opinfo
+    from mpsfuzz.generation import opinfo
     from mpsfuzz.reports.source import Rendering
     available, why = opinfo.available()
     assert available, why  # MPSFUZZ_REQUIRE_OPINFO: the test extras install expecttest

@@ -13,8 +13,8 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mpsfuzz.fuzzer import catalogue, strategies
-from mpsfuzz.fuzzer import dtypes as dt
+from mpsfuzz.generation import catalogue, strategies
+from mpsfuzz.generation import dtypes as dt
 
 OPS = catalogue.all_ops()
 QUIET = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much,

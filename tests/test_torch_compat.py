@@ -7,11 +7,11 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from mpsfuzz.fuzzer import cpu_kernels
-from mpsfuzz.fuzzer.catalogue import OpSpec, any_shape
-from mpsfuzz.fuzzer.executor import execute
-from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.execution import cpu_kernels
+from mpsfuzz.generation.opspec import OpSpec, any_shape
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT
+from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.oracles.values import compare_tensors
 
 
@@ -75,7 +75,7 @@ def test_a_case_old_cpu_cannot_judge_is_unsupported_here(registered):
     # Its canonicaliser needs lt on uint32, which torch 2.11's (and 2.13's) CPU lacks.
     registered(OpSpec(name="test_clone_lt", family="test", fn=torch.clone, shapes=any_shape(1),
                       dtypes=("uint32",), canonicalise=lambda inputs, out: (out, out < 3), doc="test op"))
-    result = execute(_uint_case("test_clone_lt"), CleanTarget(), DEFAULT)
+    result = judge_case(_uint_case("test_clone_lt"), CleanTarget(), DEFAULT)
     assert result["failures"] == [] and not result["valid"]
     assert "lt_cpu" in result["unsupported_here"] and "uint32 (" in result["unsupported_here"]
 
@@ -84,7 +84,7 @@ def test_an_old_cpu_still_judges_what_it_can(registered):
     registered(OpSpec(name="test_clone", family="test", fn=torch.clone, shapes=any_shape(1),
                       dtypes=("uint32",), doc="test op"))
     with OldCpu():
-        result = execute(_uint_case("test_clone"), CleanTarget(), DEFAULT)
+        result = judge_case(_uint_case("test_clone"), CleanTarget(), DEFAULT)
     assert result["valid"] and "unsupported_here" not in result and result["failures"] == []
 
 
@@ -94,13 +94,13 @@ def test_an_internal_bug_is_not_disguised_as_unsupported(registered):
     registered(OpSpec(name="test_clone_broken", family="test", fn=torch.clone, shapes=any_shape(1),
                       dtypes=("float32",), canonicalise=broken, doc="test op"))
     with pytest.raises(NotImplementedError):
-        execute(_uint_case("test_clone_broken", "float32"), CleanTarget(), DEFAULT)
+        judge_case(_uint_case("test_clone_broken", "float32"), CleanTarget(), DEFAULT)
 
 
 def test_cuda_flags_can_be_set_after_torch_test_modules_froze_them():
     pytest.importorskip("expecttest")
     import torch.testing._internal.common_utils  # noqa: F401  (freezes the cuDNN flags)
-    from mpsfuzz.targets import _cuda_full_precision
+    from mpsfuzz.execution.targets import _cuda_full_precision
     assert torch.backends.flags_frozen()
     with pytest.raises(RuntimeError, match="disable_global_flags"):
         torch.backends.cudnn.allow_tf32 = False

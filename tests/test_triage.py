@@ -12,12 +12,13 @@ import time
 import pytest
 
 from mpsfuzz.corpus.finding import Finding, symptom_key
-from mpsfuzz.fuzzer.probe import Prober
-from mpsfuzz.fuzzer.recipes import Case, Layout, TensorRecipe, ValueRecipe
-from mpsfuzz.fuzzer.reduce import cost
-from mpsfuzz.fuzzer.triage import triage
-from mpsfuzz.fuzzer.worker import WorkerPool
+from mpsfuzz.execution.worker import WorkerPool
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT
+from mpsfuzz.oracles.judge import judge_case
+from mpsfuzz.triage.pipeline import triage
+from mpsfuzz.triage.probe import Prober
+from mpsfuzz.triage.reduce import cost
 
 FAULT_TARGET = "mpsfuzz.testing.faults:target"
 TRANSPOSED = (1, 0)
@@ -35,7 +36,7 @@ def pool_for(monkeypatch):
 
     def make(faults: str, timeout_s: float = 5.0) -> WorkerPool:
         monkeypatch.setenv("MPSFUZZ_FAULTS", faults)
-        pool = WorkerPool(FAULT_TARGET, timeout_s=timeout_s)
+        pool = WorkerPool(FAULT_TARGET, timeout_s=timeout_s, execute=judge_case)
         pools.append(pool)
         return pool
     yield make

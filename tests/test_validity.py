@@ -8,9 +8,10 @@ import sys
 import pytest
 import torch
 
-from mpsfuzz.fuzzer import catalogue, validity
-from mpsfuzz.fuzzer.catalogue import OpSpec, same_shapes
-from mpsfuzz.fuzzer.strategies import example_cases
+from mpsfuzz.execution.executor import reference_rejection
+from mpsfuzz.generation import catalogue, validity
+from mpsfuzz.generation.opspec import OpSpec, same_shapes
+from mpsfuzz.generation.strategies import example_cases
 
 
 def _spec(name, fn):
@@ -30,7 +31,7 @@ def test_shares_count_what_the_cpu_rejects(registered):
     registered(_spec("test.accepts", torch.add))
     registered(_spec("test.rank_lt_2", _rejects_wide_inputs))
     rejects, accepts, some = validity.measure(["test.rejects", "test.accepts", "test.rank_lt_2"],
-                                              cases_per_op=40, seed=3)
+                                              rejection=reference_rejection, cases_per_op=40, seed=3)
     assert (rejects.cases, rejects.valid, rejects.share) == (40, 0, 0.0)
     assert "never accepted" in rejects.first_rejection
     assert (accepts.valid, accepts.first_rejection) == (40, "")
@@ -50,7 +51,7 @@ def test_every_family_meets_the_valid_share_targets():
     """Issue 3: no op below 30% valid; every family at least 70% overall. (The per-op
     figures for the closing note come from `mpsfuzz ops --stats` at 100 cases per op.)"""
     ops = sorted(catalogue.all_ops())
-    results = validity.measure(ops, cases_per_op=25, seed=0)
+    results = validity.measure(ops, rejection=reference_rejection, cases_per_op=25, seed=0)
     below_floor = [(r.op, r.valid, r.cases, r.first_rejection) for r in results if r.share < validity.FLOOR_SHARE]
     assert below_floor == []
     for fam in validity.by_family(results):

@@ -4,7 +4,7 @@ A finding is one symptom of one public op (``torch.matmul`` gives wrong values w
 One faulty kernel shows up in every public op that calls it, and one faulty call can
 show two symptoms (CUDA ``linalg_eig`` on a transposed input: wrong eigenvalues, which
 the ``values`` oracle sees, and the input overwritten, which ``variants`` sees). The
-localiser (fuzzer/localise.py) names the aten kernel where each finding's failure
+localiser (triage/localise.py) names the aten kernel where each finding's failure
 starts; this module groups findings by it.
 
 **The bug key.** Two findings are one bug when all of these agree:
@@ -62,8 +62,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..fuzzer.kernel_call import kernel_family
-from ..fuzzer.localise import KERNEL, divergence_class
+from ..triage.kernel_call import kernel_family
+from ..triage.localise import KERNEL, divergence_class
 from .finding import Finding
 
 # Most urgent first: a bug has the most urgent status of its findings.

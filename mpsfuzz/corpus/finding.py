@@ -18,9 +18,9 @@ from dataclasses import dataclass, field
 import torch
 
 from .. import __version__
-from ..fuzzer.dtypes import dtype_class
-from ..fuzzer.recipes import Case
-from ..oracles import Failure
+from ..generation.dtypes import dtype_class
+from ..generation.recipes import Case, main_input
+from ..oracles import Failure, symptom_key
 
 FINDING_FORMAT = 3
 # Format 1 (before variants) and 2 (before reduction, ablation, reproducibility and
@@ -60,17 +60,7 @@ def variant_key(case: Case, failure: Failure) -> str:
 
 
 def main_dtype_class(case: Case) -> str:
-    from ..fuzzer.reduce import main_input
     return dtype_class(case.inputs[main_input(case)].dtype) if case.inputs else "none"
-
-
-def symptom_key(case: Case, failure: Failure) -> tuple:
-    """What a failure looks like, without what triggers it: op, oracle and the oracle's
-    dedup key (crashes: the signal and cleaned top frames; hangs and leaks: the target).
-    How the op was called (method, out=, in-place, grad) is a trigger feature like the
-    layout, found necessary or not by ablation. The reducer keeps a case only while its
-    failure has the same symptom."""
-    return (case.op, failure.oracle, *failure.dedup_key)
 
 
 def _legacy_key(case: Case, failure: Failure) -> list[str]:
@@ -126,7 +116,8 @@ class Finding:
     # writer, so merging the same shard twice does not count its sightings twice.
     sightings: dict[str, int] = field(default_factory=dict)
     flaky: bool = False
-    # The known-failure table entry it matches ({id, status, reason, link}), or None.
+    # The upstream table entry it matches ({id, status, reason, link}: corpus/upstream.py),
+    # or None (the format's key is "known"; status known-bug).
     known: dict | None = None
     # The necessary trigger features (ablation); None when not explained (flaky, or
     # recorded before format 3).
@@ -148,7 +139,7 @@ class Finding:
     # conditions (a special case of the same bug): {signature, conditions, explanation,
     # times_seen, file}; their files are kept in the corpus's ``merged/`` folder.
     special_cases: list[dict] = field(default_factory=list)
-    # Where the failure starts (fuzzer/localise.py): {status: kernel|composite|
+    # Where the failure starts (triage/localise.py): {status: kernel|composite|
     # not-localised|error, kernel, divergence, call, repro, ...}; None before localisation
     # existed or for flaky findings. corpus/bugs.py groups findings into bugs by it.
     localisation: dict | None = None

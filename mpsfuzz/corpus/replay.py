@@ -6,11 +6,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..fuzzer import catalogue
-from ..fuzzer.probe import DIFFERENT, INVALID, SAME, Prober
-from ..fuzzer.worker import WorkerPool, WorkerStartError
+from ..execution.targets import TargetError
+from ..execution.worker import WorkerPool, WorkerStartError
+from ..generation import catalogue
 from ..oracles import DEFAULT, all_oracles
-from ..targets import TargetError
+from ..oracles.judge import judge_case
+from ..triage.probe import DIFFERENT, INVALID, SAME, Prober
 from .finding import CANNOT_RUN, CHANGED, FIXED, FLAKY, STILL_FAILS, Finding, symptom_key
 from .store import Corpus
 
@@ -87,7 +88,7 @@ def replay_findings(found: list[tuple[Path, Finding]], *, target_override: str |
     results: list[ReplayResult] = []
     for spec, items in groups.items():
         try:
-            pool = WorkerPool(spec, timeout_s=timeout_s)
+            pool = WorkerPool(spec, timeout_s=timeout_s, execute=judge_case)
         except (TargetError, WorkerStartError) as exc:
             results += [_finish(p, f, CANNOT_RUN, str(exc).splitlines()[0], spec, "", record) for p, f in items]
             continue

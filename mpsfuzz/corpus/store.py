@@ -12,7 +12,6 @@ later finding would be lost too; whatever is already on disk stays as it was.
 """
 from __future__ import annotations
 
-import errno
 import json
 import os
 import re
@@ -21,6 +20,9 @@ import uuid
 from contextlib import contextmanager
 from pathlib import Path
 
+# The write primitives live in layer 0 (the worker's in-flight file uses them too);
+# re-exported here, where the corpus's users look for them.
+from ..atomic import CorpusWriteError, atomic_write_json, corpus_write  # noqa: F401
 from .finding import Finding, now_iso
 
 try:
@@ -31,56 +33,6 @@ except ImportError:  # pragma: no cover - Windows
 
 def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-
-
-# OSErrors that say the corpus cannot be written at all (full disk or quota, file size
-# limit, read-only or forbidden, an I/O error, the folder gone or not a folder): every
-# later write would fail as well. Other OSErrors (a name too long, ...) are one case's.
-UNWRITABLE_ERRNOS = frozenset(getattr(errno, name) for name in (
-    "ENOSPC", "EDQUOT", "EFBIG", "EROFS", "EACCES", "EPERM", "EIO", "ENOENT", "ENOTDIR")
-    if hasattr(errno, name))
-
-
-class CorpusWriteError(Exception):
-    """The corpus (a finding, the in-flight case file, a run log) cannot be written."""
-
-    def __init__(self, path, reason: str):
-        super().__init__(f"cannot write the corpus {path}: {reason}")
-        self.path, self.reason = Path(path), reason
-
-
-def is_unwritable(exc: BaseException) -> bool:
-    return isinstance(exc, OSError) and exc.errno in UNWRITABLE_ERRNOS
-
-
-@contextmanager
-def corpus_write(path):
-    """Turns an OSError that says the corpus cannot be written into CorpusWriteError."""
-    try:
-        yield
-    except OSError as exc:
-        if is_unwritable(exc):
-            raise CorpusWriteError(path, exc.strerror or str(exc)) from exc
-        raise
-
-
-def atomic_write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with corpus_write(path):
-        try:
-            with open(tmp, "w") as f:
-                json.dump(data, f, indent=2, sort_keys=False)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            # a full disk leaves no half-written temp file behind (the old file stands)
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
 
 
 CORPUS_META = ".corpus-id"   # JSON {"format": 1, "id": ...}: names this folder as a writer
@@ -149,7 +101,7 @@ class Corpus:
             return None
 
     def record(self, finding: Finding, extra_sightings: int = 0) -> tuple[Path, bool]:
-        """Store a finding; if its signature is known, count the sighting instead.
+        """Store a finding; if its signature is already here, count the sighting instead.
         Returns (path, is_new). The earliest (first recorded) minimal case is kept; a
         finding replayed as fixed that is found again gets a history entry saying so."""
         writer = self.writer_id
@@ -169,7 +121,7 @@ class Corpus:
             return path, True
 
     def add_sightings(self, counts: dict[str, int]) -> None:
-        """Count sightings of known signatures ({signature: count}) in one pass."""
+        """Count sightings of signatures already here ({signature: count}) in one pass."""
         if not counts:
             return
         writer = self.writer_id
@@ -197,8 +149,8 @@ class Corpus:
             return finding
 
     def merge(self, found: list[tuple[Path, Finding]]) -> tuple[int, int]:
-        """Merge findings from other corpora: new signatures are copied, known ones
-        absorbed (sightings per writer, versions, history). Returns (added, merged)."""
+        """Merge findings from other corpora: new signatures are copied, ones already
+        here absorbed (sightings per writer, versions, history). Returns (added, merged)."""
         added = merged = 0
         with self._locked():
             for _, other in found:

@@ -37,6 +37,15 @@ class Failure:
                    details=dict(d.get("details", {})), blame=str(d.get("blame", "target")))
 
 
+def symptom_key(case, failure: Failure) -> tuple:
+    """What a failure looks like, without what triggers it: op, oracle and the oracle's
+    dedup key (crashes: the signal and cleaned top frames; hangs and leaks: the target).
+    How the op was called (method, out=, in-place, grad) is a trigger feature like the
+    layout, found necessary or not by ablation. The reducer keeps a case only while its
+    failure has the same symptom. (``case``: a :class:`~mpsfuzz.generation.recipes.Case`.)"""
+    return (case.op, failure.oracle, *failure.dedup_key)
+
+
 @dataclass(frozen=True)
 class Oracle:
     name: str

@@ -26,7 +26,7 @@ import math
 
 import torch
 
-from ..fuzzer.recipes import NONFINITE_SPECIALS
+from ..generation.recipes import NONFINITE_SPECIALS
 
 # Finite specials whose arithmetic (squares, sums, products) overflows the dtype.
 OVERFLOWING_SPECIALS = ("max", "lowest", "big")

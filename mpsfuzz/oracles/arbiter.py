@@ -26,12 +26,12 @@ from dataclasses import replace
 
 import torch
 
-from ..fuzzer.dtypes import name_of
-from ..fuzzer.recipes import Case, DtypeArg
 from . import Failure, oracle
+from ..execution.observation import Observation, Raised
+from ..generation.dtypes import name_of
+from ..generation.recipes import Case, DtypeArg
 from .accuracy import LOW_PRECISION, accumulation_bound, overflow_possible, summands
 from .grads import BACKWARD_SCALE
-from .observation import Observation, Raised
 from .values import compare_tensors, dut_alone_scale, flatten_outputs, leaf_tolerance
 
 MULTIPLIER = 2.0
@@ -80,7 +80,7 @@ def _dense_wide_inputs(case, perturb: int = 0) -> list[torch.Tensor]:
 
 
 def _wide_run(obs: Observation, inputs) -> object:
-    from ..fuzzer.executor import run_side
+    from ..execution.executor import run_side
     case = obs.case
     kwargs = {k: (_wide(v) if isinstance(v, torch.dtype) else v) for k, v in case.kwargs_dict().items()}
     variant = "grad" if case.variant == "grad" else "functional"
@@ -284,7 +284,7 @@ def _abs_float64_outputs(obs: Observation, *, floor: float | None = None):
     key = "float64_abs" if floor is None else f"float64_abs_floor{floor:g}"
     if key in obs.cache:
         return obs.cache[key]
-    from ..fuzzer.executor import run_side
+    from ..execution.executor import run_side
     result = None
     case = obs.case
     try:

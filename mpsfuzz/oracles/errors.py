@@ -19,12 +19,12 @@ import re
 import torch
 
 from . import Failure, oracle
-from .observation import Observation, Raised
+from ..execution.observation import Observation, Raised
 from .values import compare_outputs, flatten_outputs
 
 
 def _device_fault(message: str) -> bool:
-    from ..fuzzer.error_kinds import is_device_fault
+    from ..execution.error_kinds import is_device_fault
     return is_device_fault(message)
 
 

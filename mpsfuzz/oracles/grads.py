@@ -11,10 +11,10 @@ has no derivative: then there is no verdict, and the reason is kept in
 either way."""
 from __future__ import annotations
 
-from ..fuzzer.dtypes import name_of
 from . import Failure, oracle
+from ..execution.observation import Observation, Raised
+from ..generation.dtypes import name_of
 from .kink_check import numeric_kink
-from .observation import Observation, Raised
 from .tolerances import tolerance
 from .values import compare_outputs
 
@@ -66,9 +66,9 @@ def differs_only_at_nonfinite_inputs(obs: Observation, dut: list, ref: list) -> 
     a finite position is still reported."""
     import torch
 
-    from ..fuzzer.executor import _grad_inputs
+    from ..execution.executor import grad_inputs
     inputs = obs.case.materialize("cpu")
-    wrt = _grad_inputs(obs.spec, inputs)
+    wrt = grad_inputs(obs.spec, inputs)
     if len(wrt) != len(dut):
         return False
     masked, any_nonfinite = [], False

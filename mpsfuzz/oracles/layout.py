@@ -8,7 +8,7 @@ ops CPU does not implement for the dtype, or results CPU gets wrong itself.
 from __future__ import annotations
 
 from . import Failure, oracle
-from .observation import Observation, Raised
+from ..execution.observation import Observation, Raised
 from .values import compare_outputs, dut_alone_scale, error_profile
 
 OVERFLOWING = ("max", "lowest", "big")

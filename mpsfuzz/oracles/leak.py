@@ -9,13 +9,9 @@ style): the signature is the op and target, whatever the inputs.
 """
 from __future__ import annotations
 
+# The thresholds live with the measurement (the executor measures, this oracle judges).
+from ..execution.executor import DEVICE_BYTES_PER_CALL, REPEATS, RSS_BYTES_PER_CALL
 from . import Failure, oracle
-
-# Growth per call that counts (after the first call: caches are built once). On the
-# device allocator: the bytes of the case's outputs, capped at this (executor._leak_measure).
-DEVICE_BYTES_PER_CALL = 64 * 1024
-RSS_BYTES_PER_CALL = 4 * 1024 * 1024
-REPEATS = 3
 
 
 def _mib(n: float) -> str:

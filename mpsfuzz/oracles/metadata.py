@@ -10,7 +10,7 @@ nothing about the narrow dtype's kernels).
 from __future__ import annotations
 
 from . import Failure, oracle
-from .observation import Observation, Raised
+from ..execution.observation import Observation, Raised
 from .values import variant_phrase
 
 MEMORY_FORMAT_FAMILIES = ("elementwise", "nn")
@@ -41,7 +41,7 @@ def check_metadata(obs: Observation) -> Failure | None:
     if dut_meta is None:
         return None
     if ref_meta is None:  # widened reference: shape and dtype come from the cast-back outputs
-        from .observation import output_meta
+        from ..execution.observation import output_meta
         ref_meta = output_meta(obs.ref)
         check_format = False
     else:

@@ -1,6 +1,7 @@
 """``crash`` and ``hang``: the worker process died, or did not answer in time.
 
-These run in the supervisor, which sees a :class:`ProcessEvent` instead of outputs.
+These run in the supervisor, which sees a
+:class:`~mpsfuzz.execution.observation.ProcessEvent` instead of outputs.
 Crashes key on the signal plus the cleaned last lines of stderr (ClusterFuzz style);
 hangs key on the op alone.
 """
@@ -8,21 +9,11 @@ from __future__ import annotations
 
 import re
 import signal
-from dataclasses import dataclass
 
+from ..execution.observation import ProcessEvent
 from . import Failure, oracle
 
 _NOISE = re.compile(r"0x[0-9a-fA-F]+|\b\d+\b|/[^\s:]+/")
-
-
-@dataclass(frozen=True)
-class ProcessEvent:
-    op: str
-    target_name: str
-    kind: str                # "died", "timeout" or "slow-compile" (torch.compile took too long: not a hang)
-    returncode: int | None = None
-    stderr_tail: str = ""
-    timeout_s: float = 0.0
 
 
 def signal_name(returncode: int | None) -> str:

@@ -10,9 +10,9 @@ import math
 
 import torch
 
-from ..fuzzer.dtypes import name_of
 from . import Failure, oracle
-from .observation import Observation, Raised
+from ..execution.observation import Observation, Raised
+from ..generation.dtypes import name_of
 from .tolerances import tolerance
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from . import Failure, oracle
-from .observation import Observation, Raised
+from ..execution.observation import Observation, Raised
 from .values import UNCOMPARABLE, compare_outputs, dut_alone_scale, variant_phrase
 
 

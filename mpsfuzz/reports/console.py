@@ -137,7 +137,7 @@ class ConsoleReporter:
             f"capabilities (device accepts what CPU rejects) {s.capabilities}, "
             f"unconfirmed (repro did not reproduce) {s.unconfirmed}, "
             f"suppressed as undefined/unimplemented {s.suppressed}, "
-            f"sightings of known findings {s.known_sightings}, minimising {s.minimise_s:.1f}s", highlight=False)
+            f"sightings of known findings {s.sightings}, minimising {s.minimise_s:.1f}s", highlight=False)
         new = [(p, f) for f, p, is_new in event.findings if is_new and f.status == "new"]
         if new:
             from ..corpus.bugs import group

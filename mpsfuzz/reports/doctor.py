@@ -14,9 +14,10 @@ import torch
 
 from .. import __version__
 from ..corpus.store import Corpus
-from ..fuzzer import cpu_kernels, opinfo
-from ..fuzzer import dtypes as dt
-from ..targets import BUILTIN, best_available
+from ..execution import cpu_kernels
+from ..execution.targets import BUILTIN, best_available
+from ..generation import dtypes as dt
+from ..generation import opinfo
 
 GIB = 1 << 30
 

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from ..corpus.bugs import Bug, group
 from ..corpus.finding import Finding
-from ..fuzzer import catalogue
-from ..fuzzer import dtypes as dt
+from ..generation import catalogue
+from ..generation import dtypes as dt
 from .repro import ReproError, repro_for
 from .source import Rendering, SourceError, public_name
 
@@ -302,7 +302,7 @@ def _store(path, change) -> None:
 def verify_kernel_repro(bug: Bug, *, target_override: str | None = None, timeout_s: float = 60.0) -> None:
     """Run the bug's kernel-level repro on the target (in a fresh interpreter) and keep
     the verdict in the localisation record of the finding it belongs to."""
-    from ..fuzzer.kernel_repro import ReproUnavailable, kernel_script
+    from ..triage.kernel_repro import ReproUnavailable, kernel_script
     from .repro import Script
     from .verify import run_and_judge
     owner = next(((p, f) for p, f in bug.findings if isinstance(f.localisation, dict)
@@ -315,7 +315,7 @@ def verify_kernel_repro(bug: Bug, *, target_override: str | None = None, timeout
     spec = target_override or finding.target_spec
     repro = dict(loc["repro"])
     if target_override:
-        from ..targets import TargetError, load_target
+        from ..execution.targets import TargetError, load_target
         try:
             target = load_target(target_override)
             repro.update(kernel_script(loc, device=str(target.device), target_name=target.name))

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from ..corpus.bugs import Bug, group
 from ..corpus.finding import Finding, now_iso
-from ..fuzzer.dtypes import ALL_DTYPE_NAMES
+from ..generation.dtypes import ALL_DTYPE_NAMES
 from .corpus_views import why
 from .run_log import RUN_LOG_SCHEMA, RUNS_DIR
 
@@ -29,7 +29,7 @@ NO_DTYPE = "none"
 
 
 def family_of(op: str) -> str:
-    from ..fuzzer import catalogue
+    from ..generation import catalogue
     spec = catalogue.all_ops().get(op)
     if spec is not None:
         return spec.family
@@ -39,7 +39,7 @@ def family_of(op: str) -> str:
 
 
 def _main(case):
-    from ..fuzzer.reduce import main_input
+    from ..generation.recipes import main_input
     return case.inputs[main_input(case)] if case.inputs else None
 
 

@@ -30,10 +30,10 @@ import torch
 
 from .. import __version__
 from ..corpus.finding import Finding, now_iso
-from ..fuzzer import catalogue
-from ..fuzzer import dtypes as dt
-from ..fuzzer.executor import OUT_FILLER
-from ..fuzzer.recipes import GAP_FILLER, Case, TensorRecipe, resolve_kwargs
+from ..execution.executor import OUT_FILLER
+from ..generation import catalogue
+from ..generation import dtypes as dt
+from ..generation.recipes import GAP_FILLER, Case, TensorRecipe, resolve_kwargs
 from ..oracles.grads import BACKWARD_SCALE
 from ..oracles.values import dut_alone_scale, leaf_tolerance
 from .source import Rendering, SourceError, literal
@@ -464,8 +464,8 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     elif oracle == "errors":
         grad = None
         if case.variant == "grad":
-            from ..fuzzer.executor import _grad_inputs
-            grad = _grad_parts(b, _grad_inputs(spec, case.materialize("cpu")))
+            from ..execution.executor import grad_inputs
+            grad = _grad_parts(b, grad_inputs(spec, case.materialize("cpu")))
         if grad is not None:
             # The error may come from the backward: both sides run forward and backward.
             cpu_lines, ref = grad.reference(b)
@@ -541,7 +541,7 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
 def _cpu_lacks_kernel(b: _Builder) -> bool:
     """Eager CPU has no kernel for the case's narrow dtypes (the executor then computes
     the reference in the wider dtype of :data:`dtypes.WIDER`)."""
-    from ..fuzzer.executor import is_unsupported
+    from ..execution.executor import is_unsupported
     if not any(r.dtype in dt.WIDER for r in b.case.inputs):
         return False
     try:
@@ -619,7 +619,7 @@ def _grad_parts(b: _Builder, wrt: list[int]) -> _Grad | None:
     """The gradient of the op's differentiable outputs w.r.t. ``inputs[wrt]`` with the
     executor's seeded upstream gradients (``executor._backward``); None when no output
     carries a gradient (the executor then runs the forward alone)."""
-    from ..fuzzer.executor import upstream_gradient
+    from ..execution.executor import upstream_gradient
     case, spec, names = b.case, b.spec, b.names
     inputs = case.materialize("cpu")
     for i in wrt:
@@ -652,8 +652,8 @@ def _grad_parts(b: _Builder, wrt: list[int]) -> _Grad | None:
 
 
 def _grad_lines(b: _Builder, finding: Finding) -> list[str]:
-    from ..fuzzer.executor import _grad_inputs
-    wrt = _grad_inputs(b.spec, b.case.materialize("cpu"))
+    from ..execution.executor import grad_inputs
+    wrt = grad_inputs(b.spec, b.case.materialize("cpu"))
     # Ask only for the gradient that is wrong (the grads oracle names it) when it names one.
     wrong = re.match(r"gradient of input (\d+)", finding.failure.message)
     if wrong and int(wrong.group(1)) < len(wrt):
@@ -675,10 +675,10 @@ def _variant_call(b: _Builder) -> tuple[list[str], str]:
     executor's variant call does: ``out=`` into freshly made tensors, the grad variant
     as forward and backward with the executor's upstream gradients (every input that
     takes a gradient, every differentiable output)."""
-    from ..fuzzer.executor import _grad_inputs
+    from ..execution.executor import grad_inputs
     case, names = b.case, b.names
     if case.variant == "grad":
-        grad = _grad_parts(b, _grad_inputs(b.spec, case.materialize("cpu")))
+        grad = _grad_parts(b, grad_inputs(b.spec, case.materialize("cpu")))
         if grad is None:
             return [], b.dut(b.call(names, variant="functional"))
         return grad.lines, grad.dut(b)
@@ -803,7 +803,7 @@ def repro_for(finding: Finding, *, verify: bool = True, target_override: str | N
     spec = target_override or finding.target_spec
     device, name = finding.device, finding.target_name
     if target_override:
-        from ..targets import TargetError, load_target
+        from ..execution.targets import TargetError, load_target
         try:
             target = load_target(target_override)
         except TargetError as exc:

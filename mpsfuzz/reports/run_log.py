@@ -58,7 +58,7 @@ def run_record(started: CampaignStarted | None, finished: CampaignFinished, *, s
         "cases_per_s": round(s.cases_per_s, 3),
         "findings": {"new": s.new_findings, "known": s.known_bugs, "cpu": s.cpu_bugs, "flaky": s.flaky},
         "suppressed": s.suppressed,
-        "known_sightings": s.known_sightings,
+        "known_sightings": s.sightings,
         "minimise_s": round(s.minimise_s, 3),
         "per_op": {op: {"cases": int(c), "valid": int(v)} for op, (c, v) in sorted(s.per_op.items())},
         "torch_version": torch.__version__,

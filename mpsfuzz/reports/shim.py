@@ -12,7 +12,7 @@ import ast
 import sys
 from pathlib import Path
 
-from ..targets import TargetError, load_target
+from ..execution.targets import TargetError, load_target
 from .repro import MARKER
 
 

@@ -10,7 +10,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..targets import BUILTIN
+from ..execution.targets import BUILTIN
 
 
 # What the draft of an upstream issue quotes of a verification run's output.

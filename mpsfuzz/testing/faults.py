@@ -608,7 +608,7 @@ def _squares_overflow(func, args, kwargs) -> bool:
 def _in_a_worker(func, args, kwargs) -> bool:
     # Fires only in mpsfuzz's long-lived worker processes: state that a standalone
     # script does not rebuild (a warm cache, the allocator's history).
-    return "mpsfuzz.fuzzer.worker" in sys.modules
+    return "mpsfuzz.execution.worker" in sys.modules
 
 
 def _many_factors(func, args, kwargs) -> bool:

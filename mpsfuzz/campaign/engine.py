@@ -1,0 +1,688 @@
+"""The campaign engine: Hypothesis generates and shrinks, workers execute, oracles judge.
+
+Ops are scheduled round-robin in slices of a few dozen examples, so a time budget is
+spread over all selected ops. Each failure raises an exception whose *type* is unique to
+(op, oracle, kind), so Hypothesis shrinks each bug separately; once shrunk the finding
+is recorded, and from then on its signature counts as passing, so one bug never hides
+the next. Crashes and hangs are failures like any other: the worker is replaced and the
+campaign goes on.
+
+A campaign never dies of one case: an exception of mpsfuzz itself in generating,
+executing, judging, triaging or recording a case (or in a listener) is a *harness
+error*: counted by stage, emitted as a :class:`~mpsfuzz.events.HarnessError` (the
+reporters log it with the case and traceback) and the campaign goes on; an op that keeps
+failing that way is set aside for the rest of the run. Only a corpus that cannot be
+written (:class:`~mpsfuzz.corpus.store.CorpusWriteError`) ends a campaign early.
+"""
+from __future__ import annotations
+
+import hashlib
+import random
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.errors import HypothesisException, Unsatisfiable
+
+from ..corpus import upstream
+from ..corpus.finding import Finding, signature_of, symptom_key, trigger_class
+from ..corpus.store import Corpus, CorpusWriteError
+from ..events import CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice, Stats
+from ..execution.observation import ProcessEvent
+from ..execution.worker import WorkerPool
+from ..generation import catalogue
+from ..generation.recipes import Case
+from ..generation.strategies import cases
+from ..oracles import DEFAULT as ORACLES_DEFAULT
+from ..oracles import Failure, all_oracles, worker_oracles
+from ..oracles.judge import judge_case
+from ..triage.ablation import holds_all
+from ..triage.pipeline import DEFAULT_RERUNS, triage
+
+
+@dataclass
+class CampaignConfig:
+    ops: list[str]
+    target_spec: str
+    corpus_dir: Path
+    oracles: tuple[str, ...] = ORACLES_DEFAULT
+    seed: int | None = None
+    budget_s: float | None = None
+    max_cases: int | None = None
+    max_findings: int | None = None
+    timeout_s: float = 20.0
+    slice_examples: int = 30
+    shrink_budget_s: float = 60.0
+    max_rank: int = 8
+    max_side: int = 8
+    max_numel: int = 4096
+    upstream_tables: tuple = ()       # extra known-upstream-failure table files (--known)
+    allow_variants: bool = True
+    reruns: int = DEFAULT_RERUNS      # re-runs of a shrunk failure before it is recorded
+    minimise_budget_s: float = 30.0   # reduction + ablation time per finding
+    compile_timeout_s: float = 180.0  # one torch.compile compilation (not counted in timeout_s)
+
+
+@dataclass(frozen=True)
+class FoundBug:
+    """A finding the campaign already has (in its corpus, or recorded in this run): a
+    failing case with this symptom that meets the conditions is a sighting of
+    ``signature``, not a new bug. (Failures known *upstream* are another matter:
+    corpus/upstream.py.)"""
+    symptom: tuple
+    conditions: tuple | None          # None: a finding recorded before ablation
+    signature: str
+    flaky: bool = False               # any case with the symptom (it cannot be ablated)
+    case: Case | None = field(default=None, compare=False)   # its minimal case
+
+    @classmethod
+    def of(cls, finding: Finding) -> "FoundBug":
+        return cls(symptom_key(finding.case, finding.failure), finding.conditions, finding.signature,
+                   finding.flaky, finding.case)
+
+    def special_case_of(self, general: Finding) -> bool:
+        """Whether this finding is a special case of ``general``, another explained
+        finding of the same symptom: its minimal case meets ``general``'s conditions (the
+        2-D multinomial bug once the 1-D case shows the rank does not matter)."""
+        return (self.signature != general.signature and not self.flaky and not general.flaky
+                and self.conditions is not None and general.conditions is not None and self.case is not None
+                and self.symptom == symptom_key(general.case, general.failure)
+                and holds_all(general.conditions, self.case))
+
+    def covers(self, case, failure: Failure, symptom: tuple) -> bool:
+        if symptom != self.symptom:
+            return False
+        if self.flaky:
+            return True
+        if self.conditions is None:
+            return signature_of(case, failure) == self.signature
+        return holds_all(self.conditions, case)
+
+
+class BudgetExhausted(BaseException):
+    """Stops a Hypothesis run from inside the test body (BaseException passes through)."""
+
+
+class _SetAside(BaseException):
+    """Ends the slice of an op that has just been set aside (harness errors)."""
+
+
+class _CorpusUnwritable(BaseException):
+    """Carries a CorpusWriteError out of the test body: Hypothesis would take an
+    Exception for a failure of the case and shrink it, case after case."""
+
+    def __init__(self, error: CorpusWriteError):
+        super().__init__(str(error))
+        self.error = error
+
+
+# An op is set aside for the rest of the run after this many harness errors in a row on
+# its cases, or once more than SET_ASIDE_SHARE of at least SET_ASIDE_MIN cases failed so.
+SET_ASIDE_STREAK = 8
+SET_ASIDE_MIN = 20
+SET_ASIDE_SHARE = 0.5
+
+
+def error_line(exc: BaseException) -> str:
+    """``Type: first line of the message``, even for an exception whose str() raises."""
+    try:
+        text = str(exc).strip()
+    except Exception:
+        text = "<str() of the exception raised>"
+    first = text.splitlines()[0][:300] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _traceback_of(exc: BaseException) -> str:
+    try:
+        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:
+        return f"{type(exc).__name__} (its traceback could not be formatted)"
+
+
+@dataclass(frozen=True)
+class GenerationFailed:
+    """What the guarded strategy hands the test body when drawing a case raised."""
+    error: str
+    traceback: str
+
+
+@st.composite
+def _guarded(draw, strategy):
+    """``strategy``, but a draw that raises (a shape or argument builder's bug) gives a
+    GenerationFailed for the test body to count, instead of failing the whole slice."""
+    try:
+        return draw(strategy)
+    except HypothesisException:  # its own control flow (assume, filters): not ours
+        raise
+    except Exception as exc:
+        return GenerationFailed(error_line(exc), _traceback_of(exc))
+
+
+class FindingError(Exception):
+    def __init__(self, case, failure: Failure, signature: str):
+        super().__init__(failure.title)
+        self.case, self.failure, self.signature = case, failure, signature
+
+
+_ERROR_TYPES: dict[tuple, type] = {}
+
+
+def _error_type(op: str, oracle: str, kind: str) -> type:
+    """One exception class per (op, oracle, kind): Hypothesis tells bugs apart by type."""
+    key = (op, oracle, kind)
+    if key not in _ERROR_TYPES:
+        _ERROR_TYPES[key] = type(f"Finding_{abs(hash(key)):x}", (FindingError,), {})
+    return _ERROR_TYPES[key]
+
+
+def _iter_findings(exc: BaseException):
+    if isinstance(exc, FindingError):
+        yield exc
+    for inner in getattr(exc, "exceptions", ()) or ():
+        yield from _iter_findings(inner)
+    if exc.__cause__ is not None and exc.__cause__ is not exc:
+        yield from _iter_findings(exc.__cause__)
+
+
+def _leaves(exc: BaseException):
+    """The exceptions in Hypothesis' report, groups opened."""
+    inner = getattr(exc, "exceptions", None)
+    if inner:
+        for e in inner:
+            yield from _leaves(e)
+    else:
+        yield exc
+
+
+def split_report(exc: BaseException) -> tuple[list[FindingError], list[BaseException]]:
+    """(our findings, the other exceptions) in what Hypothesis raised at the end of a slice."""
+    found: list[FindingError] = []
+    others: list[BaseException] = []
+    for leaf in _leaves(exc):
+        inside = list(_iter_findings(leaf))
+        if inside:
+            found += [f for f in inside if all(f is not g for g in found)]
+        else:
+            others.append(leaf)
+    return found, others
+
+
+def _case_json(case):
+    if case is None or isinstance(case, dict):
+        return case
+    try:
+        return case.to_json()
+    except Exception:
+        return {"repr": repr(case)[:2000]}
+
+
+def _event_subject(event) -> tuple:
+    """(op, case) an event is about, for a listener's harness error."""
+    if isinstance(event, CaseFinished):
+        return event.op, event.case
+    if isinstance(event, FindingRecorded):
+        return getattr(event.finding, "op", None), getattr(event.finding, "case", None)
+    return None, None
+
+
+class Campaign:
+    """``confirm(finding) -> repro record``: runs a new finding's standalone script before
+    it is counted (the CLI passes the repro writer's); a finding whose script does not
+    reproduce it is ``unconfirmed``, never new."""
+
+    def __init__(self, config: CampaignConfig, listeners: list[Callable] = (),
+                 confirm: Callable | None = None):
+        self.config = config
+        self.listeners = list(listeners)
+        self.confirm = confirm
+        self.stats = Stats()
+        self.corpus = Corpus(config.corpus_dir)
+        self.found: list[FoundBug] = [FoundBug.of(f) for _, f in self.corpus.load()[0]]
+        self.recorded: list[tuple[Finding, Path, bool]] = []
+        self._sightings: dict[str, int] = {}
+        self._shrink_started: dict[tuple, float] = {}
+        self._pending: dict[tuple, FindingError] = {}   # failures of this slice being shrunk
+        self._memo: dict = {}
+        self._start = 0.0
+        # per op: [cases attempted, harness errors, harness errors in a row] (set-aside rule)
+        self._op_health: dict[str, list[int]] = {}
+        self.upstream_table = upstream.load_tables(list(config.upstream_tables))
+        self._case_oracles = worker_oracles(config.oracles)
+        self._process_oracles = tuple(o for o in config.oracles if all_oracles()[o].stage == "process")
+        import torch  # the version keys upstream table entries (fixed_in)
+        self._torch_version = torch.__version__
+        self.seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**31)
+
+    def emit(self, event) -> None:
+        """Hand ``event`` to every listener; one that raises is a harness error (stage
+        ``report``), except for a corpus that cannot be written, which ends the run."""
+        for listener in self.listeners:
+            try:
+                listener(event)
+            except CorpusWriteError:
+                raise
+            except Exception as exc:
+                if isinstance(event, HarnessError):
+                    # Reporting this failure as another harness error would loop: count it.
+                    self._count_harness("report")
+                    continue
+                op, case = _event_subject(event)
+                self.harness_error("report", op, case, exc)
+
+    # -- harness errors -------------------------------------------------------------------
+    def _count_harness(self, stage: str) -> None:
+        self.stats.harness_errors += 1
+        self.stats.harness_by_stage[stage] = self.stats.harness_by_stage.get(stage, 0) + 1
+
+    def harness_error(self, stage: str, op: str | None, case, exc: BaseException | None = None, *,
+                      error: str = "", trace: str = "") -> None:
+        """Count and report a failure of mpsfuzz itself on one case (``exc``, or its
+        ``error`` line and ``trace`` when it happened in a worker); the campaign goes on."""
+        if exc is not None:
+            error, trace = error_line(exc), _traceback_of(exc)
+        self._count_harness(stage)
+        self.emit(HarnessError(stage, op, _case_json(case), error, trace))
+
+    def _case_outcome(self, op: str, ok: bool, last_error: str = "") -> None:
+        """One case of ``op`` attempted: ``ok`` unless it was lost to a harness error.
+        An op that keeps failing is set aside for the rest of the run."""
+        health = self._op_health.setdefault(op, [0, 0, 0])
+        health[0] += 1
+        if ok:
+            health[2] = 0
+            return
+        health[1] += 1
+        health[2] += 1
+        attempts, errors, streak = health
+        if op in self.stats.set_aside:
+            return
+        if streak >= SET_ASIDE_STREAK:
+            self._set_aside(op, f"{streak} harness errors in a row", last_error)
+        elif errors >= SET_ASIDE_MIN and errors > SET_ASIDE_SHARE * attempts:
+            self._set_aside(op, f"harness errors on {errors} of its {attempts} cases", last_error)
+
+    def _set_aside(self, op: str, why: str, last_error: str = "") -> None:
+        self.stats.set_aside[op] = why
+        self.emit(Notice(f"{op}: set aside for the rest of the run: {why}"
+                         f"{' (last: ' + last_error + ')' if last_error else ''}; "
+                         "each case and traceback is in the errors log"))
+
+    # -- budget ---------------------------------------------------------------------------
+    def _out_of_budget(self) -> str | None:
+        if self.config.max_cases is not None and self.stats.cases >= self.config.max_cases:
+            return "max-cases"
+        if self.config.budget_s is not None and time.monotonic() - self._start >= self.config.budget_s:
+            return "budget"
+        if self.config.max_findings is not None and self.stats.new_findings >= self.config.max_findings:
+            return "max-findings"
+        return None
+
+    # -- one case -------------------------------------------------------------------------
+    def _failures_of(self, case, pool: WorkerPool) -> list[Failure]:
+        """Run the case in a worker; its failures. Harness errors are counted here and
+        the case then has no failures (only CorpusWriteError is raised)."""
+        self.stats.cases += 1
+        per_op = self.stats.per_op.setdefault(case.op, [0, 0])
+        per_op[0] += 1
+        shrinking = bool(self._shrink_started)
+        try:
+            outcome = pool.run(case.to_json(), self._case_oracles, case.op)
+        except CorpusWriteError:
+            raise
+        except Exception as exc:  # the pool could not run it (a worker that cannot start...)
+            self.harness_error("execute", case.op, case, exc)
+            self.emit(CaseFinished(case.op, valid=False, unsupported=False, shrinking=shrinking, case=case))
+            return []
+        if isinstance(outcome, ProcessEvent):
+            self.stats.restarts += 1
+            if outcome.kind == "slow-compile":
+                # Compilation outlasted its own budget: reported, never a hang finding.
+                self.stats.slow_compiles += 1
+                self.emit(Notice(f"{case.op}: compiling took more than {outcome.timeout_s:g}s on "
+                                 f"{outcome.target_name} (slow compilation, not a hang); case skipped"))
+                self.emit(CaseFinished(case.op, valid=False, unsupported=False,
+                                       shrinking=bool(self._shrink_started), case=case))
+                return []
+            oracles = all_oracles()
+            failures = []
+            for name in self._process_oracles:
+                try:
+                    failure = oracles[name].check(outcome)
+                except Exception as exc:
+                    self.harness_error("judge", case.op, case, exc)
+                    continue
+                if failure:
+                    failures.append(failure)
+            self.emit(Notice(f"worker {outcome.kind} on {case.op}; restarted"))
+            self.emit(CaseFinished(case.op, valid=True, unsupported=False, shrinking=shrinking, case=case))
+            return failures
+        if outcome.get("internal_error"):
+            # The executor or an oracle raised inside the worker: its traceback came back.
+            trace = str(outcome["internal_error"])
+            lines = [ln for ln in trace.strip().splitlines() if ln.strip()]
+            self.harness_error("execute", case.op, case, error=lines[-1].strip() if lines else "internal error",
+                               trace=trace)
+        if outcome["valid"]:
+            self.stats.valid += 1
+            per_op[1] += 1
+        if outcome["unsupported"]:
+            self.stats.unsupported += 1
+            key = (case.op, outcome.get("unsupported_message", ""))
+            self.stats.unsupported_messages[key] = self.stats.unsupported_messages.get(key, 0) + 1
+        if outcome.get("unsupported_here"):
+            self.stats.unsupported_here += 1
+            key = (case.op, outcome["unsupported_here"])
+            self.stats.unsupported_here_messages[key] = self.stats.unsupported_here_messages.get(key, 0) + 1
+        self.emit(CaseFinished(case.op, valid=outcome["valid"], unsupported=outcome["unsupported"],
+                               shrinking=shrinking, case=case))
+        try:
+            return [Failure.from_json(f) for f in outcome["failures"]]
+        except Exception as exc:
+            self.harness_error("judge", case.op, case, exc)
+            return []
+
+    def _test_body(self, pool: WorkerPool, op: str):
+        def body(case):
+            try:
+                self._judge(case, pool, op)
+            except CorpusWriteError as exc:
+                raise _CorpusUnwritable(exc) from None
+        return body
+
+    def _judge(self, case, pool: WorkerPool, op: str) -> None:
+        """The test body: run the case (or recall its verdicts) and raise the finding
+        exception of its first failure that is neither suppressed nor a sighting."""
+        reason = self._out_of_budget()
+        if reason:
+            raise BudgetExhausted(reason)
+        if isinstance(case, GenerationFailed):
+            # Not memoised: draws that fail alike are still separate attempts.
+            if op in self.stats.set_aside and not self._shrink_started:
+                raise _SetAside()
+            self.harness_error("generate", op, None, error=case.error, trace=case.traceback)
+            self._case_outcome(op, False, case.error)
+            return
+        verdicts = self._memo.get(case)
+        if verdicts is None:
+            if op in self.stats.set_aside:
+                if self._shrink_started:
+                    return  # let Hypothesis finish shrinking the failures it has
+                raise _SetAside()
+            if any(time.monotonic() - t > self.config.shrink_budget_s
+                   for t in self._shrink_started.values()):
+                return  # shrink budget spent: smaller variants are no longer tried
+            lost_before = self.stats.cases_lost
+            verdicts = self._memo[case] = self._verdicts(case, self._failures_of(case, pool), pool)
+            self._case_outcome(op, self.stats.cases_lost == lost_before)
+        for verdict, failure, signature in verdicts:
+            if verdict == "suppressed":
+                self.stats.suppressed += 1
+            elif verdict == "sighting":
+                self._sightings[signature] = self._sightings.get(signature, 0) + 1
+            else:
+                key = (case.op, failure.oracle, failure.kind)
+                self._shrink_started.setdefault(key, time.monotonic())
+                error = _error_type(*key)(case, failure, signature)
+                self._pending[key] = error   # the smallest so far: Hypothesis shrinks towards it
+                raise error
+
+    def _verdicts(self, case, failures: list[Failure], pool: WorkerPool) -> list[tuple]:
+        """(verdict, failure, signature) for each failure: "suppressed" (the upstream
+        tables call it unimplemented or undefined), "sighting" (of the finding already
+        found with that signature) or "new". A failure the driver cannot judge (matching it
+        raised) is a harness error and dropped."""
+        verdicts = []
+        for failure in failures:
+            try:
+                if self._suppressed(case, failure, pool):
+                    verdicts.append(("suppressed", failure, None))
+                    continue
+                found = self._covering_finding(case, failure)
+                if found is not None:
+                    verdicts.append(("sighting", failure, found.signature))
+                else:
+                    verdicts.append(("new", failure, signature_of(case, failure)))
+            except CorpusWriteError:
+                raise
+            except Exception as exc:
+                self.harness_error("judge", case.op, case, exc)
+        return verdicts
+
+    def _covering_finding(self, case, failure: Failure) -> FoundBug | None:
+        """The finding already found whose symptom and conditions this failure meets."""
+        symptom = symptom_key(case, failure)
+        return next((f for f in self.found if f.covers(case, failure, symptom)), None)
+
+    def _upstream_entry(self, case, failure: Failure, device: str):
+        """The upstream table's entry this failure matches, or None."""
+        trig = trigger_class(case)
+        return upstream.match(self.upstream_table, device=device, op=case.op, dtypes=trig["dtypes"],
+                                    oracle=failure.oracle, kind=failure.kind, variant=case.variant,
+                                    layout_class=trig["layout_class"], torch_version=self._torch_version)
+
+    def _suppressed(self, case, failure: Failure, pool: WorkerPool) -> bool:
+        """Failures the upstream tables call unimplemented or undefined: not bugs."""
+        entry = self._upstream_entry(case, failure, pool.device)
+        return entry is not None and entry.status in upstream.SUPPRESSED
+
+    def _run_slice(self, op: str, round_no: int, pool: WorkerPool) -> None:
+        try:
+            spec = catalogue.get(op)
+            strategy = cases(spec, max_rank=self.config.max_rank, max_side=self.config.max_side,
+                             max_numel=self.config.max_numel, allow_variants=self.config.allow_variants)
+            slice_seed = int(hashlib.sha1(f"{self.seed}:{op}:{round_no}".encode()).hexdigest()[:12], 16)
+            test = given(_guarded(strategy))(self._test_body(pool, op))
+            test = settings(max_examples=self.config.slice_examples, deadline=None, database=None,
+                            derandomize=False, suppress_health_check=list(HealthCheck),
+                            phases=(Phase.generate, Phase.shrink), verbosity=Verbosity.quiet,
+                            report_multiple_bugs=True, print_blob=False)(test)
+            test = hypothesis_seed(slice_seed)(test)
+        except Exception as exc:  # its strategy cannot even be built: it never will be
+            self.harness_error("generate", op, None, exc)
+            self._set_aside(op, "its cases cannot be generated", error_line(exc))
+            return
+        self._shrink_started.clear()
+        self._pending = {}
+        # Results of this slice by case: Hypothesis' shrinker and its final replay of the
+        # minimal example ask again for cases already run (a hang would cost its timeout).
+        self._memo = {}
+        try:
+            test()
+        except BudgetExhausted:
+            # The budget ran out while Hypothesis was shrinking: what it found so far is
+            # recorded (reduced and explained by triage) rather than lost with the slice.
+            for err in list(self._pending.values()):
+                self._record_safely(err, pool, flaky=False)
+            raise
+        except _CorpusUnwritable:
+            raise
+        except _SetAside:
+            pass
+        except Exception as exc:  # Hypothesis' report of our findings (one or several)
+            flaky = "Flaky" in type(exc).__name__
+            found, others = split_report(exc)
+            for other in others:
+                # Hypothesis' own errors (no case it could draw: Unsatisfiable; a flaky
+                # strategy...) and anything else that escaped the test body.
+                self.harness_error("generate" if isinstance(other, Unsatisfiable) else "hypothesis", op, None, other)
+                self._case_outcome(op, False, error_line(other))
+            for err in found:
+                self._record_safely(err, pool, flaky=flaky)
+        finally:
+            self._shrink_started.clear()
+            self._pending = {}
+            self._memo = {}
+
+    def _record_safely(self, err: FindingError, pool: WorkerPool, *, flaky: bool) -> None:
+        """_record, with anything it raises a harness error (stage ``record``)."""
+        try:
+            self._record(err, pool, flaky=flaky)
+        except CorpusWriteError:
+            raise
+        except Exception as exc:
+            self.harness_error("record", err.case.op, err.case, exc)
+
+    def _covering_finding_or_none(self, case, failure: Failure) -> FoundBug | None:
+        """_covering_finding; None (and a harness error) where matching raises: better a
+        finding recorded twice than a finding lost."""
+        try:
+            return self._covering_finding(case, failure)
+        except CorpusWriteError:
+            raise
+        except Exception as exc:
+            self.harness_error("judge", case.op, case, exc)
+            return None
+
+    def _record(self, err: FindingError, pool: WorkerPool, *, flaky: bool) -> None:
+        """Re-run, reduce and explain the shrunk failure (triage/pipeline.py), then store it.
+        (Hypothesis' own Flaky verdict, ``flaky``, is only a hint: the re-runs decide.)
+        If triage raises, the shrunk case is stored as it is (unexplained): nothing found
+        is lost to a harness error."""
+        if self._covering_finding_or_none(err.case, err.failure) is not None:
+            return  # an earlier finding of this slice covers it
+        self.emit(Notice(f"{err.case.op}: minimising {err.failure.oracle} failure"))
+        try:
+            result = triage(err.case, err.failure, pool, self.config.oracles, reruns=self.config.reruns,
+                            budget_s=self.config.minimise_budget_s, timeout_s=self.config.timeout_s)
+        except CorpusWriteError:
+            raise
+        except Exception as exc:
+            self.harness_error("triage", err.case.op, err.case, exc)
+            result = None
+        if result is None:
+            case, failure, explanation, result_flaky = err.case, err.failure, None, False
+        else:
+            case, failure, explanation, result_flaky = result.case, result.failure, result.explanation, result.flaky
+        covering = None if result_flaky else self._covering_finding_or_none(case, failure)
+        if covering is not None:
+            # Reduced, it meets an earlier finding's conditions (the reducer moved it to
+            # that finding's dtype, say): a sighting of that bug.
+            self._sightings[covering.signature] = self._sightings.get(covering.signature, 0) + 1
+            return
+        try:
+            entry = self._upstream_entry(case, failure, pool.device)
+        except Exception as exc:
+            self.harness_error("judge", case.op, case, exc)
+            entry = None
+        finding = Finding.create(
+            case, failure, target_name=pool.target_name, target_spec=self.config.target_spec,
+            device=pool.device, flaky=result_flaky,
+            known=entry.to_json() if entry is not None else None,
+            conditions=explanation.conditions if explanation is not None else None,
+            explanation=explanation.to_json() if explanation is not None else None,
+            reproducibility=result.reproducibility.to_json() if result is not None else None,
+            minimisation=result.minimisation_json() if result is not None else None,
+            localisation=result.localisation if result is not None else None)
+        path, new = self.corpus.record(finding)
+        self.found.append(FoundBug.of(finding))
+        try:
+            if new and self.confirm is not None and not finding.flaky:
+                try:
+                    record = self.confirm(finding)
+                except CorpusWriteError:
+                    raise
+                except Exception as exc:  # the finding stays, unverified
+                    self.harness_error("report", case.op, case, exc)
+                    record = None
+                if record is not None:
+                    finding.repro = record
+                    self.corpus.update(path, lambda f: setattr(f, "repro", record))
+        finally:
+            # Also when a Ctrl-C stops the verification: the finding is on disk, so the
+            # run's summary and counts must show it (its repro stays unverified).
+            if new:
+                self._count(finding.status, +1)
+            self.stats.minimise_s += result.seconds if result is not None else 0.0
+            self.recorded.append((finding, path, new))
+            self.emit(FindingRecorded(finding, path, new))
+        if new:
+            self._fold_special_cases(finding, path)
+
+    def _count(self, status: str, delta: int) -> None:
+        name = {"new": "new_findings", "known-bug": "known_bugs", "flaky": "flaky",
+                "capability": "capabilities", "unconfirmed": "unconfirmed"}.get(status, "cpu_bugs")
+        setattr(self.stats, name, getattr(self.stats, name) + delta)
+
+    def _fold_special_cases(self, general: Finding, path: Path) -> None:
+        """Earlier findings that are special cases of ``general`` become part of it: one
+        bug, one finding, whichever case of it the campaign met first."""
+        for found in [f for f in self.found if f.special_case_of(general)]:
+            op, oracle = found.symptom[:2]
+            if not self.corpus.fold(path, self.corpus.path_of(op, oracle, found.signature)):
+                continue
+            special = next((f for f, _, new in self.recorded if f.signature == found.signature and new), None)
+            self.recorded = [r for r in self.recorded if r[0].signature != found.signature]
+            self.found.remove(found)
+            pending = self._sightings.pop(found.signature, 0)   # not yet written to its file
+            if pending:
+                self._sightings[general.signature] = self._sightings.get(general.signature, 0) + pending
+            if special is not None:
+                self._count(special.status, -1)
+            self.emit(Notice(f"{general.op}: finding {found.signature[:8]} ({', '.join(found.conditions)}) "
+                             f"is a special case of {general.signature[:8]} "
+                             f"({', '.join(general.conditions) or 'no conditions'}): merged into it"))
+
+    # -- the campaign ---------------------------------------------------------------------
+    def run(self) -> CampaignFinished:
+        """Run to the budget. Raises CorpusWriteError, at once, if the corpus cannot be
+        written (what is on disk stays); every other failure of one case is a harness
+        error and the campaign goes on."""
+        self._start = time.monotonic()
+        stopped = "completed"
+        unwritable: CorpusWriteError | None = None
+        with WorkerPool(self.config.target_spec, timeout_s=self.config.timeout_s,
+                        inflight_dir=self.config.corpus_dir, compile_timeout_s=self.config.compile_timeout_s,
+                        execute=judge_case) as pool:
+            round_no = 0
+            try:
+                self.emit(CampaignStarted(pool.target_name, self.config.target_spec, pool.device,
+                                          tuple(self.config.ops), self.config.oracles, self.seed,
+                                          self.config.budget_s, self.config.max_cases))
+                while True:
+                    if all(op in self.stats.set_aside for op in self.config.ops):
+                        raise BudgetExhausted("every op set aside")
+                    for op in self.config.ops:
+                        if op in self.stats.set_aside:
+                            continue
+                        if (reason := self._out_of_budget()):
+                            raise BudgetExhausted(reason)
+                        try:
+                            self._run_slice(op, round_no, pool)
+                        except CorpusWriteError:
+                            raise
+                        except Exception as exc:  # whatever else escaped the slice: not fatal
+                            self.harness_error("hypothesis", op, None, exc)
+                            self._case_outcome(op, False, error_line(exc))
+                    round_no += 1
+            except BudgetExhausted as stop:
+                stopped = str(stop) or "budget"
+            except KeyboardInterrupt:
+                stopped = "interrupted"
+            except _CorpusUnwritable as stop:
+                unwritable = stop.error
+            except CorpusWriteError as exc:
+                unwritable = exc
+            finally:
+                self.stats.elapsed_s = time.monotonic() - self._start
+                if unwritable is None:
+                    self._flush_sightings()
+        if unwritable is not None:
+            raise unwritable
+        result = CampaignFinished(self.stats, tuple(self.recorded), stopped)
+        self.emit(result)
+        return result
+
+    def _flush_sightings(self) -> None:
+        self.stats.sightings = sum(self._sightings.values())
+        try:
+            self.corpus.add_sightings(self._sightings)
+        except CorpusWriteError:
+            raise
+        except Exception as exc:
+            self.harness_error("record", None, None, exc)

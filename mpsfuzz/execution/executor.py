@@ -1,0 +1,523 @@
+"""Observe one case on the target and on eager CPU: what each side returned or raised.
+
+This runs inside a worker process, called by the function the worker is handed
+(:func:`mpsfuzz.oracles.judge.judge_case` runs :func:`observe`, then the oracles). The
+executor only observes; it never judges. The two sides never share a tensor: each
+materialises its own inputs from the recipe, even when the target's device is the CPU.
+Both sides call the op the same way (the case's variant); the DUT additionally runs the
+functional form (for the ``variants`` oracle) and the op on ``.contiguous()`` copies
+(for the ``layout`` oracle; inputs that share a storage get storages of their own
+there, so aliasing counts as an awkward layout) when those oracles are enabled and the
+case calls for it.
+"""
+from __future__ import annotations
+
+import functools
+import gc
+import re
+import warnings
+
+import psutil
+import torch
+
+from ..generation import catalogue
+from ..generation import dtypes as dt
+from ..generation.recipes import Case
+from . import cpu_kernels
+from .error_kinds import is_device_fault, is_unsupported
+from .observation import Observation, Raised, SideResult, output_meta
+
+# Filler of freshly allocated ``out=`` tensors: a kernel that leaves part of ``out``
+# unwritten shows up as wrong values (same on every device, so CPU agrees on it).
+OUT_FILLER = 77
+
+
+def as_raised(exc: BaseException) -> Raised:
+    """An exception as an observation (the op raised it, or a device fault surfaced)."""
+    return Raised(type=type(exc).__name__, message=str(exc).strip()[:2000], unsupported=is_unsupported(exc))
+
+
+def _to_cpu(out):
+    if isinstance(out, torch.Tensor):
+        return out.detach().to("cpu", copy=True)
+    if isinstance(out, (tuple, list)):
+        return type(out)(_to_cpu(o) for o in out) if not hasattr(out, "_fields") else tuple(_to_cpu(o) for o in out)
+    return out
+
+
+def _cast_like(out, dtypes: list):
+    """Cast each tensor leaf of ``out`` (depth first) to the matching dtype in ``dtypes``."""
+    wanted = iter(dtypes)
+
+    def cast(o):
+        if isinstance(o, torch.Tensor):
+            want = next(wanted, None)
+            return o.to(want) if want is not None and o.dtype != want else o
+        if isinstance(o, (tuple, list)):
+            return tuple(cast(x) for x in o)
+        return o
+    return cast(out)
+
+
+def _leaf_dtypes(out) -> list:
+    if isinstance(out, torch.Tensor):
+        return [out.dtype]
+    if isinstance(out, (tuple, list)):
+        return [d for o in out for d in _leaf_dtypes(o)]
+    return []
+
+
+def leaves(out) -> list:
+    """The tensors of a (nested) result, depth first."""
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (tuple, list)):
+        return [leaf for o in out for leaf in leaves(o)]
+    return []
+
+
+# -- calling an op in each variant --------------------------------------------------------
+
+def _seed_rng(case: Case, device="cpu") -> None:
+    """Random ops draw from a generator seeded from the case, so a finding replays. The
+    seed is scrambled: seeded like the recipe's values, an in-place sampler would
+    redraw exactly the input's own values (looking as if it wrote nothing). The CPU side
+    seeds the CPU generator alone: it must not touch a device whose context a faulting
+    kernel may have left unusable."""
+    seed = case.inputs[0].values.seed if case.inputs else 0
+    seed = (seed * 6364136223846793005 + 1442695040888963407) & 0xFFFF_FFFF_FFFF
+    if torch.device(device).type == "cpu":
+        torch.default_generator.manual_seed(seed)
+    else:
+        torch.manual_seed(seed)
+
+
+# The variant wrappers are made once per op function and take every tensor as an
+# argument: a target that keeps state per function (a compiled target caches one
+# torch.compile wrapper per function) would otherwise keep one wrapper per call, and
+# with it the call's tensors (each ``out=`` tensor captured in a fresh closure was
+# kept alive: an "out= leaks" finding for every op on cuda-compiled, mpsfuzz's own).
+
+@functools.lru_cache(maxsize=None)
+def _method_caller(name: str):
+    def call(*inputs, **kwargs):
+        return getattr(inputs[0], name)(*inputs[1:], **kwargs)
+    call.__name__ = name
+    return call
+
+
+@functools.lru_cache(maxsize=None)
+def _into_self_caller(fn):
+    def into_self(*a, **k):
+        fn(*a, **k, out=a[0])
+        return a[0]
+    return into_self
+
+
+@functools.lru_cache(maxsize=None)
+def _out_caller(fn):
+    def with_out(*a, out, **k):
+        fn(*a, **k, out=out)
+        return out
+    return with_out
+
+
+def _strided_out(like: torch.Tensor, how: str) -> torch.Tensor:
+    """An ``out=`` tensor for a result like ``like``: dense ("out"), non-contiguous with
+    the right shape ("out-strided": last two dims transposed, or every other element, or
+    a storage offset for 0-d), or of the wrong size ("out-resized": torch resizes it)."""
+    device, dtype, shape = like.device, like.dtype, tuple(like.shape)
+    fill = True if dtype == torch.bool else OUT_FILLER
+    if how == "out-resized":
+        return torch.full((0,), fill, dtype=dtype, device=device)
+    if how == "out" or like.numel() <= 1 and len(shape) > 0:
+        return torch.full(shape, fill, dtype=dtype, device=device)
+    if len(shape) == 0:
+        return torch.full((2,), fill, dtype=dtype, device=device)[1]
+    if len(shape) >= 2:
+        swapped = shape[:-2] + (shape[-1], shape[-2])
+        return torch.full(swapped, fill, dtype=dtype, device=device).transpose(-1, -2)
+    return torch.full((2 * shape[0],), fill, dtype=dtype, device=device)[::2]
+
+
+class VariantNotApplicable(Exception):
+    """The variant cannot be formed for this case (e.g. a non-tensor result for out=)."""
+
+
+def call_variant(spec, case: Case, inputs: list, kwargs: dict, runner=None, functional=None):
+    """Call the op as ``case.variant`` says; returns the raw (uncanonicalised) result.
+    ``functional`` is the functional result on the same device when already known
+    (``out=`` needs its shapes and dtypes)."""
+    variant = case.variant
+    run = runner or (lambda fn, *a, **k: fn(*a, **k))
+    if variant == "functional":
+        return run(spec.fn, *inputs, **kwargs)
+    if variant == "grad":
+        raise ValueError("the grad variant is run by forward_backward")
+    if variant == "method":
+        return run(_method_caller(spec.method), *inputs, **kwargs)
+    if variant == "inplace":
+        run(_method_caller(spec.inplace), *inputs, **kwargs)
+        return inputs[0]
+    if variant == "out-alias":
+        if functional is None:
+            functional = run(spec.fn, *inputs, **kwargs)
+        self_ = inputs[0] if inputs else None
+        if not (isinstance(functional, torch.Tensor) and isinstance(self_, torch.Tensor)
+                and functional.shape == self_.shape and functional.dtype == self_.dtype):
+            raise VariantNotApplicable("out= aliasing input 0 needs a result of input 0's shape and dtype")
+        return run(_into_self_caller(spec.fn), *inputs, **kwargs)
+    if variant.startswith("out"):
+        if functional is None:
+            functional = run(spec.fn, *inputs, **kwargs)
+        results = leaves(functional)
+        if not results or (not isinstance(functional, torch.Tensor) and len(results) != len(functional)):
+            raise VariantNotApplicable("out= needs a tensor or a flat tuple of tensors")
+        outs = [_strided_out(leaf, variant) for leaf in results]
+        target = outs[0] if isinstance(functional, torch.Tensor) else tuple(outs)
+        return run(_out_caller(spec.fn), *inputs, out=target, **kwargs)
+    raise ValueError(f"unknown variant {variant!r}")
+
+
+def grad_inputs(spec, inputs: list) -> list[int]:
+    """The inputs the grad variant differentiates: those the spec lists (default: all) of a
+    differentiable dtype."""
+    chosen = spec.grad_inputs if spec.grad_inputs is not None else range(len(inputs))
+    return [i for i in chosen if i < len(inputs) and inputs[i].dtype in dt.GRAD_TORCH_DTYPES]
+
+
+def upstream_gradient(leaf_shape, dtype, index: int, seed: int) -> torch.Tensor:
+    """The same upstream gradient on both sides: seeded, on the CPU, then moved."""
+    gen = torch.Generator().manual_seed((seed + 7919 * (index + 1)) & 0xFFFF_FFFF)
+    return torch.randn(tuple(leaf_shape), generator=gen, dtype=torch.float64).to(dtype)
+
+
+def _backward(case: Case, inputs: list, out, wrt: list[int]):
+    """Gradients of ``out`` w.r.t. ``inputs[wrt]`` with seeded upstream gradients;
+    None for an input that does not influence the output."""
+    diff = [o for o in leaves(out) if o.requires_grad and (o.is_floating_point() or o.is_complex())]
+    if not diff or not wrt:
+        return [None] * len(wrt)
+    seed = case.inputs[0].values.seed if case.inputs else 0
+    grads_out = [upstream_gradient(o.shape, o.dtype, i, seed).to(o.device) for i, o in enumerate(diff)]
+    return list(torch.autograd.grad(diff, [inputs[i] for i in wrt], grads_out, allow_unused=True))
+
+
+def run_side(spec, case: Case, kwargs: dict, device, runner=None, synchronize=None,
+             inputs=None, functional=None) -> SideResult:
+    """One side's run: outputs (CPU copies, canonicalised), their metadata, gradients
+    for the grad variant, and the inputs as the call left them."""
+    if inputs is None:
+        inputs = case.materialize(device)
+    wrt: list[int] = []
+    if case.variant == "grad":
+        wrt = grad_inputs(spec, inputs)
+        for i in wrt:
+            inputs[i].requires_grad_(True)
+    if "random" in spec.semantics:
+        _seed_rng(case, device)
+    try:
+        grads = None
+        if case.variant == "grad":
+            # Forward and backward both run inside the target (a fault-injecting or
+            # compiling target sees the backward kernels too).
+            def forward_backward(*a, **k):
+                out = spec.fn(*a, **k)
+                return out, _backward(case, list(a), out, wrt)
+            raw, grads = (runner or (lambda fn, *a, **k: fn(*a, **k)))(forward_backward, *inputs, **kwargs)
+        else:
+            raw = call_variant(spec, case, inputs, kwargs, runner, functional)
+        if synchronize:
+            synchronize()
+    except VariantNotApplicable:
+        raise
+    except Exception as exc:  # any error of the op is an observation, not ours
+        return SideResult(outputs=as_raised(exc))
+    meta = output_meta(raw)
+    if spec.private_outputs_from is not None and isinstance(meta, list):
+        meta = meta[:spec.private_outputs_from]
+    base_after = None
+    if case.variant in ("inplace", "out-alias") and isinstance(inputs[0], torch.Tensor) and inputs[0]._base is not None:
+        base_after = _to_cpu(inputs[0]._base)
+    with torch.no_grad():
+        detached = _detach(raw)
+        out = spec.canonicalise(inputs, detached) if spec.canonicalise is not None else detached
+        return SideResult(outputs=_to_cpu(out), meta=meta,
+                          grads=None if grads is None else [None if g is None else _to_cpu(g) for g in grads],
+                          inputs_after=[_to_cpu(t) for t in inputs], raw=raw, base_after=base_after)
+
+
+def _detach(out):
+    if isinstance(out, torch.Tensor):
+        return out.detach()
+    if isinstance(out, (tuple, list)):
+        return tuple(_detach(o) for o in out)
+    return out
+
+
+# -- the CPU reference ----------------------------------------------------------------------
+
+def _expected_dtypes(spec, case: Case, kwargs) -> list:
+    """The output dtypes the op has at the original dtypes, from the meta device (no
+    kernels run); where meta cannot run the op, widened dtypes map back by name."""
+    try:
+        meta = [r.materialize("cpu").to("meta") for r in case.inputs]
+        out = spec.fn(*meta, **kwargs)
+        if spec.canonicalise is not None:
+            out = spec.canonicalise(meta, out)
+        return _leaf_dtypes(out)
+    except Exception:
+        return []
+
+
+def _cast_back_by_name(out, widen: set):
+    # int64 results are left alone: they are usually indices (nonzero, argmax), not
+    # values of the widened dtype.
+    back = {dt.to_torch(dt.WIDER[name]): dt.to_torch(name) for name in widen
+            if dt.WIDER[name] != "int64"}
+    if isinstance(out, torch.Tensor):
+        return out.to(back[out.dtype]) if out.dtype in back else out
+    if isinstance(out, (tuple, list)):
+        return tuple(_cast_back_by_name(o, widen) for o in out)
+    return out
+
+
+def run_reference(case: Case, spec, kwargs) -> tuple[SideResult, bool]:
+    """CPU eager result in the case's variant; where CPU has no kernel for the dtype,
+    recompute in the next wider dtype and cast back (returns widened=True so the oracle
+    can say so)."""
+    first = run_side(spec, case, kwargs, "cpu")
+    widen = {r.dtype for r in case.inputs if r.dtype in dt.WIDER}
+    if not (isinstance(first.outputs, Raised) and first.outputs.unsupported and widen):
+        return first, False
+    wide_inputs = [t.to(dt.to_torch(dt.WIDER[r.dtype])) if r.dtype in widen else t
+                   for r, t in zip(case.inputs, case.materialize("cpu"))]
+    wide = run_side(spec, case, kwargs, "cpu", inputs=wide_inputs)
+    if isinstance(wide.outputs, Raised):
+        return first, False
+    expected = _expected_dtypes(spec, case, kwargs)
+    if expected and len(expected) == len(_leaf_dtypes(wide.outputs)):
+        outputs = _cast_like(wide.outputs, expected)
+    else:
+        outputs = _cast_back_by_name(wide.outputs, widen)
+    grads = wide.grads
+    if grads is not None:
+        wrt = grad_inputs(spec, case.materialize("cpu"))
+        grads = [None if g is None else g.to(dt.to_torch(case.inputs[i].dtype)) for g, i in zip(grads, wrt)]
+    # Metadata of a widened run says nothing about the narrow dtype's memory format.
+    return SideResult(outputs=outputs, meta=None, grads=grads, inputs_after=None), True
+
+
+def reference_rejection(case: Case, spec) -> str | None:
+    """Why the CPU reference rejects ``case`` (its error, one line), or None where it
+    accepts it (``mpsfuzz ops --stats``: generation/validity.py)."""
+    try:
+        side, _ = run_reference(case, spec, case.kwargs_dict())
+    except VariantNotApplicable as exc:
+        return f"variant not applicable: {exc}"
+    if not isinstance(side.outputs, Raised):
+        return None
+    message = side.outputs.message.strip()
+    return f"{side.outputs.type}: {message.splitlines()[0][:160] if message else ''}"
+
+
+# -- the case ---------------------------------------------------------------------------------
+
+def _wants_functional(case: Case, enabled) -> bool:
+    return case.variant not in ("functional", "grad") and "variants" in enabled
+
+
+def _wants_contiguous(spec, case: Case, enabled) -> bool:
+    return (case.variant == "functional" and "layout" in enabled
+            and any(not r.is_plain() for r in case.inputs)
+            and not ({"random", "undefined-values"} & set(spec.semantics)))
+
+
+def _run_dut(case: Case, spec, kwargs, target, enabled):
+    """The DUT's part of a case: (the call, the functional form or None, the call on
+    contiguous copies or None). Raw device outputs are dropped before returning, so that
+    nothing of the case stays allocated on the device (the leak oracle measures that)."""
+    functional = contiguous = None
+    dut_inputs = case.materialize(target.device)
+    dut_functional = None
+    if case.variant.startswith("out") or _wants_functional(case, enabled):
+        functional_case = Case(case.op, case.inputs, case.kwargs)
+        functional = run_side(spec, functional_case, kwargs, target.device, runner=target.run,
+                              synchronize=target.synchronize)
+        if not isinstance(functional.outputs, Raised):
+            dut_functional = functional.raw
+    dut = run_side(spec, case, kwargs, target.device, runner=target.run,
+                   synchronize=target.synchronize, inputs=dut_inputs, functional=dut_functional)
+    if _wants_contiguous(spec, case, enabled) and not isinstance(dut.outputs, Raised):
+        # Inputs that share a storage get copies of their own (``.contiguous()`` hands
+        # back a contiguous view itself, storage and all).
+        shared = case.shared_storage_inputs()
+        copies = [t.clone(memory_format=torch.contiguous_format) if i in shared else t.contiguous()
+                  for i, t in enumerate(case.materialize(target.device))]
+        contiguous = run_side(spec, case, kwargs, target.device, runner=target.run,
+                              synchronize=target.synchronize, inputs=copies)
+    for side in (dut, functional, contiguous):
+        if side is not None:
+            side.raw = None
+    return dut, functional, contiguous
+
+
+# The leak measurement (judged by the ``leak`` oracle, oracles/leak.py): growth per call
+# that counts (after the first call: caches are built once). On the device allocator:
+# the bytes of the case's outputs, capped at DEVICE_BYTES_PER_CALL; process memory (RSS):
+# RSS_BYTES_PER_CALL; confirmed over REPEATS more calls.
+DEVICE_BYTES_PER_CALL = 64 * 1024
+RSS_BYTES_PER_CALL = 4 * 1024 * 1024
+REPEATS = 3
+
+_PROCESS = None
+_CALLED: set = set()   # (op, variant, dtypes) already called in this process
+
+
+def _memory(target, *, collect: bool = False) -> tuple[int, int]:
+    """(target allocator bytes, process RSS bytes). Reference counting frees a case's
+    tensors at once; a full garbage collection (slow with torch loaded) only when the
+    numbers look like a leak."""
+    global _PROCESS
+    if collect:
+        gc.collect()
+    target.synchronize()
+    try:
+        device = int(target.memory_allocated())
+    except Exception:  # a target without an allocator to ask
+        device = 0
+    if _PROCESS is None:
+        _PROCESS = psutil.Process()
+    return device, _PROCESS.memory_info().rss
+
+
+def _output_bytes(outputs) -> int:
+    return sum(t.numel() * t.element_size() for t in leaves(outputs) if isinstance(t, torch.Tensor))
+
+
+def _compilations() -> int:
+    """How many times torch.compile has compiled in this process (frames and lazy
+    backward graphs); 0 where it was never imported."""
+    import sys
+    if "torch._dynamo" not in sys.modules:
+        return 0
+    try:
+        from torch._dynamo.utils import counters
+    except Exception:  # pragma: no cover - a torch without the counters
+        return 0
+    return sum(counters["frames"].values()) + sum(counters["aot_autograd"].values())
+
+
+def _leak_measure(case: Case, spec, kwargs, target, before: tuple[int, int], output_bytes: int) -> dict | None:
+    """Memory the case kept; when past the leak thresholds, confirmed over repeated calls
+    (a first call may build caches once): what each repeated call kept.
+
+    The device threshold follows the case: a call that keeps as little as one
+    output-sized tensor each time is a leak (capped at DEVICE_BYTES_PER_CALL for large
+    outputs), because the allocator counts exact live bytes; the repeats, each of
+    which must keep at least that much again, tell a leak from a cache built once."""
+    device_threshold = max(1, min(DEVICE_BYTES_PER_CALL, output_bytes))
+    # The first call of an op in a process loads its kernels and libraries (CUDA's lazy
+    # module loading alone adds megabytes of RSS): process memory counts from the second
+    # call on. The device allocator counts at once (a leaking fault shows on any call).
+    key = (case.op, case.variant, tuple(r.dtype for r in case.inputs))
+    warm = key in _CALLED
+    _CALLED.add(key)
+
+    def past(now, then, rss_counts: bool) -> bool:
+        return (now[0] - then[0] >= device_threshold
+                or (rss_counts and now[1] - then[1] >= RSS_BYTES_PER_CALL))
+    if not past(_memory(target), before, warm):
+        return None
+    after = _memory(target, collect=True)
+    if not past(after, before, warm):
+        return None
+    kept = []
+    previous = after
+    compiled_before = _compilations()
+    for _ in range(REPEATS):
+        side = run_side(spec, case, kwargs, target.device, runner=target.run, synchronize=target.synchronize)
+        side.raw = None
+        if isinstance(side.outputs, Raised):
+            return None
+        del side
+        now = _memory(target)  # reference counting has freed the call's tensors already
+        kept.append((now[0] - previous[0], now[1] - previous[1]))
+        previous = now
+    end = _memory(target, collect=True)
+    if _compilations() != compiled_before:
+        # The repeated calls compiled (a torch.compile'd target compiles each new call
+        # site): what they kept is the compiler's caches, not a leak of the op.
+        return None
+    mean = ((end[0] - after[0]) / REPEATS, (end[1] - after[1]) / REPEATS)
+    return {"device_first": after[0] - before[0], "rss_first": after[1] - before[1], "repeats": REPEATS,
+            "device_threshold": device_threshold,
+            # A leak keeps memory on every call: the least any repeated call kept (and no
+            # more than the mean once garbage is collected).
+            "device_per_call": min(min(d for d, _ in kept), mean[0]),
+            "rss_per_call": min(min(r for _, r in kept), mean[1])}
+
+
+_LACKS_KERNEL = re.compile(r"not implemented for '|no kernel|could not run 'aten::", re.IGNORECASE)
+
+
+def lacks_kernel(exc: BaseException, dtype_names=()) -> bool:
+    """An error that says a kernel is missing for a dtype (or a backend), or a bare
+    NotImplementedError where the probe found this CPU lacking kernels for one of
+    ``dtype_names``."""
+    if _LACKS_KERNEL.search(str(exc)):
+        return True
+    return isinstance(exc, NotImplementedError) and bool(cpu_kernels.lacking_for(dtype_names))
+
+
+def unsupported_here(case: Case, exc: BaseException) -> str | None:
+    """Why this torch cannot judge ``case``, when ``exc`` (raised by mpsfuzz's *own*
+    processing of the case: comparing, canonicalising, the float64 arbiter, all on the
+    CPU or the device) says a kernel is missing; None for any other error."""
+    dtypes = cpu_kernels.case_dtypes(case)
+    if not lacks_kernel(exc, dtypes):
+        return None
+    first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:200]
+    lacking = cpu_kernels.describe(dtypes)
+    return f"{first} (eager CPU of torch {torch.__version__} lacks: {lacking})" if lacking else first
+
+
+def observe(case: Case, target, enabled) -> Observation | None:
+    """Run ``case`` on both sides: the DUT (plus its functional form and contiguous
+    copies where the ``variants`` and ``layout`` oracles, named in ``enabled``, need
+    them, and the leak measurement where ``leak`` is enabled) and the CPU reference.
+    The op's own errors are observations; a sticky device error marks the observation
+    ``poisoned``. None where the case's variant cannot be formed on the DUT (an
+    ``out=`` for a non-tensor result)."""
+    spec = catalogue.get(case.op)
+    kwargs = case.kwargs_dict()
+    enabled = tuple(enabled)
+    leak = None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        before = _memory(target) if "leak" in enabled else None
+        try:
+            dut, functional, contiguous = _run_dut(case, spec, kwargs, target, enabled)
+        except VariantNotApplicable:
+            return None
+        faulted = any(isinstance(side, SideResult) and isinstance(side.outputs, Raised)
+                      and is_device_fault(side.outputs.message) for side in (dut, functional, contiguous))
+        if before is not None and not isinstance(dut.outputs, Raised) and not faulted:
+            leak = _leak_measure(case, spec, kwargs, target, before, _output_bytes(dut.outputs))
+        try:
+            # Where the DUT raised before the variant could be formed (no kernel for
+            # the dtype), CPU's result may show that it cannot be (out= aliasing an
+            # input of another shape): the case is no case, as on the DUT's side.
+            ref, widened = run_reference(case, spec, kwargs)
+        except VariantNotApplicable:
+            return None
+        ref_functional = None
+        if functional is not None and _wants_functional(case, enabled):
+            ref_functional, _ = run_reference(Case(case.op, case.inputs, case.kwargs), spec, kwargs)
+    obs = Observation(case=case, spec=spec, target_name=target.name, dut=dut.outputs, ref=ref.outputs,
+                      ref_widened=widened, enabled=enabled, dut_side=dut, ref_side=ref,
+                      dut_functional=functional, dut_contiguous=contiguous, ref_functional=ref_functional,
+                      poisoned=faulted)
+    if leak is not None:
+        obs.cache["leak"] = leak
+    return obs

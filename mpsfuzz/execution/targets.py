@@ -1,0 +1,175 @@
+"""Targets: the device under test (DUT) that a case runs on, compared with eager CPU.
+
+A target is any object with ``name``, ``device``, ``is_available()``,
+``run(fn, *args, **kwargs)``, ``synchronize()`` and ``memory_allocated()``. The
+built-in ones cover ``mps``, ``cuda`` and their torch.compile'd variants, plus
+``cpu-compiled`` so that a machine with neither accelerator still tests a real backend
+(Inductor's generated C++) against eager CPU. ``--target package.module:attr`` loads a
+third-party target (an instance, or a zero-argument factory) in every worker.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from typing import Any, Callable
+
+import torch
+
+
+class TargetError(ValueError):
+    """A target that cannot be loaded or is not available here (a usage error)."""
+
+
+def _cuda_full_precision() -> None:
+    """CUDA trades precision for speed by default in some kernels (TF32 convolutions,
+    reduced-precision fp16/bf16 GEMM accumulation): documented choices, not bugs, which
+    would drown real findings. Turn them off in the worker so float32 means float32.
+
+    Importing torch's own test modules (the ``opinfo`` family) freezes the cuDNN flags
+    (``torch.backends.disable_global_flags``): setting one afterwards raises. torch's
+    own escape hatch for that is used, so the order of imports does not matter."""
+    unfreeze = getattr(torch.backends, "__allow_nonbracketed_mutation", None)
+    if unfreeze is not None:
+        with unfreeze():
+            torch.backends.cudnn.allow_tf32 = False
+    else:  # pragma: no cover - torch without the hatch never freezes either
+        torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+    for flag in ("allow_fp16_reduced_precision_reduction", "allow_bf16_reduced_precision_reduction"):
+        if hasattr(torch.backends.cuda.matmul, flag):
+            setattr(torch.backends.cuda.matmul, flag, False)
+
+
+class DeviceTarget:
+    """Eager execution on a torch device."""
+
+    def __init__(self, name: str, device: str):
+        self.name = name
+        self.device = device
+        if torch.device(device).type == "cuda":
+            _cuda_full_precision()
+
+    def is_available(self) -> bool:
+        kind = torch.device(self.device).type
+        if kind == "cpu":
+            return True
+        if kind == "mps":
+            return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+        if kind == "cuda":
+            return torch.cuda.is_available()
+        return False
+
+    def run(self, fn: Callable, *args, **kwargs) -> Any:
+        return fn(*args, **kwargs)
+
+    def synchronize(self) -> None:
+        kind = torch.device(self.device).type
+        if kind == "cuda":
+            torch.cuda.synchronize()
+        elif kind == "mps":
+            torch.mps.synchronize()
+
+    def memory_allocated(self) -> int:
+        kind = torch.device(self.device).type
+        if kind == "cuda":
+            return int(torch.cuda.memory_allocated())
+        if kind == "mps":
+            return int(torch.mps.current_allocated_memory())
+        return 0
+
+    def __repr__(self) -> str:
+        return f"<target {self.name} on {self.device}>"
+
+
+class CompiledTarget(DeviceTarget):
+    """torch.compile (Inductor) on a device. One compiled wrapper per op function;
+    Dynamo's recompile limits are raised because every fuzz case is a new shape or
+    dtype, and hitting the limit would silently fall back to eager and test nothing."""
+
+    _RESET_EVERY = 256
+
+    def __init__(self, name: str, device: str):
+        super().__init__(name, device)
+        self._compiled: dict[int, Callable] = {}
+        self._calls = 0
+
+    def run(self, fn: Callable, *args, **kwargs) -> Any:
+        import torch._dynamo as dynamo
+
+        for knob in ("cache_size_limit", "recompile_limit", "accumulated_cache_size_limit",
+                     "accumulated_recompile_limit"):
+            if hasattr(dynamo.config, knob):
+                setattr(dynamo.config, knob, max(getattr(dynamo.config, knob), 100_000))
+        self._calls += 1
+        if self._calls % self._RESET_EVERY == 0:
+            # Bound the memory held by compiled graphs in a long campaign.
+            dynamo.reset()
+            self._compiled.clear()
+        compiled = self._compiled.get(id(fn))
+        if compiled is None:
+            compiled = self._compiled[id(fn)] = torch.compile(fn, fullgraph=False, dynamic=False)
+        return compiled(*args, **kwargs)
+
+
+BUILTIN: dict[str, Callable[[], Any]] = {
+    "mps": lambda: DeviceTarget("mps", "mps"),
+    "mps-compiled": lambda: CompiledTarget("mps-compiled", "mps"),
+    "cuda": lambda: DeviceTarget("cuda", "cuda"),
+    "cuda-compiled": lambda: CompiledTarget("cuda-compiled", "cuda"),
+    "cpu-compiled": lambda: CompiledTarget("cpu-compiled", "cpu"),
+}
+
+# Best first: what `mpsfuzz run` uses without --target.
+PREFERENCE = ("mps", "cuda", "cpu-compiled")
+
+
+def _import_target(spec: str) -> Any:
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise TargetError(f"--target {spec!r}: expected a built-in name "
+                          f"({', '.join(BUILTIN)}) or 'package.module:attr'")
+    # The user's current directory is importable in every worker, as for `python -m`.
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as exc:  # any import-time failure is the user's target's problem
+        raise TargetError(f"--target {spec!r}: cannot import {module_name!r}: "
+                          f"{type(exc).__name__}: {exc}") from None
+    try:
+        obj = getattr(module, attr)
+    except AttributeError:
+        raise TargetError(f"--target {spec!r}: module {module_name!r} has no attribute {attr!r}") from None
+    if callable(obj) and not hasattr(obj, "run"):
+        try:
+            obj = obj()
+        except Exception as exc:  # the user's factory rejected its configuration
+            raise TargetError(f"--target {spec!r}: {type(exc).__name__}: {exc}") from None
+    missing = [a for a in ("name", "device", "is_available", "run", "synchronize", "memory_allocated")
+               if not hasattr(obj, a)]
+    if missing:
+        raise TargetError(f"--target {spec!r}: object lacks {', '.join(missing)}")
+    return obj
+
+
+def load_target(spec: str) -> Any:
+    """A target from a built-in name or ``module:attr``; raises TargetError if unavailable."""
+    if spec in BUILTIN:
+        target = BUILTIN[spec]()
+    elif ":" in spec:
+        target = _import_target(spec)
+    else:
+        raise TargetError(f"--target {spec!r} is not a known target; built-in targets are "
+                          f"{', '.join(BUILTIN)}, or give 'package.module:attr'")
+    if not target.is_available():
+        raise TargetError(f"target {spec!r} (device {target.device!r}) is not available on this machine")
+    return target
+
+
+def best_available() -> str:
+    """The name of the best built-in target available here."""
+    for name in PREFERENCE:
+        if BUILTIN[name]().is_available():
+            return name
+    return "cpu-compiled"

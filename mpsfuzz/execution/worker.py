@@ -1,0 +1,372 @@
+"""Persistent worker processes: cases never run in the process that drives Hypothesis.
+
+Workers are forked from a multiprocessing *forkserver* that has torch and mpsfuzz
+imported once (a zygote), so a replacement after a crash starts in milliseconds instead
+of re-importing torch. The device is first touched in the child, after the fork.
+Each worker's stdout/stderr go to a log file so that a crash finding can quote the last
+lines (faulthandler writes the Python stack there on a fatal signal).
+
+Before a case is sent, it is written to an in-flight file on disk, so a crash of the
+worker, or of anything else, loses nothing.
+
+The worker runs what it is handed: each request names a function
+(``module:qualname``, imported in the worker once) that takes the case and the target.
+The pool's callers (higher layers) hand it :func:`mpsfuzz.oracles.judge.judge_case` for
+``run`` and the localiser for ``call``; this module imports neither.
+"""
+from __future__ import annotations
+
+import faulthandler
+import importlib
+import json
+import multiprocessing
+import os
+import signal
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from ..atomic import corpus_write
+from .observation import ProcessEvent
+
+STARTUP_TIMEOUT_S = 180.0
+# How long one compilation (torch.compile'd targets) may take before the case is given
+# up as slow compilation; compilation does not count against the per-case timeout.
+COMPILE_TIMEOUT_S = 180.0
+# How often the pool looks at a running case (a reply wakes it at once).
+_POLL_S = 0.25
+_ENV_PREFIXES = ("MPSFUZZ_", "PYTORCH_", "TORCH", "CUDA_")
+
+
+def _watch_compilation(state) -> None:
+    """In the worker: keep ``state`` = [wall time the current compilation started (0:
+    none), seconds spent compiling so far] up to date from torch.compile's own
+    callbacks (Dynamo's frame compiles and AOTAutograd's lazy backward compiles), so
+    the pool tells a slow compilation from a hang. Without the callbacks (an old torch)
+    compilation counts as running time, as before."""
+    try:
+        from torch._dynamo.callback import callback_handler
+    except Exception:  # pragma: no cover - torch without compile callbacks
+        return
+
+    def started(*_args):
+        state[0] = time.time()
+
+    def ended(*_args):
+        if state[0]:
+            state[1] += time.time() - state[0]
+        state[0] = 0.0
+
+    def register():
+        callback_handler.register_start_callback(started)
+        callback_handler.register_end_callback(ended)
+    register()
+    # torch._dynamo.reset() clears every callback (compiled targets reset to bound their
+    # memory): ours are put back each time.
+    clear = callback_handler.clear
+
+    def clear_and_keep_ours():
+        clear()
+        register()
+    callback_handler.clear = clear_and_keep_ours
+
+
+def _context(warm=()):
+    """The multiprocessing context; with a forkserver, its zygote imports torch, the
+    execution layer (preload.py) and the modules in ``warm`` (those of the functions the
+    pool is handed) once, so that forked workers start warm."""
+    method = os.environ.get("MPSFUZZ_START_METHOD") or (
+        "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn")
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["torch", "mpsfuzz.execution.preload", *warm])
+    return ctx
+
+
+def function_name(fn) -> str:
+    """``module:qualname`` of a module-level function: how a request names what to run."""
+    return f"{fn.__module__}:{fn.__qualname__}"
+
+
+_FUNCTIONS: dict = {}
+
+
+def _resolve(name: str):
+    """The function ``module:qualname`` names (imported once per worker)."""
+    fn = _FUNCTIONS.get(name)
+    if fn is None:
+        module, _, qualname = name.partition(":")
+        fn = importlib.import_module(module)
+        for part in qualname.split("."):
+            fn = getattr(fn, part)
+        _FUNCTIONS[name] = fn
+    return fn
+
+
+def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state=None) -> None:
+    log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(log_fd, 1)
+    os.dup2(log_fd, 2)
+    faulthandler.enable()
+    # A Ctrl-C at the terminal reaches the whole process group: the campaign decides
+    # what an interrupt means (summary, findings kept), never a worker dying of it.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    os.environ.update(env)
+    if compile_state is not None:
+        _watch_compilation(compile_state)
+    from ..generation.recipes import Case
+    from .targets import TargetError, load_target
+    try:
+        target = load_target(target_spec)
+    except TargetError as exc:
+        conn.send(("target-error", str(exc)))
+        return
+    except Exception as exc:  # a third-party target failing to construct
+        conn.send(("target-error", f"--target {target_spec!r}: {type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready", target.name, str(target.device)))
+    while True:
+        try:
+            message = conn.recv()
+        except (EOFError, OSError):
+            return
+        if message[0] == "stop":
+            return
+        _, function, case_json, args, kwargs = message
+        try:
+            result = _resolve(function)(Case.from_json(case_json), target, *args, **kwargs)
+            conn.send(("result", result))
+            if result.get("poisoned"):
+                return  # the device context is unusable: the pool starts a fresh worker
+        except Exception:
+            # mpsfuzz's own failure (the executor or an oracle raised): a harness error
+            # in the driver, logged with this whole traceback.
+            conn.send(("internal", traceback.format_exc()))
+
+
+class WorkerStartError(RuntimeError):
+    pass
+
+
+class Worker:
+    """One worker process with a target loaded; restarted by :class:`WorkerPool`."""
+
+    def __init__(self, target_spec: str, workdir: Path, index: int = 0, warm=()):
+        ctx = _context(warm)
+        self.log_path = workdir / f"worker-{os.getpid()}-{index}.log"
+        env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
+        self.conn, child = ctx.Pipe()
+        # [start of the compilation in progress (wall time, 0: none), seconds compiled so far]
+        try:
+            self.compile_state = ctx.Array("d", 2, lock=False)
+        except OSError:  # no shared memory to be had (a full disk): compiling counts as running
+            self.compile_state = None
+        self.process = ctx.Process(target=_worker_main,
+                                   args=(child, target_spec, str(self.log_path), env, self.compile_state),
+                                   daemon=True)
+        self.process.start()
+        child.close()
+        if not self.conn.poll(STARTUP_TIMEOUT_S):
+            self.kill()
+            raise WorkerStartError(f"worker for target {target_spec!r} did not start within {STARTUP_TIMEOUT_S:g}s")
+        try:
+            reply = self.conn.recv()
+        except EOFError:
+            self.process.join(5)
+            raise WorkerStartError(f"worker for target {target_spec!r} died while starting "
+                                   f"({self.process.exitcode}): {self.stderr_tail().strip()[-300:]}") from None
+        if reply[0] == "target-error":
+            self.kill()
+            from .targets import TargetError
+            raise TargetError(reply[1])
+        _, self.target_name, self.device = reply
+
+    def stderr_tail(self, max_lines: int = 40) -> str:
+        """The worker's last words: faulthandler's dump if it wrote one, else the last lines."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(0, os.SEEK_END)
+                f.seek(max(0, f.tell() - 256_000))
+                text = f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+        start = text.rfind("Fatal Python error")
+        lines = (text[start:] if start >= 0 else text).splitlines()
+        return "\n".join(lines[:max_lines] if start >= 0 else lines[-max_lines:])
+
+    def kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5)
+        self.conn.close()
+
+    def stop(self) -> None:
+        try:
+            self.conn.send(("stop",))
+        except (OSError, BrokenPipeError):
+            pass
+        self.process.join(2)
+        if self.process.is_alive():
+            self.kill()
+        try:
+            os.unlink(self.log_path)
+        except OSError:
+            pass
+
+
+class WorkerPool:
+    """Runs cases in a persistent worker, replacing it when it dies or hangs.
+
+    ``execute(case, target, oracle_names) -> summary dict``: what :meth:`run` runs in the
+    worker for each case (a module-level function, imported there by name; its module is
+    preloaded into the zygote)."""
+
+    def __init__(self, target_spec: str, *, timeout_s: float = 20.0, inflight_dir: Path | None = None,
+                 compile_timeout_s: float = COMPILE_TIMEOUT_S, execute=None):
+        self.target_spec = target_spec
+        self.execute = execute
+        self._warm = (execute.__module__,) if execute is not None else ()
+        self.timeout_s = timeout_s
+        self.compile_timeout_s = compile_timeout_s
+        self._tmp = tempfile.TemporaryDirectory(prefix="mpsfuzz-workers-")
+        self.workdir = Path(self._tmp.name)
+        self.inflight_path = (Path(inflight_dir) / f"inflight-{os.getpid()}.json") if inflight_dir else None
+        self.restarts = 0
+        self._worker: Worker | None = None
+        self._started = 0
+        self._ensure()
+        self.target_name = self._worker.target_name
+        self.device = self._worker.device
+
+    def _ensure(self) -> Worker:
+        if self._worker is None:
+            self._worker = Worker(self.target_spec, self.workdir, self._started, self._warm)
+            self._started += 1
+        return self._worker
+
+    def _write_inflight(self, case_json: dict) -> None:
+        """Raises CorpusWriteError where the corpus cannot be written (a full disk): not
+        a case's failure, and no case runs without its in-flight file."""
+        if self.inflight_path is None:
+            return
+        tmp = self.inflight_path.with_suffix(".tmp")
+        with corpus_write(self.inflight_path):
+            self.inflight_path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                tmp.write_text(json.dumps({"case": case_json, "target": self.target_spec, "started": time.time()}))
+                os.replace(tmp, self.inflight_path)
+            except OSError:
+                try:
+                    os.unlink(tmp)
+                except OSError:
+                    pass
+                raise
+
+    def run(self, case_json: dict, oracle_names, op: str, timeout_s: float | None = None):
+        """The pool's ``execute`` of the case in the worker: its result dict, or a
+        :class:`ProcessEvent` if the worker died or hung. The in-flight file is written
+        before the try below: failing to write it is never taken for the worker dying."""
+        if self.execute is None:
+            raise TypeError("WorkerPool.run needs the pool's execute function (WorkerPool(..., execute=...))")
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        worker = self._ensure()
+        self._write_inflight(case_json)
+        try:
+            worker.conn.send(("call", function_name(self.execute), case_json, [list(oracle_names)], {}))
+            late = self._wait(worker, timeout)
+            if late is None:
+                kind, payload = worker.conn.recv()
+                if kind == "internal":
+                    return {"internal_error": payload, "valid": False, "unsupported": False, "failures": []}
+                if payload.get("poisoned"):
+                    worker.kill()
+                    self._worker = None
+                    self.restarts += 1
+                return payload
+            if late == "slow-compile":
+                event = ProcessEvent(op=op, target_name=self.target_name, kind="slow-compile",
+                                     timeout_s=self.compile_timeout_s)
+            else:
+                event = ProcessEvent(op=op, target_name=self.target_name, kind="timeout", timeout_s=timeout)
+            worker.kill()
+        except (EOFError, OSError, BrokenPipeError):
+            worker.process.join(5)
+            event = ProcessEvent(op=op, target_name=self.target_name, kind="died",
+                                 returncode=worker.process.exitcode, stderr_tail=worker.stderr_tail())
+            worker.kill()
+        self._worker = None
+        self.restarts += 1
+        return event
+
+    def _wait(self, worker: Worker, timeout: float) -> str | None:
+        """Wait for the worker's reply: None once it is there, "timeout" when the case ran
+        (compilation aside) longer than ``timeout``, "slow-compile" when one compilation
+        took longer than ``compile_timeout_s``. Time spent compiling does not count as
+        running: a torch.compile'd target compiles almost every case anew, and a grad
+        case's compilation alone can outlast a timeout meant for kernels."""
+        state = worker.compile_state or (0.0, 0.0)
+        compiled_before = state[1]
+        started = time.monotonic()
+        while not worker.conn.poll(_POLL_S):
+            compiling_since = state[0]
+            now = time.time()
+            compiling = now - compiling_since if compiling_since else 0.0
+            running = time.monotonic() - started - (state[1] - compiled_before) - compiling
+            if compiling > self.compile_timeout_s:
+                return "slow-compile"
+            if running > timeout:
+                return "timeout"
+        return None
+
+    def call(self, fn, case_json: dict, args=(), kwargs=None, *, op: str, timeout_s: float):
+        """``fn(case, target, *args, **kwargs)`` in the worker (a module-level function
+        returning a dict, imported there by name: the localiser, say): its result, a dict
+        with ``internal_error`` (the traceback) if it raised, or a :class:`ProcessEvent`
+        if the worker died or did not answer within ``timeout_s`` (compilation counts)."""
+        worker = self._ensure()
+        self._write_inflight(case_json)
+        try:
+            worker.conn.send(("call", function_name(fn), case_json, list(args), dict(kwargs or {})))
+            if worker.conn.poll(timeout_s):
+                kind, payload = worker.conn.recv()
+                if kind == "internal":
+                    return {"internal_error": payload}
+                if payload.get("poisoned"):
+                    worker.kill()
+                    self._worker = None
+                    self.restarts += 1
+                return payload
+            event = ProcessEvent(op=op, target_name=self.target_name, kind="timeout", timeout_s=timeout_s)
+            worker.kill()
+        except (EOFError, OSError, BrokenPipeError):
+            worker.process.join(5)
+            event = ProcessEvent(op=op, target_name=self.target_name, kind="died",
+                                 returncode=worker.process.exitcode, stderr_tail=worker.stderr_tail())
+            worker.kill()
+        self._worker = None
+        self.restarts += 1
+        return event
+
+    def fresh(self) -> None:
+        """Make the next case run in a new worker process (no state from earlier calls)."""
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
+        if self.inflight_path is not None:
+            try:
+                os.unlink(self.inflight_path)
+            except OSError:
+                pass
+        self._tmp.cleanup()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()

@@ -1,1 +1,0 @@
-"""Generation and execution: recipes, strategies, the op catalogue, workers, the engine."""

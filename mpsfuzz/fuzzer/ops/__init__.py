@@ -1,1 +1,0 @@
-"""Op families: each module registers its :class:`~mpsfuzz.fuzzer.catalogue.OpSpec` records."""

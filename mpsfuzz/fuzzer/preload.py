@@ -1,7 +1,0 @@
-"""Imported once by the worker zygote (forkserver) so forked workers start warm."""
-from ..oracles import all_oracles
-from . import catalogue, executor  # noqa: F401
-import torch._dynamo  # noqa: F401,E402  (else a worker's first case imports it: ~1.5 s inside the hang timeout)
-
-catalogue.all_ops()
-all_oracles()

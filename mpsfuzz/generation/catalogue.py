@@ -1,0 +1,78 @@
+"""The op catalogue: every op spec, looked up by name or family.
+
+The specs themselves (:class:`~mpsfuzz.generation.opspec.OpSpec`: how to call an op,
+which dtypes, shapes and values it takes, how to judge it) are built in
+:mod:`mpsfuzz.generation.ops` (and :mod:`mpsfuzz.generation.opinfo`, on request) from
+:mod:`mpsfuzz.generation.opspec`; this module loads them and answers ``--ops``. Nothing
+else knows op names.
+"""
+from __future__ import annotations
+
+from .opspec import REGISTRY, OpSpec
+
+_LOADED = False
+
+
+def _load() -> None:
+    global _LOADED
+    if not _LOADED:
+        _LOADED = True
+        from .ops import elementwise, fft, indexing, linalg, nn, nn_losses, random, reduction  # (they register)
+
+
+def all_ops() -> dict[str, OpSpec]:
+    _load()
+    return dict(REGISTRY)
+
+
+def families() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for spec in all_ops().values():
+        out.setdefault(spec.family, []).append(spec.name)
+    return {k: sorted(v) for k, v in sorted(out.items())}
+
+
+def get(name: str) -> OpSpec:
+    ops = all_ops()
+    if name not in ops and name.startswith("opinfo:"):
+        # OpInfo specs are built on request only (importing torch's test database costs
+        # seconds): a worker asked for one builds it here.
+        from . import opinfo
+        ops[name] = REGISTRY.setdefault(name, opinfo.spec(name))  # KeyError if unknown/unavailable
+    if name not in ops:
+        raise KeyError(name)
+    return ops[name]
+
+
+class UnknownOpError(ValueError):
+    pass
+
+
+def select(selection: str) -> list[str]:
+    """Resolve ``--ops``: ``all``, a family, an op name, or a comma list of these."""
+    ops, fams = all_ops(), families()
+    chosen: list[str] = []
+    for item in (s.strip() for s in selection.split(",")):
+        if not item:
+            continue
+        if item == "all":
+            names = sorted(ops)
+        elif item in fams:
+            names = fams[item]
+        elif item in ops:
+            names = [item]
+        elif item == "opinfo" or item.startswith("opinfo:"):
+            from . import opinfo
+            try:
+                found = opinfo.resolve(item, {n for n in REGISTRY if not n.startswith("opinfo:")})
+            except LookupError as exc:
+                raise UnknownOpError(f"--ops: {exc}") from None
+            names = [REGISTRY.setdefault(s.name, s).name for s in found]
+        else:
+            raise UnknownOpError(
+                f"--ops: {item!r} is neither a family ({', '.join(fams)}), an op, nor 'all'; "
+                "'mpsfuzz ops' lists them")
+        chosen += [n for n in names if n not in chosen]
+    if not chosen:
+        raise UnknownOpError("--ops: the selection is empty")
+    return chosen

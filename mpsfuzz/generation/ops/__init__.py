@@ -1,0 +1,1 @@
+"""Op families: each module registers its :class:`~mpsfuzz.generation.opspec.OpSpec` records."""

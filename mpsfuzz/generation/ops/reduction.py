@@ -1,0 +1,510 @@
+"""Reductions and scans: sums, products, moments, extrema and their indices, norms,
+cumulative ops. Inputs go up to 8-D (the budget's max rank) and reduce over one dim,
+several dims, or everything.
+
+Indices of extrema are not unique under ties, so the ops that return them are compared
+through :func:`~mpsfuzz.generation.opspec.gather_at_indices` (the input values the
+indices point at) and carry the ``ties_unspecified`` semantic. Sorting and selection ops
+(sort, argsort, topk, mode, unique...) are judged the same way; argsort and topk work
+along the last dim so their canonicalisers know which dim the indices index.
+
+Variants: Tensor methods, in-place forms (cumsum_, cumprod_, renorm_) and out= are
+declared where torch has them; grad where the gradient of distinct elements does not
+depend on the indices an implementation returns (max(dim), sort, topk and friends route
+it through those indices, so they declare none). Where elements tie (amax/amin, the
+quantiles), a zero spread (std) or a norm's kink, ``grad_undefined`` says so and the
+gradient gets no verdict.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import torch
+from hypothesis import strategies as st
+
+from .. import dtypes as dt
+from ..grad_points import (any_of, constant_slices, dims_of, near, rows, slack, ties, vector_norm_kinks,
+                           vector_norm_reason, wide, zero_crossings)
+from ..opspec import (OpSpec, any_shape, broadcast_shapes, combine_args, dim_arg, draw_side, expand,
+                      first_dtype, fit, gather_at_indices, register)
+from ..recipes import DtypeArg
+
+FAMILY = "reduction"
+
+FLOAT = expand("float")
+FC = expand("floating_and_complex")
+FLOAT_AND_WIDE_COMPLEX = FLOAT + ("complex64", "complex128")
+REAL = expand("real")
+REAL_BOOL = expand("real_and_bool")
+ALL = expand("all")
+TIES = frozenset({"ties_unspecified"})
+# Float reductions accumulate in an order that follows the layout (and vector width), so
+# a non-contiguous input legitimately rounds differently in low precision.
+ORDER = frozenset({"order-dependent", "accumulates"})
+INTEGRAL = expand("integral")
+
+
+def reduction(name: str, fn, dtypes, doc: str, **kw) -> OpSpec:
+    kw.setdefault("shapes", any_shape(1))
+    return OpSpec(name=name, family=FAMILY, fn=fn, dtypes=expand(dtypes), doc=doc, **kw)
+
+
+# -- argument builders ------------------------------------------------------------------
+
+def _dims(**kw):
+    """One dim, several dims, or none (reduce everything), with keepdim."""
+    kw.setdefault("allow_list", True)
+    return dim_arg(**kw)
+
+
+def _sum_dtype(draw, shapes, dtypes):
+    """Sometimes accumulate into an explicit dtype (sum(x, dtype=...))."""
+    d = first_dtype(dtypes)
+    if draw(st.integers(0, 5)) < 5:
+        return {}
+    if d in dt.COMPLEX:
+        return {"dtype": DtypeArg("complex64")}
+    if d in dt.FLOAT:
+        return {"dtype": DtypeArg("float32")}
+    return {"dtype": DtypeArg(draw(st.sampled_from(("int64", "float32", "int32"))))}
+
+
+def _correction(draw, shapes, dtypes):
+    how = draw(st.integers(0, 3))
+    return {} if how == 0 else {"correction": how - 1}
+
+
+def _norm_p(draw, shapes, dtypes):
+    return {"p": draw(st.sampled_from((2, 1, "fro", math.inf, 3, 0, -math.inf)))}
+
+
+def _kthvalue_args(draw, shapes, dtypes):
+    shape = shapes[0]
+    rank = len(shape)
+    dim = draw(st.integers(-rank, rank - 1)) if rank else 0
+    size = shape[dim] if rank else 1
+    return {"k": draw(st.integers(1, max(1, size))), "dim": dim, "keepdim": draw(st.booleans())}
+
+
+def _logsumexp_dims(draw, shapes, dtypes):
+    # logsumexp needs a dim (an empty tuple is refused)
+    return dim_arg(allow_none=False, allow_list=True)(draw, shapes, dtypes)
+
+
+def _median_input(x, dim):
+    """Work around an eager-CPU bug (torch 2.13): median/nanmedian along a dim whose
+    stride is 0 (an expanded dim longer than 1) return garbage on CPU, so the reference
+    would be wrong. Such inputs are made dense on both sides; other layouts are kept."""
+    if x.dim() and x.stride(dim) == 0 and x.size(dim) > 1:
+        return x.contiguous()
+    return x
+
+
+def _variants(method=None, *, inplace=None, out=True, grad=False) -> dict:
+    kw: dict = {"out": out, "grad": grad}
+    if method and hasattr(torch.Tensor, method):
+        kw["method"] = method
+    if inplace and hasattr(torch.Tensor, inplace):
+        kw["inplace"] = inplace
+    return kw
+
+
+def _full_out(reduce, *, all_dims: bool):
+    """sum/prod: their out= overloads need a dim, so a full reduction with out= names
+    every dim (sum) or reduces the flattened input along dim 0 (prod)."""
+    def fn(x, **kw):
+        if "out" in kw and kw.get("dim") is None:
+            kw.pop("dim", None)
+            if all_dims:
+                return reduce(x, dim=tuple(range(x.dim())), **kw)
+            return reduce(x.reshape(-1), 0, **kw)
+        return reduce(x, **kw)
+    return fn
+
+
+def _last_dim_args(*builders):
+    """``dim=-1`` passed explicitly (argsort/topk: their canonicalisers gather along the
+    last dim; awkward layouts still permute which memory dim that is)."""
+    def build(draw, shapes, dtypes):
+        out = {"dim": -1}
+        for b in builders:
+            out.update(b(draw, shapes, dtypes))
+        return out
+    return build
+
+
+def _flag(name, values=(False, True)):
+    def build(draw, shapes, dtypes):
+        return {name: draw(st.sampled_from(values))}
+    return build
+
+
+def _topk_args(draw, shapes, dtypes):
+    n = shapes[0][-1] if shapes[0] else 1
+    return {"k": draw(st.integers(0, n)), "largest": draw(st.booleans()), "sorted": draw(st.booleans())}
+
+
+def _quantile_args(draw, shapes, dtypes, *, with_q=True):
+    out = dim_arg(allow_list=False)(draw, shapes, dtypes)
+    if with_q:
+        out["q"] = draw(st.sampled_from((0.0, 0.25, 0.5, 0.9, 1.0, 0.33)))
+    out["interpolation"] = draw(st.sampled_from(("linear", "lower", "higher", "midpoint", "nearest")))
+    return out
+
+
+def _q_values(shapes, kwargs):
+    return {"distribution": "uniform", "low": 0.0, "high": 1.0, "allow_specials": False}
+
+
+def _quantile_shapes(draw, budget):
+    # quantile rejects an empty input; sides of 0 come often enough from the shape
+    # builder to make half the cases errors, so an empty input is one choice in eight.
+    if budget.allow_empty and draw(st.integers(0, 7)) != 7:
+        budget = dataclasses.replace(budget, allow_empty=False)
+    (x,) = any_shape(1)(draw, budget)
+    k = draw(st.integers(0, 4))
+    return (x, () if k == 0 else (k - 1,))
+
+
+def _unique_args(draw, shapes, dtypes):
+    rank = len(shapes[0])
+    out = {"return_inverse": draw(st.booleans()), "return_counts": draw(st.booleans())}
+    if rank and draw(st.booleans()):
+        out["dim"] = draw(st.integers(-rank, rank - 1))
+    return out
+
+
+def _histc_args(draw, shapes, dtypes):
+    lo = draw(st.sampled_from((0, -2, -1, 0.5)))
+    return {"bins": draw(st.integers(1, 12)), "min": lo,
+            "max": draw(st.sampled_from((lo, lo + 1, lo + 3, lo + 0.5)))}
+
+
+def _bincount_values(shapes, kwargs):
+    return {"distribution": "int_range", "low": 0, "high": 9, "allow_specials": False}
+
+
+def _bincount_shapes(n_inputs):
+    def build(draw, budget):
+        n = fit([draw_side(draw, budget) * draw(st.integers(1, 4))], budget)
+        return (n,) * n_inputs
+    return build
+
+
+def _minlength(draw, shapes, dtypes):
+    return {"minlength": draw(st.sampled_from((0, 0, 5, 12)))}
+
+
+def _renorm_args(draw, shapes, dtypes):
+    rank = len(shapes[0])
+    return {"p": draw(st.sampled_from((1, 2, 3.5, math.inf))), "dim": draw(st.integers(-rank, rank - 1)),
+            "maxnorm": draw(st.sampled_from((0.5, 1.0, 5.0, 0.0)))}
+
+
+def _dist_p(draw, shapes, dtypes):
+    return {"p": draw(st.sampled_from((2, 1, 0, math.inf, -math.inf, 3.5)))}
+
+
+def _one_dim(draw, shapes, dtypes):
+    return dim_arg(keepdim=False, allow_none=False)(draw, shapes, dtypes)
+
+
+# -- canonicalisers --------------------------------------------------------------------
+
+def _cpu(t):
+    """A CPU copy in a dtype CPU can gather and compare: uint16/32 widen to int64 and
+    uint64 is reinterpreted as int64 (equality is kept either way)."""
+    t = t.detach().cpu()
+    if t.dtype == torch.uint64:
+        return t.view(torch.int64)
+    if t.dtype in (torch.uint16, torch.uint32):
+        return t.to(torch.int64)
+    return t
+
+
+def _gatherable(canonicalise):
+    """Wrap a catalogue canonicaliser so that its gathers run on CPU-gatherable dtypes."""
+    def wrapped(inputs, outputs):
+        outs = tuple(_cpu(o) for o in outputs) if isinstance(outputs, (tuple, list)) else _cpu(outputs)
+        return canonicalise([_cpu(inputs[0])] + list(inputs[1:]), outs)
+    return wrapped
+
+
+def _last_dim_gather(x, idx):
+    """x's values at ``idx`` along the last dim (clamped), and which indices were in range."""
+    x, idx = _cpu(x), _cpu(idx).to(torch.int64)
+    if x.dim() == 0:
+        return x.expand(idx.shape).clone(), idx.eq(0)
+    n = x.shape[-1]
+    in_range = torch.logical_and(idx.ge(0), idx.lt(n))
+    if n == 0 or idx.numel() == 0:
+        return torch.zeros(idx.shape, dtype=x.dtype), in_range
+    return x.gather(-1, idx.clamp(0, n - 1)), in_range
+
+
+def _argsort_canonical(inputs, outputs):
+    """argsort along the last dim: the values the indices put in order (ties may be
+    ordered either way unless stable), and that every index is in range."""
+    return _last_dim_gather(inputs[0], outputs)
+
+
+def _sorted_last(t):
+    t = _cpu(t)
+    return t if t.dim() == 0 else torch.sort(t, dim=-1).values
+
+
+def _topk_canonical(inputs, outputs):
+    """topk along the last dim: which of tied elements is picked, and their order when
+    sorted=False, are unspecified: compare the values and the gathered values, each
+    sorted, and that every index is in range."""
+    values, idx = outputs[0], outputs[1]
+    gathered, in_range = _last_dim_gather(inputs[0], idx)
+    return (_sorted_last(values), _sorted_last(gathered), in_range)
+
+
+def _mode_canonical(inputs, outputs):
+    """mode: which value is returned when several are equally frequent is unspecified:
+    compare how often the returned value occurs along the dim, and that the index
+    points at it."""
+    x = _cpu(inputs[0])
+    values, idx = _cpu(outputs[0]), _cpu(outputs[1]).to(torch.int64)
+    if x.dim() == 0 or x.numel() == 0:
+        return (values.eq(values), idx.eq(idx))
+    xs, vs = tuple(x.shape), tuple(values.shape)
+    for d in range(x.dim()):
+        keep = xs[:d] + (1,) + xs[d + 1:]
+        squeezed = xs[:d] + xs[d + 1:]
+        if vs == keep or vs == squeezed:
+            v = values.reshape(keep)
+            i = idx.reshape(keep)
+            count = x.eq(v).sum(d, keepdim=True)
+            if count.ge(1).all():  # this is the dim (the value occurs along it)
+                n = xs[d]
+                hit = x.gather(d, i.clamp(0, n - 1)).eq(v).logical_and(i.ge(0)).logical_and(i.lt(n))
+                return (count.reshape(vs), hit.reshape(vs))
+    return (values, idx)
+
+
+# -- where gradients are undefined ---------------------------------------------------------
+
+def _dist_undefined(inputs, kwargs, rtol=1e-5):
+    """dist: the p-norm of x - y (broadcast), whose zeros are computed from x and y."""
+    try:
+        x, y = torch.broadcast_tensors(wide(inputs[0]), wide(inputs[1]))
+    except RuntimeError:
+        return None
+    rel, tiny = slack(inputs[0])
+    why = vector_norm_reason((x - y).reshape(1, -1), kwargs.get("p", 2), rel, tiny,
+                             zero_scale=(x.abs() + y.abs()).reshape(1, -1))
+    return f"x - y: {why}" if why else None
+
+
+def _renorm_undefined(inputs, kwargs, rtol=1e-5):
+    """renorm: a sub-tensor whose p-norm is maxnorm (where rescaling starts), or a
+    kink of the norm of a sub-tensor that is rescaled."""
+    x = inputs[0]
+    if x.numel() == 0 or x.dim() == 0:
+        return None
+    rel, tiny = slack(x)
+    d = kwargs["dim"] % x.dim()
+    r = rows(wide(x), [k for k in range(x.dim()) if k != d])  # one row per index along dim
+    norms = torch.linalg.vector_norm(r, kwargs["p"], dim=-1)
+    if bool(near(norms, kwargs["maxnorm"], rel, tiny).any()):
+        return "a sub-tensor's norm equals maxnorm (where renorm starts rescaling)"
+    why = vector_norm_reason(r[norms > kwargs["maxnorm"]], kwargs["p"], rel, tiny)
+    return f"a rescaled sub-tensor: {why}" if why else None
+
+
+def _rank_kinks(*, ignore_nan: bool):
+    """quantile at a tensor q, linear interpolation: the result is piecewise linear in q
+    with kinks where the rank q * (n - 1) is an integer (n: the values per slice)."""
+    def ranks(inputs, kwargs):
+        if kwargs.get("interpolation", "linear") != "linear" or inputs[0].numel() == 0:
+            return []
+        x, q = inputs[0], wide(inputs[1]).reshape(-1, 1)
+        r = rows(wide(x), dims_of(kwargs.get("dim"), x.dim()))
+        n = (~torch.isnan(r)).sum(-1) if ignore_nan else torch.full((r.shape[0],), r.shape[-1])
+        rank = q * (n.reshape(1, -1).to(torch.float64) - 1)
+        return [(rank - rank.round(), rank.abs() + 1)]
+    return zero_crossings(ranks, "q's rank minus an integer", dtype_of=1)
+
+
+_QUANTILE_TIES = ties(dim="dim")
+_NANQUANTILE_TIES = ties(dim="dim", ignore_nan=True)
+
+def _principal_log(inputs, out):
+    """A complex logarithm is defined modulo 2*pi*i: both sides are compared by their
+    principal values (imaginary part in [-pi, pi)); CPU's logcumsumexp does not wrap it."""
+    if not out.is_complex():
+        return out
+    return torch.complex(out.real, torch.remainder(out.imag + math.pi, 2 * math.pi) - math.pi)
+
+
+# -- specs ------------------------------------------------------------------------------
+
+_idx_values = gather_at_indices()          # (values, indices) outputs
+_sort_values = _gatherable(gather_at_indices())
+
+register(
+    reduction("sum", _full_out(torch.sum, all_dims=True), ALL,
+              "sum over dims, optionally into a given dtype (large reductions: pytorch#148975)",
+              args=combine_args(_dims(), _sum_dtype), rtol_scale=16, atol_scale=16,
+              semantics=ORDER, **_variants("sum", grad=True)),
+    reduction("nansum", lambda x, **kw: torch.nansum(x, **kw), REAL_BOOL,
+              "sum treating NaN as zero", args=_dims(), rtol_scale=16, atol_scale=16,
+              semantics=ORDER, **_variants("nansum", grad=True)),
+    reduction("prod", _full_out(torch.prod, all_dims=False), ALL,
+              "product over one dim or everything (up to 8-D)",
+              args=dim_arg(), rtol_scale=32, atol_scale=16, semantics=ORDER, **_variants("prod", grad=True)),
+    reduction("mean", lambda x, **kw: torch.mean(x, **kw), FC, "mean over dims",
+              args=_dims(), rtol_scale=16, atol_scale=16, semantics=ORDER, **_variants("mean", grad=True)),
+    reduction("nanmean", lambda x, **kw: torch.nanmean(x, **kw), FLOAT, "mean ignoring NaN",
+              args=_dims(), rtol_scale=16, atol_scale=16, semantics=ORDER, **_variants("nanmean", grad=True)),
+    reduction("var", lambda x, **kw: torch.var(x, **kw), FC,
+              "variance with a correction (0-d and >4-D inputs included)",
+              args=combine_args(_dims(), _correction), rtol_scale=32, atol_scale=32,
+              semantics=ORDER, **_variants("var", grad=True)),
+    reduction("std", lambda x, **kw: torch.std(x, **kw), FC, "standard deviation",
+              args=combine_args(_dims(), _correction), rtol_scale=32, atol_scale=32,
+              semantics=ORDER, grad_undefined=constant_slices(), **_variants("std", grad=True)),
+    reduction("var_mean", lambda x, **kw: torch.var_mean(x, **kw), FC,
+              "variance and mean in one pass", args=combine_args(_dims(), _correction),
+              rtol_scale=32, atol_scale=32, semantics=ORDER, **_variants(None, out=False, grad=True)),
+    reduction("std_mean", lambda x, **kw: torch.std_mean(x, **kw), FC,
+              "standard deviation and mean in one pass", args=combine_args(_dims(), _correction),
+              rtol_scale=32, atol_scale=32, semantics=ORDER, grad_undefined=constant_slices(),
+              **_variants(None, out=False, grad=True)),
+    reduction("amax", lambda x, **kw: torch.amax(x, **kw), REAL_BOOL, "max over dims (NaN propagates)",
+              args=_dims(), grad_undefined=ties(among="max"), **_variants("amax", grad=True)),
+    reduction("amin", lambda x, **kw: torch.amin(x, **kw), REAL_BOOL, "min over dims (NaN propagates)",
+              args=_dims(), grad_undefined=ties(among="min"), **_variants("amin", grad=True)),
+    reduction("aminmax", lambda x, **kw: torch.aminmax(x, **kw), REAL_BOOL, "min and max together",
+              args=dim_arg(), **_variants("aminmax")),
+    reduction("max", lambda x, **kw: torch.max(x, **kw), REAL_BOOL, "max of all elements",
+              **_variants("max")),
+    reduction("min", lambda x, **kw: torch.min(x, **kw), REAL_BOOL, "min of all elements",
+              **_variants("min")),
+    reduction("argmax", lambda x, **kw: torch.argmax(x, **kw), REAL, "index of the max (ties: any max)",
+              args=dim_arg(), canonicalise=gather_at_indices(values_at=None, indices_at=None, reducer="amax"),
+              semantics=TIES, **_variants("argmax")),
+    reduction("argmin", lambda x, **kw: torch.argmin(x, **kw), REAL, "index of the min (ties: any min)",
+              args=dim_arg(), canonicalise=gather_at_indices(values_at=None, indices_at=None, reducer="amin"),
+              semantics=TIES, **_variants("argmin")),
+    reduction("max_dim", lambda x, dim, keepdim=False, **kw: torch.max(x, dim, keepdim=keepdim, **kw), REAL_BOOL,
+              "max and its index along a dim", args=dim_arg(allow_none=False),
+              canonicalise=_idx_values, semantics=TIES, **_variants("max")),
+    reduction("min_dim", lambda x, dim, keepdim=False, **kw: torch.min(x, dim, keepdim=keepdim, **kw), REAL_BOOL,
+              "min and its index along a dim", args=dim_arg(allow_none=False),
+              canonicalise=_idx_values, semantics=TIES, **_variants("min")),
+    reduction("median",
+              lambda x, dim, keepdim=False, **kw: torch.median(_median_input(x, dim), dim, keepdim=keepdim, **kw),
+              REAL, "lower median and its index along a dim (stride-0 dims made dense: CPU bug)",
+              args=dim_arg(allow_none=False), canonicalise=_idx_values, semantics=TIES, out=True),
+    reduction("median_all", lambda x: torch.median(x), REAL, "lower median of all elements",
+              **_variants("median", out=False)),
+    reduction("nanmedian",
+              lambda x, dim, keepdim=False, **kw: torch.nanmedian(_median_input(x, dim), dim, keepdim=keepdim, **kw),
+              REAL, "median ignoring NaN along a dim (stride-0 dims made dense: CPU bug)",
+              args=dim_arg(allow_none=False), canonicalise=_idx_values, semantics=TIES, out=True),
+    reduction("nanmedian_all", lambda x: torch.nanmedian(x), REAL, "median of all non-NaN elements",
+              **_variants("nanmedian", out=False)),
+    reduction("kthvalue", lambda x, k, dim, keepdim=False, **kw: torch.kthvalue(x, k, dim, keepdim=keepdim, **kw),
+              REAL, "k-th smallest value and its index along a dim", args=_kthvalue_args,
+              canonicalise=_idx_values, semantics=TIES, **_variants("kthvalue")),
+    reduction("mode", lambda x, dim, keepdim=False, **kw: torch.mode(x, dim, keepdim, **kw), REAL_BOOL,
+              "most frequent value along a dim, compared by its count (which of equally frequent "
+              "values is unspecified)", args=dim_arg(allow_none=False), allow_nonfinite=False,
+              canonicalise=_mode_canonical, semantics=TIES, **_variants("mode")),
+    reduction("any", lambda x, **kw: torch.any(x, **kw), ALL, "any element true", args=_dims(),
+              **_variants("any")),
+    reduction("all", lambda x, **kw: torch.all(x, **kw), ALL, "all elements true", args=_dims(),
+              **_variants("all")),
+    reduction("count_nonzero", lambda x, **kw: torch.count_nonzero(x, **kw), ALL,
+              "count of non-zero elements", args=dim_arg(keepdim=False, allow_list=True),
+              **_variants("count_nonzero", out=False)),
+    reduction("logsumexp", lambda x, dim, keepdim=False, **kw: torch.logsumexp(x, dim, keepdim=keepdim, **kw),
+              FLOAT_AND_WIDE_COMPLEX, "log of the sum of exponentials", args=_logsumexp_dims,
+              rtol_scale=16, atol_scale=16, semantics=ORDER, **_variants("logsumexp", grad=True)),
+    reduction("norm", lambda x, p, **kw: torch.norm(x, p, **kw), FC, "p-norm (torch.norm)",
+              args=combine_args(_norm_p, dim_arg()), rtol_scale=16, atol_scale=16,
+              semantics=ORDER, grad_undefined=vector_norm_kinks(ord="p"), **_variants("norm", grad=True)),
+    reduction("dist", lambda x, y, p=2, **kw: torch.dist(x, y, p), FLOAT, "p-norm of x - y, broadcast",
+              shapes=broadcast_shapes(2), input_dtypes=(None, None), args=_dist_p,
+              rtol_scale=16, atol_scale=16, semantics=ORDER, grad_undefined=_dist_undefined,
+              **_variants("dist", out=False, grad=True)),
+    reduction("renorm", lambda x, p, dim, maxnorm, **kw: torch.renorm(x, p, dim, maxnorm, **kw), FLOAT,
+              "rescale sub-tensors along a dim to p-norm at most maxnorm", min_rank=2,
+              shapes=any_shape(1, min_rank=2),
+              args=_renorm_args, rtol_scale=16, atol_scale=16, semantics=ORDER,
+              grad_undefined=_renorm_undefined, **_variants("renorm", inplace="renorm_", grad=True)),
+    reduction("cumsum", lambda x, dim, **kw: torch.cumsum(x, dim, **kw), ALL, "running sum along a dim",
+              args=_one_dim, rtol_scale=16, atol_scale=16,
+              semantics=ORDER, **_variants("cumsum", inplace="cumsum_", grad=True)),
+    reduction("cumprod", lambda x, dim, **kw: torch.cumprod(x, dim, **kw), ALL, "running product along a dim",
+              args=_one_dim, rtol_scale=32, atol_scale=16,
+              semantics=ORDER, **_variants("cumprod", inplace="cumprod_", grad=True)),
+    reduction("logcumsumexp", lambda x, dim, **kw: torch.logcumsumexp(x, dim, **kw), FLOAT_AND_WIDE_COMPLEX,
+              "running log-sum-exp along a dim (complex: compared as principal logarithms)", args=_one_dim,
+              canonicalise=_principal_log, rtol_scale=16, atol_scale=16, semantics=ORDER,
+              **_variants("logcumsumexp", grad=True)),
+    reduction("cummax", lambda x, dim, **kw: torch.cummax(x, dim, **kw), REAL_BOOL, "running max and its index",
+              args=_one_dim, canonicalise=_idx_values, semantics=TIES, **_variants("cummax")),
+    reduction("cummin", lambda x, dim, **kw: torch.cummin(x, dim, **kw), REAL_BOOL, "running min and its index",
+              args=_one_dim, canonicalise=_idx_values, semantics=TIES, **_variants("cummin")),
+)
+
+# -- order statistics, sorting, selection, counting ---------------------------------
+
+register(
+    reduction("quantile", lambda x, q, **kw: torch.quantile(x, q, **kw), ("float32", "float64"),
+              "quantile at a Python-float q, every interpolation mode, over a dim or all",
+              args=_quantile_args, rtol_scale=16, atol_scale=16, semantics=ORDER,
+              grad_undefined=_QUANTILE_TIES, **_variants("quantile", grad=True)),
+    reduction("nanquantile", lambda x, q, **kw: torch.nanquantile(x, q, **kw), ("float32", "float64"),
+              "quantile ignoring NaN", args=_quantile_args, rtol_scale=16, atol_scale=16,
+              semantics=ORDER, grad_undefined=_NANQUANTILE_TIES, **_variants("nanquantile", grad=True)),
+    reduction("quantile_tensor_q", lambda x, q, **kw: torch.quantile(x, q, **kw), ("float32", "float64"),
+              "quantiles at a 0-d or 1-D tensor of q in [0, 1]", shapes=_quantile_shapes,
+              input_dtypes=(None, None), input_values=(None, _q_values),
+              args=lambda draw, shapes, dtypes: _quantile_args(draw, shapes, dtypes, with_q=False),
+              rtol_scale=16, atol_scale=16,
+              grad_undefined=any_of(_QUANTILE_TIES, _rank_kinks(ignore_nan=False)),
+              **_variants("quantile", grad=True)),
+    reduction("nanquantile_tensor_q", lambda x, q, **kw: torch.nanquantile(x, q, **kw), ("float32", "float64"),
+              "NaN-ignoring quantiles at a tensor of q", shapes=_quantile_shapes,
+              input_dtypes=(None, None), input_values=(None, _q_values),
+              args=lambda draw, shapes, dtypes: _quantile_args(draw, shapes, dtypes, with_q=False),
+              rtol_scale=16, atol_scale=16,
+              grad_undefined=any_of(_NANQUANTILE_TIES, _rank_kinks(ignore_nan=True)),
+              **_variants("nanquantile", grad=True)),
+    reduction("sort", lambda x, **kw: torch.sort(x, **kw), REAL_BOOL,
+              "sorted values and their indices along any dim, stable or not, descending or not",
+              args=combine_args(dim_arg(keepdim=False, allow_none=False), _flag("descending"), _flag("stable")),
+              canonicalise=_sort_values, semantics=TIES, **_variants("sort")),
+    reduction("argsort", lambda x, **kw: torch.argsort(x, **kw), REAL_BOOL,
+              "indices that sort the last dim, compared by the values they gather",
+              args=_last_dim_args(_flag("descending"), _flag("stable")),
+              canonicalise=_argsort_canonical, semantics=TIES, **_variants("argsort", out=False)),
+    reduction("msort", torch.msort, REAL_BOOL, "values sorted along dim 0", **_variants("msort")),
+    reduction("topk", lambda x, k, **kw: torch.topk(x, k, **kw), REAL,
+              "k largest/smallest of the last dim, sorted or not (compared as sorted values)",
+              args=_last_dim_args(_topk_args), canonicalise=_topk_canonical, semantics=TIES,
+              **_variants("topk")),
+    reduction("unique", lambda x, **kw: torch.unique(x, sorted=True, **kw), REAL_BOOL,
+              "sorted unique values (flat or along a dim), inverse indices and counts",
+              args=_unique_args, allow_nonfinite=False, **_variants(None, out=False)),
+    reduction("unique_consecutive", lambda x, **kw: torch.unique_consecutive(x, **kw), REAL_BOOL,
+              "collapse runs of equal values (flat or along a dim), inverse and counts",
+              args=_unique_args, allow_nonfinite=False, **_variants("unique_consecutive", out=False)),
+    reduction("histc", lambda x, **kw: torch.histc(x, **kw), FLOAT,
+              "histogram with equal bins over [min, max] (min == max: the data's range)",
+              args=_histc_args, allow_nonfinite=False, **_variants("histc")),
+    reduction("bincount", lambda x, **kw: torch.bincount(x, **kw), INTEGRAL,
+              "counts of non-negative integers 0..9, with a minlength", shapes=_bincount_shapes(1),
+              input_values=(_bincount_values,), args=_minlength, **_variants("bincount", out=False)),
+    reduction("bincount_weights", lambda x, w, **kw: torch.bincount(x, w, **kw), ("int64", "int32", "uint8"),
+              "weighted counts of non-negative integers", shapes=_bincount_shapes(2),
+              input_dtypes=(None, ("float32", "float64", "float16")), input_values=(_bincount_values, None),
+              args=_minlength, rtol_scale=16, atol_scale=16, **_variants("bincount", out=False)),
+)

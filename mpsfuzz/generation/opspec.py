@@ -1,0 +1,523 @@
+"""What an op spec is: the :class:`OpSpec` record, its shape and argument builders, the registry.
+
+An :class:`OpSpec` says how to call the op (``fn(*tensors, **kwargs)``), which dtypes and
+shapes it accepts (so that most generated cases are valid), which values make sense, and
+the semantics an oracle needs (e.g. indices of ties are unspecified). The family modules
+in :mod:`mpsfuzz.generation.ops` and :mod:`mpsfuzz.generation.opinfo` build specs from
+this module and :func:`register` them; :mod:`mpsfuzz.generation.catalogue` loads those
+modules and looks ops up (nothing else knows op names).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import torch
+from hypothesis import strategies as st
+
+from . import dtypes as dt
+
+# A shape builder draws the shapes of all tensor inputs at once, because constraints
+# relate them (broadcasting, inner dims of a matmul, square matrices).
+#   builder(draw, shape_budget) -> tuple of shapes, one per tensor input
+ShapeBuilder = Callable[[Callable, "ShapeBudget"], tuple]
+# An argument builder draws the non-tensor arguments once shapes and dtypes are known.
+#   builder(draw, shapes, dtype_names) -> dict of keyword arguments
+ArgBuilder = Callable[[Callable, tuple, tuple], dict]
+# A canonicaliser turns outputs into what is compared, on each side with its own inputs,
+# e.g. replacing argmax's indices by the values they point at (ties are unspecified).
+Canonicaliser = Callable[[list, Any], Any]
+# An input's values, when they depend on the drawn shapes and arguments (indices into
+# another input's dim, a class count...):
+#   values(shapes, kwargs) -> dict(distribution=..., low=..., high=..., allow_specials=...)
+ValueBuilder = Callable[[tuple, dict], dict]
+# A statistical judge of an op's own (the dropouts; random ops declare a Distribution
+# instead): sees the DUT's outputs (on the CPU), its inputs and arguments, and returns a
+# one-line problem description or None. Never compares values with the CPU's (different
+# generators).
+StatisticalJudge = Callable[[Any, list, dict], "str | None"]
+# Where the gradient is not defined (a kink, a tie, a repeated eigen- or singular value):
+# sees the case's inputs (CPU tensors in the case's dtypes and layouts), its keyword
+# arguments and the relative tolerance gradients are compared with, and returns a
+# one-line reason, or None where the gradient is defined. The grad variant gets no
+# gradient verdict where it says so. Builders (ties, kinks, equal_operands,
+# repeated_spectrum, any_of ...): :mod:`mpsfuzz.generation.grad_points`.
+GradUndefined = Callable[[list, dict, float], "str | None"]
+
+# Semantics an op may declare (``OpSpec.semantics``):
+#   mixed_dtypes_sometimes  inputs after the first may take another dtype of the op's set
+#   ties_unspecified        which of equal elements an index output names is unspecified
+#                           (declared with a canonicaliser that compares what it points at)
+#   undefined-values        output values are unspecified (``empty``-like): only metadata
+#                           is compared, never values
+#   random                  values come from an RNG: judged by ``statistical``, never
+#                           against CPU values or across variants
+#   order-dependent         the result legitimately depends on the order of accumulation
+#                           (atomics, index_put accumulate): the layout and variants
+#                           oracles use the CPU tolerance instead of near-exactness
+#   accumulates             each output element sums or multiplies several input terms
+#                           (reductions, matrix products, convolutions, pooling,
+#                           normalisation): the arbiter holds half-precision results to a
+#                           bound that grows with the number of terms, and terms whose
+#                           magnitudes exceed the dtype make overflow of intermediates
+#                           possible (oracles/accuracy.py)
+#   structure-unknown       how many terms feed an output element is not known (OpInfo
+#                           entries that are not reductions: matmul, conv, softmax, cumsum
+#                           and sin alike): half-precision results get the accumulation
+#                           bound for the estimated number of terms, scaled by the result's
+#                           own magnitude (the op on |inputs| means nothing for sin)
+#   determined-as-a-whole   an output is determined only as a whole (the factors of a
+#                           decomposition, as OpInfo's LAPACK-backed ops return them: no
+#                           canonical form): where float64 leaves any element of it
+#                           undetermined (a rank-deficient input), none gets a verdict
+SEMANTICS = ("mixed_dtypes_sometimes", "ties_unspecified", "undefined-values", "random", "order-dependent",
+             "accumulates", "structure-unknown", "determined-as-a-whole")
+
+# How an op can be called besides ``fn(*tensors, **kwargs)``; a Case names one of these.
+# ``out-alias`` passes input 0 itself as ``out=`` (where the result has its shape and
+# dtype): full aliasing of out and an input, which torch defines for ops that also work
+# in place (so only those have it).
+VARIANTS = ("functional", "method", "inplace", "out", "out-strided", "out-resized", "out-alias", "grad")
+GRAD_DTYPES = dt.GRAD
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """What a random op's output should follow, declared with its spec. ``kind`` names a
+    law the distribution oracle knows (oracles/distribution.py owns the table from kind
+    to its checks: uniform on [0, 1), uniform integers, a permutation, normal with
+    per-element parameters, an in-place sampler's law...); the law's parameters are the
+    case's keyword arguments and inputs. ``options``: the op's own, as sorted (name,
+    value) pairs (``like``: shaped like input 0 instead of by a ``size`` argument)."""
+
+    kind: str
+    options: tuple[tuple[str, Any], ...] = ()
+
+    def option(self, name: str, default: Any = None) -> Any:
+        return dict(self.options).get(name, default)
+
+
+@dataclass(frozen=True)
+class ShapeBudget:
+    """Limits a shape builder must respect (set from the strategy's arguments)."""
+
+    min_rank: int = 0
+    max_rank: int = 8
+    max_side: int = 8
+    allow_empty: bool = True
+    max_numel: int = 4096
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    family: str
+    fn: Callable
+    shapes: ShapeBuilder
+    dtypes: tuple[str, ...]
+    # Per tensor input: a dtype tuple that overrides ``dtypes`` (e.g. where's bool
+    # condition), or None to share the op's drawn dtype.
+    input_dtypes: tuple[tuple[str, ...] | None, ...] = ()
+    # Per tensor input: a value distribution that overrides the drawn one, a
+    # ValueBuilder (e.g. indices in range of another input's dim), or None.
+    input_values: tuple[str | ValueBuilder | None, ...] = ()
+    args: ArgBuilder | None = None
+    allow_nonfinite: bool = True
+    allow_specials: bool = True
+    min_rank: int = 0
+    max_rank: int = 8
+    canonicalise: Canonicaliser | None = None
+    # Outputs from this index on are each backend's own (an internal op's statistics saved
+    # for its backward: float32 mean/rstd for float16 input on CUDA): their metadata is not
+    # compared (their values are left out by the canonicaliser).
+    private_outputs_from: int | None = None
+    # Tolerance multipliers over the dtype table, for ops whose result legitimately
+    # depends on evaluation order (long reductions, factorizations).
+    rtol_scale: float = 1.0
+    atol_scale: float = 1.0
+    semantics: frozenset[str] = field(default_factory=frozenset)
+    doc: str = ""
+    # Other ways to call it. ``method``: ``getattr(inputs[0], method)(*inputs[1:], **kw)``;
+    # ``inplace``: the in-place method (result: inputs[0] after the call); ``out``: ``fn``
+    # accepts ``out=`` (a tuple for several outputs); ``grad``: differentiable in the
+    # inputs listed by ``grad_inputs`` (None: every floating input).
+    method: str | None = None
+    inplace: str | None = None
+    out: bool = False
+    grad: bool = False
+    grad_inputs: tuple[int, ...] | None = None
+    # Non-smooth ops: where their gradient is undefined (see GradUndefined).
+    grad_undefined: GradUndefined | None = None
+    # Random ops: judged by what their output should follow (the distribution oracle)
+    # instead of against CPU values; or by a judge of their own (``statistical``).
+    distribution: Distribution | None = None
+    statistical: StatisticalJudge | None = None
+    # Inputs that the functional form itself writes (batch_norm's running statistics,
+    # in-place-only ops): the variants oracle does not require them unchanged.
+    mutates: tuple[int, ...] = ()
+    # A smaller call that computes the same result, for when eager CPU rejects the call
+    # itself (a limit of its library, e.g. an FFT over more dims than it plans): run on
+    # CPU, it tells whether a device that accepts the call returns the right result.
+    #   equivalent(inputs, kwargs) -> outputs
+    equivalent: Callable[[list, dict], Any] | None = None
+
+    def __post_init__(self):
+        unknown = set(self.semantics) - set(SEMANTICS)
+        if unknown:
+            raise ValueError(f"op {self.name!r}: unknown semantics {sorted(unknown)}; known: {SEMANTICS}")
+
+    def variants(self) -> tuple[str, ...]:
+        """The variants this op has, functional first (where shrinking goes)."""
+        out = ["functional"]
+        if self.method:
+            out.append("method")
+        if self.inplace:
+            out.append("inplace")
+        if self.out:
+            out += ["out", "out-strided", "out-resized"]
+        if self.out and self.inplace:
+            out.append("out-alias")
+        if self.grad and any(d in GRAD_DTYPES for d in self.dtypes):
+            out.append("grad")
+        return tuple(out)
+
+    @property
+    def arity(self) -> int:
+        return len(self.input_dtypes) if self.input_dtypes else 1
+
+
+# Every op spec by name: the op modules register theirs (catalogue.py loads them and looks
+# them up; OpInfo specs are added on request).
+REGISTRY: dict[str, OpSpec] = {}
+
+
+def register(*specs: OpSpec) -> None:
+    for spec in specs:
+        if spec.name in REGISTRY:
+            raise ValueError(f"op {spec.name!r} is registered twice")
+        REGISTRY[spec.name] = spec
+
+
+# -- shape builders ---------------------------------------------------------------------
+# Each returns a ShapeBuilder. They draw sizes with a bias towards the awkward: 0 and 1
+# sides, ranks above 4 and 0-d tensors all appear in a few percent of cases.
+
+def draw_side(draw, budget: ShapeBudget, *, min_side: int = 0) -> int:
+    """One side: 0 in one draw of twenty (where allowed), else 1..max_side."""
+    low = min_side if budget.allow_empty else max(1, min_side)
+    if draw(st.integers(0, 19)) == 0 and low == 0:
+        return 0
+    return draw(st.integers(max(low, 1), max(budget.max_side, max(low, 1))))
+
+
+def draw_rank(draw, budget: ShapeBudget, low: int, high: int) -> int:
+    """A rank in [low, high] within the budget, ranks above 4 in one draw of ten."""
+    low, high = max(low, budget.min_rank), min(high, budget.max_rank)
+    if high <= low:
+        return low
+    # Ranks above 4 get their own share so >4-D bugs are not rare. The high bucket is
+    # the last one so that shrinking (towards 0) prefers low ranks.
+    if high > 4 and draw(st.integers(0, 9)) == 9:
+        return draw(st.integers(max(5, low), high))
+    return draw(st.integers(low, min(high, 4)))
+
+
+def fit(shape: list[int], budget: ShapeBudget) -> tuple[int, ...]:
+    """Shrink sides (largest first) until numel fits the budget."""
+    while shape and prod(shape) > budget.max_numel:
+        i = max(range(len(shape)), key=lambda k: shape[k])
+        shape[i] = max(1, shape[i] // 2)
+    return tuple(shape)
+
+
+def prod(xs) -> int:
+    """The product of ``xs`` (a shape's numel)."""
+    out = 1
+    for x in xs:
+        out *= x
+    return out
+
+
+def any_shape(n_inputs: int = 1, *, min_rank: int = 0, max_rank: int = 8) -> ShapeBuilder:
+    """One independent shape per input (for ops that take one tensor, or unrelated ones)."""
+    def build(draw, budget: ShapeBudget):
+        out = []
+        for _ in range(n_inputs):
+            rank = draw_rank(draw, budget, min_rank, max_rank)
+            out.append(fit([draw_side(draw, budget) for _ in range(rank)], budget))
+        return tuple(out)
+    return build
+
+
+def broadcast_shapes(n_inputs: int = 2, *, min_rank: int = 0, max_rank: int = 8) -> ShapeBuilder:
+    """Shapes that broadcast together: each input takes a suffix of a common shape and
+    may replace some sides by 1."""
+    def build(draw, budget: ShapeBudget):
+        rank = draw_rank(draw, budget, min_rank, max_rank)
+        full = list(fit([draw_side(draw, budget) for _ in range(rank)], budget))
+        out = []
+        for _ in range(n_inputs):
+            if draw(st.booleans()):
+                out.append(tuple(full))
+                continue
+            own_rank = draw(st.integers(min(min_rank, rank), rank))
+            shape = full[rank - own_rank:]
+            shape = [1 if draw(st.integers(0, 3)) == 0 else s for s in shape]
+            out.append(tuple(shape))
+        if all(len(s) < rank for s in out):
+            out[0] = tuple(full)
+        return tuple(out)
+    return build
+
+
+def same_shapes(n_inputs: int = 2, *, min_rank: int = 0, max_rank: int = 8) -> ShapeBuilder:
+    def build(draw, budget: ShapeBudget):
+        (shape,) = any_shape(1, min_rank=min_rank, max_rank=max_rank)(draw, budget)
+        return (shape,) * n_inputs
+    return build
+
+
+def matrix_shapes(*, square: bool = False, min_batch: int = 0, max_batch: int = 3,
+                  min_side: int = 0) -> ShapeBuilder:
+    """One (batch..., m, n) input; ``square`` forces m == n."""
+    def build(draw, budget: ShapeBudget):
+        most = max(min_batch, min(max_batch, budget.max_rank - 2))
+        batch = [draw_side(draw, budget) for _ in range(draw(st.integers(min_batch, most)))]
+        m = draw_side(draw, budget, min_side=min_side)
+        n = m if square else draw_side(draw, budget, min_side=min_side)
+        return (fit_keep_last(batch, [m, n], budget),)
+    return build
+
+
+def fit_keep_last(batch: list[int], last: list[int], budget: ShapeBudget) -> tuple[int, ...]:
+    """Shrink batch sides first so the matrix relation in the last dims survives."""
+    while batch and prod(batch + last) > budget.max_numel:
+        i = max(range(len(batch)), key=lambda k: batch[k])
+        if batch[i] <= 1:
+            batch.pop(i)
+        else:
+            batch[i] //= 2
+    return tuple(batch + last)
+
+
+def matmul_shapes(kind: str = "matmul") -> ShapeBuilder:
+    """Shapes for the matmul family. ``kind`` is one of:
+    mm (n,k)(k,m); bmm (b,n,k)(b,k,m); mv (n,k)(k,); dot (n,)(n,); outer (n,)(m,);
+    matmul: any of 1-D..5-D with broadcast batch dims; solve: A (...,n,n), B (...,n,k)."""
+    def build(draw, budget: ShapeBudget):
+        n, k, m = (draw_side(draw, budget) for _ in range(3))
+        if kind == "mm":
+            return ((n, k), (k, m))
+        if kind == "bmm":
+            b = draw_side(draw, budget)
+            return ((b, n, k), (b, k, m))
+        if kind == "mv":
+            return ((n, k), (k,))
+        if kind == "dot":
+            return ((k,), (k,))
+        if kind == "outer":
+            return ((n,), (m,))
+        if kind == "solve":
+            batch = [draw_side(draw, budget) for _ in range(draw(st.integers(0, max(0, min(2, budget.max_rank - 2)))))]
+            a = fit_keep_last(list(batch), [n, n], budget)
+            if draw(st.booleans()):
+                return (a, tuple(batch) + (n, m))
+            return (a, tuple(batch) + (n,)) if not batch else (a, tuple(batch) + (n, m))
+        # matmul: pick ranks 1..5 for each side
+        top = max(1, min(5, budget.max_rank))
+        ra, rb = draw(st.integers(1, top)), draw(st.integers(1, top))
+        batch = [draw_side(draw, budget) for _ in range(max(ra, rb) - 2)] if max(ra, rb) > 2 else []
+        a = [k] if ra == 1 else batch[len(batch) - (ra - 2):] + [n, k] if ra > 2 else [n, k]
+        b = [k] if rb == 1 else batch[len(batch) - (rb - 2):] + [k, m] if rb > 2 else [k, m]
+        a = list(fit_keep_last(a[:-2], a[-2:], budget)) if len(a) > 2 else a
+        b = list(fit_keep_last(b[:-2], b[-2:], budget)) if len(b) > 2 else b
+        # re-align batches after fitting: batch dims must broadcast, so use 1 where they differ
+        return _broadcastable_batches(tuple(a), tuple(b))
+    return build
+
+
+def _broadcastable_batches(a: tuple, b: tuple) -> tuple:
+    if len(a) <= 2 or len(b) <= 2:
+        return (a, b)
+    ba, bb = list(a[:-2]), list(b[:-2])
+    for i in range(1, min(len(ba), len(bb)) + 1):
+        if ba[-i] != bb[-i] and ba[-i] != 1 and bb[-i] != 1:
+            bb[-i] = 1
+    return (tuple(ba) + a[-2:], tuple(bb) + b[-2:])
+
+
+# -- argument builders -----------------------------------------------------------------
+
+def dim_arg(*, keepdim: bool = True, allow_none: bool = True, allow_list: bool = False,
+            name: str = "dim", input_index: int = 0) -> ArgBuilder:
+    """A ``dim`` (and optionally ``keepdim``) for reductions: any valid dim, negative
+    dims included; None (reduce all) when allowed; a tuple of dims when allowed."""
+    def build(draw, shapes, dtypes):
+        rank = len(shapes[input_index])
+        out: dict[str, Any] = {}
+        choices = ["one"] + (["none"] if allow_none else []) + (["list"] if allow_list and rank > 1 else [])
+        how = draw(st.sampled_from(choices)) if rank else ("none" if allow_none else "zero")
+        if how == "one":
+            out[name] = draw(st.integers(-rank, rank - 1))
+        elif how == "list":
+            dims = draw(st.lists(st.integers(0, rank - 1), min_size=1, max_size=rank, unique=True))
+            out[name] = tuple(dims)
+        elif how == "zero":
+            out[name] = 0
+        if keepdim and name in out:
+            out["keepdim"] = draw(st.booleans())
+        return out
+    return build
+
+
+def scalar_arg(name: str, values: st.SearchStrategy) -> ArgBuilder:
+    def build(draw, shapes, dtypes):
+        return {name: draw(values)}
+    return build
+
+
+def combine_args(*builders: ArgBuilder) -> ArgBuilder:
+    def build(draw, shapes, dtypes):
+        out: dict[str, Any] = {}
+        for b in builders:
+            out.update(b(draw, shapes, dtypes))
+        return out
+    return build
+
+
+def expand(spec_dtypes) -> tuple[str, ...]:
+    return dt.expand_groups(spec_dtypes)
+
+
+# -- helpers shared by the op modules (added with the linalg/elementwise/reduction ops) --
+
+def first_dtype(dtype_names) -> str:
+    """The dtype of the first tensor input, as an argument builder receives it."""
+    return dtype_names if isinstance(dtype_names, str) else dtype_names[0]
+
+
+def broadcastable_to(draw, shape: tuple[int, ...]) -> tuple[int, ...]:
+    """A shape that broadcasts to ``shape`` (for addmm's ``input`` and the like): the
+    whole shape, a suffix of it, some sides replaced by 1, or 0-d."""
+    how = draw(st.integers(0, 3))
+    if how == 0 or not shape:
+        return tuple(shape)
+    rank = len(shape)
+    own = draw(st.integers(0, rank))
+    out = list(shape[rank - own:])
+    if how >= 2:
+        out = [1 if draw(st.booleans()) else s for s in out]
+    return tuple(out)
+
+
+def nonzero_int_divisor(t):
+    """``t`` with zeros replaced by 1 when it is integral (an integer division by zero
+    raises on CPU and is undefined elsewhere); floating/complex ``t`` is returned as is."""
+    if t.is_floating_point() or t.is_complex():
+        return t
+    return t.masked_fill(t == 0, 1)
+
+
+def _same_mask(a, b):
+    """Elementwise exact equality with NaN equal to NaN."""
+    same = torch.eq(a, b)
+    if a.is_floating_point() or a.is_complex():
+        same = torch.logical_or(same, torch.logical_and(torch.isnan(a), torch.isnan(b)))
+    return same
+
+
+def _same_values(a, b) -> bool:
+    """Exact equality with NaN equal to NaN (both sides gather from the same tensor)."""
+    return a.shape == b.shape and bool(_same_mask(a, b).all())
+
+
+_NO_CPU_GATHER = (torch.uint16, torch.uint32, torch.uint64)
+
+
+def _gather_reduced(x, idx, values=None, reducer: str | None = None):
+    """x's values at ``idx``, where ``idx`` indexes one dim of ``x`` (a reduced dim with or
+    without keepdim, or the dim of a cumulative op), or x flattened when it is a single
+    index. The dim is inferred from the shapes; where several dims fit, the one whose
+    gathered values match ``values`` (or ``reducer`` over that dim) is taken.
+    Returns (gathered, in_range): indices out of range are clamped and flagged."""
+    if x.dtype in _NO_CPU_GATHER:
+        # CPU has no gather for these: gather their bit patterns as int64 (a bijection,
+        # so equality is kept) and cast back.
+        back = x.dtype
+        gathered, in_range = _gather_reduced(x.to(torch.int64), idx,
+                                             None if values is None else values.to(torch.int64), reducer)
+        return (gathered.to(back) if gathered.dtype == torch.int64 else gathered), in_range
+    if idx.numel() == 0 or x.numel() == 0:
+        empty = torch.zeros(idx.shape, dtype=x.dtype, device=x.device)
+        return empty, torch.ones(idx.shape, dtype=torch.bool, device=x.device)
+    if idx.numel() == 1:
+        n = x.numel()
+        flat = idx.reshape(-1)
+        in_range = torch.logical_and(flat.ge(0), flat.lt(n)).reshape(idx.shape)
+        gathered = x.reshape(-1).gather(0, flat.clamp(0, n - 1)).reshape(idx.shape)
+        return gathered, in_range
+    xs, js = tuple(x.shape), tuple(idx.shape)
+    squeezed = len(js) == len(xs) - 1
+    candidates = []
+    for d in range(len(xs)):
+        if squeezed:
+            fits = xs[:d] + xs[d + 1:] == js
+        else:
+            fits = (len(js) == len(xs) and js[d] in (1, xs[d])
+                    and all(js[k] == xs[k] for k in range(len(xs)) if k != d))
+        if fits:
+            candidates.append(d)
+    if not candidates:  # a wrong output shape: keep the raw indices so the mismatch shows
+        return idx, torch.zeros(idx.shape, dtype=torch.bool, device=idx.device)
+    candidates.sort(key=lambda d: xs[d] == 1)
+    per_dim = []
+    for d in candidates:
+        index = idx.unsqueeze(d) if squeezed else idx
+        in_range = torch.logical_and(index.ge(0), index.lt(xs[d]))
+        gathered = x.gather(d, index.clamp(0, xs[d] - 1))
+        if squeezed:
+            gathered, in_range = gathered.squeeze(d), in_range.squeeze(d)
+        per_dim.append((d, gathered, in_range))
+    if len(per_dim) == 1:
+        return per_dim[0][1:]
+    if values is not None:
+        # Whichever dim matches, the gathered values then equal ``values``: both sides
+        # agree even if a wrong dim matches by coincidence on one of them. Where several
+        # match (ties: every element equal), the dim along which every index is in range
+        # is the one the op used: a valid result has no index out of range there, so two
+        # valid orders of tied elements canonicalise alike.
+        matching = [(gathered, in_range) for _, gathered, in_range in per_dim if _same_values(gathered, values)]
+        for gathered, in_range in matching:
+            if bool(in_range.all()):
+                return gathered, in_range
+        return matching[0] if matching else per_dim[0][1:]
+    if reducer is not None:
+        # No values to match and the wanted dim differs per candidate: say per element
+        # whether the index points at an extremum along some candidate dim (all True on
+        # any correct side, whatever its tie-breaking).
+        ok = any_in_range = None
+        for d, gathered, in_range in per_dim:
+            want = getattr(torch, reducer)(x, dim=d, keepdim=not squeezed)
+            hit = torch.logical_and(_same_mask(gathered, want), in_range)
+            ok = hit if ok is None else torch.logical_or(ok, hit)
+            any_in_range = in_range if any_in_range is None else torch.logical_or(any_in_range, in_range)
+        return ok, any_in_range
+    return per_dim[0][1:]
+
+
+def gather_at_indices(*, values_at: int | None = 0, indices_at: int | None = 1,
+                      input_index: int = 0, reducer: str | None = None) -> Canonicaliser:
+    """Canonicaliser for ops whose indices are not unique under ties (max/min/median/
+    kthvalue along a dim, argmax/argmin, cummax/cummin): the indices are replaced by the
+    input values they point at (plus a flag per index saying it was in range).
+    ``indices_at=None`` means the whole output is the indices (argmax); ``reducer``
+    ("amax"/"amin") then picks the dim where the shapes leave it ambiguous."""
+    def canonicalise(inputs, outputs):
+        x = inputs[input_index]
+        idx = outputs if indices_at is None else outputs[indices_at]
+        values = None if values_at is None else outputs[values_at]
+        gathered, in_range = _gather_reduced(x, idx, values, reducer)
+        if values is None:
+            return (gathered, in_range)
+        return (values, gathered, in_range)
+    return canonicalise

@@ -1,0 +1,571 @@
+"""Case recipes: small frozen values that rebuild the same tensors on any device.
+
+A :class:`Case` is what the worker executes, what Hypothesis shrinks, what the corpus
+stores and what a repro script is generated from. It never holds tensors, only the
+recipe for them, so it round-trips through versioned JSON.
+
+Values are always generated on the CPU from a seeded generator (so they are bit
+identical everywhere), written into a dense *base* buffer on the CPU, transferred, and
+only then viewed into the requested layout on the target device. Building the view
+after the transfer matters: ``.to(device)`` would make a gapped or expanded view dense.
+
+An input may *alias* an earlier one (:class:`Alias`): its base buffer is carved from the
+same storage, right after the other's base (``adjacent``: disjoint memory, e.g. w_hh
+right after w_ih, as a flattened weight buffer holds them) or starting inside it
+(``overlap``: the same memory seen twice, e.g. x and x.T). A case builds each shared
+storage jointly on the CPU (values written input by input, so a later input wins where
+memory overlaps), transfers the whole storage, and views each input into it on the device.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from . import dtypes as dt
+
+CASE_FORMAT = 3
+# Format 1 (before variants) reads as format 2 with variant "functional"; format 2
+# (before aliasing) as format 3 with every input in a storage of its own.
+READABLE_FORMATS = (1, 2, 3)
+
+# How an aliased input's base buffer sits in the storage of the input it aliases.
+ALIAS_KINDS = ("adjacent", "overlap")
+
+# Filler for the parts of a base buffer that the view does not cover (gaps, the storage
+# offset): a value no generator produces at that position, so a kernel that reads
+# outside its view shows up as wrong values rather than passing by luck.
+GAP_FILLER = 77
+
+DISTRIBUTIONS = ("normal", "uniform", "small_int", "int_range", "bool", "positive",
+                 "spd", "diag_dominant", "cholesky_factor")
+# Distributions that make square matrices well conditioned (see _well_conditioned).
+MATRIX_DISTRIBUTIONS = ("spd", "diag_dominant", "cholesky_factor")
+
+SPECIAL_NAMES = ("nan", "inf", "-inf", "-0.0", "subnormal", "max", "lowest", "tiny", "eps",
+                 "big", "2^24+1", "2^31+1", "-2^31-1", "0", "-1", "1")
+NONFINITE_SPECIALS = ("nan", "inf", "-inf")
+
+
+def special_value(name: str, dtype_name: str):
+    """The Python value of a named special for a dtype, or None if it has no meaning there."""
+    if dtype_name == "bool":
+        return {"0": False, "1": True, "max": True, "lowest": False}.get(name)
+    info = dt.finfo_or_iinfo(dtype_name)
+    floating = dtype_name in dt.FLOAT or dtype_name in dt.COMPLEX
+    plain = {"0": 0, "-1": -1, "1": 1, "2^24+1": 2**24 + 1, "2^31+1": 2**31 + 1,
+             "-2^31-1": -(2**31) - 1}
+    if name in plain:
+        value = plain[name]
+        if value < info.min or value > info.max:
+            return None
+        return float(value) if floating else value
+    if name == "max":
+        return float(info.max) if floating else int(info.max)
+    if name == "lowest":
+        return float(info.min) if floating else int(info.min)
+    if not floating:
+        return None
+    return {
+        "nan": math.nan, "inf": math.inf, "-inf": -math.inf, "-0.0": -0.0,
+        "subnormal": float(info.smallest_normal) / 4, "tiny": float(info.smallest_normal),
+        "eps": float(info.eps), "big": float(info.max) ** 0.75,
+    }.get(name)
+
+
+@dataclass(frozen=True)
+class ValueRecipe:
+    """How a tensor's values are made: a distribution, a seed, and named specials at
+    chosen positions (flat indices into the logical tensor, taken modulo its numel)."""
+
+    distribution: str = "normal"
+    seed: int = 0
+    low: float | None = None
+    high: float | None = None
+    specials: tuple[tuple[int, str], ...] = ()
+
+    def __post_init__(self):
+        if self.distribution not in DISTRIBUTIONS:
+            raise ValueError(f"distribution={self.distribution!r} is not one of {DISTRIBUTIONS}")
+        for _, name in self.specials:
+            if name not in SPECIAL_NAMES:
+                raise ValueError(f"special {name!r} is not one of {SPECIAL_NAMES}")
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How the view is built from a dense base buffer, in this fixed order:
+    storage ``offset`` -> ``gaps`` (a slice step per logical dim) -> ``permutation``
+    (view dim j is base dim permutation[j]; channels_last is the permutation
+    (0, 2, 3, 1)'s inverse, i.e. (0, 3, 1, 2)) -> ``expanded`` dims (stride 0)."""
+
+    offset: int = 0
+    gaps: tuple[int, ...] = ()
+    permutation: tuple[int, ...] = ()
+    expanded: tuple[int, ...] = ()
+
+    def is_plain(self) -> bool:
+        return not (self.offset or any(g > 1 for g in self.gaps) or self.moves_dims()
+                    or self.expanded)
+
+    def moves_dims(self) -> bool:
+        return bool(self.permutation) and tuple(self.permutation) != tuple(range(len(self.permutation)))
+
+    def kinds(self) -> tuple[str, ...]:
+        """Names of the layout features present, in a stable order (used in signatures)."""
+        out = []
+        if self.offset:
+            out.append("offset")
+        if any(g > 1 for g in self.gaps):
+            out.append("gapped")
+        if self.moves_dims():
+            p, n = tuple(self.permutation), len(self.permutation)
+            if n in (4, 5) and p == (0, n - 1, *range(1, n - 1)):
+                out.append("channels_last")
+            elif p == (*range(n - 2), n - 1, n - 2):
+                out.append("transposed")
+            else:
+                out.append("permuted")
+        if self.expanded:
+            out.append("expanded")
+        return tuple(out)
+
+    def describe(self) -> str:
+        return "+".join(self.kinds()) or "contiguous"
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Alias:
+    """The input's base buffer lies in the storage of input ``of`` (an earlier input of
+    the same dtype): right after ``of``'s base buffer (``adjacent``), or starting ``at``
+    elements into it (``overlap``; ``at`` is clamped to the last element of that buffer,
+    so it stays an overlap whatever sizes the reducer gives the two)."""
+
+    of: int
+    how: str = "adjacent"
+    at: int = 0
+
+    def __post_init__(self):
+        if not _is_int(self.of) or self.of < 0:
+            raise ValueError(f"alias of={self.of!r} must be an integer >= 0 (an earlier input)")
+        if self.how not in ALIAS_KINDS:
+            raise ValueError(f"alias how={self.how!r} is not one of {ALIAS_KINDS}")
+        if not _is_int(self.at) or self.at < 0:
+            raise ValueError(f"alias at={self.at!r} must be an integer >= 0")
+        if self.how == "adjacent" and self.at:
+            raise ValueError(f"alias at={self.at!r} applies to how='overlap' only")
+
+    def describe(self) -> str:
+        if self.how == "adjacent":
+            return f"right after input {self.of} in one storage"
+        return f"overlapping input {self.of}" + (f" from element {self.at}" if self.at else "")
+
+
+@dataclass(frozen=True)
+class TensorRecipe:
+    shape: tuple[int, ...]
+    dtype: str
+    layout: Layout = field(default_factory=Layout)
+    values: ValueRecipe = field(default_factory=ValueRecipe)
+    # None: the input has a storage of its own.
+    alias: Alias | None = None
+
+    def __post_init__(self):
+        dt.canonical(self.dtype)
+        rank = len(self.shape)
+        lay = self.layout
+        if not all(isinstance(s, int) and not isinstance(s, bool) for s in self.shape):
+            raise ValueError(f"shape={self.shape} must hold integers")
+        if any(s < 0 for s in self.shape):
+            raise ValueError(f"shape={self.shape} has a negative size")
+        if not isinstance(lay.offset, int) or isinstance(lay.offset, bool) or lay.offset < 0:
+            raise ValueError(f"layout offset={lay.offset!r} must be an integer >= 0")
+        if not all(isinstance(g, int) and not isinstance(g, bool) and g >= 1 for g in lay.gaps):
+            raise ValueError(f"layout gaps={lay.gaps} must be integers >= 1")
+        if len(set(lay.expanded)) != len(lay.expanded) or not all(isinstance(d, int) for d in lay.expanded):
+            raise ValueError(f"layout expanded={lay.expanded} must be distinct dims")
+        if lay.gaps and len(lay.gaps) != rank:
+            raise ValueError(f"layout gaps={lay.gaps} must have one step per dim (rank {rank})")
+        if lay.permutation and sorted(lay.permutation) != list(range(rank)):
+            raise ValueError(f"layout permutation={lay.permutation} is not a permutation of rank {rank}")
+        if any(not 0 <= d < rank for d in lay.expanded):
+            raise ValueError(f"layout expanded={lay.expanded} names a dim outside rank {rank}")
+
+    @property
+    def numel(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def base_numel(self) -> int:
+        """Elements of the flat base buffer the view is taken from (offset included)."""
+        return self.layout.offset + math.prod(self._dense_base_shape())
+
+    def kinds(self) -> tuple[str, ...]:
+        """The layout features, plus ``aliased`` when it shares a storage with an earlier input."""
+        return self.layout.kinds() + (("aliased",) if self.alias is not None else ())
+
+    def is_plain(self) -> bool:
+        """Contiguous in a storage of its own."""
+        return self.layout.is_plain() and self.alias is None
+
+    def describe_layout(self) -> str:
+        return "+".join(self.kinds()) or "contiguous"
+
+    def describe(self) -> str:
+        text = f"{self.dtype}{list(self.shape)} {self.layout.describe()}"
+        return text + (f" {self.alias.describe()}" if self.alias is not None else "")
+
+    # -- building -------------------------------------------------------------------
+    def _value_shape(self) -> tuple[int, ...]:
+        """Shape before expansion: expanded dims have size 1 (values repeat along them)."""
+        return tuple(1 if d in self.layout.expanded else s for d, s in enumerate(self.shape))
+
+    def _dense_base_shape(self) -> tuple[int, ...]:
+        vshape = self._value_shape()
+        rank = len(vshape)
+        perm = self.layout.permutation or tuple(range(rank))
+        gaps = self.layout.gaps or (1,) * rank
+        base = [0] * rank
+        for j in range(rank):
+            n, step = vshape[j], gaps[j]
+            base[perm[j]] = (n - 1) * step + 1 if n > 0 else 0
+        return tuple(base)
+
+    def _view_of(self, flat: torch.Tensor) -> torch.Tensor:
+        """Apply offset, gaps and permutation to a flat base buffer (no expansion)."""
+        lay = self.layout
+        dense = self._dense_base_shape()
+        view = flat[lay.offset:lay.offset + math.prod(dense)].view(dense)
+        rank = len(dense)
+        if lay.gaps and any(g > 1 for g in lay.gaps):
+            perm = lay.permutation or tuple(range(rank))
+            index = [slice(None)] * rank
+            for j, step in enumerate(lay.gaps):
+                index[perm[j]] = slice(None, None, step)
+            view = view[tuple(index)]
+        if lay.permutation:
+            view = view.permute(*lay.permutation)
+        return view
+
+    def cpu_values(self) -> torch.Tensor:
+        """The dense logical values (before expansion), generated on the CPU."""
+        return generate_values(self.values, self._value_shape(), self.dtype)
+
+    def materialize(self, device: str | torch.device = "cpu") -> torch.Tensor:
+        """This input alone, in a storage of its own (``alias`` is a relation between
+        inputs: :meth:`Case.materialize` builds it)."""
+        flat = self.filled_base(self.base_numel)
+        self._view_of(flat).copy_(self.cpu_values())
+        return self.view_in(flat.to(device))
+
+    def filled_base(self, numel: int) -> torch.Tensor:
+        """A flat CPU buffer of ``numel`` elements of this dtype holding the gap filler."""
+        return torch.full((numel,), True if self.dtype == "bool" else GAP_FILLER, dtype=dt.to_torch(self.dtype))
+
+    def view_in(self, storage: torch.Tensor, start: int = 0) -> torch.Tensor:
+        """The input as a view of the flat ``storage`` whose base buffer begins at ``start``."""
+        view = self._view_of(storage[start:start + self.base_numel])
+        if self.layout.expanded:
+            view = view.expand(*self.shape)
+        return view
+
+
+def _generator(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(int(seed) & 0xFFFF_FFFF_FFFF)
+
+
+def generate_values(recipe: ValueRecipe, shape: tuple[int, ...], dtype_name: str) -> torch.Tensor:
+    """Deterministic values of ``shape`` and ``dtype_name`` on the CPU."""
+    gen = _generator(recipe.seed)
+    torch_dtype = dt.to_torch(dtype_name)
+    real_name = dt.real_dtype_name(dtype_name)
+    is_complex = dtype_name in dt.COMPLEX
+
+    def real_values() -> torch.Tensor:
+        return _real_values(recipe, shape, real_name, gen)
+
+    if dtype_name == "bool":
+        values = torch.rand(shape, generator=gen, dtype=torch.float64) < 0.5
+    elif is_complex:
+        values = torch.complex(real_values(), real_values()).to(torch_dtype)
+    else:
+        values = real_values().to(torch_dtype)
+    if recipe.distribution in MATRIX_DISTRIBUTIONS and len(shape) >= 2 and shape[-1] == shape[-2]:
+        values = _well_conditioned(values, recipe.distribution, torch_dtype)
+    numel = values.numel()
+    if numel:
+        flat = values.view(-1)
+        for position, name in recipe.specials:
+            value = special_value(name, real_name)
+            if value is not None:
+                flat[position % numel] = torch.tensor(value, dtype=flat.dtype)  # uint64 max overflows a Python-int store
+    return values
+
+
+def _real_values(recipe: ValueRecipe, shape, real_name: str, gen) -> torch.Tensor:
+    """Values in float64 or int64 (wide enough for every target dtype), clamped to range."""
+    dist = recipe.distribution
+    integral = real_name in dt.INTEGRAL or real_name == "bool"
+    info = dt.finfo_or_iinfo(real_name)
+    lo_limit = float(info.min) if info is not None else 0.0
+    hi_limit = float(info.max) if info is not None else 1.0
+    if dist in ("small_int", "int_range") or (integral and dist not in ("bool",)):
+        if dist == "int_range":
+            low = recipe.low if recipe.low is not None else max(lo_limit, -(2.0**62))
+            high = recipe.high if recipe.high is not None else min(hi_limit, 2.0**62)
+        else:
+            low = recipe.low if recipe.low is not None else -4
+            high = recipe.high if recipe.high is not None else 4
+        low, high = int(max(low, lo_limit)), int(min(high, hi_limit))
+        if high < low:
+            high = low
+        values = torch.randint(low, high + 1, shape, generator=gen, dtype=torch.int64)
+        return values if integral else values.to(torch.float64)
+    if dist == "bool":
+        return (torch.rand(shape, generator=gen, dtype=torch.float64) < 0.5).to(torch.float64)
+    if dist == "uniform":
+        low = -1.0 if recipe.low is None else recipe.low
+        high = 1.0 if recipe.high is None else recipe.high
+        values = torch.rand(shape, generator=gen, dtype=torch.float64) * (high - low) + low
+    elif dist == "positive":
+        low = 0.125 if recipe.low is None else recipe.low
+        high = 8.0 if recipe.high is None else recipe.high
+        values = torch.rand(shape, generator=gen, dtype=torch.float64) * (high - low) + low
+    else:  # normal and the matrix distributions
+        scale = 1.0 if recipe.high is None else recipe.high
+        values = torch.randn(shape, generator=gen, dtype=torch.float64) * scale
+    return values.clamp(lo_limit, hi_limit)
+
+
+def _well_conditioned(values: torch.Tensor, kind: str, torch_dtype) -> torch.Tensor:
+    """Make square matrices SPD (A A^H + n I), diagonally dominant, or a Cholesky factor
+    (diagonally dominant with a real positive diagonal: a complex diagonal is outside
+    ``cholesky_solve``'s and ``cholesky_inverse``'s domain), computed in the widest dtype
+    of the class so the result is exactly representable after the cast."""
+    if values.numel() == 0 or torch_dtype == torch.bool or not (
+            torch_dtype.is_floating_point or torch_dtype.is_complex):
+        return values
+    wide = values.to(torch.complex128 if torch_dtype.is_complex else torch.float64)
+    n = wide.shape[-1]
+    eye = torch.eye(n, dtype=wide.dtype)
+    if kind == "spd":
+        wide = wide @ wide.mH / max(n, 1) + eye
+    elif kind == "cholesky_factor":
+        off = wide * (1 - eye)
+        wide = off + eye * (off.abs().sum(-1, keepdim=True) + 1)
+    else:
+        wide = wide + eye * (wide.abs().sum(-1, keepdim=True) + 1)
+    return wide.to(torch_dtype)
+
+
+# -- kwargs encoding --------------------------------------------------------------------
+@dataclass(frozen=True)
+class DtypeArg:
+    """A dtype passed as a keyword argument (e.g. ``sum(dtype=...)``), kept by name."""
+
+    name: str
+
+
+def resolve_kwargs(kwargs: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+    return {k: dt.to_torch(v.name) if isinstance(v, DtypeArg) else v for k, v in kwargs}
+
+
+def _encode_value(v):
+    if isinstance(v, DtypeArg):
+        return {"dtype": v.name}
+    if isinstance(v, float) and not math.isfinite(v):
+        return {"float": repr(v)}
+    if isinstance(v, (list, tuple)):
+        return [_encode_value(x) for x in v]
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    raise TypeError(f"argument value {v!r} of type {type(v).__name__} cannot go into a case")
+
+
+def _decode_value(v):
+    if isinstance(v, dict):
+        if "dtype" in v:
+            return DtypeArg(dt.canonical(v["dtype"]))
+        if "float" in v:
+            return float(v["float"])
+        raise ValueError(f"unknown argument encoding {v!r}")
+    if isinstance(v, list):
+        return tuple(_decode_value(x) for x in v)
+    return v
+
+
+def _decode_alias(data) -> Alias | None:
+    if data is None:
+        return None
+    if not isinstance(data, dict) or set(data) - {"of", "how", "at"} or "of" not in data:
+        raise ValueError(f"alias={data!r} must be null or an object with 'of' (and 'how', 'at')")
+    return Alias(of=data["of"], how=data.get("how", "adjacent"), at=data.get("at", 0))
+
+
+@dataclass(frozen=True)
+class Case:
+    """One op call: the op id, a recipe per input tensor and the other arguments."""
+
+    op: str
+    inputs: tuple[TensorRecipe, ...]
+    kwargs: tuple[tuple[str, Any], ...] = ()
+    # How the op is called: one of opspec.VARIANTS ("functional", "method", "inplace",
+    # "out", "out-strided", "out-resized", "out-alias", "grad").
+    variant: str = "functional"
+
+    def __post_init__(self):
+        for i, r in enumerate(self.inputs):
+            if r.alias is None:
+                continue
+            if r.alias.of >= i:
+                raise ValueError(f"input {i}: alias of={r.alias.of} must name an earlier input (0..{i - 1})"
+                                 if i else f"input 0: alias of={r.alias.of}: the first input cannot alias")
+            source = self.inputs[r.alias.of]
+            if source.dtype != r.dtype:
+                raise ValueError(f"input {i}: alias of={r.alias.of} joins dtype={r.dtype} to dtype={source.dtype}: "
+                                 "a storage holds one dtype")
+
+    # -- storages -----------------------------------------------------------------------
+    def storage_plan(self) -> list[tuple[int, int]]:
+        """(storage, start) per input: the storage is named by the first input in it, and
+        the input's base buffer begins ``start`` elements into it."""
+        plan: list[tuple[int, int]] = []
+        for i, r in enumerate(self.inputs):
+            if r.alias is None:
+                plan.append((i, 0))
+                continue
+            storage, start = plan[r.alias.of]
+            size = self.inputs[r.alias.of].base_numel
+            if r.alias.how == "adjacent":
+                start += size
+            else:
+                start += min(r.alias.at, max(size - 1, 0))
+            plan.append((storage, start))
+        return plan
+
+    def storage_sizes(self) -> dict[int, int]:
+        """Elements of each storage (named as in :meth:`storage_plan`)."""
+        sizes: dict[int, int] = {}
+        for r, (storage, start) in zip(self.inputs, self.storage_plan()):
+            sizes[storage] = max(sizes.get(storage, 0), start + r.base_numel)
+        return sizes
+
+    def is_aliased(self) -> bool:
+        return any(r.alias is not None for r in self.inputs)
+
+    def shared_storage_inputs(self) -> set[int]:
+        """Inputs whose storage holds another input too."""
+        plan = self.storage_plan()
+        counts: dict[int, int] = {}
+        for storage, _ in plan:
+            counts[storage] = counts.get(storage, 0) + 1
+        return {i for i, (storage, _) in enumerate(plan) if counts[storage] > 1}
+
+    def footprints(self) -> list[tuple[int, frozenset[int]]]:
+        """(storage, the storage elements its view covers) per input: two inputs share
+        memory where they share a storage and their sets meet."""
+        plan, sizes = self.storage_plan(), self.storage_sizes()
+        out = []
+        for r, (storage, start) in zip(self.inputs, plan):
+            positions = torch.arange(sizes[storage], dtype=torch.int64)
+            out.append((storage, frozenset(r.view_in(positions, start).reshape(-1).tolist())))
+        return out
+
+    def cpu_storages(self) -> tuple[dict[int, torch.Tensor], list[tuple[int, int]]]:
+        """Each storage filled on the CPU, and the plan: every input's values written into
+        its view in input order (a later input wins where memory overlaps)."""
+        plan, sizes = self.storage_plan(), self.storage_sizes()
+        storages = {s: self.inputs[s].filled_base(n) for s, n in sizes.items()}
+        for r, (storage, start) in zip(self.inputs, plan):
+            r._view_of(storages[storage][start:start + r.base_numel]).copy_(r.cpu_values())
+        return storages, plan
+
+    def materialize(self, device: str | torch.device = "cpu") -> list[torch.Tensor]:
+        """The inputs on ``device``: each storage is built on the CPU, transferred whole,
+        and viewed there (views built before the transfer would be densified)."""
+        if not self.is_aliased():
+            return [r.materialize(device) for r in self.inputs]
+        storages, plan = self.cpu_storages()
+        moved = {s: t.to(device) for s, t in storages.items()}
+        return [r.view_in(moved[storage], start) for r, (storage, start) in zip(self.inputs, plan)]
+
+    def kwargs_dict(self) -> dict[str, Any]:
+        return resolve_kwargs(self.kwargs)
+
+    def describe(self) -> str:
+        args = ", ".join(r.describe() for r in self.inputs)
+        kw = "".join(f", {k}={v.name if isinstance(v, DtypeArg) else v!r}" for k, v in self.kwargs)
+        via = "" if self.variant == "functional" else f" [{self.variant}]"
+        return f"{self.op}({args}{kw}){via}"
+
+    # -- JSON ---------------------------------------------------------------------------
+    def to_json(self) -> dict:
+        return {
+            "format": CASE_FORMAT,
+            "op": self.op,
+            "variant": self.variant,
+            "inputs": [
+                {
+                    "shape": list(r.shape), "dtype": r.dtype,
+                    "layout": {"offset": r.layout.offset, "gaps": list(r.layout.gaps),
+                               "permutation": list(r.layout.permutation),
+                               "expanded": list(r.layout.expanded)},
+                    "values": {"distribution": r.values.distribution, "seed": r.values.seed,
+                               "low": r.values.low, "high": r.values.high,
+                               "specials": [[p, n] for p, n in r.values.specials]},
+                    "alias": None if r.alias is None else {"of": r.alias.of, "how": r.alias.how, "at": r.alias.at},
+                }
+                for r in self.inputs
+            ],
+            "kwargs": {k: _encode_value(v) for k, v in self.kwargs},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Case":
+        if not isinstance(data, dict):
+            raise ValueError("a case must be a JSON object")
+        version = data.get("format")
+        if version not in READABLE_FORMATS:
+            raise ValueError(f"case format {version!r} is not supported (this mpsfuzz reads formats "
+                             f"{', '.join(map(str, READABLE_FORMATS))})")
+        try:
+            inputs = tuple(
+                TensorRecipe(
+                    shape=tuple(int(s) for s in r["shape"]),
+                    dtype=dt.canonical(r["dtype"]),
+                    layout=Layout(offset=int(r["layout"]["offset"]),
+                                  gaps=tuple(r["layout"]["gaps"]),
+                                  permutation=tuple(r["layout"]["permutation"]),
+                                  expanded=tuple(r["layout"]["expanded"])),
+                    values=ValueRecipe(distribution=r["values"]["distribution"],
+                                       seed=int(r["values"]["seed"]),
+                                       low=r["values"]["low"], high=r["values"]["high"],
+                                       specials=tuple((int(p), str(n)) for p, n in r["values"]["specials"])),
+                    alias=_decode_alias(r.get("alias") if version == 3 else None),
+                )
+                for r in data["inputs"]
+            )
+            kwargs = tuple(sorted((str(k), _decode_value(v)) for k, v in data["kwargs"].items()))
+            return cls(op=str(data["op"]), inputs=inputs, kwargs=kwargs,
+                       variant=str(data.get("variant", "functional")))
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise ValueError(f"malformed case: missing or bad field {exc}") from None
+
+
+def main_input(case: Case) -> int:
+    """The input whose dtype stands for the case: the first floating or complex one, else
+    the first (index tensors and boolean masks follow the data they index)."""
+    for i, r in enumerate(case.inputs):
+        if r.dtype in dt.FLOAT or r.dtype in dt.COMPLEX:
+            return i
+    return 0

@@ -1,0 +1,107 @@
+"""Judge one case: observe it (the executor), then run the case oracles and the verdicts.
+
+:func:`judge_case` is what a worker runs for each case: the campaign, triage, replay and
+the pytest plugin hand it to :class:`~mpsfuzz.execution.worker.WorkerPool`
+(``execute=judge_case``), which imports it by name in the worker. Its JSON-able summary
+is what the supervisor sees.
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+from ..execution.error_kinds import is_device_fault
+from ..execution.executor import as_raised, observe, unsupported_here
+from ..execution.observation import Observation, Raised
+from ..generation import catalogue
+from . import all_oracles
+from .errors import device_fault_failure
+
+
+def judge_case(case, target, oracle_names) -> dict:
+    """Run ``case`` on both sides and the enabled case oracles; a JSON-able summary.
+
+    The op's own errors are observations (the oracles judge them). An error that says a
+    kernel is missing, raised by mpsfuzz's *own* processing of the case (comparing,
+    canonicalising, the float64 arbiter, all on the CPU or the device), means this
+    torch cannot judge the case: ``unsupported here``, not a harness failure."""
+    try:
+        return _judge(case, target, oracle_names)
+    except Exception as exc:
+        if is_device_fault(str(exc)):
+            # A kernel of this case faulted asynchronously and the error surfaced in a
+            # later call: the device context is unusable, so the worker is replaced.
+            return _faulted(case, target, exc, oracle_names)
+        why = unsupported_here(case, exc)
+        if why is None:
+            raise
+        return {"valid": False, "unsupported": False, "unsupported_message": "", "unsupported_here": why,
+                "ref_widened": False, "failures": []}
+
+
+def _faulted(case, target, exc: BaseException, oracle_names) -> dict:
+    failures = [device_fault_failure(catalogue.get(case.op).name, target.name, as_raised(exc))] \
+        if "errors" in oracle_names else []
+    return {"poisoned": True, "valid": True, "unsupported": False, "unsupported_message": "",
+            "ref_widened": False, "failures": [f.to_json() for f in failures]}
+
+
+def _judge(case, target, oracle_names) -> dict:
+    enabled = tuple(oracle_names)
+    obs = observe(case, target, enabled)
+    if obs is None:  # the variant cannot be formed for this case
+        return {"valid": False, "unsupported": False, "unsupported_message": "",
+                "ref_widened": False, "failures": []}
+    failures = run_case_oracles(obs, enabled)
+    dut_raised, ref_raised = isinstance(obs.dut, Raised), isinstance(obs.ref, Raised)
+    return {
+        "poisoned": obs.poisoned,
+        "valid": not ref_raised,
+        "unsupported": dut_raised and obs.dut.unsupported and not ref_raised,
+        "unsupported_message": obs.dut.message.splitlines()[0][:200] if dut_raised and obs.dut.unsupported else "",
+        "ref_widened": obs.ref_widened,
+        # why the gradients got no verdict (the point has no derivative), if so
+        "grad_undefined": obs.cache.get("grad_undefined"),
+        "failures": [f.to_json() for f in failures],
+    }
+
+
+def run_case_oracles(obs: Observation, enabled) -> list:
+    """Case checks in order, then each verdict check (the float64 arbiter) on every
+    failure: it may confirm, re-attribute (the CPU is the one that is wrong) or
+    dismiss it."""
+    oracles = all_oracles()
+    failures = []
+    for name in enabled:
+        o = oracles[name]
+        if o.stage == "case":
+            failure = o.check(obs)
+            if failure is not None:
+                failures.append(failure)
+    if any(f.oracle == "values" for f in failures):
+        # The DUT-alone comparisons would report the same wrong result again, and
+        # gradients computed from a wrong forward result are wrong as a consequence: one
+        # bug, one finding (a backward bug of its own shows once the forward is right).
+        failures = [f for f in failures
+                    if not (f.oracle in ("layout", "grads") or f.kind.startswith("variant-"))]
+    for name in enabled:
+        o = oracles[name]
+        if o.stage == "verdict":
+            failures = [f for f in (o.check(obs, f) for f in failures) if f is not None]
+    return failures
+
+
+# A worker zygote that imports this module (the pool preloads the module of the function
+# it is handed) forks workers with every oracle loaded.
+all_oracles()
+
+
+def _main() -> None:  # pragma: no cover - debugging aid: judge one case file in-process
+    from ..execution.targets import load_target
+    from ..generation.recipes import Case
+    case = Case.from_json(json.load(open(sys.argv[1])))
+    print(json.dumps(judge_case(case, load_target(sys.argv[2]), ("values", "errors")), indent=2))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    _main()

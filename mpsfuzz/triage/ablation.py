@@ -1,0 +1,427 @@
+"""Explanation by ablation: which features of a minimised case the failure needs.
+
+Each feature present in the case is taken away on its own (contiguous inputs, a
+non-empty tensor, one dim fewer, a 0-d input made 1-D, another dtype of the class,
+finite values, no special values, an argument left out) and the case re-run. If it then
+passes, the feature is *necessary*: a condition. The conditions name the bug rather
+than its symptom, so they go into the finding's signature (two causes on one op stay
+apart; one cause across dtypes of a class and shapes is one finding), they are matched
+against new failing cases during a campaign (a case that meets the conditions of a
+finding already found is a sighting, not a new bug), and they make the one-line explanation:
+"wrong values only when `other` is non-contiguous (transposed); contiguous inputs pass;
+all float dtypes".
+
+A condition is a short stable string:
+
+``layout:I``        input I has an awkward layout (non-contiguous, offset, expanded)
+``layout:any``      some input must be awkward, none in particular
+``empty``           some input has no elements
+``rank>=R``         the inputs have R or more dims
+``0-d:I``           input I is 0-d
+``classes:C+D``     only these dtype classes fail (float, complex, integral, bool)
+``dtypes:A+B``      only these dtypes of their class fail (says nothing of other classes)
+``nonfinite``       an input holds nan or an infinity
+``specials``        an input holds a finite special value (-0.0, a subnormal, an extreme)
+``negative``        an input holds a negative value
+``kwarg:NAME``      the argument NAME (with a value other than its default) is passed
+``variant:V``       the op is called in form V (method, inplace, out, out-strided,
+                    out-resized, out-alias, grad); the functional form passes
+``alias:J``         input J shares a storage with an earlier input (adjacent or
+                    overlapping); storages of their own pass. (Taking an overlap away
+                    also gives the earlier input back its own values where the later one
+                    had overwritten them: a recipe cannot keep them.)
+``alias:out``       ``out=`` is input 0 itself (variant out-alias); a separate ``out=`` passes
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+
+import torch
+
+from ..generation import catalogue
+from ..generation import dtypes as dt
+from ..generation.recipes import NONFINITE_SPECIALS, Case, main_input
+from . import edits
+from .probe import PASSES, SAME, Prober
+from .reduce import DTYPE_PREFERENCE
+
+
+_FIRST = ("x", "a", "t", "self", "input", "inp")
+_SECOND = ("y", "b", "other", "u")
+
+
+def _declared_names(spec, n: int) -> list[str]:
+    """The op callable's own positional parameter names (``lambda x, index, dim: ...``
+    names its inputs ``input`` and ``index``), or [] when it has none to read."""
+    import inspect
+    try:
+        params = [p for p in inspect.signature(spec.fn).parameters.values()
+                  if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    except (TypeError, ValueError):
+        return []
+    if len(params) < n:
+        return []
+    names = [p.name for p in params[:n]]
+    if names and names[0] in _FIRST:
+        names[0] = "input"
+    if len(names) > 1 and names[1] in _SECOND:
+        names[1] = "other"
+    return names
+
+
+def input_names(case: Case) -> list[str]:
+    """What to call each input in words: the op callable's parameter names where it
+    has them, else ``input``, ``other``, then ``input3``..."""
+    try:
+        declared = _declared_names(catalogue.get(case.op), len(case.inputs))
+    except KeyError:
+        declared = []
+    if len(set(declared)) == len(declared) == len(case.inputs):
+        return declared
+    return [("input", "other")[i] if i < 2 else f"input{i + 1}" for i in range(len(case.inputs))]
+
+
+_LAYOUT_WORDS = {"offset": "has a storage offset", "gapped": "is non-contiguous (gapped)",
+                 "transposed": "is non-contiguous (transposed)", "permuted": "is non-contiguous (permuted)",
+                 "channels_last": "is channels_last", "expanded": "is expanded (stride 0)"}
+
+
+def _layout_phrase(recipe) -> str:
+    kinds = recipe.layout.kinds()
+    words = [_LAYOUT_WORDS[k] for k in kinds]
+    if len(words) > 1:
+        return words[0] + " and " + " and ".join(w.removeprefix("is ") for w in words[1:])
+    return words[0] if words else "is contiguous"
+
+
+# -- conditions: matching a case ---------------------------------------------------------
+
+def holds(condition: str, case: Case) -> bool:
+    """Whether ``case`` has the feature ``condition`` names (unknown conditions: no)."""
+    kind, _, arg = condition.partition(":")
+    inputs = case.inputs
+    if kind == "layout":
+        if arg == "any":
+            return any(not r.layout.is_plain() for r in inputs)
+        i = int(arg)
+        return i < len(inputs) and not inputs[i].layout.is_plain()
+    if condition == "empty":
+        return any(r.numel == 0 for r in inputs)
+    if condition.startswith("rank>="):
+        return max((r.rank for r in inputs), default=0) >= int(condition[len("rank>="):])
+    if kind == "0-d":
+        i = int(arg)
+        return i < len(inputs) and inputs[i].rank == 0
+    if kind == "dtypes":
+        # A dtype restriction speaks of its own class only ("only int32, int64; uint8
+        # passes"): a case of another class meets it, and ``classes:`` decides for that.
+        if not inputs:
+            return False
+        main, listed = inputs[main_input(case)].dtype, arg.split("+")
+        return main in listed or all(dt.dtype_class(d) != dt.dtype_class(main) for d in listed)
+    if kind == "classes":
+        return bool(inputs) and dt.dtype_class(inputs[main_input(case)].dtype) in arg.split("+")
+    if condition == "nonfinite":
+        return any(n in NONFINITE_SPECIALS for r in inputs for _, n in r.values.specials)
+    if condition == "specials":
+        return any(n not in NONFINITE_SPECIALS for r in inputs for _, n in r.values.specials)
+    if kind == "kwarg":
+        return any(k == arg for k, _ in case.kwargs)
+    if kind == "variant":
+        return case.variant == arg
+    if kind == "alias":
+        if arg == "out":
+            return case.variant == "out-alias"
+        j = int(arg)
+        return j < len(inputs) and inputs[j].alias is not None
+    if condition == "negative":
+        return _holds_negative(case)
+    return False
+
+
+def _holds_negative(case: Case) -> bool:
+    """Whether an input (real, signed) holds a value below 0: built on CPU to look."""
+    try:
+        tensors = case.materialize("cpu")
+    except Exception:
+        return False
+    try:
+        # Unsigned dtypes never hold one (and CPU has no ``lt`` for uint16/32/64).
+        return any(t.numel() and t.is_signed() and not t.is_complex() and bool((t < 0).any())
+                   for t in tensors)
+    except Exception:  # a comparison kernel this torch lacks: cannot tell, so no
+        return False
+
+
+def holds_all(conditions, case: Case) -> bool:
+    return all(holds(c, case) for c in conditions)
+
+
+# -- ablation -------------------------------------------------------------------------
+
+@dataclass
+class Probe:
+    """One ablation: the feature taken away, and what the run said."""
+    feature: str          # the condition it would establish
+    question: str         # e.g. "contiguous `other`"
+    verdict: str          # probe verdict: same, passes, invalid, different
+    necessary: bool
+
+
+@dataclass
+class Explanation:
+    conditions: tuple[str, ...]
+    text: str
+    probes: list[Probe] = field(default_factory=list)
+    failing_dtypes: tuple[str, ...] = ()
+    tested_dtypes: tuple[str, ...] = ()
+    seconds: float = 0.0
+    failing_classes: tuple[str, ...] = ()
+    tested_classes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {"conditions": list(self.conditions), "text": self.text,
+                "failing_dtypes": list(self.failing_dtypes), "tested_dtypes": list(self.tested_dtypes),
+                "failing_classes": list(self.failing_classes), "tested_classes": list(self.tested_classes),
+                "probes": [{"feature": p.feature, "question": p.question, "verdict": p.verdict,
+                            "necessary": p.necessary} for p in self.probes],
+                "seconds": round(self.seconds, 3)}
+
+    @classmethod
+    def from_json(cls, d: dict | None) -> "Explanation | None":
+        if not isinstance(d, dict):
+            return None
+        return cls(conditions=tuple(str(c) for c in d.get("conditions", ())), text=str(d.get("text", "")),
+                   probes=[Probe(str(p["feature"]), str(p["question"]), str(p["verdict"]), bool(p["necessary"]))
+                           for p in d.get("probes", ()) if isinstance(p, dict)],
+                   failing_dtypes=tuple(d.get("failing_dtypes", ())), tested_dtypes=tuple(d.get("tested_dtypes", ())),
+                   seconds=float(d.get("seconds", 0.0)), failing_classes=tuple(d.get("failing_classes", ())),
+                   tested_classes=tuple(d.get("tested_classes", ())))
+
+
+def _ablations(case: Case, names: list[str]):
+    """(condition, question, ablated case) for each feature the case has."""
+    inputs = case.inputs
+    awkward = [i for i, r in enumerate(inputs) if not r.layout.is_plain()]
+    for i in awkward:
+        yield f"layout:{i}", f"contiguous `{names[i]}`", edits.with_input(case, i, edits.plain(inputs[i]))
+    if len(awkward) > 1:
+        yield "layout:any", "contiguous inputs", edits.with_inputs(case, [edits.plain(r) for r in inputs])
+    if any(r.numel == 0 for r in inputs):
+        grown = [replace(r, shape=tuple(s or 1 for s in r.shape)) for r in inputs]
+        yield "empty", "non-empty inputs", edits.with_inputs(case, grown)
+    top = max((r.rank for r in inputs), default=0)
+    fewer = [edits.drop_dim(r, 0) if r.rank == top else r for r in inputs]
+    # One dim fewer, unless that also takes a layout feature away (a transpose needs
+    # two dims): then the layout, not the rank, is what the failure needs.
+    if top >= 2 and all(a.layout.kinds() == b.layout.kinds() for a, b in zip(inputs, fewer)):
+        yield f"rank>={top}", f"{top - 1} dims instead of {top}", edits.with_inputs(case, fewer)
+    for i, r in enumerate(inputs):
+        if r.rank == 0 and top > 0 or (r.rank == 0 and i == main_input(case)):
+            yield f"0-d:{i}", f"a 1-element 1-D `{names[i]}`", edits.with_input(case, i, edits.add_leading_dim(r))
+    if any(n in NONFINITE_SPECIALS for r in inputs for _, n in r.values.specials):
+        yield "nonfinite", "finite values", edits.with_inputs(case, [edits.without_nonfinite(r) for r in inputs])
+    if any(n not in NONFINITE_SPECIALS for r in inputs for _, n in r.values.specials):
+        finite_names = {n for r in inputs for _, n in r.values.specials if n not in NONFINITE_SPECIALS}
+        yield "specials", "no special values", edits.with_inputs(
+            case, [edits.without_specials(r, finite_names) for r in inputs])
+    if _holds_negative(case):
+        yield "negative", "non-negative values", edits.with_inputs(case, [edits.non_negative(r) for r in inputs])
+    for j, r in enumerate(inputs):
+        if r.alias is not None:
+            yield f"alias:{j}", f"`{names[j]}` in a storage of its own", edits.with_input(case, j, edits.unaliased(r))
+    if case.variant == "out-alias":
+        yield "alias:out", "a separate `out=` tensor", replace(case, variant="out")
+    for name, value in case.kwargs:
+        yield f"kwarg:{name}", f"no `{name}` argument", edits.drop_kwarg(case, name)
+    if case.variant != "functional":
+        yield f"variant:{case.variant}", "the functional form", replace(case, variant="functional")
+
+
+def _allowed_dtypes(case: Case) -> set[str]:
+    try:
+        return set(catalogue.get(case.op).dtypes)
+    except KeyError:
+        return set(dt.ALL_DTYPE_NAMES)
+
+
+def _dtype_alternatives(case: Case) -> list[str]:
+    """Other dtypes of the main dtype's class the op takes."""
+    if not case.inputs:
+        return []
+    main = case.inputs[main_input(case)].dtype
+    allowed = _allowed_dtypes(case)
+    return [d for d in DTYPE_PREFERENCE[dt.dtype_class(main)] if d in allowed and d != main]
+
+
+def _class_representatives(case: Case) -> list[str]:
+    """The simplest dtype of each other class the op takes."""
+    if not case.inputs:
+        return []
+    main_class = dt.dtype_class(case.inputs[main_input(case)].dtype)
+    allowed = _allowed_dtypes(case)
+    out = []
+    for cls, names in DTYPE_PREFERENCE.items():
+        if cls != main_class:
+            out += [d for d in names if d in allowed][:1]
+    return out
+
+
+_SYMPTOMS = {"wrong-values": "wrong values", "crash": "crashes", "hang": "hangs",
+             "device-fault": "a device fault", "wrong-grads": "wrong gradients"}
+
+
+def symptom_phrase(failure) -> str:
+    if failure.kind == "crash":
+        return f"crashes ({failure.details.get('signal', 'signal')})"
+    if failure.kind == "dut-raises":
+        return f"raises {failure.dedup_key[1] if len(failure.dedup_key) > 1 else 'an error'} where CPU does not"
+    if failure.kind == "ref-raises":
+        return "accepts input that CPU rejects"
+    if failure.oracle == "grads":
+        return "wrong gradients"
+    if failure.oracle == "layout":
+        return "results that differ between non-contiguous inputs and contiguous copies"
+    return _SYMPTOMS.get(failure.kind, failure.kind.replace("-", " "))
+
+
+def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
+    kind, _, arg = condition.partition(":")
+    if kind == "layout":
+        if arg == "any":
+            return "an input is non-contiguous"
+        i = int(arg)
+        return f"`{names[i]}` {_layout_phrase(case.inputs[i])}"
+    if condition == "empty":
+        return "an input is empty"
+    if condition.startswith("rank>="):
+        return f"inputs have {condition[len('rank>='):]} or more dims"
+    if kind == "0-d":
+        return f"`{names[int(arg)]}` is 0-d"
+    if kind == "dtypes":
+        return "the dtype is " + " or ".join(arg.split("+"))
+    if kind == "classes":
+        return "the dtype is " + " or ".join(arg.split("+"))
+    if condition == "nonfinite":
+        held = sorted({n for r in case.inputs for _, n in r.values.specials if n in NONFINITE_SPECIALS})
+        return "an input holds " + "/".join(held)
+    if condition == "specials":
+        held = sorted({n for r in case.inputs for _, n in r.values.specials if n not in NONFINITE_SPECIALS})
+        return "an input holds " + "/".join(held)
+    if condition == "negative":
+        return "an input holds negative values"
+    if kind == "kwarg":
+        value = dict(case.kwargs).get(arg)
+        return f"`{arg}={value!r}`"
+    if kind == "variant":
+        return _VARIANT_WORDS.get(arg, f"called as {arg}")
+    if kind == "alias":
+        if arg == "out":
+            return f"`out=` is `{names[0]}` itself" if names else "`out=` is an input itself"
+        j = int(arg)
+        alias = case.inputs[j].alias
+        how = "adjacent" if alias.how == "adjacent" else "overlapping"
+        return f"`{names[j]}` and `{names[alias.of]}` are views of one storage ({how})"
+    return condition
+
+
+_VARIANT_WORDS = {"method": "called as a method", "inplace": "called in place",
+                  "out": "writing into `out=`", "out-strided": "writing into a non-contiguous `out=`",
+                  "out-resized": "writing into an `out=` that must be resized",
+                  "out-alias": "writing `out=` into the first input itself", "grad": "computing gradients"}
+
+
+def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: float = 20.0) -> Explanation:
+    """Ablate each feature of ``case`` (which fails with ``symptom``) and explain."""
+    start = time.monotonic()
+    names = input_names(case)
+    probes: list[Probe] = []
+    incomplete = False
+    for condition, question, ablated in _ablations(case, names):
+        if time.monotonic() - start > budget_s:
+            incomplete = True
+            break
+        verdict = prober.classify(ablated, symptom).verdict
+        probes.append(Probe(condition, question, verdict, verdict == PASSES))
+    conditions = [p.feature for p in probes if p.necessary]
+    if "layout:any" in conditions and any(c.startswith("layout:") and c != "layout:any" for c in conditions):
+        conditions.remove("layout:any")
+    if "alias:out" in conditions and "variant:out-alias" in conditions:
+        conditions.remove("variant:out-alias")  # the out= form passes: the aliasing is the trigger
+    m = main_input(case) if case.inputs else 0
+    main = case.inputs[m].dtype if case.inputs else ""
+
+    def try_dtypes(alternatives, label, failing: list, tested: list) -> bool:
+        """Run the case with the main dtype replaced by each alternative; append the
+        label of each that still runs to ``tested`` and of each that fails to
+        ``failing``. False when the budget ran out."""
+        for other in alternatives:
+            if time.monotonic() - start > budget_s:
+                return False
+            ablated = edits.with_inputs(case, [edits.with_dtype(r, other) if r.dtype == main else r
+                                               for r in case.inputs])
+            verdict = prober.classify(ablated, symptom).verdict
+            probes.append(Probe(f"{label[0]}:{label[1](other)}", f"`{names[m]}` in {other}", verdict,
+                                verdict == PASSES))
+            if verdict in (SAME, PASSES):
+                tested.append(label[1](other))
+                if verdict == SAME:
+                    failing.append(label[1](other))
+        return True
+
+    failing, tested = ([main], [main]) if main else ([], [])
+    incomplete |= not try_dtypes(_dtype_alternatives(case), ("dtypes", str), failing, tested)
+    if main and len(failing) < len(tested):
+        conditions.append("dtypes:" + "+".join(sorted(failing)))
+    classes_failing = [dt.dtype_class(main)] if main else []
+    classes_tested = list(classes_failing)
+    incomplete |= not try_dtypes(_class_representatives(case), ("classes", dt.dtype_class),
+                                 classes_failing, classes_tested)
+    if main and len(classes_failing) < len(classes_tested):
+        conditions.append("classes:" + "+".join(sorted(classes_failing)))
+    text = _sentence(case, failure, conditions, probes, names, failing, tested, classes_failing, classes_tested)
+    if incomplete:
+        text += " (ablation cut short by the time budget)"
+    return Explanation(tuple(sorted(conditions)), text, probes, tuple(failing), tuple(tested),
+                       time.monotonic() - start, tuple(classes_failing), tuple(classes_tested))
+
+
+def _sentence(case, failure, conditions, probes, names, failing, tested, classes_failing, classes_tested) -> str:
+    phrase = symptom_phrase(failure)
+    needs = [c for c in conditions if not c.startswith(("dtypes:", "classes:"))]
+    parts = []
+    if needs:
+        parts.append(f"{phrase} only when " + " and ".join(_condition_phrase(c, case, names) for c in needs))
+    else:
+        parts.append(f"{phrase} whatever the layout, size and values tried")
+    layout_probe = [p for p in probes if p.feature.startswith("layout:")]
+    if any(p.necessary for p in layout_probe):
+        parts.append("contiguous inputs pass")
+    elif layout_probe and all(p.verdict == SAME for p in layout_probe):
+        parts.append("contiguous inputs fail too")
+    alias_probe = [p for p in probes if p.feature.startswith("alias:")]
+    if any(p.necessary and p.feature != "alias:out" for p in alias_probe):
+        parts.append("separate storages pass")
+    if any(p.necessary and p.feature == "alias:out" for p in alias_probe):
+        parts.append("a separate `out=` passes")
+    elif alias_probe and all(p.verdict == SAME for p in alias_probe):
+        parts.append("separate storages fail too")
+    if any(p.feature == "nonfinite" and p.necessary for p in probes):
+        parts.append("finite values pass")
+    if failing:
+        cls = dt.dtype_class(failing[0])
+        if len(failing) == len(tested) and len(tested) > 1:
+            parts.append(f"all {cls} dtypes")
+        elif len(tested) > 1:
+            passing = [d for d in tested if d not in failing]
+            parts.append(f"only {', '.join(failing)} ({', '.join(passing)} pass)")
+        else:
+            parts.append(f"{failing[0]} (no other {cls} dtype tried)")
+    if len(classes_tested) > 1:
+        if len(classes_failing) == len(classes_tested):
+            parts.append("every dtype class tried fails (" + ", ".join(classes_tested) + ")")
+        else:
+            passing = [c for c in classes_tested if c not in classes_failing]
+            parts.append(f"{', '.join(passing)} dtypes pass")
+    return "; ".join(parts)

@@ -1,0 +1,138 @@
+"""What happens to a failure between Hypothesis' shrinker and the corpus.
+
+1. **Reproducibility.** The shrunk case is re-run ``reruns`` times: the first run in a
+   fresh worker (cold: nothing called before it), the rest in that same worker (crash
+   and hang findings: every run in a fresh worker). A failure that does not come back
+   every time is *flaky*, recorded with its rate and not reduced: a fault that depends
+   on earlier calls must not be presented as a deterministic repro. So is a layout
+   failure that reduces to contiguous inputs: two calls on the same inputs differ.
+2. **Reduction** (:mod:`.reduce`) until nothing simpler fails the same way, within a
+   time budget; the result is run once more in a fresh worker so that the repro stands
+   on its own (if it does not, the shrunk case is kept).
+3. **Explanation** (:mod:`.ablation`): which features are necessary.
+4. **Localisation** (:mod:`.localise`, in a fresh worker): the aten kernel where the
+   failure starts, its call and a kernel-level repro (or: composite, not localised). It
+   groups findings into bugs (corpus/bugs.py); a failure of it is recorded, never raised.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from ..generation.recipes import Case
+from ..oracles import symptom_key
+from .ablation import Explanation, explain
+from .localise import localise
+from .probe import SAME, Prober
+from .reduce import Reduction, reduce_case
+
+DEFAULT_RERUNS = 4
+
+
+@dataclass
+class Reproducibility:
+    runs: int
+    failed: int
+    cold_failed: bool                 # the run in a fresh worker failed
+    # It fails every time, but only because two calls with the same contiguous inputs
+    # differ within one process (the layout oracle's second call): state carried over.
+    state_dependent: bool = False
+
+    @property
+    def reliable(self) -> bool:
+        return self.failed == self.runs and not self.state_dependent
+
+    def to_json(self) -> dict:
+        out = {"runs": self.runs, "failed": self.failed, "cold_failed": self.cold_failed,
+               "rate": round(self.failed / self.runs, 3) if self.runs else 0.0}
+        if self.state_dependent:
+            out["state_dependent"] = True
+        return out
+
+
+@dataclass
+class Triage:
+    case: Case
+    failure: object
+    reproducibility: Reproducibility
+    explanation: Explanation | None
+    reduction: Reduction | None
+    shrunk_case: Case                  # what Hypothesis handed over
+    seconds: float
+    localisation: dict | None = None   # triage/localise.py's record (reliable findings only)
+
+    @property
+    def flaky(self) -> bool:
+        return not self.reproducibility.reliable
+
+    def minimisation_json(self) -> dict:
+        r = self.reduction
+        return {"hypothesis_case": self.shrunk_case.to_json(),
+                "elements_before": sum(x.numel for x in self.shrunk_case.inputs),
+                "elements_after": sum(x.numel for x in self.case.inputs),
+                "attempts": r.attempts if r else 0, "accepted": r.accepted if r else 0,
+                "budget_exhausted": r.exhausted if r else False,
+                "seconds": round(self.seconds, 3)}
+
+
+def _contiguous_already(case: Case) -> bool:
+    """Whether every input is contiguous as torch sees it (a storage offset or a size-1
+    dim's stride does not count) in a storage of its own, so that the layout oracle's
+    copies are the inputs."""
+    if case.is_aliased():
+        return False
+    try:
+        return all(t.is_contiguous() for t in case.materialize("cpu"))
+    except Exception:
+        return False
+
+
+def _process_kind(failure) -> bool:
+    return failure.oracle in ("crash", "hang")
+
+
+def reproduce(case: Case, symptom: tuple, prober: Prober, runs: int) -> Reproducibility:
+    failed, cold = 0, False
+    each_fresh = prober.fresh
+    for k in range(runs):
+        prober.fresh = each_fresh or k == 0
+        verdict = prober.classify(case, symptom).verdict
+        if verdict == SAME:
+            failed += 1
+            cold = cold or k == 0
+    prober.fresh = each_fresh
+    return Reproducibility(runs, failed, cold)
+
+
+def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, budget_s: float = 30.0,
+           timeout_s: float | None = None, localise_it: bool = True) -> Triage:
+    """Re-run, reduce and explain one failure. ``pool`` is the campaign's worker pool
+    (``fresh()`` gives a new worker); ``oracles`` the campaign's oracle names."""
+    start = time.monotonic()
+    symptom = symptom_key(case, failure)
+    prober = Prober(pool, tuple(oracles), fresh=_process_kind(failure), timeout_s=timeout_s)
+    repro = reproduce(case, symptom, prober, max(1, reruns))
+    if not repro.reliable:
+        return Triage(case, failure, repro, None, None, case, time.monotonic() - start)
+    reduction = reduce_case(case, failure, symptom, prober, budget_s=budget_s * 0.6)
+    minimal, minimal_failure = reduction.case, reduction.failure
+    if minimal != case:
+        was = prober.fresh
+        prober.fresh = True
+        check = prober.classify(minimal, symptom)
+        prober.fresh = was
+        if check.verdict != SAME:
+            minimal, minimal_failure = case, failure
+        else:
+            minimal_failure = check.same
+    if failure.oracle == "layout" and _contiguous_already(minimal):
+        # ``.contiguous()`` handed the op the very same tensors, and the two calls still
+        # differ: not a layout bug but a result that depends on earlier calls. Flaky.
+        repro.state_dependent = True
+        return Triage(minimal, minimal_failure, repro, None, reduction, case, time.monotonic() - start)
+    remaining = max(0.4 * budget_s, budget_s - (time.monotonic() - start))
+    explanation = explain(minimal, minimal_failure, symptom, prober, budget_s=remaining)
+    localisation = (localise(minimal, minimal_failure, pool, oracles, timeout_s=timeout_s)
+                    if localise_it else None)
+    return Triage(minimal, minimal_failure, repro, explanation, reduction, case, time.monotonic() - start,
+                  localisation)
