@@ -52,13 +52,15 @@ def _corpus(tmp_path: Path) -> Path:
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 
 
-def _on_a_terminal(*args, columns: int, timeout=120) -> tuple[int, str]:
+def _on_a_terminal(*args, columns: int, timeout=120, raw: bool = False, env_extra=None) -> tuple[int, str]:
     """Run ``mpsfuzz ARGS`` with stdout on a pseudo-terminal ``columns`` wide (and
-    COLUMNS saying so): what a user sees, escape codes removed."""
+    COLUMNS saying so): what a user sees, escape codes removed (kept with ``raw``)."""
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    env = dict(os.environ, COLUMNS=str(columns), TERM="xterm-256color")
+    env = dict(os.environ, COLUMNS=str(columns), TERM="xterm-256color", **(env_extra or {}))
     env.pop("LINES", None)
+    if not env_extra or "NO_COLOR" not in env_extra:
+        env.pop("NO_COLOR", None)
     proc = subprocess.Popen([sys.executable, "-m", "mpsfuzz", *map(str, args)], stdout=slave,
                             stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, env=env)
     os.close(slave)
@@ -79,7 +81,7 @@ def _on_a_terminal(*args, columns: int, timeout=120) -> tuple[int, str]:
     os.close(master)
     code = proc.wait(timeout=10)
     text = b"".join(chunks).decode(errors="replace").replace("\r\n", "\n")
-    return code, _ANSI.sub("", text)
+    return code, text if raw else _ANSI.sub("", text)
 
 
 def _one_line_each(out: str, findings) -> None:
@@ -167,3 +169,12 @@ def test_doctor_names_torch_the_chosen_target_and_the_corpus(tmp_path):
 def test_issue_drafts_point_to_doctor():
     from mpsfuzz.reports.issue import TOOL_NOTE
     assert "mpsfuzz doctor" in TOOL_NOTE
+
+
+def test_no_color_is_honoured_on_a_terminal(tmp_path):
+    root = _corpus(tmp_path)
+    colour = re.compile(r"\x1b\[[0-9;]*(3[0-9]|9[0-7])[;m]")
+    code, out = _on_a_terminal("corpus", "list", root, columns=160, raw=True)
+    assert code == 0 and colour.search(out), "expected colour on a terminal"
+    code, out = _on_a_terminal("corpus", "list", root, columns=160, raw=True, env_extra={"NO_COLOR": "1"})
+    assert code == 0 and "linalg.eig" in out and not colour.search(out)
