@@ -266,38 +266,48 @@ class WorkerPool:
     def run(self, case_json: dict, oracle_names, op: str, timeout_s: float | None = None):
         """The pool's ``execute`` of the case in the worker: its result dict, or a
         :class:`ProcessEvent` if the worker died or hung. The in-flight file is written
-        before the try below: failing to write it is never taken for the worker dying."""
+        before the exchange: failing to write it is never taken for the worker dying."""
         if self.execute is None:
             raise TypeError("WorkerPool.run needs the pool's execute function (WorkerPool(..., execute=...))")
         timeout = self.timeout_s if timeout_s is None else timeout_s
         worker = self._ensure()
         self._write_inflight(case_json)
+        return self._exchange(worker, ("call", function_name(self.execute), case_json, [list(oracle_names)], {}),
+                              op, timeout, lambda: self._wait(worker, timeout),
+                              internal=lambda tb: {"internal_error": tb, "valid": False, "unsupported": False,
+                                                   "failures": []})
+
+    def _exchange(self, worker: Worker, request: tuple, op: str, timeout: float, wait, internal):
+        """Send ``request`` and take the reply: the payload (a poisoned worker replaced
+        after answering), ``internal(traceback)`` where the function raised, or a
+        :class:`ProcessEvent` where the worker hung (``wait`` says "timeout" or
+        "slow-compile") or died; a lost worker is replaced."""
         try:
-            worker.conn.send(("call", function_name(self.execute), case_json, [list(oracle_names)], {}))
-            late = self._wait(worker, timeout)
+            worker.conn.send(request)
+            late = wait()
             if late is None:
                 kind, payload = worker.conn.recv()
                 if kind == "internal":
-                    return {"internal_error": payload, "valid": False, "unsupported": False, "failures": []}
+                    return internal(payload)
                 if payload.get("poisoned"):
-                    worker.kill()
-                    self._worker = None
-                    self.restarts += 1
+                    self._replace(worker)
                 return payload
             if late == "slow-compile":
                 event = ProcessEvent(op=op, target_name=self.target_name, kind="slow-compile",
                                      timeout_s=self.compile_timeout_s)
             else:
                 event = ProcessEvent(op=op, target_name=self.target_name, kind="timeout", timeout_s=timeout)
-            worker.kill()
         except (EOFError, OSError, BrokenPipeError):
             worker.process.join(5)
             event = ProcessEvent(op=op, target_name=self.target_name, kind="died",
                                  returncode=worker.process.exitcode, stderr_tail=worker.stderr_tail())
-            worker.kill()
+        self._replace(worker)
+        return event
+
+    def _replace(self, worker: Worker) -> None:
+        worker.kill()
         self._worker = None
         self.restarts += 1
-        return event
 
     def _wait(self, worker: Worker, timeout: float) -> str | None:
         """Wait for the worker's reply: None once it is there, "timeout" when the case ran
@@ -326,27 +336,9 @@ class WorkerPool:
         if the worker died or did not answer within ``timeout_s`` (compilation counts)."""
         worker = self._ensure()
         self._write_inflight(case_json)
-        try:
-            worker.conn.send(("call", function_name(fn), case_json, list(args), dict(kwargs or {})))
-            if worker.conn.poll(timeout_s):
-                kind, payload = worker.conn.recv()
-                if kind == "internal":
-                    return {"internal_error": payload}
-                if payload.get("poisoned"):
-                    worker.kill()
-                    self._worker = None
-                    self.restarts += 1
-                return payload
-            event = ProcessEvent(op=op, target_name=self.target_name, kind="timeout", timeout_s=timeout_s)
-            worker.kill()
-        except (EOFError, OSError, BrokenPipeError):
-            worker.process.join(5)
-            event = ProcessEvent(op=op, target_name=self.target_name, kind="died",
-                                 returncode=worker.process.exitcode, stderr_tail=worker.stderr_tail())
-            worker.kill()
-        self._worker = None
-        self.restarts += 1
-        return event
+        return self._exchange(worker, ("call", function_name(fn), case_json, list(args), dict(kwargs or {})),
+                              op, timeout_s, lambda: None if worker.conn.poll(timeout_s) else "timeout",
+                              internal=lambda tb: {"internal_error": tb})
 
     def fresh(self) -> None:
         """Make the next case run in a new worker process (no state from earlier calls)."""
