@@ -713,11 +713,16 @@ def _cat_shapes(n: int):
         base = list(_shape(draw, budget, 1, 6))
         d = draw(st.integers(0, len(base) - 1))
         sub = ShapeBudget(max_numel=max(1, budget.max_numel // n))
+        # The other dims are fitted once, for all inputs: fitting each input on its own
+        # could shrink them differently, and cat needs them equal.
+        base[d] = 1
+        base = list(fit(base, sub))
+        others = max(1, prod(base))
         out = []
         for _ in range(n):
             s = list(base)
-            s[d] = draw_side(draw, budget)
-            out.append(fit(s, sub) if prod(s) > sub.max_numel else tuple(s))
+            s[d] = min(draw_side(draw, budget), sub.max_numel // others)
+            out.append(tuple(s))
         if draw(st.integers(0, 9)) == 0:  # legacy: a 1-D empty tensor joins anything
             out[draw(st.integers(0, n - 1))] = (0,)
         return tuple(out)
