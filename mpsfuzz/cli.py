@@ -119,6 +119,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="cases per op before the next op's turn (default 30; a small slice reaches every op sooner)")
     run.add_argument("--max-rank", type=_int_at_least("--max-rank", 0), default=8)
     run.add_argument("--max-side", type=_int_at_least("--max-side", 1), default=8)
+    run.add_argument("--jobs", "-j", type=_int_at_least("--jobs", 1), default=None,
+                     help="fuzzing lanes in parallel, each a process with its own worker and triage "
+                          "(default: one per two cores, at least 1)")
     run.add_argument("--no-progress", action="store_true", help="no live status line")
     run.add_argument("--known", action="append", default=[], metavar="FILE",
                      help="extra known-failure table (JSON, the format of mpsfuzz/data/known_failures.json); repeatable")
@@ -440,6 +443,7 @@ def cmd_run(args, console) -> int:
     from .corpus.store import Corpus
     from .generation import catalogue
     from .campaign.engine import Campaign, CampaignConfig
+    from .campaign.lanes import ParallelCampaign, default_jobs
     from .execution.worker import WorkerStartError
     from .oracles import select as select_oracles
     from .reports.console import ConsoleReporter
@@ -485,10 +489,17 @@ def cmd_run(args, console) -> int:
     reporter = ConsoleReporter(console, live=False if args.no_progress else None, errors_log=errors.path)
     try:
         # The errors log first: a harness error is on disk before anything reports it.
-        writer = ReproWriter(corpus_dir, verify=not args.no_verify_repros, timeout_s=max(args.timeout * 3, 60.0))
+        verify_timeout_s = max(args.timeout * 3, 60.0)
+        writer = ReproWriter(corpus_dir, verify=not args.no_verify_repros, timeout_s=verify_timeout_s)
         listeners = [errors, writer, reporter, RunLog(corpus_dir, errors_log=errors.path)]
-        # The writer verifies each new finding's repro before the engine counts it.
-        result = Campaign(config, listeners, confirm=writer.confirm).run()
+        jobs = args.jobs if args.jobs is not None else default_jobs()
+        if jobs > 1:
+            result = ParallelCampaign(config, listeners, jobs=jobs, verify=not args.no_verify_repros,
+                                      verify_timeout_s=verify_timeout_s, target_name=target.name,
+                                      device=str(target.device)).run()
+        else:
+            # The writer verifies each new finding's repro before the engine counts it.
+            result = Campaign(config, listeners, confirm=writer.confirm).run()
     except (TargetError, UpstreamTableError, WorkerStartError) as exc:
         raise UsageError(str(exc)) from None
     finally:

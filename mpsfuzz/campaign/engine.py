@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import threading
 import time
 import traceback
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from ..oracles import Failure, all_oracles, worker_oracles
 from ..oracles.judge import judge_case
 from ..triage.ablation import holds_all
 from ..triage.pipeline import DEFAULT_RERUNS, triage
+from .triage_desk import TriageDesk
 
 
 @dataclass
@@ -66,6 +68,7 @@ class CampaignConfig:
     reruns: int = DEFAULT_RERUNS      # re-runs of a shrunk failure before it is recorded
     minimise_budget_s: float = 30.0   # reduction + ablation time per finding
     compile_timeout_s: float = 180.0  # one torch.compile compilation (not counted in timeout_s)
+    shared_corpus: bool = False       # other campaigns record into the corpus too (run --jobs)
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,9 @@ class FoundBug:
     signature: str
     flaky: bool = False               # any case with the symptom (it cannot be ablated)
     case: Case | None = field(default=None, compare=False)   # its minimal case
+    # A failure handed to triage and not yet recorded: it covers its symptom meanwhile,
+    # so the campaign does not shrink the same bug again while triage works on it.
+    provisional: bool = False
 
     @classmethod
     def of(cls, finding: Finding) -> "FoundBug":
@@ -121,6 +127,9 @@ class _CorpusUnwritable(BaseException):
         self.error = error
 
 
+# How often a campaign sharing its corpus with others (run --jobs) looks for their findings.
+REFRESH_S = 5.0
+
 # An op is set aside for the rest of the run after this many harness errors in a row on
 # its cases, or once more than SET_ASIDE_SHARE of at least SET_ASIDE_MIN cases failed so.
 SET_ASIDE_STREAK = 8
@@ -162,6 +171,16 @@ def _guarded(draw, strategy):
         raise
     except Exception as exc:
         return GenerationFailed(error_line(exc), _traceback_of(exc))
+
+
+@dataclass
+class _Slice:
+    """One op's slice of a round: its strategy and seed, and the cases drawn ahead."""
+    op: str
+    spec: object
+    strategy: object
+    seed: int
+    cases: list
 
 
 class FindingError(Exception):
@@ -237,18 +256,31 @@ class Campaign:
     reproduce it is ``unconfirmed``, never new."""
 
     def __init__(self, config: CampaignConfig, listeners: list[Callable] = (),
-                 confirm: Callable | None = None):
+                 confirm: Callable | None = None, stop=None):
         self.config = config
+        self.stop = stop          # an Event (threading or multiprocessing): set, the run ends
+        self.target_name = self.device = ""
         self.listeners = list(listeners)
         self.confirm = confirm
         self.stats = Stats()
         self.corpus = Corpus(config.corpus_dir)
-        self.found: list[FoundBug] = [FoundBug.of(f) for _, f in self.corpus.load()[0]]
+        loaded = self.corpus.load()[0]
+        self.found: list[FoundBug] = [FoundBug.of(f) for _, f in loaded]
+        self._seen_files = {path.name for path, _ in loaded}   # corpus files in self.found
+        self._refreshed = 0.0
         self.recorded: list[tuple[Finding, Path, bool]] = []
         self._sightings: dict[str, int] = {}
         self._shrink_started: dict[tuple, float] = {}
         self._pending: dict[tuple, FindingError] = {}   # failures of this slice being shrunk
         self._memo: dict = {}
+        self._replaying = False   # the second pass of a slice: its cases were counted by the first
+        # The triage desk's thread records findings while this one fuzzes: what both
+        # change (stats, found, recorded, sightings) and the listeners are used under it.
+        self._lock = threading.RLock()
+        self._desk: TriageDesk | None = None
+        self._desk_error: CorpusWriteError | None = None
+        self._provisional = 0
+        self._device = self._target_name = ""
         self._start = 0.0
         # per op: [cases attempted, harness errors, harness errors in a row] (set-aside rule)
         self._op_health: dict[str, list[int]] = {}
@@ -262,6 +294,10 @@ class Campaign:
     def emit(self, event) -> None:
         """Hand ``event`` to every listener; one that raises is a harness error (stage
         ``report``), except for a corpus that cannot be written, which ends the run."""
+        with self._lock:
+            self._emit(event)
+
+    def _emit(self, event) -> None:
         for listener in self.listeners:
             try:
                 listener(event)
@@ -277,8 +313,9 @@ class Campaign:
 
     # -- harness errors -------------------------------------------------------------------
     def _count_harness(self, stage: str) -> None:
-        self.stats.harness_errors += 1
-        self.stats.harness_by_stage[stage] = self.stats.harness_by_stage.get(stage, 0) + 1
+        with self._lock:
+            self.stats.harness_errors += 1
+            self.stats.harness_by_stage[stage] = self.stats.harness_by_stage.get(stage, 0) + 1
 
     def harness_error(self, stage: str, op: str | None, case, exc: BaseException | None = None, *,
                       error: str = "", trace: str = "") -> None:
@@ -315,11 +352,15 @@ class Campaign:
 
     # -- budget ---------------------------------------------------------------------------
     def _out_of_budget(self) -> str | None:
+        if self.stop is not None and self.stop.is_set():
+            return "stopped"
         if self.config.max_cases is not None and self.stats.cases >= self.config.max_cases:
             return "max-cases"
         if self.config.budget_s is not None and time.monotonic() - self._start >= self.config.budget_s:
             return "budget"
-        if self.config.max_findings is not None and self.stats.new_findings >= self.config.max_findings:
+        # Failures in triage count: most become findings, and the desk finishes them.
+        in_triage = self._desk.pending if self._desk is not None else 0
+        if self.config.max_findings is not None and self.stats.new_findings + in_triage >= self.config.max_findings:
             return "max-findings"
         return None
 
@@ -327,16 +368,23 @@ class Campaign:
     def _failures_of(self, case, pool: WorkerPool) -> list[Failure]:
         """Run the case in a worker; its failures. Harness errors are counted here and
         the case then has no failures (only CorpusWriteError is raised)."""
-        self.stats.cases += 1
-        per_op = self.stats.per_op.setdefault(case.op, [0, 0])
-        per_op[0] += 1
-        shrinking = bool(self._shrink_started)
         try:
             outcome = pool.run(case.to_json(), self._case_oracles, case.op)
         except CorpusWriteError:
             raise
         except Exception as exc:  # the pool could not run it (a worker that cannot start...)
-            self.harness_error("execute", case.op, case, exc)
+            outcome = exc
+        return self._outcome_failures(case, outcome)
+
+    def _outcome_failures(self, case, outcome) -> list[Failure]:
+        """The failures of a case the worker ran (``outcome``: its result dict, a
+        ProcessEvent, or the exception that kept the pool from running it); counts it."""
+        self.stats.cases += 1
+        per_op = self.stats.per_op.setdefault(case.op, [0, 0])
+        per_op[0] += 1
+        shrinking = bool(self._shrink_started)
+        if isinstance(outcome, BaseException):
+            self.harness_error("execute", case.op, case, outcome)
             self.emit(CaseFinished(case.op, valid=False, unsupported=False, shrinking=shrinking, case=case))
             return []
         if isinstance(outcome, ProcessEvent):
@@ -402,11 +450,11 @@ class Campaign:
         if reason:
             raise BudgetExhausted(reason)
         if isinstance(case, GenerationFailed):
-            # Not memoised: draws that fail alike are still separate attempts.
             if op in self.stats.set_aside and not self._shrink_started:
                 raise _SetAside()
-            self.harness_error("generate", op, None, error=case.error, trace=case.traceback)
-            self._case_outcome(op, False, case.error)
+            if not self._replaying:  # a replay's failed draws were counted by the first pass
+                # Not memoised: draws that fail alike are still separate attempts.
+                self._generation_failed(op, case)
             return
         verdicts = self._memo.get(case)
         if verdicts is None:
@@ -417,20 +465,32 @@ class Campaign:
             if any(time.monotonic() - t > self.config.shrink_budget_s
                    for t in self._shrink_started.values()):
                 return  # shrink budget spent: smaller variants are no longer tried
-            lost_before = self.stats.cases_lost
-            verdicts = self._memo[case] = self._verdicts(case, self._failures_of(case, pool), pool)
-            self._case_outcome(op, self.stats.cases_lost == lost_before)
+            verdicts = self._judged(case, op, lambda: self._failures_of(case, pool), pool)
         for verdict, failure, signature in verdicts:
-            if verdict == "suppressed":
-                self.stats.suppressed += 1
-            elif verdict == "sighting":
-                self._sightings[signature] = self._sightings.get(signature, 0) + 1
-            else:
+            if verdict == "new":
                 key = (case.op, failure.oracle, failure.kind)
                 self._shrink_started.setdefault(key, time.monotonic())
                 error = _error_type(*key)(case, failure, signature)
                 self._pending[key] = error   # the smallest so far: Hypothesis shrinks towards it
                 raise error
+
+    def _generation_failed(self, op: str, failed: GenerationFailed) -> None:
+        self.harness_error("generate", op, None, error=failed.error, trace=failed.traceback)
+        self._case_outcome(op, False, failed.error)
+
+    def _judged(self, case, op: str, failures_of, pool: WorkerPool) -> list[tuple]:
+        """The verdicts of a case that ``failures_of()`` runs (or takes from its batch's
+        outcome), memoised for the rest of the slice; its sightings and suppressed
+        failures are counted here, once per case, however often Hypothesis asks again."""
+        lost_before = self.stats.cases_lost
+        verdicts = self._memo[case] = self._verdicts(case, failures_of(), pool)
+        self._case_outcome(op, self.stats.cases_lost == lost_before)
+        for verdict, _failure, signature in verdicts:
+            if verdict == "suppressed":
+                self.stats.suppressed += 1
+            elif verdict == "sighting":
+                self._sightings[signature] = self._sightings.get(signature, 0) + 1
+        return verdicts
 
     def _verdicts(self, case, failures: list[Failure], pool: WorkerPool) -> list[tuple]:
         """(verdict, failure, signature) for each failure: "suppressed" (the upstream
@@ -457,7 +517,7 @@ class Campaign:
     def _covering_finding(self, case, failure: Failure) -> FoundBug | None:
         """The finding already found whose symptom and conditions this failure meets."""
         symptom = symptom_key(case, failure)
-        return next((f for f in self.found if f.covers(case, failure, symptom)), None)
+        return next((f for f in list(self.found) if f.covers(case, failure, symptom)), None)
 
     def _upstream_entry(self, case, failure: Failure, device: str):
         """The upstream table's entry this failure matches, or None."""
@@ -471,29 +531,99 @@ class Campaign:
         entry = self._upstream_entry(case, failure, pool.device)
         return entry is not None and entry.status in upstream.SUPPRESSED
 
-    def _run_slice(self, op: str, round_no: int, pool: WorkerPool) -> None:
+    # -- one slice: drawn ahead, run as a batch, replayed and shrunk only if it failed --
+    def _prepare(self, op: str, round_no: int) -> "_Slice | None":
+        """Build ``op``'s Hypothesis test for this round and draw its cases without
+        running them (the generate phase only; the worker may meanwhile be running the
+        previous slice's batch). None when the op is set aside."""
         try:
             spec = catalogue.get(op)
             strategy = cases(spec, max_rank=self.config.max_rank, max_side=self.config.max_side,
                              max_numel=self.config.max_numel, allow_variants=self.config.allow_variants)
             slice_seed = int(hashlib.sha1(f"{self.seed}:{op}:{round_no}".encode()).hexdigest()[:12], 16)
-            test = given(_guarded(strategy))(self._test_body(pool, op))
-            test = settings(max_examples=self.config.slice_examples, deadline=None, database=None,
-                            derandomize=False, suppress_health_check=list(HealthCheck),
-                            phases=(Phase.generate, Phase.shrink), verbosity=Verbosity.quiet,
-                            report_multiple_bugs=True, print_blob=False)(test)
-            test = hypothesis_seed(slice_seed)(test)
         except Exception as exc:  # its strategy cannot even be built: it never will be
             self.harness_error("generate", op, None, exc)
             self._set_aside(op, "its cases cannot be generated", error_line(exc))
-            return
+            return None
+        drawn: list = []
+
+        def collect(case):
+            if isinstance(case, GenerationFailed):
+                if op in self.stats.set_aside:
+                    raise _SetAside()
+                self._generation_failed(op, case)
+            elif case not in drawn:
+                drawn.append(case)
+        prepared = _Slice(op, spec, strategy, slice_seed, [])
+        try:
+            self._hypothesis(prepared, collect, phases=(Phase.generate,))()
+        except (_SetAside, BudgetExhausted):
+            pass
+        except Exception as exc:
+            for other in _leaves(exc):  # no body raised: Hypothesis' own errors (Unsatisfiable...)
+                self.harness_error("generate" if isinstance(other, Unsatisfiable) else "hypothesis", op, None, other)
+                self._case_outcome(op, False, error_line(other))
+        prepared.cases = drawn
+        return prepared
+
+    def _hypothesis(self, prepared: "_Slice", body, *, phases):
+        test = given(_guarded(prepared.strategy))(body)
+        test = settings(max_examples=self.config.slice_examples, deadline=None, database=None,
+                        derandomize=False, suppress_health_check=list(HealthCheck),
+                        phases=phases, verbosity=Verbosity.quiet,
+                        report_multiple_bugs=True, print_blob=False)(test)
+        return hypothesis_seed(prepared.seed)(test)
+
+    def _finish(self, prepared: "_Slice", batch, pool: WorkerPool, *, shrink: bool = True) -> None:
+        """Judge the outcomes of ``prepared``'s batch; if a case failed in a new way, run
+        the slice's Hypothesis test again with the same seed: it draws the same cases
+        (their verdicts remembered, nothing runs twice), fails where the batch did and
+        shrinks from there. Without ``shrink`` (the budget ran out) a new failure is
+        recorded as it is, reduced by triage."""
         self._shrink_started.clear()
         self._pending = {}
-        # Results of this slice by case: Hypothesis' shrinker and its final replay of the
-        # minimal example ask again for cases already run (a hang would cost its timeout).
         self._memo = {}
+        op = prepared.op
         try:
-            test()
+            outcomes = self._outcomes(prepared, batch, pool)
+            for case, outcome in zip(prepared.cases, outcomes):
+                self._judged(case, op, lambda c=case, o=outcome: self._outcome_failures(c, o), pool)
+            failed = [(case, v) for case, vs in self._memo.items() for v in vs if v[0] == "new"]
+            if not failed:
+                return
+            if shrink:
+                self._replay_and_shrink(prepared, pool)
+            # What the replay did not shrink and record (the budget ran out first, or the
+            # replay drew other cases) is recorded as it failed: triage reduces it.
+            for case, (_, failure, signature) in failed:
+                if self._covering_finding_or_none(case, failure) is None:
+                    self._record_safely(_error_type(case.op, failure.oracle, failure.kind)(case, failure, signature),
+                                        pool, flaky=False)
+        finally:
+            self._shrink_started.clear()
+            self._pending = {}
+            self._memo = {}
+
+    def _outcomes(self, prepared: "_Slice", batch, pool: WorkerPool) -> list:
+        """One outcome per case of ``prepared``: ``batch`` is what submitting it gave (a
+        Batch, or the exception that kept the pool from taking it)."""
+        n = len(prepared.cases)
+        if isinstance(batch, BaseException):
+            return [batch] * n
+        if batch is None:
+            return []
+        try:
+            return pool.collect(batch)
+        except CorpusWriteError:
+            raise
+        except Exception as exc:  # the pool could not run them (a worker that cannot start...)
+            return batch.outcomes + [exc] * (n - len(batch.outcomes))
+
+    def _replay_and_shrink(self, prepared: "_Slice", pool: WorkerPool) -> None:
+        op = prepared.op
+        self._replaying = True
+        try:
+            self._hypothesis(prepared, self._test_body(pool, op), phases=(Phase.generate, Phase.shrink))()
         except BudgetExhausted:
             # The budget ran out while Hypothesis was shrinking: what it found so far is
             # recorded (reduced and explained by triage) rather than lost with the slice.
@@ -508,79 +638,145 @@ class Campaign:
             flaky = "Flaky" in type(exc).__name__
             found, others = split_report(exc)
             for other in others:
-                # Hypothesis' own errors (no case it could draw: Unsatisfiable; a flaky
-                # strategy...) and anything else that escaped the test body.
+                # Hypothesis' own errors (a flaky strategy...) and anything else that
+                # escaped the test body.
                 self.harness_error("generate" if isinstance(other, Unsatisfiable) else "hypothesis", op, None, other)
                 self._case_outcome(op, False, error_line(other))
             for err in found:
                 self._record_safely(err, pool, flaky=flaky)
         finally:
-            self._shrink_started.clear()
-            self._pending = {}
-            self._memo = {}
+            self._replaying = False
 
-    def _record_safely(self, err: FindingError, pool: WorkerPool, *, flaky: bool) -> None:
-        """_record, with anything it raises a harness error (stage ``record``)."""
+    def _record_safely(self, err: FindingError, pool: WorkerPool | None, *, flaky: bool,
+                       triage_it: bool = True) -> str | None:
+        """Hand the shrunk failure to the triage desk (the campaign goes on meanwhile),
+        or, on the desk's thread or without a desk, _record it now, anything it raises a
+        harness error (stage ``record``). The signature it ended up as, if recorded now."""
+        if self._desk is not None and threading.current_thread() is not self._desk_thread():
+            with self._lock:
+                self._provisional += 1
+                holder = FoundBug(symptom_key(err.case, err.failure), None, f"in-triage-{self._provisional}",
+                                  flaky=True, case=err.case, provisional=True)
+                self.found.append(holder)
+            self._desk.submit((err, flaky, holder))
+            return None
         try:
-            self._record(err, pool, flaky=flaky)
+            return self._record(err, pool, flaky=flaky, triage_it=triage_it)
         except CorpusWriteError:
             raise
         except Exception as exc:
             self.harness_error("record", err.case.op, err.case, exc)
+            return None
 
-    def _covering_finding_or_none(self, case, failure: Failure) -> FoundBug | None:
-        """_covering_finding; None (and a harness error) where matching raises: better a
-        finding recorded twice than a finding lost."""
+    def _desk_thread(self):
+        return getattr(self._desk, "_thread", None)
+
+    def _triaged(self, job, pool: WorkerPool, *, triage_it: bool = True) -> None:
+        """The desk's handler: record the job's failure, then retire its placeholder
+        (the sightings it collected meanwhile go to the finding it became)."""
+        err, flaky, holder = job
         try:
-            return self._covering_finding(case, failure)
+            signature = self._record_safely(err, pool, flaky=flaky, triage_it=triage_it)
+        except CorpusWriteError as exc:
+            self._desk_error = exc
+            signature = None
+        with self._lock:
+            if holder in self.found:
+                self.found.remove(holder)
+            seen = self._sightings.pop(holder.signature, 0)
+            if seen and signature is not None:
+                self._sightings[signature] = self._sightings.get(signature, 0) + seen
+
+    def _recorded_untriaged(self, job) -> None:
+        """An abandoned or failed triage job: its shrunk case is recorded as it is."""
+        self._triaged(job, None, triage_it=False)
+
+    def _covering_finding_or_none(self, case, failure: Failure, *, settled: bool = False) -> FoundBug | None:
+        """_covering_finding (``settled``: recorded findings only, not those in triage);
+        None (and a harness error) where matching raises: better a finding recorded twice
+        than a finding lost."""
+        try:
+            found = self._covering_finding(case, failure)
+            if found is not None and found.provisional and settled:
+                symptom = symptom_key(case, failure)
+                found = next((f for f in list(self.found)
+                              if not f.provisional and f.covers(case, failure, symptom)), None)
+            return found
         except CorpusWriteError:
             raise
         except Exception as exc:
             self.harness_error("judge", case.op, case, exc)
             return None
 
-    def _record(self, err: FindingError, pool: WorkerPool, *, flaky: bool) -> None:
+    def _record(self, err: FindingError, pool: WorkerPool | None, *, flaky: bool, triage_it: bool = True) -> str | None:
         """Re-run, reduce and explain the shrunk failure (triage/pipeline.py), then store it.
         (Hypothesis' own Flaky verdict, ``flaky``, is only a hint: the re-runs decide.)
         If triage raises, the shrunk case is stored as it is (unexplained): nothing found
         is lost to a harness error."""
-        if self._covering_finding_or_none(err.case, err.failure) is not None:
-            return  # an earlier finding of this slice covers it
-        self.emit(Notice(f"{err.case.op}: minimising {err.failure.oracle} failure"))
-        try:
-            result = triage(err.case, err.failure, pool, self.config.oracles, reruns=self.config.reruns,
-                            budget_s=self.config.minimise_budget_s, timeout_s=self.config.timeout_s)
-        except CorpusWriteError:
-            raise
-        except Exception as exc:
-            self.harness_error("triage", err.case.op, err.case, exc)
-            result = None
+        earlier = self._covering_finding_or_none(err.case, err.failure, settled=True)
+        if earlier is not None:
+            with self._lock:  # an earlier finding covers it
+                self._sightings[earlier.signature] = self._sightings.get(earlier.signature, 0) + 1
+            return earlier.signature
+        result = None
+        if triage_it and pool is not None:
+            self.emit(Notice(f"{err.case.op}: minimising {err.failure.oracle} failure"))
+            try:
+                result = triage(err.case, err.failure, pool, self.config.oracles, reruns=self.config.reruns,
+                                budget_s=self.config.minimise_budget_s, timeout_s=self.config.timeout_s)
+            except CorpusWriteError:
+                raise
+            except Exception as exc:
+                self.harness_error("triage", err.case.op, err.case, exc)
         if result is None:
             case, failure, explanation, result_flaky = err.case, err.failure, None, False
         else:
             case, failure, explanation, result_flaky = result.case, result.failure, result.explanation, result.flaky
-        covering = None if result_flaky else self._covering_finding_or_none(case, failure)
-        if covering is not None:
-            # Reduced, it meets an earlier finding's conditions (the reducer moved it to
-            # that finding's dtype, say): a sighting of that bug.
-            self._sightings[covering.signature] = self._sightings.get(covering.signature, 0) + 1
-            return
+        with self.corpus.recording():
+            self._refresh_found()   # what other campaigns on this corpus recorded meanwhile
+            covering = None if result_flaky else self._covering_finding_or_none(case, failure, settled=True)
+            if covering is not None:
+                # Reduced, it meets an earlier finding's conditions (the reducer moved it
+                # to that finding's dtype, say): a sighting of that bug.
+                with self._lock:
+                    self._sightings[covering.signature] = self._sightings.get(covering.signature, 0) + 1
+                return covering.signature
+            path, new, finding = self._store(case, failure, result, explanation, result_flaky)
+        return self._confirmed(finding, path, new, result)
+
+    def _refresh_found(self) -> None:
+        """Add the findings that other campaigns sharing the corpus recorded since."""
+        self._refreshed = time.monotonic()
+        fresh = self.corpus.load_new(self._seen_files)
+        with self._lock:
+            known = {f.signature for f in self.found}
+            self.found += [FoundBug.of(f) for _, f in fresh if f.signature not in known]
+
+    def _store(self, case, failure: Failure, result, explanation, result_flaky: bool):
+        """Write the finding (its status from the upstream tables): (path, new, finding)."""
         try:
-            entry = self._upstream_entry(case, failure, pool.device)
+            entry = self._upstream_entry(case, failure, self._device)
         except Exception as exc:
             self.harness_error("judge", case.op, case, exc)
             entry = None
         finding = Finding.create(
-            case, failure, target_name=pool.target_name, target_spec=self.config.target_spec,
-            device=pool.device, flaky=result_flaky,
+            case, failure, target_name=self._target_name, target_spec=self.config.target_spec,
+            device=self._device, flaky=result_flaky,
             known=entry.to_json() if entry is not None else None,
             conditions=explanation.conditions if explanation is not None else None,
             explanation=explanation.to_json() if explanation is not None else None,
             reproducibility=result.reproducibility.to_json() if result is not None else None,
             minimisation=result.minimisation_json() if result is not None else None,
             localisation=result.localisation if result is not None else None)
-        path, new = self.corpus.record(finding)
-        self.found.append(FoundBug.of(finding))
+        with self._lock:
+            path, new = self.corpus.record(finding)
+            self.found.append(FoundBug.of(finding))
+            self._seen_files.add(path.name)
+        return path, new, finding
+
+    def _confirmed(self, finding: Finding, path: Path, new: bool, result) -> str:
+        """Verify a new finding's repro script (``confirm``), count and report it."""
+        case = finding.case
         try:
             if new and self.confirm is not None and not finding.flaky:
                 try:
@@ -596,18 +792,22 @@ class Campaign:
         finally:
             # Also when a Ctrl-C stops the verification: the finding is on disk, so the
             # run's summary and counts must show it (its repro stays unverified).
-            if new:
-                self._count(finding.status, +1)
-            self.stats.minimise_s += result.seconds if result is not None else 0.0
-            self.recorded.append((finding, path, new))
-            self.emit(FindingRecorded(finding, path, new))
+            with self._lock:
+                if new:
+                    self._count(finding.status, +1)
+                self.stats.minimise_s += result.seconds if result is not None else 0.0
+                self.recorded.append((finding, path, new))
+                self.emit(FindingRecorded(finding, path, new))
         if new:
-            self._fold_special_cases(finding, path)
+            with self._lock:
+                self._fold_special_cases(finding, path)
+        return finding.signature
 
     def _count(self, status: str, delta: int) -> None:
         name = {"new": "new_findings", "known-bug": "known_bugs", "flaky": "flaky",
                 "capability": "capabilities", "unconfirmed": "unconfirmed"}.get(status, "cpu_bugs")
-        setattr(self.stats, name, getattr(self.stats, name) + delta)
+        with self._lock:
+            setattr(self.stats, name, getattr(self.stats, name) + delta)
 
     def _fold_special_cases(self, general: Finding, path: Path) -> None:
         """Earlier findings that are special cases of ``general`` become part of it: one
@@ -639,27 +839,14 @@ class Campaign:
         with WorkerPool(self.config.target_spec, timeout_s=self.config.timeout_s,
                         inflight_dir=self.config.corpus_dir, compile_timeout_s=self.config.compile_timeout_s,
                         execute=judge_case) as pool:
-            round_no = 0
+            self._device, self._target_name = pool.device, pool.target_name
+            self.device, self.target_name = pool.device, pool.target_name
+            self._desk = TriageDesk(self._triaged, self._triage_pool, fallback=self._recorded_untriaged)
             try:
                 self.emit(CampaignStarted(pool.target_name, self.config.target_spec, pool.device,
                                           tuple(self.config.ops), self.config.oracles, self.seed,
                                           self.config.budget_s, self.config.max_cases))
-                while True:
-                    if all(op in self.stats.set_aside for op in self.config.ops):
-                        raise BudgetExhausted("every op set aside")
-                    for op in self.config.ops:
-                        if op in self.stats.set_aside:
-                            continue
-                        if (reason := self._out_of_budget()):
-                            raise BudgetExhausted(reason)
-                        try:
-                            self._run_slice(op, round_no, pool)
-                        except CorpusWriteError:
-                            raise
-                        except Exception as exc:  # whatever else escaped the slice: not fatal
-                            self.harness_error("hypothesis", op, None, exc)
-                            self._case_outcome(op, False, error_line(exc))
-                    round_no += 1
+                self._fuzz(pool)
             except BudgetExhausted as stop:
                 stopped = str(stop) or "budget"
             except KeyboardInterrupt:
@@ -669,6 +856,9 @@ class Campaign:
             except CorpusWriteError as exc:
                 unwritable = exc
             finally:
+                if unwritable is None:
+                    stopped = self._close_desk(stopped)
+                    unwritable = self._desk_error
                 self.stats.elapsed_s = time.monotonic() - self._start
                 if unwritable is None:
                     self._flush_sightings()
@@ -677,6 +867,95 @@ class Campaign:
         result = CampaignFinished(self.stats, tuple(self.recorded), stopped)
         self.emit(result)
         return result
+
+    def _triage_pool(self) -> WorkerPool:
+        """The desk's worker: the campaign's target, a process of its own."""
+        return WorkerPool(self.config.target_spec, timeout_s=self.config.timeout_s,
+                          inflight_dir=self.config.corpus_dir, compile_timeout_s=self.config.compile_timeout_s,
+                          execute=judge_case, role="triage")
+
+    def _close_desk(self, stopped: str) -> str:
+        """Let the desk finish the failures handed to it (all of them: they are findings);
+        a Ctrl-C, before or while it does, records the ones not started as they are."""
+        desk = self._desk
+        try:
+            if stopped != "interrupted":
+                try:
+                    if desk.pending:
+                        self.emit(Notice(f"triaging the last {desk.pending} failure(s) before stopping"))
+                    desk.drain()
+                except KeyboardInterrupt:
+                    stopped = "interrupted"
+            if stopped == "interrupted":
+                for job in desk.abandon():
+                    self._recorded_untriaged(job)
+                desk.drain(timeout=5.0)
+        finally:
+            desk.close()
+            self._desk = None
+        return stopped
+
+    def _slices(self):
+        """(op, round) of each slice to run: round-robin over the ops not set aside."""
+        round_no = 0
+        while True:
+            if all(op in self.stats.set_aside for op in self.config.ops):
+                raise BudgetExhausted("every op set aside")
+            for op in self.config.ops:
+                if op not in self.stats.set_aside:
+                    yield op, round_no
+            round_no += 1
+
+    def _fuzz(self, pool: WorkerPool) -> None:
+        """Run slices until the budget says stop, in a pipeline: the next slice's cases
+        are drawn while the worker runs the previous slice's batch."""
+        running = None          # (slice, batch) in the worker
+        try:
+            for op, round_no in self._slices():
+                if self._desk_error is not None:
+                    raise self._desk_error
+                if self.config.shared_corpus and time.monotonic() - self._refreshed > REFRESH_S:
+                    self._refresh_found()   # stop shrinking what another lane found
+                if (reason := self._out_of_budget()):
+                    raise BudgetExhausted(reason)
+                try:
+                    prepared = self._prepare(op, round_no)
+                    if prepared is not None:
+                        prepared.cases = prepared.cases[:self._cases_left(running)]
+                    if running is not None:
+                        finishing, running = running, None
+                        self._finish(*finishing, pool)
+                    if prepared is not None and prepared.cases:
+                        running = (prepared, self._submit(prepared, pool))
+                except CorpusWriteError:
+                    raise
+                except (_CorpusUnwritable, BudgetExhausted, KeyboardInterrupt):
+                    raise
+                except Exception as exc:  # whatever else escaped the slice: not fatal
+                    self.harness_error("hypothesis", op, None, exc)
+                    self._case_outcome(op, False, error_line(exc))
+        except (BudgetExhausted, KeyboardInterrupt):
+            if running is not None:
+                # Its cases ran (or are running): count and judge them; a new failure is
+                # recorded unshrunk rather than lost.
+                self._finish(*running, pool, shrink=False)
+            raise
+
+    def _cases_left(self, running) -> int:
+        """How many more cases --max-cases allows, counting those in the worker now."""
+        if self.config.max_cases is None:
+            return self.config.slice_examples
+        in_flight = len(running[0].cases) if running is not None else 0
+        return max(0, self.config.max_cases - self.stats.cases - in_flight)
+
+    def _submit(self, prepared: _Slice, pool: WorkerPool):
+        try:
+            return pool.submit([c.to_json() for c in prepared.cases], self._case_oracles,
+                               [c.op for c in prepared.cases])
+        except CorpusWriteError:
+            raise
+        except Exception as exc:  # judged as each case's harness error when finished
+            return exc
 
     def _flush_sightings(self) -> None:
         self.stats.sightings = sum(self._sightings.values())

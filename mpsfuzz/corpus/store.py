@@ -91,6 +91,37 @@ class Corpus:
                 if fcntl is not None:
                     fcntl.flock(lock, fcntl.LOCK_UN)
 
+    @contextmanager
+    def recording(self):
+        """Held by a campaign while it decides whether a failure is a new finding and
+        records it: campaigns sharing a corpus (``run --jobs``) then never record one bug
+        twice. Its own lock file, since the writes inside take ``.lock``."""
+        with corpus_write(self.root):
+            self.root.mkdir(parents=True, exist_ok=True)
+            lock = open(self.root / ".record-lock", "a")
+        with lock:
+            if fcntl is not None:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                if fcntl is not None:
+                    fcntl.flock(lock, fcntl.LOCK_UN)
+
+    def load_new(self, seen: set[str]) -> list[tuple[Path, Finding]]:
+        """The readable findings whose file names are not in ``seen`` (added to it): what
+        other campaigns on this corpus recorded since."""
+        fresh = []
+        for path in self._finding_files():
+            if path.name in seen:
+                continue
+            try:
+                fresh.append((path, Finding.from_json(json.loads(path.read_text()))))
+                seen.add(path.name)
+            except (ValueError, OSError, UnicodeDecodeError):
+                continue  # being written, or corrupt: load() reports those
+        return fresh
+
     def _read(self, path: Path) -> Finding | None:
         """The finding at ``path``; an unreadable file is moved aside to ``*.corrupt``
         (never overwritten) and None returned."""

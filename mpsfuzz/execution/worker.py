@@ -133,16 +133,33 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state
             return
         if message[0] == "stop":
             return
+        if message[0] == "batch":
+            _, function, case_jsons, args, kwargs = message
+            for index, case_json in enumerate(case_jsons):
+                # Each reply carries its index and when it finished: the pool times the
+                # next case from there (a driver busy generating reads replies late) and
+                # knows, if this process dies, that the first case without a reply did it.
+                if not _answer(conn, function, case_json, target, args, kwargs, index, Case):
+                    return
+            continue
         _, function, case_json, args, kwargs = message
-        try:
-            result = _resolve(function)(Case.from_json(case_json), target, *args, **kwargs)
-            conn.send(("result", result))
-            if result.get("poisoned"):
-                return  # the device context is unusable: the pool starts a fresh worker
-        except Exception:
-            # mpsfuzz's own failure (the executor or an oracle raised): a harness error
-            # in the driver, logged with this whole traceback.
-            conn.send(("internal", traceback.format_exc()))
+        if not _answer(conn, function, case_json, target, args, kwargs, None, Case):
+            return
+
+
+def _answer(conn, function: str, case_json, target, args, kwargs, index, case_type) -> bool:
+    """Run one request and send its reply (tagged with ``index`` and the finish time
+    inside a batch); False when the worker must exit (a poisoned device context)."""
+    try:
+        result = _resolve(function)(case_type.from_json(case_json), target, *args, **kwargs)
+        reply = ("result", result)
+    except Exception:
+        # mpsfuzz's own failure (the executor or an oracle raised): a harness error in
+        # the driver, logged with this whole traceback.
+        result, reply = None, ("internal", traceback.format_exc())
+    conn.send(reply if index is None else (*reply, index, time.monotonic()))
+    # A poisoned device context is unusable: the pool starts a fresh worker.
+    return not (isinstance(result, dict) and result.get("poisoned"))
 
 
 class WorkerStartError(RuntimeError):
@@ -215,6 +232,19 @@ class Worker:
             pass
 
 
+class Batch:
+    """Cases sent to a worker in one message (:meth:`WorkerPool.submit`)."""
+
+    def __init__(self, case_jsons: list, args: list, ops: list[str]):
+        self.case_jsons, self.args, self.ops = case_jsons, args, ops
+        self.outcomes: list = []
+        self.done = 0                 # cases with an outcome
+        self.worker: Worker | None = None
+        self.offset = 0
+        self.started = 0.0            # when the current case started (monotonic)
+        self.compiled_before = 0.0
+
+
 class WorkerPool:
     """Runs cases in a persistent worker, replacing it when it dies or hangs.
 
@@ -223,7 +253,7 @@ class WorkerPool:
     preloaded into the zygote)."""
 
     def __init__(self, target_spec: str, *, timeout_s: float = 20.0, inflight_dir: Path | None = None,
-                 compile_timeout_s: float = COMPILE_TIMEOUT_S, execute=None):
+                 compile_timeout_s: float = COMPILE_TIMEOUT_S, execute=None, role: str = ""):
         self.target_spec = target_spec
         self.execute = execute
         self._warm = (execute.__module__,) if execute is not None else ()
@@ -231,7 +261,10 @@ class WorkerPool:
         self.compile_timeout_s = compile_timeout_s
         self._tmp = tempfile.TemporaryDirectory(prefix="mpsfuzz-workers-")
         self.workdir = Path(self._tmp.name)
-        self.inflight_path = (Path(inflight_dir) / f"inflight-{os.getpid()}.json") if inflight_dir else None
+        # ``role`` tells apart the in-flight files of two pools of one process (a
+        # campaign's fuzzing worker and its triage worker).
+        name = f"inflight-{os.getpid()}{'-' + role if role else ''}.json"
+        self.inflight_path = (Path(inflight_dir) / name) if inflight_dir else None
         self.restarts = 0
         self._worker: Worker | None = None
         self._started = 0
@@ -245,7 +278,7 @@ class WorkerPool:
             self._started += 1
         return self._worker
 
-    def _write_inflight(self, case_json: dict) -> None:
+    def _write_inflight(self, case_json: dict, more=()) -> None:
         """Raises CorpusWriteError where the corpus cannot be written (a full disk): not
         a case's failure, and no case runs without its in-flight file."""
         if self.inflight_path is None:
@@ -254,7 +287,11 @@ class WorkerPool:
         with corpus_write(self.inflight_path):
             self.inflight_path.parent.mkdir(parents=True, exist_ok=True)
             try:
-                tmp.write_text(json.dumps({"case": case_json, "target": self.target_spec, "started": time.time()}))
+                # ``case`` runs first; ``then``: the rest of its batch, in order.
+                record = {"case": case_json, "target": self.target_spec, "started": time.time()}
+                if more:
+                    record["then"] = list(more)
+                tmp.write_text(json.dumps(record))
                 os.replace(tmp, self.inflight_path)
             except OSError:
                 try:
@@ -265,17 +302,10 @@ class WorkerPool:
 
     def run(self, case_json: dict, oracle_names, op: str, timeout_s: float | None = None):
         """The pool's ``execute`` of the case in the worker: its result dict, or a
-        :class:`ProcessEvent` if the worker died or hung. The in-flight file is written
-        before the exchange: failing to write it is never taken for the worker dying."""
-        if self.execute is None:
-            raise TypeError("WorkerPool.run needs the pool's execute function (WorkerPool(..., execute=...))")
-        timeout = self.timeout_s if timeout_s is None else timeout_s
-        worker = self._ensure()
-        self._write_inflight(case_json)
-        return self._exchange(worker, ("call", function_name(self.execute), case_json, [list(oracle_names)], {}),
-                              op, timeout, lambda: self._wait(worker, timeout),
-                              internal=lambda tb: {"internal_error": tb, "valid": False, "unsupported": False,
-                                                   "failures": []})
+        :class:`ProcessEvent` if the worker died or hung (a batch of one). The in-flight
+        file is written before the exchange: failing to write it is never taken for the
+        worker dying."""
+        return self.collect(self.submit([case_json], oracle_names, [op]), timeout_s)[0]
 
     def _exchange(self, worker: Worker, request: tuple, op: str, timeout: float, wait, internal):
         """Send ``request`` and take the reply: the payload (a poisoned worker replaced
@@ -309,20 +339,84 @@ class WorkerPool:
         self._worker = None
         self.restarts += 1
 
-    def _wait(self, worker: Worker, timeout: float) -> str | None:
-        """Wait for the worker's reply: None once it is there, "timeout" when the case ran
-        (compilation aside) longer than ``timeout``, "slow-compile" when one compilation
-        took longer than ``compile_timeout_s``. Time spent compiling does not count as
-        running: a torch.compile'd target compiles almost every case anew, and a grad
-        case's compilation alone can outlast a timeout meant for kernels."""
+    # -- batches: several cases per round trip, run while the driver does other work --
+    def submit(self, case_jsons: list[dict], oracle_names, ops: list[str]) -> "Batch":
+        """Send ``case_jsons`` to the worker as one batch and return at once; the worker
+        runs them in order while the caller (the campaign generating its next cases) goes
+        on. :meth:`collect` takes the outcomes. One batch is in flight at a time."""
+        if self.execute is None:
+            raise TypeError("WorkerPool.submit needs the pool's execute function (WorkerPool(..., execute=...))")
+        batch = Batch(list(case_jsons), [list(oracle_names)], list(ops))
+        self._send_rest(batch)
+        return batch
+
+    def _send_rest(self, batch: "Batch") -> None:
+        """(Re)send the cases of ``batch`` without an outcome yet, to the current worker
+        (a fresh one after a death or hang), with their in-flight file written first."""
+        worker = self._ensure()
+        rest = batch.case_jsons[batch.done:]
+        if self.inflight_path is not None:
+            self._write_inflight(rest[0], more=rest[1:])
+        batch.worker, batch.offset = worker, batch.done
+        batch.started = time.monotonic()
+        batch.compiled_before = (worker.compile_state or (0.0, 0.0))[1]
+        try:
+            worker.conn.send(("batch", function_name(self.execute), rest, batch.args, {}))
+        except (OSError, BrokenPipeError):
+            pass  # the worker is gone: collect() finds it dead and attributes the case
+
+    def collect(self, batch: "Batch", timeout_s: float | None = None) -> list:
+        """The outcome of each case of ``batch``, in order: the result dict (with
+        ``internal_error`` where the executor raised) or a :class:`ProcessEvent`. A death
+        or hang is the first case without a reply (the worker runs them one after the
+        other), and the cases after it run again in a fresh worker."""
+        timeout = self.timeout_s if timeout_s is None else timeout_s
+        while batch.done < len(batch.case_jsons):
+            worker = batch.worker
+            op = batch.ops[batch.done]
+            try:
+                late = self._wait_from(worker, timeout, batch)
+                if late is None:
+                    kind, payload, index, finished = worker.conn.recv()
+                    if kind == "internal":
+                        payload = {"internal_error": payload, "valid": False, "unsupported": False,
+                                   "failures": []}
+                    batch.outcomes.append(payload)
+                    batch.done += 1
+                    # The next case started when this one finished, however late we read it.
+                    batch.started = finished
+                    batch.compiled_before = (worker.compile_state or (0.0, 0.0))[1]
+                    if payload.get("poisoned"):
+                        self._replace(worker)
+                        if batch.done < len(batch.case_jsons):
+                            self._send_rest(batch)
+                    continue
+                event = ProcessEvent(op=op, target_name=self.target_name, kind=late,
+                                     timeout_s=self.compile_timeout_s if late == "slow-compile" else timeout)
+            except (EOFError, OSError, BrokenPipeError):
+                worker.process.join(5)
+                event = ProcessEvent(op=op, target_name=self.target_name, kind="died",
+                                     returncode=worker.process.exitcode, stderr_tail=worker.stderr_tail())
+            batch.outcomes.append(event)
+            batch.done += 1
+            self._replace(worker)
+            if batch.done < len(batch.case_jsons):
+                self._send_rest(batch)
+        return batch.outcomes
+
+    def _wait_from(self, worker: Worker, timeout: float, batch: "Batch") -> str | None:
+        """Wait for the reply to the current case of ``batch``: None once it is there,
+        "timeout" when the case ran (compilation aside) longer than ``timeout``,
+        "slow-compile" when one compilation took longer than ``compile_timeout_s``. Time
+        spent compiling does not count as running: a torch.compile'd target compiles
+        almost every case anew, and a grad case's compilation alone can outlast a timeout
+        meant for kernels. The case is timed from when the one before it finished, by the
+        worker's clock (time.monotonic is system-wide), however late the driver reads."""
         state = worker.compile_state or (0.0, 0.0)
-        compiled_before = state[1]
-        started = time.monotonic()
         while not worker.conn.poll(_POLL_S):
             compiling_since = state[0]
-            now = time.time()
-            compiling = now - compiling_since if compiling_since else 0.0
-            running = time.monotonic() - started - (state[1] - compiled_before) - compiling
+            compiling = time.time() - compiling_since if compiling_since else 0.0
+            running = time.monotonic() - batch.started - (state[1] - batch.compiled_before) - compiling
             if compiling > self.compile_timeout_s:
                 return "slow-compile"
             if running > timeout:

@@ -1,0 +1,209 @@
+"""``run --jobs N``: N fuzzing lanes on one corpus, one process each.
+
+A lane is a whole campaign (engine.py): its own Hypothesis, its own worker, its own
+triage desk, a seed and an op order of its own, so lanes draw different cases. Hypothesis
+generation is Python and needs a core of its own, which is why lanes are processes and
+not threads. They share the corpus: a lane decides whether a failure is new under the
+corpus's record lock and after reading what the other lanes recorded, so one bug is one
+finding whichever lane met it first, and lanes pick up each other's findings every few
+seconds so they stop shrinking a bug another lane already has.
+
+The coordinator (this process) relays the lanes' events to the listeners (console, logs,
+reports: they live here), stops every lane when --max-cases or --max-findings is reached,
+and merges the lanes' statistics into one CampaignFinished. A Ctrl-C reaches the lanes
+too (one process group); each records what it has and reports back.
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import queue
+import time
+import traceback
+from dataclasses import fields, replace
+
+from ..events import CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice, Stats
+from .engine import Campaign, CampaignConfig
+
+# How long the coordinator waits for a lane that was told to stop before killing it.
+STOP_GRACE_S = 60.0
+
+
+def default_jobs() -> int:
+    """One lane per two cores, at least one: a lane keeps two busy (its Hypothesis
+    process draws the next slice while its worker runs the last one)."""
+    return max(1, (os.cpu_count() or 2) // 2)
+
+
+def _lane_config(config: CampaignConfig, index: int, jobs: int) -> CampaignConfig:
+    """Lane ``index``'s share: its own seed, the ops rotated so lanes start apart, and
+    its part of --max-cases (--max-findings is counted by the coordinator)."""
+    ops = list(config.ops)
+    start = (index * len(ops)) // jobs if ops else 0
+    max_cases = None
+    if config.max_cases is not None:
+        max_cases = config.max_cases // jobs + (1 if index < config.max_cases % jobs else 0)
+    return replace(config, ops=ops[start:] + ops[:start], seed=config.seed + index, max_cases=max_cases,
+                   max_findings=None, shared_corpus=True)
+
+
+class _Forward:
+    """A lane's listener: its events, as the coordinator needs them, on the queue."""
+
+    def __init__(self, index: int, events, stop):
+        self.index, self.events, self.stop = index, events, stop
+        self._cases: list = []
+        self._sent = time.monotonic()
+
+    def __call__(self, event) -> None:
+        if isinstance(event, (CampaignStarted, CampaignFinished)):
+            return  # the coordinator reports the campaign as a whole
+        if isinstance(event, CaseFinished):
+            # Cases go in bundles: one message per case would cost more than the case.
+            self._cases.append(event)
+            if len(self._cases) >= 32 or time.monotonic() - self._sent > 0.5:
+                self.flush()
+            return
+        self.flush()
+        self.events.put(("event", self.index, event))
+
+    def flush(self) -> None:
+        if self._cases:
+            self.events.put(("cases", self.index, self._cases))
+            self._cases = []
+        self._sent = time.monotonic()
+
+
+def _lane_main(index: int, config: CampaignConfig, verify: bool, verify_timeout_s: float, events, stop) -> None:
+    """A lane process: one campaign, its events forwarded, its result sent back."""
+    forward = _Forward(index, events, stop)
+    try:
+        from ..execution.targets import load_target
+        from ..reports.repro_writer import ReproWriter
+        try:  # a target module may register oracles of its own (as the CLI's load does)
+            load_target(config.target_spec)
+        except Exception:
+            pass
+        writer = ReproWriter(config.corpus_dir, verify=verify, timeout_s=verify_timeout_s)
+        campaign = Campaign(config, [forward], confirm=writer.confirm, stop=stop)
+        result = campaign.run()
+        forward.flush()
+        events.put(("finished", index, result.stats, [(f, p, n) for f, p, n in result.findings],
+                    result.stopped_because, (campaign.target_name, campaign.device)))
+    except BaseException as exc:  # noqa: BLE001 - the coordinator must hear of it
+        forward.flush()
+        events.put(("failed", index, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+
+
+def merge_stats(parts: list[Stats]) -> Stats:
+    """The lanes' statistics as one campaign's: counts summed, per-op and per-message
+    tables summed, set-aside ops joined, elapsed time the longest lane's."""
+    total = Stats()
+    for part in parts:
+        for f in fields(Stats):
+            mine, theirs = getattr(total, f.name), getattr(part, f.name)
+            if f.name == "elapsed_s":
+                total.elapsed_s = max(mine, theirs)
+            elif isinstance(theirs, (int, float)):
+                setattr(total, f.name, mine + theirs)
+            elif f.name == "per_op":
+                for op, (cases, valid) in theirs.items():
+                    row = mine.setdefault(op, [0, 0])
+                    row[0] += cases
+                    row[1] += valid
+            elif f.name == "set_aside":
+                mine.update(theirs)
+            elif isinstance(theirs, dict):
+                for key, count in theirs.items():
+                    mine[key] = mine.get(key, 0) + count
+    return total
+
+
+class ParallelCampaign:
+    """``jobs`` lanes (processes) fuzzing one corpus; ``run()`` returns one
+    CampaignFinished as :class:`Campaign` does. ``verify``/``verify_timeout_s``: each
+    lane verifies its new findings' repro scripts (a ReproWriter of its own)."""
+
+    def __init__(self, config: CampaignConfig, listeners=(), *, jobs: int, verify: bool = True,
+                 verify_timeout_s: float = 60.0, target_name: str = "", device: str = ""):
+        if jobs < 1:
+            raise ValueError(f"jobs={jobs}: must be at least 1")
+        self.config, self.listeners, self.jobs = config, list(listeners), jobs
+        self.verify, self.verify_timeout_s = verify, verify_timeout_s
+        self.target_name, self.device = target_name, device
+        self.seed = config.seed if config.seed is not None else int.from_bytes(os.urandom(4), "little") >> 1
+
+    def emit(self, event) -> None:
+        for listener in self.listeners:
+            try:
+                listener(event)
+            except Exception:
+                if isinstance(event, HarnessError):
+                    continue
+                raise
+
+    def run(self) -> CampaignFinished:
+        ctx = multiprocessing.get_context("spawn")   # a clean interpreter: lanes start their own workers
+        events, stop = ctx.Queue(), ctx.Event()
+        config = replace(self.config, seed=self.seed)
+        lanes = [ctx.Process(target=_lane_main, name=f"mpsfuzz-lane-{i}",
+                             args=(i, _lane_config(config, i, self.jobs), self.verify, self.verify_timeout_s,
+                                   events, stop))
+                 for i in range(self.jobs)]
+        self.emit(CampaignStarted(self.target_name, config.target_spec, self.device, tuple(config.ops),
+                                  config.oracles, self.seed, config.budget_s, config.max_cases))
+        for lane in lanes:
+            lane.start()
+        results: dict[int, tuple] = {}
+        failures: list[str] = []
+        new_findings = 0
+        interrupted = False
+        stop_asked = None
+        while len(results) + len(failures) < self.jobs:
+            try:
+                try:
+                    kind, index, *payload = events.get(timeout=0.5)
+                except queue.Empty:
+                    dead = [i for i, lane in enumerate(lanes)
+                            if not lane.is_alive() and i not in results and lane.exitcode not in (None,)]
+                    for i in dead:
+                        if not any(f.startswith(f"lane {i}:") for f in failures):
+                            failures.append(f"lane {i}: exited ({lanes[i].exitcode}) without a result")
+                    if stop_asked is not None and time.monotonic() - stop_asked > STOP_GRACE_S:
+                        break
+                    continue
+                if kind == "cases":
+                    for event in payload[0]:
+                        self.emit(event)
+                elif kind == "event":
+                    event = payload[0]
+                    if isinstance(event, FindingRecorded) and event.new and event.finding.status == "new":
+                        new_findings += 1
+                        if config.max_findings is not None and new_findings >= config.max_findings:
+                            stop.set()
+                            stop_asked = stop_asked or time.monotonic()
+                    self.emit(event)
+                elif kind == "finished":
+                    results[index] = tuple(payload)
+                elif kind == "failed":
+                    failures.append(f"lane {index}: {payload[0]}")
+                    self.emit(HarnessError("hypothesis", None, None, payload[0], payload[1]))
+            except KeyboardInterrupt:
+                # The lanes got the Ctrl-C too: they record what they have and report.
+                interrupted = True
+                stop.set()
+                stop_asked = stop_asked or time.monotonic()
+        for lane in lanes:
+            lane.join(5 if stop_asked else None)
+            if lane.is_alive():
+                lane.kill()
+        stats = merge_stats([r[0] for r in results.values()])
+        findings = tuple(f for r in results.values() for f in r[1])
+        reasons = {r[2] for r in results.values()}
+        stopped = ("interrupted" if interrupted or "interrupted" in reasons else
+                   "max-findings" if stop_asked else ", ".join(sorted(reasons)) or "failed")
+        for failure in failures:
+            self.emit(Notice(f"{failure}"))
+        result = CampaignFinished(stats, findings, stopped)
+        self.emit(result)
+        return result

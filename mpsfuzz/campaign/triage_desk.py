@@ -1,0 +1,98 @@
+"""Triage off the fuzzing path: a thread with a worker of its own.
+
+Re-running, reducing, explaining and localising a finding, then verifying its repro
+script, takes seconds to a minute; done inline it stops the campaign for that long. The
+desk takes shrunk failures from the campaign and handles them one after the other on its
+own thread and worker process, while the campaign's worker goes on running cases. (The
+thread costs no fuzzing time: it spends its life waiting for its worker or for the repro
+script's interpreter.)
+"""
+from __future__ import annotations
+
+import queue
+import threading
+from typing import Callable
+
+
+class TriageDesk:
+    """``handle(job, pool)`` runs on the desk's thread for each submitted job, with the
+    pool that ``make_pool()`` builds on first use (closed by :meth:`close`). ``handle``
+    must not raise (the campaign's handler turns its own failures into harness errors);
+    if it does, the job is handed to ``fallback`` on the same thread so nothing is lost."""
+
+    def __init__(self, handle: Callable, make_pool: Callable, fallback: Callable | None = None):
+        self._handle, self._make_pool, self._fallback = handle, make_pool, fallback
+        self._jobs: queue.Queue = queue.Queue()
+        self._pool = None
+        self._busy = 0                 # jobs submitted and not finished
+        self._lock = threading.Lock()
+        self._idle = threading.Condition(self._lock)
+        self._thread: threading.Thread | None = None
+        self._stopping = False
+
+    @property
+    def pending(self) -> int:
+        """Jobs submitted and not finished (the one in hand included)."""
+        with self._lock:
+            return self._busy
+
+    def submit(self, job) -> None:
+        with self._lock:
+            self._busy += 1
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._serve, name="mpsfuzz-triage", daemon=True)
+                self._thread.start()
+        self._jobs.put(job)
+
+    def _serve(self) -> None:
+        while True:
+            job = self._jobs.get()
+            if job is None:
+                return
+            try:
+                if self._stopping:
+                    raise RuntimeError("triage abandoned")
+                if self._pool is None:
+                    self._pool = self._make_pool()
+                self._handle(job, self._pool)
+            except BaseException:  # noqa: BLE001 - a job is never lost to the desk itself
+                if self._fallback is not None:
+                    try:
+                        self._fallback(job)
+                    except BaseException:  # noqa: BLE001
+                        pass
+            finally:
+                with self._lock:
+                    self._busy -= 1
+                    self._idle.notify_all()
+
+    def drain(self, timeout: float | None = None) -> bool:
+        """Wait until every submitted job is handled; False if ``timeout`` passed first."""
+        with self._lock:
+            return self._idle.wait_for(lambda: self._busy == 0, timeout)
+
+    def abandon(self) -> list:
+        """Take back the jobs not yet started (an interrupted campaign records them as
+        they are); the one in hand finishes."""
+        self._stopping = True
+        taken = []
+        while True:
+            try:
+                job = self._jobs.get_nowait()
+            except queue.Empty:
+                break
+            if job is not None:
+                taken.append(job)
+                with self._lock:
+                    self._busy -= 1
+                    self._idle.notify_all()
+        return taken
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the thread (after the job in hand) and close the desk's worker."""
+        if self._thread is not None:
+            self._jobs.put(None)
+            self._thread.join(timeout)
+        if self._pool is not None and (self._thread is None or not self._thread.is_alive()):
+            self._pool.close()
+            self._pool = None

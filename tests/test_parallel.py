@@ -1,0 +1,182 @@
+"""Cases in batches, triage off the fuzzing path, and `run --jobs N` lanes.
+
+A batch keeps crash and hang attribution exact: the worker answers case by case, so the
+case without an answer is the one that killed or stalled it, and the cases after it run
+in a fresh worker. Triage runs on its own thread and worker: cases keep being counted
+while a finding is minimised. Lanes share one corpus and find what one lane finds."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from mpsfuzz.campaign.engine import Campaign, CampaignConfig
+from mpsfuzz.campaign.lanes import _lane_config, merge_stats
+from mpsfuzz.campaign.triage_desk import TriageDesk
+from mpsfuzz.events import CaseFinished, FindingRecorded, Notice, Stats
+from mpsfuzz.execution.observation import ProcessEvent
+from mpsfuzz.execution.worker import WorkerPool
+from mpsfuzz.oracles.judge import judge_case
+
+FAULT_TARGET = "mpsfuzz.testing.faults:target"
+
+
+def _scalar(dtype="float32"):
+    return {"shape": [], "dtype": dtype, "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []},
+            "values": {"distribution": "small_int", "seed": 0, "low": None, "high": None, "specials": []},
+            "alias": None}
+
+
+def _add(alpha) -> dict:
+    return {"format": 3, "op": "add", "variant": "functional", "inputs": [_scalar(), _scalar()],
+            "kwargs": {"alpha": alpha}}
+
+
+def _prod(rank: int) -> dict:
+    shape = [1] * rank
+    recipe = dict(_scalar(), shape=shape, layout={"offset": 0, "gaps": [], "permutation": [], "expanded": []})
+    return {"format": 3, "op": "prod", "variant": "functional", "inputs": [recipe], "kwargs": {}}
+
+
+@pytest.fixture
+def faults(monkeypatch):
+    def set_faults(names: str):
+        monkeypatch.setenv("MPSFUZZ_FAULTS", names)
+    return set_faults
+
+
+def test_a_crash_inside_a_batch_is_the_case_that_crashed(faults, tmp_path):
+    faults("add_alpha_abort")
+    batch = [_add(1), _add(1), _add(0), _add(1), _add(2)]
+    with WorkerPool(FAULT_TARGET, timeout_s=20, inflight_dir=tmp_path, execute=judge_case) as pool:
+        outcomes = pool.collect(pool.submit(batch, ["values"], ["add"] * len(batch)))
+        assert len(outcomes) == 5
+        assert [isinstance(o, ProcessEvent) for o in outcomes] == [False, False, True, False, True]
+        assert outcomes[2].kind == "died" and outcomes[4].kind == "died"
+        assert all(o["valid"] and not o["failures"] for o in (outcomes[0], outcomes[1], outcomes[3]))
+        assert pool.restarts == 2
+        # The in-flight file named the cases still to run when the worker last died.
+        inflight = json.loads(next(tmp_path.glob("inflight-*.json")).read_text())
+        assert inflight["case"]["kwargs"] == {"alpha": 1}
+        assert [c["kwargs"] for c in inflight["then"]] == [{"alpha": 2}]
+
+
+def test_a_hang_inside_a_batch_is_timed_from_the_case_before_it(faults, tmp_path):
+    """The case after a slow-to-read reply is not blamed for the time the driver spent
+    elsewhere: the hang is the 5-D prod, and the cases after it still run."""
+    faults("prod_hang_5d")
+    batch = [_prod(2), _prod(5), _prod(3)]
+    with WorkerPool(FAULT_TARGET, timeout_s=2, execute=judge_case) as pool:
+        handle = pool.submit(batch, ["values"], ["prod"] * 3)
+        time.sleep(1.5)   # the driver is busy drawing the next slice meanwhile
+        outcomes = pool.collect(handle)
+    assert isinstance(outcomes[1], ProcessEvent) and outcomes[1].kind == "timeout"
+    assert not isinstance(outcomes[0], ProcessEvent) and not isinstance(outcomes[2], ProcessEvent)
+
+
+def test_desk_hands_jobs_to_its_thread_and_drains():
+    seen, made = [], []
+
+    class Pool:
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    def handle(job, pool):
+        time.sleep(0.05)
+        seen.append((job, pool))
+
+    desk = TriageDesk(handle, lambda: made.append(Pool()) or made[-1])
+    for job in range(3):
+        desk.submit(job)
+    assert desk.pending >= 1           # submit returns at once
+    assert desk.drain(timeout=10)
+    assert [job for job, _ in seen] == [0, 1, 2] and len(made) == 1
+    assert all(pool is made[0] for _, pool in seen)
+    desk.close()
+    assert made[0].closed
+
+
+def test_desk_records_a_job_whose_handler_raised():
+    fallback = []
+
+    def handle(job, pool):
+        raise RuntimeError("triage broke")
+
+    desk = TriageDesk(handle, lambda: None, fallback=fallback.append)
+    desk.submit("job")
+    assert desk.drain(timeout=10)
+    assert fallback == ["job"]
+    desk.close()
+
+
+def test_cases_keep_being_counted_while_a_finding_is_triaged(faults, tmp_path):
+    """Between the failure handed to triage and its finding, the campaign ran cases."""
+    faults("bitwise_noncontig")
+    events = []
+    config = CampaignConfig(ops=["bitwise_and", "abs", "neg", "exp", "sin", "cos"], target_spec=FAULT_TARGET,
+                            corpus_dir=tmp_path / "corpus", seed=3, max_cases=1500,
+                            timeout_s=5)
+    result = Campaign(config, [events.append]).run()
+    assert result.stats.new_findings >= 1
+    start = next(i for i, e in enumerate(events) if isinstance(e, Notice) and "minimising" in e.message)
+    found = next(i for i, e in enumerate(events) if isinstance(e, FindingRecorded))
+    during = [e for e in events[start:found] if isinstance(e, CaseFinished) and not e.shrinking]
+    assert during, "no case ran while the finding was triaged"
+
+
+def test_lanes_get_their_own_seed_ops_order_and_share_of_max_cases(tmp_path):
+    config = CampaignConfig(ops=list("abcdef"), target_spec=FAULT_TARGET, corpus_dir=tmp_path, seed=10,
+                            max_cases=101, max_findings=3)
+    lanes = [_lane_config(config, i, 3) for i in range(3)]
+    assert [lane.seed for lane in lanes] == [10, 11, 12]
+    assert [lane.ops[0] for lane in lanes] == ["a", "c", "e"]
+    assert all(sorted(lane.ops) == list("abcdef") for lane in lanes)
+    assert sum(lane.max_cases for lane in lanes) == 101
+    assert all(lane.shared_corpus and lane.max_findings is None for lane in lanes)
+
+
+def test_merged_stats_sum_the_lanes():
+    a, b = Stats(cases=10, valid=8, elapsed_s=5.0), Stats(cases=5, valid=5, elapsed_s=7.0)
+    a.per_op = {"add": [10, 8]}
+    b.per_op = {"add": [2, 2], "mul": [3, 3]}
+    b.harness_by_stage = {"execute": 1}
+    total = merge_stats([a, b])
+    assert (total.cases, total.valid, total.elapsed_s) == (15, 13, 7.0)
+    assert total.per_op == {"add": [12, 10], "mul": [3, 3]}
+    assert total.harness_by_stage == {"execute": 1}
+
+
+def _run(args, faults: str, cwd: Path, timeout=600):
+    env = dict(os.environ, MPSFUZZ_FAULTS=faults)
+    return subprocess.run([sys.executable, "-m", "mpsfuzz", "run", *args], cwd=cwd, env=env, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def _found(corpus: Path) -> set:
+    return {(f["op"], f["oracle"]) for f in (json.loads(p.read_text()) for p in corpus.glob("*.json"))}
+
+
+def test_jobs_2_finds_the_faults_jobs_1_finds(tmp_path):
+    """The same three faults, found by one lane and by two lanes sharing a corpus, each
+    bug recorded once."""
+    faults = "triu_tril_gt3d,bitwise_noncontig,add_alpha_abort"
+    expected = {("triu", "values"), ("bitwise_and", "values"), ("add", "crash")}
+    common = ["--ops", "triu,bitwise_and,add", "--target", FAULT_TARGET, "--max-cases", "1500", "--seed", "5",
+              "--timeout", "3", "--max-findings", "3", "--no-progress", "--no-verify-repros"]
+    one = _run([*common, "--corpus", str(tmp_path / "one"), "--jobs", "1"], faults, tmp_path)
+    two = _run([*common, "--corpus", str(tmp_path / "two"), "--jobs", "2"], faults, tmp_path)
+    assert one.returncode == 1, one.stdout + one.stderr
+    assert two.returncode == 1, two.stdout + two.stderr
+    assert _found(tmp_path / "one") >= expected
+    assert _found(tmp_path / "two") >= expected, two.stdout
+    # one bug, one finding: the lanes did not each record it
+    files = list((tmp_path / "two").glob("*.json"))
+    assert len(files) == len({(f["op"], f["oracle"]) for f in (json.loads(p.read_text()) for p in files)})
+    assert "done (" in two.stdout and "new findings" in two.stdout
