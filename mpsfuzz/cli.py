@@ -98,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
                      "cpu-compiled) or package.module:attr; default: the best available")
     run.add_argument("--budget", default=None, help=f"time budget, e.g. 90s, 10m, 2h (default {DEFAULT_BUDGET} "
                      "unless --max-cases is given)")
+    run.add_argument("--shard", type=_shard, default=None, metavar="K/N",
+                     help="run only the K-th of N parts of the selected ops (split by a stable hash of each "
+                     "op's name: the same on every machine), e.g. one CI matrix job per shard")
     run.add_argument("--max-cases", type=_int_at_least("--max-cases", 1), default=None)
     run.add_argument("--max-findings", type=_int_at_least("--max-findings", 1), default=None,
                      help="stop after this many new findings")
@@ -214,6 +217,18 @@ def _int_at_least(name, low):
             raise UsageError(f"{name}={value}: must be >= {low}")
         return value
     return parse
+
+
+def _shard(text: str) -> tuple[int, int]:
+    """``--shard K/N``: run the K-th of N deterministic parts of the selected ops
+    (``catalogue.shard``; the same split on every machine)."""
+    parts = re.fullmatch(r"\s*(\d+)\s*/\s*(\d+)\s*", text)
+    if not parts:
+        raise UsageError(f"--shard={text!r}: expected K/N, e.g. 1/4 (the K-th of N shards of the selected ops)")
+    index, count = int(parts.group(1)), int(parts.group(2))
+    if not 1 <= index <= count:
+        raise UsageError(f"--shard={index}/{count}: expected K/N with 1 <= K <= N")
+    return index, count
 
 
 # Finding.status values, plus "regression" (replayed as fixed, failing again since).
@@ -426,9 +441,9 @@ def cmd_oracles(args, console) -> int:
     return EXIT_CLEAN
 
 
-def _describe_target(name: str, device: str, chosen_automatically: bool) -> str:
+def _describe_target(name: str, device: str, chosen_automatically: bool, shard: str = "") -> str:
     what = {"cpu-compiled": "torch.compile (Inductor) on CPU"}.get(name, f"device {device}")
-    line = f"mpsfuzz {__version__}: testing target '{name}' ({what}) against eager CPU"
+    line = f"mpsfuzz {__version__}: testing target '{name}' ({what}) against eager CPU{shard}"
     if chosen_automatically and name == "cpu-compiled":
         line += " - no MPS or CUDA device on this machine"
     elif chosen_automatically and name == "cuda":
@@ -460,6 +475,12 @@ def cmd_run(args, console) -> int:
         ops = catalogue.select(args.ops)
     except catalogue.UnknownOpError as exc:
         raise UsageError(str(exc)) from None
+    selected = len(ops)
+    if args.shard is not None:
+        ops = catalogue.shard(ops, *args.shard)
+        if not ops:
+            raise UsageError(f"--shard={args.shard[0]}/{args.shard[1]}: no ops in this shard of the "
+                             f"{selected} selected")
     automatic = args.target is None
     spec = best_available() if automatic else args.target
     try:
@@ -470,7 +491,9 @@ def cmd_run(args, console) -> int:
         oracles = select_oracles(args.oracles)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    console.print(_describe_target(target.name, str(target.device), automatic and spec in BUILTIN), highlight=False)
+    shard = "" if args.shard is None else f", shard {args.shard[0]}/{args.shard[1]}: {len(ops)} of {selected} ops"
+    console.print(_describe_target(target.name, str(target.device), automatic and spec in BUILTIN, shard),
+                  highlight=False)
     corpus_dir = Path(args.corpus)
     Corpus(corpus_dir).check_writable()   # CorpusWriteError: exit 2 before any case runs
     _, problems = Corpus(corpus_dir).load()

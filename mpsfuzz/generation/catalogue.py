@@ -8,6 +8,8 @@ else knows op names.
 """
 from __future__ import annotations
 
+import hashlib
+
 from .opspec import REGISTRY, OpSpec
 
 _LOADED = False
@@ -76,3 +78,24 @@ def select(selection: str) -> list[str]:
     if not chosen:
         raise UnknownOpError("--ops: the selection is empty")
     return chosen
+
+
+def shard(ops: list[str], index: int, count: int) -> list[str]:
+    """``--shard K/N``: the ops of shard ``index`` (1-based) of ``count``, in the order given.
+
+    Every op lands in exactly one shard, chosen by a stable hash of its name (SHA-1, not
+    Python's ``hash``, which changes with ``PYTHONHASHSEED``): the split is the same on every
+    machine and run whatever the order of ``ops``, and adding an op to the catalogue moves
+    no other op. Shards are equal in size only on average: a small selection can leave a
+    shard empty (the CLI says so).
+    """
+    if not 1 <= index <= count:
+        raise ValueError(f"--shard={index}/{count}: expected K/N with 1 <= K <= N")
+    return [op for op in ops if shard_of(op, count) == index]
+
+
+def shard_of(op: str, count: int) -> int:
+    """The shard (1-based, of ``count``) that ``op`` belongs to."""
+    if count < 1:
+        raise ValueError(f"--shard=?/{count}: the number of shards must be >= 1")
+    return int.from_bytes(hashlib.sha1(op.encode()).digest()[:8], "big") % count + 1
