@@ -204,6 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--timeout", type=_seconds("--timeout"), default=60.0,
                        help="seconds the verification may run")
     repro.add_argument("--output", "-o", default=None, metavar="FILE", help="write the script here")
+
+    status = sub.add_parser("status", help="what the daemon in a corpus is doing (or did before it stopped)")
+    status.add_argument("dir", metavar="DIR", help="the daemon's corpus folder")
+    status.add_argument("--format", choices=("table", "json"), default="table")
     return parser
 
 
@@ -310,6 +314,7 @@ def cmd_corpus(args, console) -> int:
             raise UsageError(f"--into={args.into!r}: {exc.strerror or exc}") from None
         console.print(Text(f"merged {len(found)} findings from {len(args.sources)} source(s) into {args.into}: "
                            f"{added} new, {merged} merged into existing"), highlight=False)
+        _merge_daemon_states(args.sources, args.into, console, warn)
         return EXIT_CLEAN
 
     # prune
@@ -325,6 +330,33 @@ def cmd_corpus(args, console) -> int:
     console.print(Text(f"{len(moved)} finding(s) fixed for {args.fixed_for}+ torch version(s){where}"),
                   highlight=False)
     return EXIT_CLEAN
+
+
+def _merge_daemon_states(sources, into, console, warn) -> None:
+    """`corpus merge`: where sources hold a daemon state, the destination's becomes the
+    merge of theirs and its own (idempotent: merging a shard again does not count it
+    twice). An unreadable source state is skipped with a warning."""
+    from rich.text import Text
+
+    from .corpus.daemon_state import StateError, merge_states, read_state, save_state
+    from .corpus.store import corpus_folders
+    states = []
+    for folder in corpus_folders(sources):
+        try:
+            state = read_state(folder) if Path(folder).is_dir() else None
+        except StateError as exc:
+            warn.print(Text(f"skipping the daemon state: {exc}", style="yellow"), highlight=False, soft_wrap=True)
+            continue
+        if state is not None:
+            states.append(state)
+    if not states:
+        return
+    try:
+        own = read_state(into)
+    except StateError as exc:
+        raise UsageError(f"--into={into!r}: {exc} (move it aside to merge daemon states)") from None
+    save_state(into, merge_states(([own] if own is not None else []) + states))
+    console.print(Text(f"merged the daemon state of {len(states)} source(s) into {into}"), highlight=False)
 
 
 def _list_bugs(args, found, console, print_json) -> int:
@@ -641,6 +673,19 @@ def cmd_repro(args, console) -> int:
     return exit_code(findings=0 if status is not False else 1)
 
 
+def cmd_status(args, console) -> int:
+    from .reports.status import StatusError, status_model, status_view
+    try:
+        model = status_model(args.dir)
+    except StatusError as exc:
+        raise UsageError(str(exc)) from None
+    if args.format == "json":
+        console.out(json.dumps(model, indent=2), highlight=False)
+    else:
+        console.print(status_view(model))
+    return EXIT_CLEAN
+
+
 def main(argv: list[str] | None = None) -> int:
     from rich.console import Console
 
@@ -653,11 +698,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
-            raise UsageError("a command is required: run, ops, oracles, replay, corpus, report, repro or doctor "
-                             "(see mpsfuzz --help)")
+            raise UsageError("a command is required: run, ops, oracles, replay, corpus, report, repro, doctor "
+                             "or status (see mpsfuzz --help)")
         handler = {"run": cmd_run, "ops": cmd_ops, "oracles": cmd_oracles, "replay": cmd_replay,
                    "corpus": cmd_corpus, "report": cmd_report, "repro": cmd_repro,
-                   "doctor": cmd_doctor}[args.command]
+                   "doctor": cmd_doctor, "status": cmd_status}[args.command]
         return handler(args, console)
     except (UsageError, CorpusWriteError) as exc:
         # CorpusWriteError: a full disk or an unwritable corpus; what is on disk is kept.

@@ -23,6 +23,7 @@ from pathlib import Path
 # The write primitives live in layer 0 (the worker's in-flight file uses them too);
 # re-exported here, where the corpus's users look for them.
 from ..atomic import CorpusWriteError, atomic_write_json, corpus_write  # noqa: F401
+from .daemon_state import DAEMON_DIR
 from .finding import Finding, now_iso
 
 try:
@@ -268,15 +269,16 @@ def corpus_folders(paths) -> list[Path]:
     """``paths`` with each folder that holds no finding of its own replaced by its
     subfolders that do: a folder of corpora (``bench/families.py`` writes one corpus per
     family under ``DIR/<target>/``) reads as all of them. A corpus's own ``runs/``,
-    ``merged/`` and ``pruned/`` are never corpora."""
+    ``merged/``, ``pruned/`` and ``daemon/`` (its ``state.json`` is no finding) are never
+    corpora; a folder with a ``daemon/`` is one, findings or not."""
     def is_corpus(d: Path) -> bool:
-        return bool(_finding_files(d)) or (d / RUNS).is_dir()
+        return bool(_finding_files(d)) or (d / RUNS).is_dir() or (d / DAEMON_DIR).is_dir()
 
     out: list[Path] = []
     for p in map(Path, paths):
         if p.is_dir() and not is_corpus(p):
-            subs = [d for d in sorted(p.iterdir()) if d.is_dir() and d.name not in (PRUNED, MERGED, RUNS)
-                    and is_corpus(d)]
+            subs = [d for d in sorted(p.iterdir())
+                    if d.is_dir() and d.name not in (PRUNED, MERGED, RUNS, DAEMON_DIR) and is_corpus(d)]
             out += subs or [p]
         else:
             out.append(p)
