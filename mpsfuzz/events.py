@@ -35,6 +35,16 @@ class FindingRecorded:
 
 
 @dataclass(frozen=True)
+class SliceFinished:
+    """One op's slice ran: its cases, the seconds it took, and the behaviours (dtype x
+    layout x size class x outcome keys) it showed that this campaign had not seen."""
+    op: str
+    cases: int
+    seconds: float
+    behaviours: tuple = ()
+
+
+@dataclass(frozen=True)
 class Notice:
     message: str
 

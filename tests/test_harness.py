@@ -69,7 +69,26 @@ class ScriptedPool:
             raise out
         return out
 
+    def submit(self, case_jsons, oracle_names, ops):
+        return list(zip(case_jsons, ops))
+
+    def collect(self, batch, timeout_s=None):
+        # A case the pool could not run: the real pool raises for the whole batch; the
+        # engine judges what it gets back per case the same way.
+        outcomes = []
+        for case_json, op in batch:
+            try:
+                outcomes.append(self.run(case_json, None, op))
+            except CorpusWriteError:
+                raise  # as the real pool's in-flight write does
+            except Exception as exc:
+                outcomes.append(exc)
+        return outcomes
+
     def fresh(self):
+        pass
+
+    def close(self):
         pass
 
     def __enter__(self):
@@ -175,8 +194,10 @@ def test_execution_errors_are_counted_logged_and_an_op_that_keeps_failing_is_set
     assert any(e.error == "RuntimeError: the pool broke" for e in execute)
     assert any(e.error == "TypeError: oracle bug" and "x.py" in e.traceback for e in execute)
     assert set(c.stats.set_aside) == {"test.pool_raises", "test.worker_internal"}
-    assert scripted.calls.count("test.pool_raises") == engine.SET_ASIDE_STREAK
-    assert c.stats.harness_errors == c.stats.cases_lost == 2 * engine.SET_ASIDE_STREAK
+    # Set aside at the end of the batch (a slice) in which the streak was reached.
+    assert engine.SET_ASIDE_STREAK <= scripted.calls.count("test.pool_raises") <= engine.SET_ASIDE_STREAK + 10
+    assert c.stats.harness_errors == c.stats.cases_lost
+    assert 2 * engine.SET_ASIDE_STREAK <= c.stats.harness_errors <= 2 * (engine.SET_ASIDE_STREAK + 10)
     # the errors log: one line per harness error, with the case and its traceback
     logged = read_errors(errors.path)
     assert errors.path.parent == tmp_path / "corpus" / "runs" and errors.path.name.endswith(".errors.jsonl")

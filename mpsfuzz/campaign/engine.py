@@ -17,6 +17,8 @@ written (:class:`~mpsfuzz.corpus.store.CorpusWriteError`) ends a campaign early.
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import random
 import threading
 import time
@@ -30,10 +32,12 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import HypothesisException, Unsatisfiable
 
+from ..atomic import atomic_write_json
 from ..corpus import upstream
 from ..corpus.finding import Finding, signature_of, symptom_key, trigger_class
 from ..corpus.store import Corpus, CorpusWriteError
-from ..events import CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice, Stats
+from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice,
+                      SliceFinished, Stats)
 from ..execution.observation import ProcessEvent
 from ..execution.worker import WorkerPool
 from ..generation import catalogue
@@ -44,6 +48,8 @@ from ..oracles import Failure, all_oracles, worker_oracles
 from ..oracles.judge import judge_case
 from ..triage.ablation import holds_all
 from ..triage.pipeline import DEFAULT_RERUNS, triage
+from .behaviour import behaviour_of
+from .scheduler import RoundRobin, YieldScheduler
 from .triage_desk import TriageDesk
 
 
@@ -69,6 +75,18 @@ class CampaignConfig:
     minimise_budget_s: float = 30.0   # reduction + ablation time per finding
     compile_timeout_s: float = 180.0  # one torch.compile compilation (not counted in timeout_s)
     shared_corpus: bool = False       # other campaigns record into the corpus too (run --jobs)
+    # Which op runs next: "round-robin" (run), or "yield" (the daemon: new findings and
+    # behaviours per second, with a share kept for exploration); its saved state.
+    schedule: str = "round-robin"
+    scheduler_state: dict | None = None
+    # Failures handed to triage are kept in DIR/triage-pending/ until recorded; this
+    # campaign takes up those an earlier one left (a run --jobs: one lane does).
+    resume_pending: bool = True
+    # Stopped (the stop event: SIGTERM to the daemon), failures not yet triaged stay
+    # pending for the next start instead of being recorded untriaged.
+    defer_on_stop: bool = False
+    recycle_after: int | None = None  # a fresh worker after this many cases
+    max_worker_rss_mb: float | None = None   # ... or once the worker's RSS passes this
 
 
 @dataclass(frozen=True)
@@ -127,6 +145,10 @@ class _CorpusUnwritable(BaseException):
         self.error = error
 
 
+# Where failures wait for triage (one JSON each) until recorded: a campaign killed
+# meanwhile loses none of them; the next campaign on the corpus triages them.
+PENDING_DIR = "triage-pending"
+
 # How often a campaign sharing its corpus with others (run --jobs) looks for their findings.
 REFRESH_S = 5.0
 
@@ -181,6 +203,7 @@ class _Slice:
     strategy: object
     seed: int
     cases: list
+    seconds: float = 0.0      # spent drawing them
 
 
 class FindingError(Exception):
@@ -256,9 +279,11 @@ class Campaign:
     reproduce it is ``unconfirmed``, never new."""
 
     def __init__(self, config: CampaignConfig, listeners: list[Callable] = (),
-                 confirm: Callable | None = None, stop=None):
+                 confirm: Callable | None = None, stop=None, enough=None):
         self.config = config
-        self.stop = stop          # an Event (threading or multiprocessing): set, the run ends
+        # Events (threading or multiprocessing). ``stop``: end now (SIGTERM), failures
+        # in triage abandoned; ``enough``: end as a budget does (lanes' --max-findings).
+        self.stop, self.enough = stop, enough
         self.target_name = self.device = ""
         self.listeners = list(listeners)
         self.confirm = confirm
@@ -281,6 +306,9 @@ class Campaign:
         self._desk_error: CorpusWriteError | None = None
         self._provisional = 0
         self._device = self._target_name = ""
+        self._behaviours: set = set()   # behaviour keys seen by this campaign
+        self._pending_dir = Path(config.corpus_dir) / PENDING_DIR
+        self._pending_files = 0
         self._start = 0.0
         # per op: [cases attempted, harness errors, harness errors in a row] (set-aside rule)
         self._op_health: dict[str, list[int]] = {}
@@ -290,6 +318,7 @@ class Campaign:
         import torch  # the version keys upstream table entries (fixed_in)
         self._torch_version = torch.__version__
         self.seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**31)
+        self.scheduler = self._make_scheduler()
 
     def emit(self, event) -> None:
         """Hand ``event`` to every listener; one that raises is a harness error (stage
@@ -354,6 +383,8 @@ class Campaign:
     def _out_of_budget(self) -> str | None:
         if self.stop is not None and self.stop.is_set():
             return "stopped"
+        if self.enough is not None and self.enough.is_set():
+            return "max-findings"
         if self.config.max_cases is not None and self.stats.cases >= self.config.max_cases:
             return "max-cases"
         if self.config.budget_s is not None and time.monotonic() - self._start >= self.config.budget_s:
@@ -383,6 +414,8 @@ class Campaign:
         per_op = self.stats.per_op.setdefault(case.op, [0, 0])
         per_op[0] += 1
         shrinking = bool(self._shrink_started)
+        if isinstance(outcome, CorpusWriteError):
+            raise outcome
         if isinstance(outcome, BaseException):
             self.harness_error("execute", case.op, case, outcome)
             self.emit(CaseFinished(case.op, valid=False, unsupported=False, shrinking=shrinking, case=case))
@@ -446,9 +479,6 @@ class Campaign:
     def _judge(self, case, pool: WorkerPool, op: str) -> None:
         """The test body: run the case (or recall its verdicts) and raise the finding
         exception of its first failure that is neither suppressed nor a sighting."""
-        reason = self._out_of_budget()
-        if reason:
-            raise BudgetExhausted(reason)
         if isinstance(case, GenerationFailed):
             if op in self.stats.set_aside and not self._shrink_started:
                 raise _SetAside()
@@ -458,6 +488,10 @@ class Campaign:
             return
         verdicts = self._memo.get(case)
         if verdicts is None:
+            # Only a case still to run costs budget: a replay of the batch's cases does not.
+            reason = self._out_of_budget()
+            if reason:
+                raise BudgetExhausted(reason)
             if op in self.stats.set_aside:
                 if self._shrink_started:
                     return  # let Hypothesis finish shrinking the failures it has
@@ -555,6 +589,7 @@ class Campaign:
             elif case not in drawn:
                 drawn.append(case)
         prepared = _Slice(op, spec, strategy, slice_seed, [])
+        drawing = time.monotonic()
         try:
             self._hypothesis(prepared, collect, phases=(Phase.generate,))()
         except (_SetAside, BudgetExhausted):
@@ -564,6 +599,7 @@ class Campaign:
                 self.harness_error("generate" if isinstance(other, Unsatisfiable) else "hypothesis", op, None, other)
                 self._case_outcome(op, False, error_line(other))
         prepared.cases = drawn
+        prepared.seconds = time.monotonic() - drawing
         return prepared
 
     def _hypothesis(self, prepared: "_Slice", body, *, phases):
@@ -584,25 +620,54 @@ class Campaign:
         self._pending = {}
         self._memo = {}
         op = prepared.op
+        finishing = time.monotonic()
         try:
             outcomes = self._outcomes(prepared, batch, pool)
             for case, outcome in zip(prepared.cases, outcomes):
                 self._judged(case, op, lambda c=case, o=outcome: self._outcome_failures(c, o), pool)
+            self._slice_done(prepared, outcomes, prepared.seconds + time.monotonic() - finishing)
             failed = [(case, v) for case, vs in self._memo.items() for v in vs if v[0] == "new"]
             if not failed:
                 return
-            if shrink:
-                self._replay_and_shrink(prepared, pool)
-            # What the replay did not shrink and record (the budget ran out first, or the
-            # replay drew other cases) is recorded as it failed: triage reduces it.
-            for case, (_, failure, signature) in failed:
-                if self._covering_finding_or_none(case, failure) is None:
-                    self._record_safely(_error_type(case.op, failure.oracle, failure.kind)(case, failure, signature),
-                                        pool, flaky=False)
+            try:
+                if shrink:
+                    self._replay_and_shrink(prepared, pool)
+            except (BudgetExhausted, KeyboardInterrupt):
+                self._record_unshrunk(failed, pool)
+                raise
+            self._record_unshrunk(failed, pool)
         finally:
             self._shrink_started.clear()
             self._pending = {}
             self._memo = {}
+
+    def _record_unshrunk(self, failed: list, pool: WorkerPool) -> None:
+        """What the replay did not shrink and record (the budget ran out first, or the
+        replay drew other cases) is recorded as it failed: triage reduces it."""
+        for case, (_, failure, signature) in failed:
+            if self._covering_finding_or_none(case, failure) is None:
+                self._record_safely(_error_type(case.op, failure.oracle, failure.kind)(case, failure, signature),
+                                    pool, flaky=False)
+
+    def _slice_done(self, prepared: "_Slice", outcomes: list, seconds: float) -> None:
+        """Tell the scheduler what the slice cost and showed (behaviours new to this
+        campaign), and the listeners (the daemon keeps the behaviours of all runs)."""
+        fresh = []
+        for case, outcome in zip(prepared.cases, outcomes):
+            if isinstance(outcome, BaseException):
+                continue
+            try:
+                key = behaviour_of(case, outcome)
+            except Exception as exc:
+                self.harness_error("judge", case.op, case, exc)
+                continue
+            if key not in self._behaviours:
+                self._behaviours.add(key)
+                fresh.append(key)
+        with self._lock:
+            self.scheduler.record(prepared.op, cases=len(outcomes), seconds=seconds, new_findings=0,
+                                  new_behaviours=len(fresh))
+        self.emit(SliceFinished(prepared.op, len(outcomes), seconds, tuple(fresh)))
 
     def _outcomes(self, prepared: "_Slice", batch, pool: WorkerPool) -> list:
         """One outcome per case of ``prepared``: ``batch`` is what submitting it gave (a
@@ -653,12 +718,7 @@ class Campaign:
         or, on the desk's thread or without a desk, _record it now, anything it raises a
         harness error (stage ``record``). The signature it ended up as, if recorded now."""
         if self._desk is not None and threading.current_thread() is not self._desk_thread():
-            with self._lock:
-                self._provisional += 1
-                holder = FoundBug(symptom_key(err.case, err.failure), None, f"in-triage-{self._provisional}",
-                                  flaky=True, case=err.case, provisional=True)
-                self.found.append(holder)
-            self._desk.submit((err, flaky, holder))
+            self._hand_to_desk(err, flaky, self._keep_pending(err, flaky))
             return None
         try:
             return self._record(err, pool, flaky=flaky, triage_it=triage_it)
@@ -668,18 +728,66 @@ class Campaign:
             self.harness_error("record", err.case.op, err.case, exc)
             return None
 
+    def _hand_to_desk(self, err: FindingError, flaky: bool, pending: Path | None) -> None:
+        with self._lock:
+            self._provisional += 1
+            holder = FoundBug(symptom_key(err.case, err.failure), None, f"in-triage-{self._provisional}",
+                              flaky=True, case=err.case, provisional=True)
+            self.found.append(holder)
+        self._desk.submit((err, flaky, holder, pending))
+
+    def _keep_pending(self, err: FindingError, flaky: bool) -> Path | None:
+        """Write the failure to DIR/triage-pending/ until it is recorded (None where that
+        cannot be written: the failure is still triaged, only not kept across a kill)."""
+        self._pending_files += 1
+        path = self._pending_dir / f"{os.getpid()}-{self._pending_files}-{err.signature[:12]}.json"
+        try:
+            self._pending_dir.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(path, {"format": 1, "case": err.case.to_json(), "failure": err.failure.to_json(),
+                                     "signature": err.signature, "flaky": flaky, "written": time.time()})
+            return path
+        except (OSError, CorpusWriteError):
+            return None
+
+    def _resume_pending(self) -> None:
+        """Hand to triage the failures an earlier campaign left pending (killed, or
+        stopped before triaging them); an unreadable file is moved aside, never lost."""
+        if not self.config.resume_pending or not self._pending_dir.is_dir():
+            return
+        files = sorted(self._pending_dir.glob("*.json"))
+        for path in files:
+            try:
+                data = json.loads(path.read_text())
+                case, failure = Case.from_json(data["case"]), Failure.from_json(data["failure"])
+                err = _error_type(case.op, failure.oracle, failure.kind)(case, failure, str(data["signature"]))
+            except Exception as exc:
+                self.harness_error("record", None, None, exc)
+                try:
+                    os.replace(path, path.with_suffix(".corrupt"))
+                except OSError:
+                    pass
+                continue
+            self._hand_to_desk(err, bool(data.get("flaky")), path)
+        if files:
+            self.emit(Notice(f"triaging {len(files)} failure(s) an earlier run left in {self._pending_dir}"))
+
     def _desk_thread(self):
         return getattr(self._desk, "_thread", None)
 
     def _triaged(self, job, pool: WorkerPool, *, triage_it: bool = True) -> None:
         """The desk's handler: record the job's failure, then retire its placeholder
         (the sightings it collected meanwhile go to the finding it became)."""
-        err, flaky, holder = job
+        err, flaky, holder, pending = job
         try:
             signature = self._record_safely(err, pool, flaky=flaky, triage_it=triage_it)
         except CorpusWriteError as exc:
             self._desk_error = exc
-            signature = None
+            return  # still pending: the next campaign on the corpus records it
+        if pending is not None:
+            try:
+                os.unlink(pending)
+            except OSError:
+                pass
         with self._lock:
             if holder in self.found:
                 self.found.remove(holder)
@@ -795,6 +903,8 @@ class Campaign:
             with self._lock:
                 if new:
                     self._count(finding.status, +1)
+                    if finding.status == "new":
+                        self._credit_finding(finding.op)
                 self.stats.minimise_s += result.seconds if result is not None else 0.0
                 self.recorded.append((finding, path, new))
                 self.emit(FindingRecorded(finding, path, new))
@@ -802,6 +912,12 @@ class Campaign:
             with self._lock:
                 self._fold_special_cases(finding, path)
         return finding.signature
+
+    def _credit_finding(self, op: str) -> None:
+        try:
+            self.scheduler.record(op, cases=0, seconds=0.0, new_findings=1, new_behaviours=0)
+        except (KeyError, ValueError):
+            pass  # a pending failure of an op this campaign does not schedule
 
     def _count(self, status: str, delta: int) -> None:
         name = {"new": "new_findings", "known-bug": "known_bugs", "flaky": "flaky",
@@ -846,6 +962,7 @@ class Campaign:
                 self.emit(CampaignStarted(pool.target_name, self.config.target_spec, pool.device,
                                           tuple(self.config.ops), self.config.oracles, self.seed,
                                           self.config.budget_s, self.config.max_cases))
+                self._resume_pending()
                 self._fuzz(pool)
             except BudgetExhausted as stop:
                 stopped = str(stop) or "budget"
@@ -886,25 +1003,39 @@ class Campaign:
                     desk.drain()
                 except KeyboardInterrupt:
                     stopped = "interrupted"
-            if stopped == "interrupted":
-                for job in desk.abandon():
-                    self._recorded_untriaged(job)
+            if stopped in ("interrupted", "stopped"):
+                left = desk.abandon()
+                kept = [job for job in left if job[3] is not None] if (
+                    stopped == "stopped" and self.config.defer_on_stop) else []
+                for job in left:
+                    if not any(job is k for k in kept):
+                        self._recorded_untriaged(job)
+                if kept:
+                    self.emit(Notice(f"{len(kept)} failure(s) left for triage in {self._pending_dir}: "
+                                     "the next start on this corpus triages them"))
                 desk.drain(timeout=5.0)
         finally:
             desk.close()
             self._desk = None
         return stopped
 
+    def _make_scheduler(self):
+        if self.config.schedule == "yield":
+            return YieldScheduler(self.config.ops, seed=self.seed, state=self.config.scheduler_state)
+        if self.config.schedule == "round-robin":
+            return RoundRobin(self.config.ops)
+        raise ValueError(f"schedule={self.config.schedule!r}: expected 'round-robin' or 'yield'")
+
     def _slices(self):
-        """(op, round) of each slice to run: round-robin over the ops not set aside."""
-        round_no = 0
+        """(op, round) of each slice to run, as the scheduler picks among the ops not set
+        aside (round: how often this op ran in this campaign, which seeds its slice)."""
+        rounds: dict[str, int] = {}
         while True:
             if all(op in self.stats.set_aside for op in self.config.ops):
                 raise BudgetExhausted("every op set aside")
-            for op in self.config.ops:
-                if op not in self.stats.set_aside:
-                    yield op, round_no
-            round_no += 1
+            op = self.scheduler.next_op(exclude=tuple(self.stats.set_aside))
+            rounds[op] = rounds.get(op, -1) + 1
+            yield op, rounds[op]
 
     def _fuzz(self, pool: WorkerPool) -> None:
         """Run slices until the budget says stop, in a pipeline: the next slice's cases

@@ -18,6 +18,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
+import threading
 import time
 import traceback
 from dataclasses import fields, replace
@@ -25,8 +26,9 @@ from dataclasses import fields, replace
 from ..events import CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice, Stats
 from .engine import Campaign, CampaignConfig
 
-# How long the coordinator waits for a lane that was told to stop before killing it.
-STOP_GRACE_S = 60.0
+# How long the coordinator waits for lanes told to stop now (SIGTERM) before killing
+# them: the daemon exits within 10 s. (Lanes told they have enough finish their triage.)
+STOP_GRACE_S = 7.0
 
 
 def default_jobs() -> int:
@@ -44,7 +46,9 @@ def _lane_config(config: CampaignConfig, index: int, jobs: int) -> CampaignConfi
     if config.max_cases is not None:
         max_cases = config.max_cases // jobs + (1 if index < config.max_cases % jobs else 0)
     return replace(config, ops=ops[start:] + ops[:start], seed=config.seed + index, max_cases=max_cases,
-                   max_findings=None, shared_corpus=True)
+                   max_findings=None, shared_corpus=True,
+                   # one lane takes up the failures an earlier run left pending
+                   resume_pending=config.resume_pending and index == 0)
 
 
 class _Forward:
@@ -74,9 +78,23 @@ class _Forward:
         self._sent = time.monotonic()
 
 
-def _lane_main(index: int, config: CampaignConfig, verify: bool, verify_timeout_s: float, events, stop) -> None:
+def _watch_parent(stop) -> None:
+    """Stop the lane if the coordinator dies (SIGKILL): a lane never fuzzes on alone."""
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch():
+        parent.join()
+        stop.set()
+    threading.Thread(target=watch, name="mpsfuzz-parent-watch", daemon=True).start()
+
+
+def _lane_main(index: int, config: CampaignConfig, verify: bool, verify_timeout_s: float, events, stop,
+               enough) -> None:
     """A lane process: one campaign, its events forwarded, its result sent back."""
     forward = _Forward(index, events, stop)
+    _watch_parent(stop)
     try:
         from ..execution.targets import load_target
         from ..reports.repro_writer import ReproWriter
@@ -85,7 +103,7 @@ def _lane_main(index: int, config: CampaignConfig, verify: bool, verify_timeout_
         except Exception:
             pass
         writer = ReproWriter(config.corpus_dir, verify=verify, timeout_s=verify_timeout_s)
-        campaign = Campaign(config, [forward], confirm=writer.confirm, stop=stop)
+        campaign = Campaign(config, [forward], confirm=writer.confirm, stop=stop, enough=enough)
         result = campaign.run()
         forward.flush()
         events.put(("finished", index, result.stats, [(f, p, n) for f, p, n in result.findings],
@@ -132,6 +150,10 @@ class ParallelCampaign:
         self.verify, self.verify_timeout_s = verify, verify_timeout_s
         self.target_name, self.device = target_name, device
         self.seed = config.seed if config.seed is not None else int.from_bytes(os.urandom(4), "little") >> 1
+        self._ctx = multiprocessing.get_context("spawn")   # a clean interpreter: lanes start their own workers
+        # Set (the daemon's SIGTERM), every lane stops now; ``enough``: --max-findings reached.
+        self.stop = self._ctx.Event()
+        self.enough = self._ctx.Event()
 
     def emit(self, event) -> None:
         for listener in self.listeners:
@@ -143,12 +165,12 @@ class ParallelCampaign:
                 raise
 
     def run(self) -> CampaignFinished:
-        ctx = multiprocessing.get_context("spawn")   # a clean interpreter: lanes start their own workers
-        events, stop = ctx.Queue(), ctx.Event()
+        ctx, stop, enough = self._ctx, self.stop, self.enough
+        events = ctx.Queue()
         config = replace(self.config, seed=self.seed)
         lanes = [ctx.Process(target=_lane_main, name=f"mpsfuzz-lane-{i}",
                              args=(i, _lane_config(config, i, self.jobs), self.verify, self.verify_timeout_s,
-                                   events, stop))
+                                   events, stop, enough))
                  for i in range(self.jobs)]
         self.emit(CampaignStarted(self.target_name, config.target_spec, self.device, tuple(config.ops),
                                   config.oracles, self.seed, config.budget_s, config.max_cases))
@@ -169,7 +191,9 @@ class ParallelCampaign:
                     for i in dead:
                         if not any(f.startswith(f"lane {i}:") for f in failures):
                             failures.append(f"lane {i}: exited ({lanes[i].exitcode}) without a result")
-                    if stop_asked is not None and time.monotonic() - stop_asked > STOP_GRACE_S:
+                    if stop.is_set() and stop_asked is None:
+                        stop_asked = time.monotonic()
+                    if stop.is_set() and time.monotonic() - stop_asked > STOP_GRACE_S:
                         break
                     continue
                 if kind == "cases":
@@ -180,8 +204,7 @@ class ParallelCampaign:
                     if isinstance(event, FindingRecorded) and event.new and event.finding.status == "new":
                         new_findings += 1
                         if config.max_findings is not None and new_findings >= config.max_findings:
-                            stop.set()
-                            stop_asked = stop_asked or time.monotonic()
+                            enough.set()
                     self.emit(event)
                 elif kind == "finished":
                     results[index] = tuple(payload)
@@ -192,16 +215,16 @@ class ParallelCampaign:
                 # The lanes got the Ctrl-C too: they record what they have and report.
                 interrupted = True
                 stop.set()
-                stop_asked = stop_asked or time.monotonic()
         for lane in lanes:
-            lane.join(5 if stop_asked else None)
+            lane.join(1 if stop.is_set() else None)
             if lane.is_alive():
                 lane.kill()
         stats = merge_stats([r[0] for r in results.values()])
         findings = tuple(f for r in results.values() for f in r[1])
         reasons = {r[2] for r in results.values()}
         stopped = ("interrupted" if interrupted or "interrupted" in reasons else
-                   "max-findings" if stop_asked else ", ".join(sorted(reasons)) or "failed")
+                   "stopped" if stop.is_set() else
+                   "max-findings" if enough.is_set() else ", ".join(sorted(reasons)) or "failed")
         for failure in failures:
             self.emit(Notice(f"{failure}"))
         result = CampaignFinished(stats, findings, stopped)
