@@ -1,31 +1,91 @@
-"""Throughput of `mpsfuzz run` per op family, against a bare in-process loop doing the
-same work: materialise the same cases' tensors, run the op on the target and on CPU,
-compare. The ratio is what isolation (worker processes, in-flight files), Hypothesis and
-the oracles cost.
+"""Throughput of mpsfuzz per op family: the bare loop, one lane, N lanes (issue 13, point 3).
 
-    python bench/throughput.py [--target T] [--cases N] [--families linalg,elementwise,reduction]
+    PYTHONPATH=. python bench/throughput.py [--families linalg,elementwise,reduction]
+        [--seconds 30] [--jobs 2,4] [--target mpsfuzz.testing.faults:target] [--faults NAMES]
+        [--slice 30] [--seed 0] [--json FILE]
 
-Prints one line per family: cases/s for mpsfuzz, cases/s for the bare loop, and the ratio.
+For each family it runs, one after the other, each fuzzing for about ``--seconds``:
+
+- ``jobs1``: one campaign (``mpsfuzz run --jobs 1``: engine.Campaign, its worker, its
+  triage desk), recording every case it ran;
+- ``jobsN``, for each N of ``--jobs`` (default: 2, and ``lanes.default_jobs()`` if
+  larger): ``mpsfuzz run --jobs N`` (lanes.ParallelCampaign: N lane processes, repro
+  scripts not verified);
+- ``bare``: the cases the jobs1 campaign ran, again, in this process with no isolation,
+  no Hypothesis and no oracles: materialise the inputs, run the op on the target and on
+  CPU, compare the outputs (:func:`bare_loop`). Same work, none of the machinery.
+
+A campaign's budget (``budget_s``, counted from before its worker pool is created) is
+``--seconds`` plus an allowance for its pools to start: the warm start-up for jobs1 (this
+process's forkserver is already up), the cold one times ``max(1, 2N / cores)`` for N lanes
+(each lane is a fresh process that starts its own forkserver, all at once); so each
+campaign's steady part lasts about ``--seconds``. The per-family line prints how long it
+actually lasted; a window much shorter than ``--seconds`` is flagged.
+
+Figures (the table prints one row per family):
+
+``bare/s``, ``jobs1/s``, ``jobsN/s``
+    cases per second (the main figures). A campaign's rate is taken over its steady
+    part: from the first cases that came back to the last, ``(cases - first burst) / (t_last - t_first_burst)``
+    (cases come back in bursts: a slice's batch in a campaign, bundles of up to 32 from
+    a lane), so it leaves out start-up: creating the worker pool (the forkserver zygote
+    imports torch, 1-3 s) and, for lanes, spawning a Python per lane. A daemon pays that
+    once; ``Campaign.run``'s own ``stats.elapsed_s`` includes it (its clock starts before
+    the pool is created), so ``cases / elapsed_s`` is in the JSON only (``rate_total``).
+    The start-up is measured separately and printed: a worker pool created cold (first
+    in this process: the forkserver starts) and warm, and per campaign the time from
+    ``run()`` to its first case. For N lanes the steady window still spans the lanes
+    starting and stopping at slightly different times; the JSON's ``rate_mid`` (cases
+    between the 10% and the 90% case, over the time between them) leaves that out too.
+``jobs1/bare``
+    what isolation, Hypothesis, the in-flight files and the oracles cost. Goal: >= 0.25
+    for elementwise and reduction (cheap ops, where the overhead shows most).
+``effN``
+    scaling efficiency of N lanes: ``jobsN / (N * jobs1)``. Goal: >= 0.7. Meaningless on
+    a machine with fewer than 2N free cores: a lane keeps two busy (its Hypothesis
+    process draws the next slice while its worker runs the last one).
+``profile`` (a line per family, from the jobs1 cases)
+    milliseconds per case spent *generating* in the driver (the same number of cases per
+    op drawn again in generate-only Hypothesis slices, as the engine's ``_prepare``
+    does) and *judging* in the worker (``oracles.judge.judge_case`` with the default
+    oracles, timed in this process), beside the bare loop's and the campaign's own
+    ms/case. Drawing overlaps the worker's run of the previous slice, so a campaign near
+    ``max(generate, judge)`` per case overlaps well, one near their sum does not.
+
+The default target is the fault-injecting CPU target with no faults (``MPSFUZZ_FAULTS``
+is set to ``none`` unless ``--faults`` is given): a clean target, so no findings, no
+shrinking and no triage take time. ``--target mps`` / ``cuda`` / ``module:attr`` measure
+a real device (its findings' shrinking and triage then count, as in a real run). The bare
+loop and the profile run cases in this process: with faults that crash or hang, so do they.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
+import json
+import math
+import os
 import tempfile
 import time
 import warnings
+from collections import Counter
 from pathlib import Path
 
-from mpsfuzz.campaign.engine import Campaign, CampaignConfig
-from mpsfuzz.events import CaseFinished
-from mpsfuzz.execution.targets import best_available, load_target
-from mpsfuzz.generation import catalogue
-from mpsfuzz.generation.dtypes import name_of
-from mpsfuzz.oracles.tolerances import tolerance
-from mpsfuzz.oracles.values import compare_tensors, flatten_outputs
+GOAL_BARE = 0.25                          # jobs1/bare, for GOAL_BARE_FAMILIES
+GOAL_BARE_FAMILIES = ("elementwise", "reduction")
+GOAL_EFFICIENCY = 0.7                     # jobsN / (N * jobs1)
+# Events this close together came back together (a batch's or a bundle's cases are
+# emitted in one loop, well under a millisecond apart; batches are further apart).
+BURST_GAP_S = 0.005
 
 
 def bare_loop(cases, target) -> float:
     """Seconds for the same cases run in-process with no isolation and no Hypothesis."""
+    from mpsfuzz.generation import catalogue
+    from mpsfuzz.generation.dtypes import name_of
+    from mpsfuzz.oracles.tolerances import tolerance
+    from mpsfuzz.oracles.values import compare_tensors, flatten_outputs
+
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -44,30 +104,289 @@ def bare_loop(cases, target) -> float:
     return time.perf_counter() - start
 
 
+class Clock:
+    """A campaign listener: when each case came back (and which case), and when the
+    campaign's worker pool was ready (its CampaignStarted; jobs1 only)."""
+
+    def __init__(self, pool_events: bool):
+        self.called = time.monotonic()
+        self.pool_events = pool_events   # its CampaignStarted says its pool is ready (not ParallelCampaign's)
+        self.ready: float | None = None
+        self.times: list[float] = []
+        self.cases: list = []
+
+    def __call__(self, event) -> None:
+        from mpsfuzz.events import CampaignStarted, CaseFinished
+        if isinstance(event, CaseFinished):
+            self.times.append(time.monotonic())
+            if event.case is not None:
+                self.cases.append(event.case)
+        elif isinstance(event, CampaignStarted) and self.ready is None and self.pool_events:
+            self.ready = time.monotonic()
+
+
+def steady(times: list[float]) -> dict:
+    """The rate after the first burst of cases, and between the 10% and 90% cases."""
+    out = {"first_burst": None, "steady_cases": 0, "steady_s": None, "rate": None, "rate_mid": None}
+    if not times:
+        return out
+    k = 1
+    while k < len(times) and times[k] - times[k - 1] < BURST_GAP_S:
+        k += 1
+    out["first_burst"] = k
+    if k < len(times):
+        window = times[-1] - times[k - 1]
+        out.update(steady_cases=len(times) - k, steady_s=window,
+                   rate=(len(times) - k) / window if window > 0 else None)
+    lo, hi = int(0.1 * (len(times) - 1)), int(0.9 * (len(times) - 1))
+    if hi > lo and times[hi] > times[lo]:
+        out["rate_mid"] = (hi - lo) / (times[hi] - times[lo])
+    return out
+
+
+def campaign_figures(result, clock: Clock, wall_s: float) -> dict:
+    stats = result.stats
+    figures = {
+        "cases": stats.cases, "elapsed_s": stats.elapsed_s, "wall_s": wall_s,
+        "rate_total": stats.cases / stats.elapsed_s if stats.elapsed_s > 0 else None,
+        "first_case_s": clock.times[0] - clock.called if clock.times else None,
+        "pool_ready_s": clock.ready - clock.called if clock.ready is not None else None,
+        "valid_ratio": stats.valid_ratio, "harness_errors": stats.harness_errors,
+        "new_findings": stats.new_findings, "sightings": stats.sightings,
+        "stopped_because": result.stopped_because,
+    }
+    figures.update(steady(clock.times))
+    return figures
+
+
+def run_campaign(config, jobs: int, target) -> tuple[dict, list]:
+    """One campaign of ``jobs`` lanes (1: engine.Campaign itself): its figures and the
+    cases it ran."""
+    from mpsfuzz.campaign.engine import Campaign
+    from mpsfuzz.campaign.lanes import ParallelCampaign
+
+    clock = Clock(pool_events=jobs == 1)
+    if jobs == 1:
+        campaign = Campaign(config, [clock])
+    else:
+        campaign = ParallelCampaign(config, [clock], jobs=jobs, verify=False,
+                                    target_name=target.name, device=str(target.device))
+    clock.called = time.monotonic()
+    result = campaign.run()
+    wall_s = time.monotonic() - clock.called
+    return campaign_figures(result, clock, wall_s), clock.cases
+
+
+def pool_startup(spec: str) -> float:
+    """Seconds to create a worker pool (its worker ready, its target loaded)."""
+    from mpsfuzz.execution.worker import WorkerPool
+    from mpsfuzz.oracles.judge import judge_case
+
+    start = time.monotonic()
+    pool = WorkerPool(spec, execute=judge_case)
+    elapsed = time.monotonic() - start
+    pool.close()
+    return elapsed
+
+
+def generation_time(counts: Counter, config) -> tuple[float, int]:
+    """Seconds the driver spends drawing ``counts[op]`` cases of each op, in slices of
+    ``config.slice_examples`` generate-only Hypothesis examples as the engine draws
+    them (strategy built per slice, duplicates in a slice dropped); and the cases drawn."""
+    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+    from hypothesis import seed as hypothesis_seed
+    from hypothesis import strategies as st
+    from hypothesis.errors import HypothesisException
+
+    from mpsfuzz.generation import catalogue
+    from mpsfuzz.generation.strategies import cases
+
+    @st.composite
+    def guarded(draw, strategy):  # as the engine's: a builder that raises loses one case
+        try:
+            return draw(strategy)
+        except HypothesisException:
+            raise
+        except Exception:
+            return None
+
+    total_s, total = 0.0, 0
+    for op, wanted in sorted(counts.items()):
+        got, slice_no = 0, 0
+        max_slices = 3 * math.ceil(wanted / config.slice_examples) + 3
+        while got < wanted and slice_no < max_slices:
+            slice_no += 1
+            drawn: list = []
+
+            def body(case):
+                if case is not None and case not in drawn:
+                    drawn.append(case)
+            start = time.perf_counter()
+            spec = catalogue.get(op)
+            strategy = cases(spec, max_rank=config.max_rank, max_side=config.max_side,
+                             max_numel=config.max_numel, allow_variants=config.allow_variants)
+            test = settings(max_examples=config.slice_examples, deadline=None, database=None,
+                            suppress_health_check=list(HealthCheck), phases=(Phase.generate,),
+                            verbosity=Verbosity.quiet, print_blob=False)(given(guarded(strategy))(body))
+            try:
+                seed = int(hashlib.sha1(f"{config.seed}:{op}:{slice_no}".encode()).hexdigest()[:12], 16)
+                hypothesis_seed(seed)(test)()
+            except Exception:
+                pass
+            total_s += time.perf_counter() - start
+            got += len(drawn)
+        total += got
+    return total_s, total
+
+
+def judge_time(cases, target) -> float:
+    """Seconds ``judge_case`` (what the worker runs per case) takes over ``cases`` here."""
+    from mpsfuzz.oracles import DEFAULT, worker_oracles
+    from mpsfuzz.oracles.judge import judge_case
+
+    oracles = worker_oracles(DEFAULT)
+    start = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for case in cases:
+            try:
+                judge_case(case, target, oracles)
+            except Exception:
+                pass
+    return time.perf_counter() - start
+
+
+def per_case_ms(seconds: float | None, cases: int) -> float | None:
+    return 1000.0 * seconds / cases if seconds is not None and cases else None
+
+
+def ratio(a, b) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def fmt(value, width: int, digits: int = 1) -> str:
+    return f"{'-':>{width}}" if value is None else f"{value:>{width}.{digits}f}"
+
+
+def parse_jobs(text: str) -> list[int]:
+    try:
+        jobs = sorted({int(part) for part in text.split(",") if part.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--jobs {text!r}: a comma list of integers >= 2") from None
+    if not jobs or jobs[0] < 2:
+        raise argparse.ArgumentTypeError(f"--jobs {text!r}: a comma list of integers >= 2 (jobs 1 always runs)")
+    return jobs
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--target", default=None)
-    parser.add_argument("--cases", type=int, default=300)
-    parser.add_argument("--families", default="linalg,elementwise,reduction")
-    parser.add_argument("--seed", type=int, default=0)
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--target", default="mpsfuzz.testing.faults:target", metavar="T",
+                        help="target spec as for `mpsfuzz run --target` (default: the fault target, no faults)")
+    parser.add_argument("--faults", default=None, metavar="NAMES",
+                        help="MPSFUZZ_FAULTS for the fault target (default: none)")
+    parser.add_argument("--families", default="linalg,elementwise,reduction", metavar="F,F",
+                        help="op families (catalogue selections), comma list (default: linalg,elementwise,reduction)")
+    parser.add_argument("--seconds", type=float, default=30.0, metavar="S",
+                        help="steady fuzzing time of each campaign (default 30)")
+    parser.add_argument("--jobs", type=parse_jobs, default=None, metavar="N,N",
+                        help="lane counts to compare with jobs 1, comma list (default: 2, and "
+                             "lanes.default_jobs() if larger)")
+    parser.add_argument("--slice", type=int, default=30, dest="slice_examples", metavar="K",
+                        help="cases per Hypothesis slice, as `mpsfuzz run --slice` (default 30)")
+    parser.add_argument("--seed", type=int, default=0, help="campaign seed (lanes: seed + lane index)")
+    parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="write every figure to FILE")
     args = parser.parse_args()
-    spec = args.target or best_available()
-    target = load_target(spec)
-    print(f"target {spec} (device {target.device}); {args.cases} cases per family")
-    print(f"{'family':<12} {'mpsfuzz/s':>10} {'bare/s':>10} {'ratio':>7} {'valid':>6}")
-    for family in args.families.split(","):
-        ran = []
-        listener = lambda e: ran.append(e.case) if isinstance(e, CaseFinished) and e.case is not None else None
-        with tempfile.TemporaryDirectory() as tmp:
-            config = CampaignConfig(ops=catalogue.select(family), target_spec=spec, corpus_dir=Path(tmp),
-                                    seed=args.seed, max_cases=args.cases, slice_examples=10)
-            started = time.perf_counter()
-            result = Campaign(config, [listener]).run()
-            fuzz_s = time.perf_counter() - started
+
+    # Before anything starts (forkserver, lanes): they inherit it.
+    os.environ["MPSFUZZ_FAULTS"] = args.faults if args.faults is not None else "none"
+
+    from mpsfuzz.campaign.engine import CampaignConfig
+    from mpsfuzz.campaign.lanes import default_jobs
+    from mpsfuzz.execution.targets import load_target
+    from mpsfuzz.generation import catalogue
+
+    jobs_list = args.jobs or sorted({2, default_jobs()})
+    families = [f.strip() for f in args.families.split(",") if f.strip()]
+    target = load_target(args.target)
+    print(f"target {args.target} ({target.name}, device {target.device}), MPSFUZZ_FAULTS="
+          f"{os.environ['MPSFUZZ_FAULTS']}; {args.seconds:g} s per campaign, slice {args.slice_examples}, "
+          f"seed {args.seed}; {os.cpu_count()} cores")
+    cold, warm = pool_startup(args.target), pool_startup(args.target)
+    print(f"start-up (paid once, excluded from the rates): worker pool cold {cold:.2f} s "
+          f"(the forkserver imports torch), warm {warm:.2f} s")
+    cores = os.cpu_count() or 1
+    allowance = {1: warm, **{n: cold * max(1.0, 2 * n / cores) for n in jobs_list}}
+    print("rates: cases/s from the first cases back to the last (see the module docstring); budgets: "
+          + ", ".join(f"jobs{n} {args.seconds + a:.1f} s" for n, a in allowance.items()))
+    print()
+    header = (f"{'family':<12} {'bare/s':>8} {'jobs1/s':>8} "
+              + " ".join(f"{f'jobs{n}/s':>8}" for n in jobs_list)
+              + f" {'jobs1/bare':>10} " + " ".join(f"{f'eff{n}':>6}" for n in jobs_list))
+    print(header)
+    print("-" * len(header))
+
+    report = {"target": args.target, "target_name": target.name, "device": str(target.device),
+              "faults": os.environ["MPSFUZZ_FAULTS"], "seconds": args.seconds, "slice": args.slice_examples,
+              "seed": args.seed, "cpu_count": os.cpu_count(), "jobs": jobs_list,
+              "startup": {"pool_cold_s": cold, "pool_warm_s": warm},
+              "budget_s": {str(n): args.seconds + a for n, a in allowance.items()}, "families": {}}
+    missed: list[str] = []
+    for family in families:
+        with tempfile.TemporaryDirectory(prefix="mpsfuzz-bench-") as tmp:
+            def config(jobs: int) -> CampaignConfig:
+                corpus = Path(tmp) / f"jobs{jobs}"
+                corpus.mkdir()
+                return CampaignConfig(ops=catalogue.select(family), target_spec=args.target, corpus_dir=corpus,
+                                      seed=args.seed, budget_s=args.seconds + allowance[jobs],
+                                      slice_examples=args.slice_examples)
+            base = config(1)
+            runs = {}
+            runs[1], ran = run_campaign(base, 1, target)
+            for n in jobs_list:
+                runs[n], _ = run_campaign(config(n), n, target)
         bare_s = bare_loop(ran, target)
-        fuzz_rate, bare_rate = len(ran) / fuzz_s, len(ran) / max(bare_s, 1e-9)
-        print(f"{family:<12} {fuzz_rate:>10.1f} {bare_rate:>10.1f} {fuzz_rate / bare_rate:>7.2f} "
-              f"{100 * result.stats.valid_ratio:>5.0f}%")
+        bare_rate = len(ran) / bare_s if bare_s > 0 and ran else None
+        gen_s, gen_cases = generation_time(Counter(case.op for case in ran), base)
+        judge_s = judge_time(ran, target)
+
+        rate1 = runs[1]["rate"]
+        over_bare = ratio(rate1, bare_rate)
+        eff = {n: ratio(runs[n]["rate"], n * rate1) if rate1 else None for n in jobs_list}
+        profile = {"cases": len(ran), "generate_ms": per_case_ms(gen_s, gen_cases), "generated": gen_cases,
+                   "judge_ms": per_case_ms(judge_s, len(ran)), "bare_ms": per_case_ms(bare_s, len(ran)),
+                   "campaign_ms": 1000.0 / rate1 if rate1 else None}
+        report["families"][family] = {
+            "bare": {"cases": len(ran), "seconds": bare_s, "rate": bare_rate},
+            "campaigns": {str(n): figures for n, figures in runs.items()},
+            "jobs1_over_bare": over_bare, "efficiency": {str(n): e for n, e in eff.items()},
+            "profile": profile,
+        }
+        print(f"{family:<12} {fmt(bare_rate, 8)} {fmt(rate1, 8)} "
+              + " ".join(fmt(runs[n]["rate"], 8) for n in jobs_list)
+              + f" {fmt(over_bare, 10, 2)} " + " ".join(fmt(eff[n], 6, 2) for n in jobs_list))
+        first = ", ".join(f"jobs{n} {fmt(runs[n]['first_case_s'], 0)}" for n in [1, *jobs_list])
+        window = ", ".join(f"jobs{n} {fmt(runs[n]['steady_s'], 0)}" for n in [1, *jobs_list])
+        short = [n for n in [1, *jobs_list] if (runs[n]["steady_s"] or 0) < 0.5 * args.seconds]
+        print(f"  start-up: pool ready after {fmt(runs[1]['pool_ready_s'], 0, 2)} s; first case back after "
+              f"{first} s; steady windows {window} s"
+              + (f" (SHORT: {', '.join(f'jobs{n}' for n in short)}; their rates mean little)" if short else ""))
+        print(f"  jobs1: {runs[1]['cases']} cases, {100 * runs[1]['valid_ratio']:.0f}% valid, "
+              f"{runs[1]['harness_errors']} harness errors, {runs[1]['new_findings']} new findings")
+        print(f"  profile (jobs1's {len(ran)} cases): generate {fmt(profile['generate_ms'], 0)} ms/case (driver), "
+              f"judge {fmt(profile['judge_ms'], 0)} ms/case (worker's judge_case, in-process); "
+              f"bare {fmt(profile['bare_ms'], 0)}, campaign {fmt(profile['campaign_ms'], 0)} ms/case")
+        if family in GOAL_BARE_FAMILIES and (over_bare is None or over_bare < GOAL_BARE):
+            missed.append(f"{family} jobs1/bare {fmt(over_bare, 0, 3)}")
+        missed += [f"{family} eff{n} {fmt(e, 0, 3)}" for n, e in eff.items() if e is None or e < GOAL_EFFICIENCY]
+
+    report["goals"] = {"jobs1_over_bare": GOAL_BARE, "jobs1_over_bare_families": list(GOAL_BARE_FAMILIES),
+                       "efficiency": GOAL_EFFICIENCY, "missed": missed}
+    if args.json is not None:
+        args.json.write_text(json.dumps(report, indent=2))
+    print()
+    print(f"goal: jobs1/bare >= {GOAL_BARE} ({', '.join(GOAL_BARE_FAMILIES)}); "
+          f"jobsN/(N*jobs1) >= {GOAL_EFFICIENCY} -- " + (f"missed: {'; '.join(missed)}" if missed else "met"))
 
 
 if __name__ == "__main__":
