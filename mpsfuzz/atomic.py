@@ -62,3 +62,21 @@ def atomic_write_json(path: Path, data: dict) -> None:
             except OSError:
                 pass
             raise
+
+
+def atomic_write_text(path: Path, text: str) -> None:
+    """``text`` to ``path`` whole or not at all (a report a reader may open any time)."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with corpus_write(path):
+        try:
+            with open(tmp, "w") as f:
+                f.write(text)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+            raise

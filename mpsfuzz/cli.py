@@ -87,51 +87,87 @@ def _seconds(name, *, zero_ok: bool = False):
 REPORT_FORMATS = ("terminal", "markdown", "html", "json", "issue")
 
 
+def _campaign_arguments(p, *, budget_help: str) -> None:
+    """The options of `run` and `daemon`: what to fuzz, where, and how."""
+    p.add_argument("--ops", default="all", help="family, op name, comma list of these, or 'all' (default)")
+    p.add_argument("--target", default=None, help="built-in target (mps, mps-compiled, cuda, cuda-compiled, "
+                     "cpu-compiled) or package.module:attr; default: the best available")
+    p.add_argument("--budget", default=None, help=budget_help)
+    p.add_argument("--shard", type=_shard, default=None, metavar="K/N",
+                     help="run only the K-th of N parts of the selected ops (split by a stable hash of each "
+                     "op's name: the same on every machine), e.g. one CI matrix job per shard")
+    p.add_argument("--max-cases", type=_int_at_least("--max-cases", 1), default=None)
+    p.add_argument("--max-findings", type=_int_at_least("--max-findings", 1), default=None,
+                     help="stop after this many new findings")
+    p.add_argument("--seed", type=_positive_int("--seed"), default=None)
+    p.add_argument("--corpus", default="mpsfuzz-corpus", help="corpus folder (default ./mpsfuzz-corpus)")
+    p.add_argument("--oracles", default=None, help="comma list of oracles (default: all; 'mpsfuzz oracles' lists them)")
+    p.add_argument("--timeout", type=_seconds("--timeout"), default=20.0,
+                     help="per-case timeout in seconds (hang oracle); compilation does not count")
+    p.add_argument("--compile-timeout", type=_seconds("--compile-timeout"), default=180.0, dest="compile_timeout",
+                     help="seconds one torch.compile compilation may take before the case is given up as slow "
+                     "compilation (compiled targets; default 180)")
+    p.add_argument("--shrink-budget", type=_seconds("--shrink-budget", zero_ok=True), default=60.0,
+                     help="seconds of Hypothesis shrinking per finding")
+    p.add_argument("--minimise-budget", type=_seconds("--minimise-budget", zero_ok=True), default=30.0,
+                     help="seconds per finding for the deterministic reducer and the ablation after shrinking")
+    p.add_argument("--reruns", type=_int_at_least("--reruns", 1), default=4,
+                     help="re-runs of each failure before it is recorded; one that fails fewer times is flaky")
+    p.add_argument("--slice", type=_int_at_least("--slice", 1), default=30, dest="slice_examples",
+                     help="cases per op before the next op's turn (default 30; a small slice reaches every op sooner)")
+    p.add_argument("--max-rank", type=_int_at_least("--max-rank", 0), default=8)
+    p.add_argument("--max-side", type=_int_at_least("--max-side", 1), default=8)
+    p.add_argument("--jobs", "-j", type=_int_at_least("--jobs", 1), default=None,
+                     help="fuzzing lanes in parallel, each a process with its own worker and triage "
+                          "(default: one per two cores, at least 1)")
+    p.add_argument("--no-progress", action="store_true", help="no live status line")
+    p.add_argument("--known", action="append", default=[], metavar="FILE",
+                     help="extra known-failure table (JSON, the format of mpsfuzz/data/known_failures.json); repeatable")
+    p.add_argument("--no-verify-repros", action="store_true",
+                     help="write each new finding's repro script without running it to check that it reproduces")
+    p.add_argument("--no-variants", action="store_true",
+                     help="call ops in their functional form only (no method, in-place, out= or grad variants)")
+
+
+def _size(name):
+    """A size option: a number of bytes with an optional unit (500MB, 2GB, 1.5G)."""
+    units = {"": 1, "b": 1, "k": 2**10, "kb": 2**10, "m": 2**20, "mb": 2**20, "g": 2**30, "gb": 2**30,
+             "t": 2**40, "tb": 2**40}
+
+    def parse(text: str) -> int:
+        match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([a-zA-Z]*)\s*", str(text))
+        if not match or match.group(2).lower() not in units:
+            raise UsageError(f"{name}={text!r}: expected a size such as 500MB or 2GB")
+        value = int(float(match.group(1)) * units[match.group(2).lower()])
+        if value <= 0:
+            raise UsageError(f"{name}={text!r}: must be more than 0 bytes")
+        return value
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="mpsfuzz", description="Differential fuzzer for PyTorch's MPS backend (and other devices).")
     parser.add_argument("--version", action="version", version=f"mpsfuzz {__version__}")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
 
     run = sub.add_parser("run", help="fuzz ops on a target against eager CPU")
-    run.add_argument("--ops", default="all", help="family, op name, comma list of these, or 'all' (default)")
-    run.add_argument("--target", default=None, help="built-in target (mps, mps-compiled, cuda, cuda-compiled, "
-                     "cpu-compiled) or package.module:attr; default: the best available")
-    run.add_argument("--budget", default=None, help=f"time budget, e.g. 90s, 10m, 2h (default {DEFAULT_BUDGET} "
-                     "unless --max-cases is given)")
-    run.add_argument("--shard", type=_shard, default=None, metavar="K/N",
-                     help="run only the K-th of N parts of the selected ops (split by a stable hash of each "
-                     "op's name: the same on every machine), e.g. one CI matrix job per shard")
-    run.add_argument("--max-cases", type=_int_at_least("--max-cases", 1), default=None)
-    run.add_argument("--max-findings", type=_int_at_least("--max-findings", 1), default=None,
-                     help="stop after this many new findings")
-    run.add_argument("--seed", type=_positive_int("--seed"), default=None)
-    run.add_argument("--corpus", default="mpsfuzz-corpus", help="corpus folder (default ./mpsfuzz-corpus)")
-    run.add_argument("--oracles", default=None, help="comma list of oracles (default: all; 'mpsfuzz oracles' lists them)")
-    run.add_argument("--timeout", type=_seconds("--timeout"), default=20.0,
-                     help="per-case timeout in seconds (hang oracle); compilation does not count")
-    run.add_argument("--compile-timeout", type=_seconds("--compile-timeout"), default=180.0, dest="compile_timeout",
-                     help="seconds one torch.compile compilation may take before the case is given up as slow "
-                     "compilation (compiled targets; default 180)")
-    run.add_argument("--shrink-budget", type=_seconds("--shrink-budget", zero_ok=True), default=60.0,
-                     help="seconds of Hypothesis shrinking per finding")
-    run.add_argument("--minimise-budget", type=_seconds("--minimise-budget", zero_ok=True), default=30.0,
-                     help="seconds per finding for the deterministic reducer and the ablation after shrinking")
-    run.add_argument("--reruns", type=_int_at_least("--reruns", 1), default=4,
-                     help="re-runs of each failure before it is recorded; one that fails fewer times is flaky")
-    run.add_argument("--slice", type=_int_at_least("--slice", 1), default=30, dest="slice_examples",
-                     help="cases per op before the next op's turn (default 30; a small slice reaches every op sooner)")
-    run.add_argument("--max-rank", type=_int_at_least("--max-rank", 0), default=8)
-    run.add_argument("--max-side", type=_int_at_least("--max-side", 1), default=8)
-    run.add_argument("--jobs", "-j", type=_int_at_least("--jobs", 1), default=None,
-                     help="fuzzing lanes in parallel, each a process with its own worker and triage "
-                          "(default: one per two cores, at least 1)")
-    run.add_argument("--no-progress", action="store_true", help="no live status line")
-    run.add_argument("--known", action="append", default=[], metavar="FILE",
-                     help="extra known-failure table (JSON, the format of mpsfuzz/data/known_failures.json); repeatable")
-    run.add_argument("--no-verify-repros", action="store_true",
-                     help="write each new finding's repro script without running it to check that it reproduces")
-    run.add_argument("--no-variants", action="store_true",
-                     help="call ops in their functional form only (no method, in-place, out= or grad variants)")
+    _campaign_arguments(run, budget_help=f"time budget, e.g. 90s, 10m, 2h (default {DEFAULT_BUDGET} "
+                        "unless --max-cases is given)")
+
+    daemon = sub.add_parser("daemon", help="fuzz unattended until stopped: ops scheduled by yield, state, reports "
+                            "and the event stream kept under the corpus, resumed after a restart")
+    _campaign_arguments(daemon, budget_help="stop after this long, e.g. 8h (default: run until stopped)")
+    daemon.add_argument("--report-every", type=_seconds("--report-every"), default=300.0, dest="report_every",
+                        help="seconds between rewrites of DIR/report.md and DIR/report.html (default 300)")
+    daemon.add_argument("--max-disk", type=_size("--max-disk"), default=_size("--max-disk")("2GB"),
+                        dest="max_disk", help="disk cap for the corpus folder, e.g. 500MB, 2GB (default 2GB): "
+                        "the oldest run logs are deleted to stay under it; findings never are")
+    daemon.add_argument("--recycle-after", type=_int_at_least("--recycle-after", 1), default=5000,
+                        dest="recycle_after", help="start a fresh worker after this many cases (default 5000)")
+    daemon.add_argument("--max-worker-rss", type=_size("--max-worker-rss"), default=_size("--max-worker-rss")("8GB"),
+                        dest="max_worker_rss", help="start a fresh worker once one uses more memory (default 8GB)")
+    daemon.add_argument("--no-replay", action="store_true",
+                        help="do not replay the corpus at start after a torch upgrade")
 
     ops = sub.add_parser("ops", help="list op families and ops; --stats: share of valid generated cases per op")
     ops.add_argument("--family", default=None)
@@ -483,24 +519,17 @@ def _describe_target(name: str, device: str, chosen_automatically: bool, shard: 
     return line
 
 
-def cmd_run(args, console) -> int:
-    from rich.console import Console
-
-    from .corpus.upstream import UpstreamTableError
+def _campaign_setup(args, console, *, default_budget: str | None):
+    """What `run` and `daemon` share: the ops (shard), the target (loaded here first,
+    for a one-line error), the oracles, a writable corpus. (config, target)."""
+    from .campaign.engine import CampaignConfig
     from .corpus.store import Corpus
-    from .generation import catalogue
-    from .campaign.engine import Campaign, CampaignConfig
-    from .campaign.lanes import ParallelCampaign, default_jobs
-    from .execution.worker import WorkerStartError
-    from .oracles import select as select_oracles
-    from .reports.console import ConsoleReporter
-    from .reports.error_log import ErrorLog
-    from .reports.repro_writer import ReproWriter
-    from .reports.run_log import RunLog
     from .execution.targets import BUILTIN, TargetError, best_available, load_target
+    from .generation import catalogue
+    from .oracles import select as select_oracles
 
     budget = parse_duration(args.budget) if args.budget else (
-        None if args.max_cases is not None else parse_duration(DEFAULT_BUDGET))
+        None if args.max_cases is not None or default_budget is None else parse_duration(default_budget))
     if budget is not None and budget <= 0:
         raise UsageError(f"--budget={args.budget}: must be more than 0 seconds")
     try:
@@ -540,6 +569,34 @@ def cmd_run(args, console) -> int:
                             upstream_tables=tuple(args.known), allow_variants=not args.no_variants,
                             reruns=args.reruns, minimise_budget_s=args.minimise_budget,
                             compile_timeout_s=args.compile_timeout)
+    return config, target
+
+
+def _campaign_exit(result, errors_path) -> int:
+    from rich.console import Console
+    stats = result.stats
+    if mostly_lost(stats.cases_lost, stats.attempted):
+        Console(stderr=True).print(
+            f"mpsfuzz: error: {stats.cases_lost} of {stats.attempted} cases could not be generated, run or "
+            f"judged (harness errors, not findings); each with its case and traceback in {errors_path}",
+            highlight=False, markup=False, soft_wrap=True)
+    return exit_code(findings=stats.new_findings, cases_lost=stats.cases_lost, attempted=stats.attempted,
+                     interrupted=result.stopped_because == "interrupted")
+
+
+def cmd_run(args, console) -> int:
+    from .campaign.engine import Campaign
+    from .campaign.lanes import ParallelCampaign, default_jobs
+    from .corpus.upstream import UpstreamTableError
+    from .execution.targets import TargetError
+    from .execution.worker import WorkerStartError
+    from .reports.console import ConsoleReporter
+    from .reports.error_log import ErrorLog
+    from .reports.repro_writer import ReproWriter
+    from .reports.run_log import RunLog
+
+    config, target = _campaign_setup(args, console, default_budget=DEFAULT_BUDGET)
+    corpus_dir = config.corpus_dir
     errors = ErrorLog(corpus_dir)
     reporter = ConsoleReporter(console, live=False if args.no_progress else None, errors_log=errors.path)
     try:
@@ -559,14 +616,44 @@ def cmd_run(args, console) -> int:
         raise UsageError(str(exc)) from None
     finally:
         reporter.close()
-    stats = result.stats
-    if mostly_lost(stats.cases_lost, stats.attempted):
-        Console(stderr=True).print(
-            f"mpsfuzz: error: {stats.cases_lost} of {stats.attempted} cases could not be generated, run or "
-            f"judged (harness errors, not findings); each with its case and traceback in {errors.path}",
-            highlight=False, markup=False, soft_wrap=True)
-    return exit_code(findings=stats.new_findings, cases_lost=stats.cases_lost, attempted=stats.attempted,
-                     interrupted=result.stopped_because == "interrupted")
+    return _campaign_exit(result, errors.path)
+
+
+def cmd_daemon(args, console) -> int:
+    from dataclasses import replace
+
+    from .campaign.daemon import Daemon, DaemonConfig
+    from .campaign.lanes import default_jobs
+    from .corpus.upstream import UpstreamTableError
+    from .execution.targets import TargetError
+    from .execution.worker import WorkerStartError
+    from .reports.console import ConsoleReporter
+    from .reports.error_log import ErrorLog
+    from .reports.repro_writer import ReproWriter
+    from .reports.run_log import RunLog
+
+    config, target = _campaign_setup(args, console, default_budget=None)
+    config = replace(config, recycle_after=args.recycle_after, max_worker_rss_mb=args.max_worker_rss / 2**20)
+    corpus_dir = config.corpus_dir
+    jobs = args.jobs if args.jobs is not None else default_jobs()
+    errors = ErrorLog(corpus_dir)
+    reporter = ConsoleReporter(console, live=False if args.no_progress else None, errors_log=errors.path)
+    verify_timeout_s = max(args.timeout * 3, 60.0)
+    daemon_config = DaemonConfig(campaign=config, jobs=jobs, report_every_s=args.report_every,
+                                 max_disk_bytes=args.max_disk, replay=not args.no_replay,
+                                 verify=not args.no_verify_repros, verify_timeout_s=verify_timeout_s,
+                                 target_name=target.name, device=str(target.device))
+    console.print(f"  daemon: {jobs} lane(s); state, events and reports under {corpus_dir} "
+                  f"(`mpsfuzz status {corpus_dir}`); SIGTERM or Ctrl-C stops it", highlight=False)
+    try:
+        writer = ReproWriter(corpus_dir, verify=not args.no_verify_repros, timeout_s=verify_timeout_s)
+        listeners = [errors, writer, reporter, RunLog(corpus_dir, errors_log=errors.path)]
+        result = Daemon(daemon_config, listeners).run()
+    except (TargetError, UpstreamTableError, WorkerStartError) as exc:
+        raise UsageError(str(exc)) from None
+    finally:
+        reporter.close()
+    return _campaign_exit(result, errors.path)
 
 
 def cmd_replay(args, console) -> int:
@@ -700,7 +787,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.command is None:
             raise UsageError("a command is required: run, ops, oracles, replay, corpus, report, repro, doctor "
                              "or status (see mpsfuzz --help)")
-        handler = {"run": cmd_run, "ops": cmd_ops, "oracles": cmd_oracles, "replay": cmd_replay,
+        handler = {"run": cmd_run, "daemon": cmd_daemon, "ops": cmd_ops, "oracles": cmd_oracles, "replay": cmd_replay,
                    "corpus": cmd_corpus, "report": cmd_report, "repro": cmd_repro,
                    "doctor": cmd_doctor, "status": cmd_status}[args.command]
         return handler(args, console)

@@ -86,6 +86,7 @@ class Stats:
     harness_errors: int = 0      # mpsfuzz failed on a case (see HarnessError); counted by stage below
     slow_compiles: int = 0       # cases given up because torch.compile outlasted its budget
     restarts: int = 0
+    recycled: int = 0            # workers replaced after --recycle-after cases or past their RSS cap
     elapsed_s: float = 0.0
     new_findings: int = 0        # target bugs not in the upstream tables
     known_bugs: int = 0          # new files for bugs the upstream tables list (status known-bug)

@@ -954,7 +954,8 @@ class Campaign:
         unwritable: CorpusWriteError | None = None
         with WorkerPool(self.config.target_spec, timeout_s=self.config.timeout_s,
                         inflight_dir=self.config.corpus_dir, compile_timeout_s=self.config.compile_timeout_s,
-                        execute=judge_case) as pool:
+                        execute=judge_case, recycle_after=self.config.recycle_after,
+                        max_rss_mb=self.config.max_worker_rss_mb) as pool:
             self._device, self._target_name = pool.device, pool.target_name
             self.device, self.target_name = pool.device, pool.target_name
             self._desk = TriageDesk(self._triaged, self._triage_pool, fallback=self._recorded_untriaged)
@@ -973,6 +974,7 @@ class Campaign:
             except CorpusWriteError as exc:
                 unwritable = exc
             finally:
+                self.stats.recycled = pool.recycled
                 if unwritable is None:
                     stopped = self._close_desk(stopped)
                     unwritable = self._desk_error
@@ -1015,7 +1017,7 @@ class Campaign:
                                      "the next start on this corpus triages them"))
                 desk.drain(timeout=5.0)
         finally:
-            desk.close()
+            desk.close(timeout=1.0 if stopped in ("interrupted", "stopped") else 10.0)
             self._desk = None
         return stopped
 
@@ -1065,10 +1067,11 @@ class Campaign:
                 except Exception as exc:  # whatever else escaped the slice: not fatal
                     self.harness_error("hypothesis", op, None, exc)
                     self._case_outcome(op, False, error_line(exc))
-        except (BudgetExhausted, KeyboardInterrupt):
-            if running is not None:
+        except (BudgetExhausted, KeyboardInterrupt) as stop:
+            if running is not None and str(stop) != "stopped":
                 # Its cases ran (or are running): count and judge them; a new failure is
-                # recorded unshrunk rather than lost.
+                # recorded unshrunk rather than lost. (Told to stop now, the daemon
+                # abandons them: they are only cases, and it must exit within seconds.)
                 self._finish(*running, pool, shrink=False)
             raise
 

@@ -198,6 +198,7 @@ class Worker:
             from .targets import TargetError
             raise TargetError(reply[1])
         _, self.target_name, self.device = reply
+        self.cases = 0      # cases this process ran (the pool recycles it after so many)
 
     def stderr_tail(self, max_lines: int = 40) -> str:
         """The worker's last words: faulthandler's dump if it wrote one, else the last lines."""
@@ -253,7 +254,8 @@ class WorkerPool:
     preloaded into the zygote)."""
 
     def __init__(self, target_spec: str, *, timeout_s: float = 20.0, inflight_dir: Path | None = None,
-                 compile_timeout_s: float = COMPILE_TIMEOUT_S, execute=None, role: str = ""):
+                 compile_timeout_s: float = COMPILE_TIMEOUT_S, execute=None, role: str = "",
+                 recycle_after: int | None = None, max_rss_mb: float | None = None):
         self.target_spec = target_spec
         self.execute = execute
         self._warm = (execute.__module__,) if execute is not None else ()
@@ -266,6 +268,11 @@ class WorkerPool:
         name = f"inflight-{os.getpid()}{'-' + role if role else ''}.json"
         self.inflight_path = (Path(inflight_dir) / name) if inflight_dir else None
         self.restarts = 0
+        # A long-running campaign (the daemon) starts a fresh worker after this many
+        # cases, or once the worker's memory passes max_rss_mb: whatever a torch build
+        # or a leaky kernel accumulates is given back.
+        self.recycle_after, self.max_rss_mb = recycle_after, max_rss_mb
+        self.recycled = 0
         self._worker: Worker | None = None
         self._started = 0
         self._ensure()
@@ -347,8 +354,24 @@ class WorkerPool:
         if self.execute is None:
             raise TypeError("WorkerPool.submit needs the pool's execute function (WorkerPool(..., execute=...))")
         batch = Batch(list(case_jsons), [list(oracle_names)], list(ops))
+        self._recycle_if_due()
         self._send_rest(batch)
         return batch
+
+    def _recycle_if_due(self) -> None:
+        worker = self._worker
+        if worker is None:
+            return
+        due = self.recycle_after is not None and worker.cases >= self.recycle_after
+        if not due and self.max_rss_mb is not None:
+            try:
+                import psutil
+                due = psutil.Process(worker.process.pid).memory_info().rss > self.max_rss_mb * 2**20
+            except Exception:  # gone, or no psutil: it will be replaced when it fails
+                due = False
+        if due:
+            self.fresh()
+            self.recycled += 1
 
     def _send_rest(self, batch: "Batch") -> None:
         """(Re)send the cases of ``batch`` without an outcome yet, to the current worker
@@ -383,6 +406,7 @@ class WorkerPool:
                                    "failures": []}
                     batch.outcomes.append(payload)
                     batch.done += 1
+                    worker.cases += 1
                     # The next case started when this one finished, however late we read it.
                     batch.started = finished
                     batch.compiled_before = (worker.compile_state or (0.0, 0.0))[1]

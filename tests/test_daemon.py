@@ -1,0 +1,141 @@
+"""`mpsfuzz daemon`: stops within seconds when told, resumes after SIGKILL with its
+state and counters, loses no finding and records none twice; lanes never outlive it."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from mpsfuzz.corpus.daemon_state import liveness, read_state
+
+FAULT_TARGET = "mpsfuzz.testing.faults:target"
+FAULTS = "bitwise_noncontig,add_alpha_abort,triu_tril_gt3d"
+OPS = "bitwise_and,add,triu,neg,abs"
+
+
+def start(corpus: Path, *extra: str, faults: str = FAULTS) -> subprocess.Popen:
+    env = dict(os.environ, MPSFUZZ_FAULTS=faults)
+    return subprocess.Popen([sys.executable, "-m", "mpsfuzz", "daemon", "--ops", OPS, "--target", FAULT_TARGET,
+                             "--corpus", str(corpus), "--timeout", "3", "--no-progress", "--seed", "7",
+                             "--report-every", "5", *extra],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def wait_for(condition, timeout: float, what: str, proc: subprocess.Popen | None = None):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        if proc is not None and proc.poll() is not None:
+            pytest.fail(f"the daemon exited ({proc.returncode}) before {what}: {proc.stdout.read()[-3000:]}")
+        time.sleep(0.5)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def state_of(corpus: Path):
+    try:
+        return read_state(corpus)
+    except Exception:
+        return None
+
+
+def findings(corpus: Path) -> dict[str, dict]:
+    out = {}
+    for path in corpus.glob("*.json"):
+        if path.name.startswith("inflight-"):
+            continue
+        data = json.loads(path.read_text())
+        out[path.name] = data
+    return out
+
+
+def test_sigterm_stops_the_daemon_within_10_seconds_with_its_state_flushed(tmp_path):
+    corpus = tmp_path / "corpus"
+    proc = start(corpus)
+    try:
+        wait_for(lambda: (s := state_of(corpus)) is not None and s.cases > 50, 180, "cases counted", proc)
+        asked = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        took = time.monotonic() - asked
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    out = proc.stdout.read()
+    assert took <= 10.0, f"took {took:.1f}s to stop: {out[-2000:]}"
+    assert proc.returncode in (0, 1), out[-2000:]
+    state = read_state(corpus)
+    assert state.status == "stopped" and liveness(state) == "stopped"
+    assert state.cases > 50 and state.runs == 1 and state.uptime_s > 0
+    assert state.scheduler["kind"] == "yield"
+    assert sum(v["cases"] for v in state.scheduler["ops"].values()) > 0
+    assert (corpus / "report.md").exists() and (corpus / "report.html").exists()
+    assert (corpus / "daemon" / "events.jsonl").exists()
+
+
+def test_a_sigkilled_daemon_resumes_where_it_was_and_loses_nothing(tmp_path):
+    corpus = tmp_path / "corpus"
+    proc = start(corpus)
+    try:
+        # Killed once a finding is on disk or waiting for triage.
+        wait_for(lambda: findings(corpus) or list((corpus / "triage-pending").glob("*.json")), 240,
+                 "a failure found", proc)
+        time.sleep(1.0)
+        state = wait_for(lambda: state_of(corpus), 30, "the state")
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    killed = read_state(corpus)
+    assert killed.status == "running" and liveness(killed) == "died"
+    before = findings(corpus)
+    pending_before = list((corpus / "triage-pending").glob("*.json"))
+    assert before or pending_before
+
+    again = start(corpus, "--budget", "60s")
+    out, _ = again.communicate(timeout=400)
+    assert again.returncode in (0, 1), out[-3000:]
+    resumed = read_state(corpus)
+    assert resumed.runs == 2 and resumed.status == "stopped"
+    assert resumed.cases >= killed.cases and resumed.uptime_s >= killed.uptime_s
+    assert resumed.id == killed.id
+    after = findings(corpus)
+    # nothing lost: every finding is still there, and every pending failure was triaged
+    assert set(before) <= set(after)
+    assert not list((corpus / "triage-pending").glob("*.json")), out[-3000:]
+    # the killed run's in-flight files were cleared at the restart (their process is gone)
+    assert not list(corpus.glob(f"inflight-{proc.pid}*"))
+    # nothing twice: one finding per (op, oracle), the faults being one bug each
+    keys = [(f["op"], f["oracle"]) for f in after.values()]
+    assert len(keys) == len(set(keys)), keys
+
+
+def test_lanes_do_not_outlive_a_sigkilled_daemon(tmp_path):
+    corpus = tmp_path / "corpus"
+    proc = start(corpus, "--jobs", "2", faults="none")
+    try:
+        wait_for(lambda: (s := state_of(corpus)) is not None and s.cases > 20, 240, "cases counted", proc)
+        family = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
+        assert len(family) >= 2
+        proc.kill()   # the coordinator alone, as an OOM killer would
+        proc.wait(timeout=30)
+
+        def all_gone():
+            return not [pid for pid in family if psutil.pid_exists(pid)
+                        and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+        wait_for(all_gone, 30, "the lanes and workers to exit")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
