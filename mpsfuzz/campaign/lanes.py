@@ -177,6 +177,7 @@ class ParallelCampaign:
         for lane in lanes:
             lane.start()
         results: dict[int, tuple] = {}
+        relayed: dict[int, Stats] = {}   # per lane, from its cases: for a lane that never reported
         failures: list[str] = []
         new_findings = 0
         interrupted = False
@@ -197,7 +198,11 @@ class ParallelCampaign:
                         break
                     continue
                 if kind == "cases":
+                    seen = relayed.setdefault(index, Stats())
                     for event in payload[0]:
+                        seen.cases += 1
+                        seen.valid += event.valid
+                        seen.unsupported += event.unsupported
                         self.emit(event)
                 elif kind == "event":
                     event = payload[0]
@@ -219,7 +224,10 @@ class ParallelCampaign:
             lane.join(1 if stop.is_set() else None)
             if lane.is_alive():
                 lane.kill()
-        stats = merge_stats([r[0] for r in results.values()])
+        # A lane killed before it reported (it outlasted the stop grace) still ran its
+        # cases: they count as the coordinator saw them.
+        stats = merge_stats([r[0] for r in results.values()] +
+                            [seen for i, seen in relayed.items() if i not in results])
         findings = tuple(f for r in results.values() for f in r[1])
         reasons = {r[2] for r in results.values()}
         stopped = ("interrupted" if interrupted or "interrupted" in reasons else
