@@ -120,6 +120,9 @@ def _campaign_arguments(p, *, budget_help: str) -> None:
     p.add_argument("--jobs", "-j", type=_int_at_least("--jobs", 1), default=None,
                      help="fuzzing lanes in parallel, each a process with its own worker and triage "
                           "(default: one per two cores, at least 1)")
+    p.add_argument("--draw-jobs", type=_int_at_least("--draw-jobs", 0), default=None, dest="draw_jobs",
+                   help="processes per lane drawing the next slices' cases while the worker runs "
+                        "(default: the cores a lane has beyond its driver and worker, at most 2; 0: none)")
     p.add_argument("--no-progress", action="store_true", help="no live status line")
     p.add_argument("--known", action="append", default=[], metavar="FILE",
                      help="extra known-failure table (JSON, the format of mpsfuzz/data/known_failures.json); repeatable")
@@ -585,8 +588,10 @@ def _campaign_exit(result, errors_path) -> int:
 
 
 def cmd_run(args, console) -> int:
+    from dataclasses import replace
+
     from .campaign.engine import Campaign
-    from .campaign.lanes import ParallelCampaign, default_jobs
+    from .campaign.lanes import ParallelCampaign, default_draw_jobs, default_jobs
     from .corpus.upstream import UpstreamTableError
     from .execution.targets import TargetError
     from .execution.worker import WorkerStartError
@@ -605,6 +610,7 @@ def cmd_run(args, console) -> int:
         writer = ReproWriter(corpus_dir, verify=not args.no_verify_repros, timeout_s=verify_timeout_s)
         listeners = [errors, writer, reporter, RunLog(corpus_dir, errors_log=errors.path)]
         jobs = args.jobs if args.jobs is not None else default_jobs()
+        config = replace(config, draw_jobs=args.draw_jobs if args.draw_jobs is not None else default_draw_jobs(jobs))
         if jobs > 1:
             result = ParallelCampaign(config, listeners, jobs=jobs, verify=not args.no_verify_repros,
                                       verify_timeout_s=verify_timeout_s, target_name=target.name,
@@ -623,7 +629,7 @@ def cmd_daemon(args, console) -> int:
     from dataclasses import replace
 
     from .campaign.daemon import Daemon, DaemonConfig
-    from .campaign.lanes import default_jobs
+    from .campaign.lanes import default_draw_jobs, default_jobs
     from .corpus.upstream import UpstreamTableError
     from .execution.targets import TargetError
     from .execution.worker import WorkerStartError
@@ -636,6 +642,7 @@ def cmd_daemon(args, console) -> int:
     config = replace(config, recycle_after=args.recycle_after, max_worker_rss_mb=args.max_worker_rss / 2**20)
     corpus_dir = config.corpus_dir
     jobs = args.jobs if args.jobs is not None else default_jobs()
+    config = replace(config, draw_jobs=args.draw_jobs if args.draw_jobs is not None else default_draw_jobs(jobs))
     errors = ErrorLog(corpus_dir)
     reporter = ConsoleReporter(console, live=False if args.no_progress else None, errors_log=errors.path)
     verify_timeout_s = max(args.timeout * 3, 60.0)

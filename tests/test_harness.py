@@ -58,6 +58,7 @@ class ScriptedPool:
 
     behaviour: dict = {}
     calls: list = []
+    recycled = 0
 
     def __init__(self, target_spec, *, timeout_s=20.0, inflight_dir=None, **options):
         self.target_name, self.device = "scripted", "cpu"

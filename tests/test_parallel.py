@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from mpsfuzz.campaign.drafts import Drafter, Limits, draw_slice
 from mpsfuzz.campaign.engine import Campaign, CampaignConfig
 from mpsfuzz.campaign.lanes import _lane_config, merge_stats
 from mpsfuzz.campaign.triage_desk import TriageDesk
@@ -180,3 +181,32 @@ def test_jobs_2_finds_the_faults_jobs_1_finds(tmp_path):
     files = list((tmp_path / "two").glob("*.json"))
     assert len(files) == len({(f["op"], f["oracle"]) for f in (json.loads(p.read_text()) for p in files)})
     assert "done (" in two.stdout and "new findings" in two.stdout
+
+
+def test_a_drafter_process_draws_the_slice_the_campaign_would():
+    """Same op, round and seed: the same cases, in the same order, whichever process
+    draws them (what lets the campaign replay and shrink a slice a drafter drew)."""
+    limits = Limits(max_rank=8, max_side=8, max_numel=4096, allow_variants=True, examples=20)
+    here = [draw_slice(op, 3, 11, limits) for op in ("bitwise_and", "triu")]
+    drafter = Drafter(2, 11, limits)
+    try:
+        drafter.ahead("bitwise_and", 3)
+        drafter.ahead("triu", 3)
+        there = [drafter.take(), drafter.take()]
+    finally:
+        drafter.close()
+    assert [d.op for d in there] == ["bitwise_and", "triu"]
+    for mine, theirs in zip(here, there):
+        assert len(mine.cases) >= 10
+        assert [c.to_json() for c in mine.cases] == [c.to_json() for c in theirs.cases]
+
+
+def test_a_campaign_with_drafters_finds_and_shrinks_the_fault(faults, tmp_path):
+    faults("bitwise_noncontig")
+    config = CampaignConfig(ops=["bitwise_and", "neg"], target_spec=FAULT_TARGET, corpus_dir=tmp_path / "corpus",
+                            seed=3, max_cases=1500, max_findings=1, timeout_s=5, draw_jobs=2)
+    result = Campaign(config).run()
+    found = [f for f, _, new in result.findings if new]
+    assert [(f.op, f.oracle) for f in found] == [("bitwise_and", "values")]
+    case = found[0].case
+    assert max(r.numel for r in case.inputs) <= 4   # shrunk, as without drafters

@@ -16,21 +16,17 @@ written (:class:`~mpsfuzz.corpus.store.CorpusWriteError`) ends a campaign early.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
 import threading
 import time
-import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-from hypothesis import seed as hypothesis_seed
-from hypothesis import strategies as st
-from hypothesis.errors import HypothesisException, Unsatisfiable
+from hypothesis import Phase
+from hypothesis.errors import Unsatisfiable
 
 from ..atomic import atomic_write_json
 from ..corpus import upstream
@@ -40,15 +36,15 @@ from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRe
                       SliceFinished, Stats)
 from ..execution.observation import ProcessEvent
 from ..execution.worker import WorkerPool
-from ..generation import catalogue
 from ..generation.recipes import Case
-from ..generation.strategies import cases
 from ..oracles import DEFAULT as ORACLES_DEFAULT
 from ..oracles import Failure, all_oracles, worker_oracles
 from ..oracles.judge import judge_case
 from ..triage.ablation import holds_all
 from ..triage.pipeline import DEFAULT_RERUNS, triage
 from .behaviour import behaviour_of
+from .drafts import (Draft, Drafter, GenerationFailed, Limits, draw_slice, error_line, leaves, slice_test,
+                     strategy_for, traceback_of)
 from .scheduler import RoundRobin, YieldScheduler
 from .triage_desk import TriageDesk
 
@@ -85,6 +81,7 @@ class CampaignConfig:
     # Stopped (the stop event: SIGTERM to the daemon), failures not yet triaged stay
     # pending for the next start instead of being recorded untriaged.
     defer_on_stop: bool = False
+    draw_jobs: int = 0                # drafter processes drawing slices ahead (0: draw here)
     recycle_after: int | None = None  # a fresh worker after this many cases
     max_worker_rss_mb: float | None = None   # ... or once the worker's RSS passes this
 
@@ -159,48 +156,10 @@ SET_ASIDE_MIN = 20
 SET_ASIDE_SHARE = 0.5
 
 
-def error_line(exc: BaseException) -> str:
-    """``Type: first line of the message``, even for an exception whose str() raises."""
-    try:
-        text = str(exc).strip()
-    except Exception:
-        text = "<str() of the exception raised>"
-    first = text.splitlines()[0][:300] if text else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
-
-
-def _traceback_of(exc: BaseException) -> str:
-    try:
-        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    except Exception:
-        return f"{type(exc).__name__} (its traceback could not be formatted)"
-
-
-@dataclass(frozen=True)
-class GenerationFailed:
-    """What the guarded strategy hands the test body when drawing a case raised."""
-    error: str
-    traceback: str
-
-
-@st.composite
-def _guarded(draw, strategy):
-    """``strategy``, but a draw that raises (a shape or argument builder's bug) gives a
-    GenerationFailed for the test body to count, instead of failing the whole slice."""
-    try:
-        return draw(strategy)
-    except HypothesisException:  # its own control flow (assume, filters): not ours
-        raise
-    except Exception as exc:
-        return GenerationFailed(error_line(exc), _traceback_of(exc))
-
-
 @dataclass
 class _Slice:
-    """One op's slice of a round: its strategy and seed, and the cases drawn ahead."""
+    """One op's slice of a round: its seed, and the cases drawn ahead."""
     op: str
-    spec: object
-    strategy: object
     seed: int
     cases: list
     seconds: float = 0.0      # spent drawing them
@@ -232,21 +191,11 @@ def _iter_findings(exc: BaseException):
         yield from _iter_findings(exc.__cause__)
 
 
-def _leaves(exc: BaseException):
-    """The exceptions in Hypothesis' report, groups opened."""
-    inner = getattr(exc, "exceptions", None)
-    if inner:
-        for e in inner:
-            yield from _leaves(e)
-    else:
-        yield exc
-
-
 def split_report(exc: BaseException) -> tuple[list[FindingError], list[BaseException]]:
     """(our findings, the other exceptions) in what Hypothesis raised at the end of a slice."""
     found: list[FindingError] = []
     others: list[BaseException] = []
-    for leaf in _leaves(exc):
+    for leaf in leaves(exc):
         inside = list(_iter_findings(leaf))
         if inside:
             found += [f for f in inside if all(f is not g for g in found)]
@@ -309,6 +258,9 @@ class Campaign:
         self._behaviours: set = set()   # behaviour keys seen by this campaign
         self._pending_dir = Path(config.corpus_dir) / PENDING_DIR
         self._pending_files = 0
+        self._drafter: Drafter | None = None
+        self._limits = Limits(config.max_rank, config.max_side, config.max_numel, config.allow_variants,
+                              config.slice_examples)
         self._start = 0.0
         # per op: [cases attempted, harness errors, harness errors in a row] (set-aside rule)
         self._op_health: dict[str, list[int]] = {}
@@ -351,7 +303,7 @@ class Campaign:
         """Count and report a failure of mpsfuzz itself on one case (``exc``, or its
         ``error`` line and ``trace`` when it happened in a worker); the campaign goes on."""
         if exc is not None:
-            error, trace = error_line(exc), _traceback_of(exc)
+            error, trace = error_line(exc), traceback_of(exc)
         self._count_harness(stage)
         self.emit(HarnessError(stage, op, _case_json(case), error, trace))
 
@@ -566,49 +518,38 @@ class Campaign:
         return entry is not None and entry.status in upstream.SUPPRESSED
 
     # -- one slice: drawn ahead, run as a batch, replayed and shrunk only if it failed --
-    def _prepare(self, op: str, round_no: int) -> "_Slice | None":
-        """Build ``op``'s Hypothesis test for this round and draw its cases without
-        running them (the generate phase only; the worker may meanwhile be running the
-        previous slice's batch). None when the op is set aside."""
-        try:
-            spec = catalogue.get(op)
-            strategy = cases(spec, max_rank=self.config.max_rank, max_side=self.config.max_side,
-                             max_numel=self.config.max_numel, allow_variants=self.config.allow_variants)
-            slice_seed = int(hashlib.sha1(f"{self.seed}:{op}:{round_no}".encode()).hexdigest()[:12], 16)
-        except Exception as exc:  # its strategy cannot even be built: it never will be
-            self.harness_error("generate", op, None, exc)
-            self._set_aside(op, "its cases cannot be generated", error_line(exc))
+    def _prepare(self, draft: Draft) -> "_Slice | None":
+        """Take in a slice drawn ahead (here or by a drafter process: drafts.py), counting
+        the draws that raised and Hypothesis' own errors. None when the op is set aside."""
+        op = draft.op
+        if draft.broken is not None:  # its strategy cannot even be built: it never will be
+            self.harness_error("generate", op, None, error=draft.broken[0], trace=draft.broken[1])
+            self._set_aside(op, "its cases cannot be generated", draft.broken[0])
             return None
-        drawn: list = []
+        for failed in draft.failed:
+            if op in self.stats.set_aside:
+                break
+            self._generation_failed(op, failed)
+        for unsatisfiable, line, trace in draft.errors:
+            self.harness_error("generate" if unsatisfiable else "hypothesis", op, None, error=line, trace=trace)
+            self._case_outcome(op, False, line)
+        if op in self.stats.set_aside:
+            return None
+        return _Slice(op, draft.seed, list(draft.cases), draft.seconds)
 
-        def collect(case):
-            if isinstance(case, GenerationFailed):
-                if op in self.stats.set_aside:
-                    raise _SetAside()
-                self._generation_failed(op, case)
-            elif case not in drawn:
-                drawn.append(case)
-        prepared = _Slice(op, spec, strategy, slice_seed, [])
-        drawing = time.monotonic()
-        try:
-            self._hypothesis(prepared, collect, phases=(Phase.generate,))()
-        except (_SetAside, BudgetExhausted):
-            pass
-        except Exception as exc:
-            for other in _leaves(exc):  # no body raised: Hypothesis' own errors (Unsatisfiable...)
-                self.harness_error("generate" if isinstance(other, Unsatisfiable) else "hypothesis", op, None, other)
-                self._case_outcome(op, False, error_line(other))
-        prepared.cases = drawn
-        prepared.seconds = time.monotonic() - drawing
-        return prepared
+    def _next_draft(self, slices) -> Draft:
+        """The next slice's draft: drawn now, or the oldest a drafter drew ahead (it is
+        then asked for the ones after, so that it keeps drawing while we judge)."""
+        if self._drafter is None:
+            op, round_no = next(slices)
+            return draw_slice(op, round_no, self.seed, self._limits)
+        while len(self._drafter) <= self.config.draw_jobs:
+            self._drafter.ahead(*next(slices))
+        return self._drafter.take()
 
     def _hypothesis(self, prepared: "_Slice", body, *, phases):
-        test = given(_guarded(prepared.strategy))(body)
-        test = settings(max_examples=self.config.slice_examples, deadline=None, database=None,
-                        derandomize=False, suppress_health_check=list(HealthCheck),
-                        phases=phases, verbosity=Verbosity.quiet,
-                        report_multiple_bugs=True, print_blob=False)(test)
-        return hypothesis_seed(prepared.seed)(test)
+        return slice_test(strategy_for(prepared.op, self._limits), prepared.seed, self.config.slice_examples,
+                          body, phases=phases)
 
     def _finish(self, prepared: "_Slice", batch, pool: WorkerPool, *, shrink: bool = True) -> None:
         """Judge the outcomes of ``prepared``'s batch; if a case failed in a new way, run
@@ -1043,8 +984,13 @@ class Campaign:
         """Run slices until the budget says stop, in a pipeline: the next slice's cases
         are drawn while the worker runs the previous slice's batch."""
         running = None          # (slice, batch) in the worker
+        slices = self._slices()
+        self._limits = Limits(self.config.max_rank, self.config.max_side, self.config.max_numel,
+                              self.config.allow_variants, self.config.slice_examples)
+        self._drafter = Drafter(self.config.draw_jobs, self.seed, self._limits) if self.config.draw_jobs else None
         try:
-            for op, round_no in self._slices():
+            while True:
+                op = None
                 if self._desk_error is not None:
                     raise self._desk_error
                 if self.config.shared_corpus and time.monotonic() - self._refreshed > REFRESH_S:
@@ -1052,7 +998,9 @@ class Campaign:
                 if (reason := self._out_of_budget()):
                     raise BudgetExhausted(reason)
                 try:
-                    prepared = self._prepare(op, round_no)
+                    draft = self._next_draft(slices)
+                    op = draft.op
+                    prepared = self._prepare(draft)
                     if prepared is not None:
                         prepared.cases = prepared.cases[:self._cases_left(running)]
                     if running is not None:
@@ -1074,6 +1022,10 @@ class Campaign:
                 # abandons them: they are only cases, and it must exit within seconds.)
                 self._finish(*running, pool, shrink=False)
             raise
+        finally:
+            if self._drafter is not None:
+                self._drafter.close()
+                self._drafter = None
 
     def _cases_left(self, running) -> int:
         """How many more cases --max-cases allows, counting those in the worker now."""

@@ -37,6 +37,12 @@ def default_jobs() -> int:
     return max(1, (os.cpu_count() or 2) // 2)
 
 
+def default_draw_jobs(jobs: int) -> int:
+    """Drafter processes per lane (drafts.py): the cores each of ``jobs`` lanes has beyond
+    its driver and worker, at most 2 (drawing is then no longer the bottleneck)."""
+    return max(0, min(2, (os.cpu_count() or 2) // max(1, jobs) - 2))
+
+
 def _lane_config(config: CampaignConfig, index: int, jobs: int) -> CampaignConfig:
     """Lane ``index``'s share: its own seed, the ops rotated so lanes start apart, and
     its part of --max-cases (--max-findings is counted by the coordinator)."""

@@ -17,6 +17,16 @@ from typing import Any, Callable
 import torch
 
 
+def _cuda_allocated() -> int:
+    """torch.cuda.memory_allocated(), without flattening every allocator statistic into
+    a dict first (half a millisecond, twice per case: a fifth of a worker's time on an
+    H100); the public call where the raw statistics are not there."""
+    try:
+        return int(torch._C._cuda_memoryStats(torch.cuda.current_device())["allocated_bytes"]["all"]["current"])
+    except Exception:
+        return int(torch.cuda.memory_allocated())
+
+
 class TargetError(ValueError):
     """A target that cannot be loaded or is not available here (a usage error)."""
 
@@ -73,7 +83,7 @@ class DeviceTarget:
     def memory_allocated(self) -> int:
         kind = torch.device(self.device).type
         if kind == "cuda":
-            return int(torch.cuda.memory_allocated())
+            return _cuda_allocated()
         if kind == "mps":
             return int(torch.mps.current_allocated_memory())
         return 0

@@ -1,0 +1,169 @@
+"""Drawing a slice's cases: in the campaign's process, or ahead in processes of their own.
+
+Hypothesis is Python: drawing a case costs a few milliseconds, often more than running
+it. A slice is drawn by a seeded, generate-only run of its Hypothesis test, so any
+process that builds the same test with the same seed draws the same cases: drafter
+processes (``run --draw-jobs N``) draw the next slices while the campaign judges the
+last one, and the campaign itself replays a slice with that seed to shrink a failure
+(engine.py). Drafter processes are forked on Linux (they inherit the op registry as it
+is, test ops included) and spawned elsewhere (fork is unsafe on macOS once frameworks
+are loaded).
+"""
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import sys
+import time
+import traceback
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+
+from hypothesis import HealthCheck, Phase, Verbosity, given, settings
+from hypothesis import seed as hypothesis_seed
+from hypothesis import strategies as st
+from hypothesis.errors import HypothesisException, Unsatisfiable
+
+from ..generation import catalogue
+from ..generation.strategies import cases
+
+
+def error_line(exc: BaseException) -> str:
+    """``Type: first line of the message``, even for an exception whose str() raises."""
+    try:
+        text = str(exc).strip()
+    except Exception:
+        text = "<str() of the exception raised>"
+    first = text.splitlines()[0][:300] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def traceback_of(exc: BaseException) -> str:
+    try:
+        return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    except Exception:
+        return f"{type(exc).__name__} (its traceback could not be formatted)"
+
+
+@dataclass(frozen=True)
+class GenerationFailed:
+    """What the guarded strategy hands the test body when drawing a case raised."""
+    error: str
+    traceback: str
+
+
+@st.composite
+def guarded(draw, strategy):
+    """``strategy``, but a draw that raises (a shape or argument builder's bug) gives a
+    GenerationFailed for the test body to count, instead of failing the whole slice."""
+    try:
+        return draw(strategy)
+    except HypothesisException:  # its own control flow (assume, filters): not ours
+        raise
+    except Exception as exc:
+        return GenerationFailed(error_line(exc), traceback_of(exc))
+
+
+def leaves(exc: BaseException):
+    """The exceptions in Hypothesis' report, groups opened."""
+    inner = getattr(exc, "exceptions", None)
+    if inner:
+        for e in inner:
+            yield from leaves(e)
+    else:
+        yield exc
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What shapes a slice's strategy (CampaignConfig's generation options)."""
+    max_rank: int
+    max_side: int
+    max_numel: int
+    allow_variants: bool
+    examples: int
+
+
+def slice_seed(seed: int, op: str, round_no: int) -> int:
+    return int(hashlib.sha1(f"{seed}:{op}:{round_no}".encode()).hexdigest()[:12], 16)
+
+
+def strategy_for(op: str, limits: Limits):
+    return cases(catalogue.get(op), max_rank=limits.max_rank, max_side=limits.max_side,
+                 max_numel=limits.max_numel, allow_variants=limits.allow_variants)
+
+
+def slice_test(strategy, seed: int, examples: int, body, *, phases):
+    """The slice's Hypothesis test: the same in every process, so the same seed draws
+    the same cases (the drafter's generate-only run, the campaign's replay)."""
+    test = given(guarded(strategy))(body)
+    test = settings(max_examples=examples, deadline=None, database=None, derandomize=False,
+                    suppress_health_check=list(HealthCheck), phases=phases, verbosity=Verbosity.quiet,
+                    report_multiple_bugs=True, print_blob=False)(test)
+    return hypothesis_seed(seed)(test)
+
+
+@dataclass
+class Draft:
+    """A slice drawn: its cases (distinct, in drawing order), the draws that raised,
+    Hypothesis' own errors (unsatisfiable: True where it could draw nothing), and the
+    seconds it took; ``broken``: the strategy itself could not be built."""
+    op: str
+    round_no: int
+    seed: int
+    cases: list = field(default_factory=list)
+    failed: list = field(default_factory=list)
+    errors: list = field(default_factory=list)       # (unsatisfiable, error line, traceback)
+    seconds: float = 0.0
+    broken: tuple | None = None                      # (error line, traceback)
+
+
+def draw_slice(op: str, round_no: int, seed: int, limits: Limits) -> Draft:
+    """Draw slice ``round_no`` of ``op`` (a module-level function: it runs in drafters)."""
+    started = time.monotonic()
+    draft = Draft(op, round_no, slice_seed(seed, op, round_no))
+    try:
+        strategy = strategy_for(op, limits)
+    except Exception as exc:
+        draft.broken = (error_line(exc), traceback_of(exc))
+        return draft
+    seen = set()
+
+    def collect(case):
+        if isinstance(case, GenerationFailed):
+            draft.failed.append(case)
+        elif case not in seen:
+            seen.add(case)
+            draft.cases.append(case)
+    try:
+        slice_test(strategy, draft.seed, limits.examples, collect, phases=(Phase.generate,))()
+    except Exception as exc:
+        draft.errors = [(isinstance(e, Unsatisfiable), error_line(e), traceback_of(e)) for e in leaves(exc)]
+    draft.seconds = time.monotonic() - started
+    return draft
+
+
+class Drafter:
+    """``processes`` drafter processes drawing slices ahead: :meth:`ahead` asks for a
+    slice, :meth:`take` returns the oldest one asked for (in order)."""
+
+    def __init__(self, processes: int, seed: int, limits: Limits):
+        method = "fork" if sys.platform.startswith("linux") else "spawn"
+        self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context(method))
+        self.seed, self.limits = seed, limits
+        self._queue: deque = deque()
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    def ahead(self, op: str, round_no: int) -> None:
+        self._queue.append(self._pool.submit(draw_slice, op, round_no, self.seed, self.limits))
+
+    def take(self) -> Draft:
+        return self._queue.popleft().result()
+
+    def close(self) -> None:
+        for future in self._queue:
+            future.cancel()
+        self._pool.shutdown(wait=False, cancel_futures=True)
