@@ -61,7 +61,6 @@ loop and the profile run cases in this process: with faults that crash or hang, 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import math
 import os
@@ -190,51 +189,22 @@ def pool_startup(spec: str) -> float:
 
 
 def generation_time(counts: Counter, config) -> tuple[float, int]:
-    """Seconds the driver spends drawing ``counts[op]`` cases of each op, in slices of
-    ``config.slice_examples`` generate-only Hypothesis examples as the engine draws
-    them (strategy built per slice, duplicates in a slice dropped); and the cases drawn."""
-    from hypothesis import HealthCheck, Phase, Verbosity, given, settings
-    from hypothesis import seed as hypothesis_seed
-    from hypothesis import strategies as st
-    from hypothesis.errors import HypothesisException
+    """Seconds the driver spends drawing ``counts[op]`` cases of each op, in slices as
+    the engine draws them (its own draw_slice); and the cases drawn."""
+    from mpsfuzz.campaign.drafts import Limits, draw_slice
 
-    from mpsfuzz.generation import catalogue
-    from mpsfuzz.generation.strategies import cases
-
-    @st.composite
-    def guarded(draw, strategy):  # as the engine's: a builder that raises loses one case
-        try:
-            return draw(strategy)
-        except HypothesisException:
-            raise
-        except Exception:
-            return None
-
+    limits = Limits(config.max_rank, config.max_side, config.max_numel, config.allow_variants,
+                    config.slice_examples)
     total_s, total = 0.0, 0
     for op, wanted in sorted(counts.items()):
         got, slice_no = 0, 0
         max_slices = 3 * math.ceil(wanted / config.slice_examples) + 3
         while got < wanted and slice_no < max_slices:
             slice_no += 1
-            drawn: list = []
-
-            def body(case):
-                if case is not None and case not in drawn:
-                    drawn.append(case)
             start = time.perf_counter()
-            spec = catalogue.get(op)
-            strategy = cases(spec, max_rank=config.max_rank, max_side=config.max_side,
-                             max_numel=config.max_numel, allow_variants=config.allow_variants)
-            test = settings(max_examples=config.slice_examples, deadline=None, database=None,
-                            suppress_health_check=list(HealthCheck), phases=(Phase.generate,),
-                            verbosity=Verbosity.quiet, print_blob=False)(given(guarded(strategy))(body))
-            try:
-                seed = int(hashlib.sha1(f"{config.seed}:{op}:{slice_no}".encode()).hexdigest()[:12], 16)
-                hypothesis_seed(seed)(test)()
-            except Exception:
-                pass
+            draft = draw_slice(op, slice_no, config.seed, limits)
             total_s += time.perf_counter() - start
-            got += len(drawn)
+            got += len(draft.cases)
         total += got
     return total_s, total
 
@@ -294,6 +264,8 @@ def main() -> None:
                              "lanes.default_jobs() if larger)")
     parser.add_argument("--slice", type=int, default=30, dest="slice_examples", metavar="K",
                         help="cases per Hypothesis slice, as `mpsfuzz run --slice` (default 30)")
+    parser.add_argument("--draw-jobs", type=int, default=None, dest="draw_jobs", metavar="D",
+                        help="drafter processes per lane (default: as `run` picks for each --jobs)")
     parser.add_argument("--seed", type=int, default=0, help="campaign seed (lanes: seed + lane index)")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="write every figure to FILE")
     args = parser.parse_args()
@@ -302,7 +274,7 @@ def main() -> None:
     os.environ["MPSFUZZ_FAULTS"] = args.faults if args.faults is not None else "none"
 
     from mpsfuzz.campaign.engine import CampaignConfig
-    from mpsfuzz.campaign.lanes import default_jobs
+    from mpsfuzz.campaign.lanes import default_draw_jobs, default_jobs
     from mpsfuzz.execution.targets import load_target
     from mpsfuzz.generation import catalogue
 
@@ -337,9 +309,10 @@ def main() -> None:
             def config(jobs: int) -> CampaignConfig:
                 corpus = Path(tmp) / f"jobs{jobs}"
                 corpus.mkdir()
+                draw_jobs = args.draw_jobs if args.draw_jobs is not None else default_draw_jobs(jobs)
                 return CampaignConfig(ops=catalogue.select(family), target_spec=args.target, corpus_dir=corpus,
                                       seed=args.seed, budget_s=args.seconds + allowance[jobs],
-                                      slice_examples=args.slice_examples)
+                                      slice_examples=args.slice_examples, draw_jobs=draw_jobs)
             base = config(1)
             runs = {}
             runs[1], ran = run_campaign(base, 1, target)
