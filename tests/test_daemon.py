@@ -58,11 +58,13 @@ def findings(corpus: Path) -> dict[str, dict]:
     return out
 
 
-def test_sigterm_stops_the_daemon_within_10_seconds_with_its_state_flushed(tmp_path):
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_sigterm_stops_the_daemon_within_10_seconds_with_its_state_flushed(tmp_path, jobs):
     corpus = tmp_path / "corpus"
-    proc = start(corpus)
+    proc = start(corpus, "--jobs", jobs)
     try:
         wait_for(lambda: (s := state_of(corpus)) is not None and s.cases > 50, 180, "cases counted", proc)
+        family = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
         asked = time.monotonic()
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
@@ -72,6 +74,9 @@ def test_sigterm_stops_the_daemon_within_10_seconds_with_its_state_flushed(tmp_p
             proc.kill()
     out = proc.stdout.read()
     assert took <= 10.0, f"took {took:.1f}s to stop: {out[-2000:]}"
+    # and nothing it started stays behind: lanes, workers, drafters
+    wait_for(lambda: not [pid for pid in family if psutil.pid_exists(pid)
+                          and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE], 5, "its processes to exit")
     assert proc.returncode in (0, 1), out[-2000:]
     state = read_state(corpus)
     assert state.status == "stopped" and liveness(state) == "stopped"

@@ -200,11 +200,11 @@ class Daemon:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
             state.mark_stopped(stopped_status)
+            keeper.save()   # the state first: it is what a restart needs
             try:
-                keeper.tick(force=True)
-            except Exception as exc:  # the state is flushed below even if a report fails
+                keeper.write_reports()
+            except Exception as exc:
                 self.emit(Notice(f"could not write the reports: {type(exc).__name__}: {exc}"))
-                keeper.save()
 
     def _clear_stale_inflight(self, corpus_dir: Path) -> None:
         """In-flight files of processes that are gone (a killed daemon's): the case it was

@@ -29,6 +29,19 @@ from ..generation import catalogue
 from ..generation.strategies import cases
 
 
+def die_with_parent() -> None:
+    """In a drafter: exit when the campaign's process dies, however it dies (Linux: the
+    kernel's parent-death signal; elsewhere the pool's own shutdown must do)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+        import signal
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, int(signal.SIGKILL))   # PR_SET_PDEATHSIG
+    except Exception:
+        pass
+
+
 def error_line(exc: BaseException) -> str:
     """``Type: first line of the message``, even for an exception whose str() raises."""
     try:
@@ -150,7 +163,8 @@ class Drafter:
 
     def __init__(self, processes: int, seed: int, limits: Limits):
         method = "fork" if sys.platform.startswith("linux") else "spawn"
-        self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context(method))
+        self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context(method),
+                                         initializer=die_with_parent)
         self.seed, self.limits = seed, limits
         self._queue: deque = deque()
 

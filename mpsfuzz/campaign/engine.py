@@ -956,7 +956,9 @@ class Campaign:
                 if kept:
                     self.emit(Notice(f"{len(kept)} failure(s) left for triage in {self._pending_dir}: "
                                      "the next start on this corpus triages them"))
-                desk.drain(timeout=5.0)
+                # The job in hand: a moment to finish, else it stays pending (daemon) or
+                # was recorded above; a stopped daemon must be gone within seconds.
+                desk.drain(timeout=2.0 if stopped == "stopped" else 5.0)
         finally:
             desk.close(timeout=1.0 if stopped in ("interrupted", "stopped") else 10.0)
             self._desk = None

@@ -28,7 +28,7 @@ from .engine import Campaign, CampaignConfig
 
 # How long the coordinator waits for lanes told to stop now (SIGTERM) before killing
 # them: the daemon exits within 10 s. (Lanes told they have enough finish their triage.)
-STOP_GRACE_S = 7.0
+STOP_GRACE_S = 6.0
 
 
 def default_jobs() -> int:
@@ -117,6 +117,22 @@ def _lane_main(index: int, config: CampaignConfig, verify: bool, verify_timeout_
     except BaseException as exc:  # noqa: BLE001 - the coordinator must hear of it
         forward.flush()
         events.put(("failed", index, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
+
+
+def _kill_tree(pid: int) -> None:
+    """Kill a lane and everything it started (its workers' forkserver, workers,
+    drafters): a lane killed alone would leave them to finish their case first."""
+    import psutil
+    try:
+        root = psutil.Process(pid)
+        family = root.children(recursive=True) + [root]
+    except psutil.Error:
+        return
+    for proc in family:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
 
 
 def merge_stats(parts: list[Stats]) -> Stats:
@@ -229,7 +245,8 @@ class ParallelCampaign:
         for lane in lanes:
             lane.join(1 if stop.is_set() else None)
             if lane.is_alive():
-                lane.kill()
+                _kill_tree(lane.pid)
+                lane.join(5)
         # A lane killed before it reported (it outlasted the stop grace) still ran its
         # cases: they count as the coordinator saw them.
         stats = merge_stats([r[0] for r in results.values()] +
