@@ -46,26 +46,13 @@ def corpus_write(path):
 
 
 def atomic_write_json(path: Path, data: dict) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with corpus_write(path):
-        try:
-            with open(tmp, "w") as f:
-                json.dump(data, f, indent=2, sort_keys=False)
-                f.write("\n")
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            # a full disk leaves no half-written temp file behind (the old file stands)
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+    atomic_write_text(path, json.dumps(data, indent=2, sort_keys=False) + "\n")
 
 
 def atomic_write_text(path: Path, text: str) -> None:
-    """``text`` to ``path`` whole or not at all (a report a reader may open any time)."""
+    """``text`` to ``path`` whole or not at all: a reader (a report viewer, a restarted
+    daemon) sees the old file or the new one; a full disk leaves no half-written temp
+    file behind."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     with corpus_write(path):
         try:

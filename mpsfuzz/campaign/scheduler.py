@@ -46,6 +46,18 @@ def _check_record(op, known, *, cases, seconds, new_findings, new_behaviours) ->
         raise ValueError(f"seconds={seconds!r}: expected a number >= 0")
 
 
+def _add_totals(stats: dict, op: str, *, cases: int, seconds: float, new_findings: int,
+                new_behaviours: int) -> "OpStats":
+    """Check a slice's record and add it to ``op``'s totals; its OpStats."""
+    _check_record(op, stats, cases=cases, seconds=seconds, new_findings=new_findings, new_behaviours=new_behaviours)
+    s = stats[op]
+    s.cases += cases
+    s.seconds += seconds
+    s.findings += new_findings
+    s.behaviours += new_behaviours
+    return s
+
+
 class OpStats:
     """One op's totals (these add up across shards) and its decayed statistics."""
 
@@ -105,13 +117,8 @@ class RoundRobin:
         raise ValueError(f"exclude={sorted(exclude)!r}: every op is excluded")
 
     def record(self, op: str, *, cases: int, seconds: float, new_findings: int, new_behaviours: int) -> None:
-        _check_record(op, self._stats, cases=cases, seconds=seconds, new_findings=new_findings,
-                      new_behaviours=new_behaviours)
-        s = self._stats[op]
-        s.cases += cases
-        s.seconds += seconds
-        s.findings += new_findings
-        s.behaviours += new_behaviours
+        _add_totals(self._stats, op, cases=cases, seconds=seconds, new_findings=new_findings,
+                    new_behaviours=new_behaviours)
 
     def stats(self) -> dict[str, dict]:
         return {op: {"cases": s.cases, "seconds": s.seconds, "findings": s.findings, "behaviours": s.behaviours,
@@ -199,13 +206,8 @@ class YieldScheduler:
     def record(self, op: str, *, cases: int, seconds: float, new_findings: int, new_behaviours: int) -> None:
         """What a slice of ``op`` produced in ``seconds`` of fuzzing (new findings, not
         sightings; behaviours never seen before, behaviour.py)."""
-        _check_record(op, self._stats, cases=cases, seconds=seconds, new_findings=new_findings,
-                      new_behaviours=new_behaviours)
-        s = self._stats[op]
-        s.cases += cases
-        s.seconds += seconds
-        s.findings += new_findings
-        s.behaviours += new_behaviours
+        s = _add_totals(self._stats, op, cases=cases, seconds=seconds, new_findings=new_findings,
+                        new_behaviours=new_behaviours)
         keep = 0.5 ** (seconds / self.half_life_s)
         s.recent_gain = s.recent_gain * keep + new_findings * self.finding_weight + new_behaviours
         s.recent_seconds = s.recent_seconds * keep + seconds

@@ -80,26 +80,23 @@ class Corpus:
 
     @contextmanager
     def _locked(self):
-        with corpus_write(self.root):
-            self.root.mkdir(parents=True, exist_ok=True)
-            lock = open(self.root / ".lock", "a")
-        with lock:
-            if fcntl is not None:
-                fcntl.flock(lock, fcntl.LOCK_EX)
-            try:
-                yield
-            finally:
-                if fcntl is not None:
-                    fcntl.flock(lock, fcntl.LOCK_UN)
+        with self._flocked(".lock"):
+            yield
 
     @contextmanager
     def recording(self):
         """Held by a campaign while it decides whether a failure is a new finding and
         records it: campaigns sharing a corpus (``run --jobs``) then never record one bug
         twice. Its own lock file, since the writes inside take ``.lock``."""
+        with self._flocked(".record-lock"):
+            yield
+
+    @contextmanager
+    def _flocked(self, name: str):
+        """An exclusive lock on ``name`` in the corpus folder (fcntl; none where absent)."""
         with corpus_write(self.root):
             self.root.mkdir(parents=True, exist_ok=True)
-            lock = open(self.root / ".record-lock", "a")
+            lock = open(self.root / name, "a")
         with lock:
             if fcntl is not None:
                 fcntl.flock(lock, fcntl.LOCK_EX)
