@@ -120,6 +120,9 @@ def _campaign_arguments(p, *, budget_help: str) -> None:
     p.add_argument("--jobs", "-j", type=_int_at_least("--jobs", 1), default=None,
                      help="fuzzing lanes in parallel, each a process with its own worker and triage "
                           "(default: one per two cores, at least 1)")
+    p.add_argument("--devices", type=_devices, default=(), metavar="I,J",
+                   help="CUDA devices the lanes take in turn, e.g. 0,1,2,3 (each lane's workers see one GPU "
+                        "as cuda:0); default: every lane on the one device the target names")
     p.add_argument("--draw-jobs", type=_int_at_least("--draw-jobs", 0), default=None, dest="draw_jobs",
                    help="processes per lane drawing the next slices' cases while the worker runs "
                         "(default: the cores a lane has beyond its driver and worker, at most 2; 0: none)")
@@ -260,6 +263,14 @@ def _int_at_least(name, low):
             raise UsageError(f"{name}={value}: must be >= {low}")
         return value
     return parse
+
+
+def _devices(text: str) -> tuple[str, ...]:
+    """``--devices 0,1``: GPU indices (CUDA_VISIBLE_DEVICES entries), one per lane in turn."""
+    parts = tuple(p.strip() for p in str(text).split(","))
+    if not parts or not all(p.isdigit() for p in parts) or len(set(parts)) != len(parts):
+        raise UsageError(f"--devices={text!r}: expected distinct GPU indices, e.g. 0,1,2,3")
+    return parts
 
 
 def _shard(text: str) -> tuple[int, int]:
@@ -610,11 +621,13 @@ def cmd_run(args, console) -> int:
         writer = ReproWriter(corpus_dir, verify=not args.no_verify_repros, timeout_s=verify_timeout_s)
         listeners = [errors, writer, reporter, RunLog(corpus_dir, errors_log=errors.path)]
         jobs = args.jobs if args.jobs is not None else default_jobs()
+        if args.devices and jobs < len(args.devices):
+            jobs = len(args.devices)   # at least one lane per device named
         config = replace(config, draw_jobs=args.draw_jobs if args.draw_jobs is not None else default_draw_jobs(jobs))
         if jobs > 1:
             result = ParallelCampaign(config, listeners, jobs=jobs, verify=not args.no_verify_repros,
                                       verify_timeout_s=verify_timeout_s, target_name=target.name,
-                                      device=str(target.device)).run()
+                                      device=str(target.device), devices=args.devices).run()
         else:
             # The writer verifies each new finding's repro before the engine counts it.
             result = Campaign(config, listeners, confirm=writer.confirm).run()
@@ -642,6 +655,8 @@ def cmd_daemon(args, console) -> int:
     config = replace(config, recycle_after=args.recycle_after, max_worker_rss_mb=args.max_worker_rss / 2**20)
     corpus_dir = config.corpus_dir
     jobs = args.jobs if args.jobs is not None else default_jobs()
+    if args.devices and jobs < len(args.devices):
+        jobs = len(args.devices)   # at least one lane per device named
     config = replace(config, draw_jobs=args.draw_jobs if args.draw_jobs is not None else default_draw_jobs(jobs))
     errors = ErrorLog(corpus_dir)
     reporter = ConsoleReporter(console, live=False if args.no_progress else None, errors_log=errors.path)
@@ -649,7 +664,7 @@ def cmd_daemon(args, console) -> int:
     daemon_config = DaemonConfig(campaign=config, jobs=jobs, report_every_s=args.report_every,
                                  max_disk_bytes=args.max_disk, replay=not args.no_replay,
                                  verify=not args.no_verify_repros, verify_timeout_s=verify_timeout_s,
-                                 target_name=target.name, device=str(target.device))
+                                 target_name=target.name, device=str(target.device), devices=args.devices)
     console.print(f"  daemon: {jobs} lane(s); state, events and reports under {corpus_dir} "
                   f"(`mpsfuzz status {corpus_dir}`); SIGTERM or Ctrl-C stops it", highlight=False)
     try:

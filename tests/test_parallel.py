@@ -210,3 +210,19 @@ def test_a_campaign_with_drafters_finds_and_shrinks_the_fault(faults, tmp_path):
     assert [(f.op, f.oracle) for f in found] == [("bitwise_and", "values")]
     case = found[0].case
     assert max(r.numel for r in case.inputs) <= 4   # shrunk, as without drafters
+
+
+def test_devices_are_taken_in_turn_by_the_lanes():
+    from mpsfuzz.campaign.lanes import lane_environment
+    assert [lane_environment(i, ("0", "1")) for i in range(3)] == [
+        {"CUDA_VISIBLE_DEVICES": "0"}, {"CUDA_VISIBLE_DEVICES": "1"}, {"CUDA_VISIBLE_DEVICES": "0"}]
+    assert lane_environment(5, ()) == {}
+
+
+@pytest.mark.parametrize("bad", ["x", "0,0", "1,", "-1"])
+def test_bad_devices_are_a_one_line_usage_error(bad, tmp_path):
+    run = _run(["--devices", bad, "--target", FAULT_TARGET, "--max-cases", "1", "--corpus", str(tmp_path / "c")],
+               "none", tmp_path, timeout=120)
+    assert run.returncode == 2, run.stdout + run.stderr
+    lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "--devices=" in lines[0] and "Traceback" not in run.stderr

@@ -51,6 +51,7 @@ class DaemonConfig:
     verify_timeout_s: float = 60.0
     target_name: str = ""
     device: str = ""
+    devices: tuple = ()                   # CUDA devices the lanes take in turn (--devices)
 
 
 class Keeper:
@@ -184,7 +185,7 @@ class Daemon:
             if cfg.jobs > 1:
                 campaign = ParallelCampaign(campaign_config, listeners, jobs=cfg.jobs, verify=cfg.verify,
                                             verify_timeout_s=cfg.verify_timeout_s, target_name=cfg.target_name,
-                                            device=cfg.device)
+                                            device=cfg.device, devices=cfg.devices)
             else:
                 from ..reports.repro_writer import ReproWriter
                 writer = ReproWriter(corpus_dir, verify=cfg.verify, timeout_s=cfg.verify_timeout_s)

@@ -96,9 +96,19 @@ def _watch_parent(stop) -> None:
     threading.Thread(target=watch, name="mpsfuzz-parent-watch", daemon=True).start()
 
 
+def lane_environment(index: int, devices: tuple[str, ...]) -> dict[str, str]:
+    """The variables lane ``index`` sets before anything touches a device: with
+    ``--devices 0,1`` lanes take the GPUs in turn (CUDA_VISIBLE_DEVICES, which its
+    workers inherit); without, every lane shares the one device (MPS has only one)."""
+    if not devices:
+        return {}
+    return {"CUDA_VISIBLE_DEVICES": devices[index % len(devices)]}
+
+
 def _lane_main(index: int, config: CampaignConfig, verify: bool, verify_timeout_s: float, events, stop,
-               enough) -> None:
+               enough, environment: dict | None = None) -> None:
     """A lane process: one campaign, its events forwarded, its result sent back."""
+    os.environ.update(environment or {})   # before any CUDA call: it reads them once
     forward = _Forward(index, events, stop)
     _watch_parent(stop)
     try:
@@ -165,9 +175,11 @@ class ParallelCampaign:
     lane verifies its new findings' repro scripts (a ReproWriter of its own)."""
 
     def __init__(self, config: CampaignConfig, listeners=(), *, jobs: int, verify: bool = True,
-                 verify_timeout_s: float = 60.0, target_name: str = "", device: str = ""):
+                 verify_timeout_s: float = 60.0, target_name: str = "", device: str = "",
+                 devices: tuple[str, ...] = ()):
         if jobs < 1:
             raise ValueError(f"jobs={jobs}: must be at least 1")
+        self.devices = tuple(devices)
         self.config, self.listeners, self.jobs = config, list(listeners), jobs
         self.verify, self.verify_timeout_s = verify, verify_timeout_s
         self.target_name, self.device = target_name, device
@@ -192,7 +204,7 @@ class ParallelCampaign:
         config = replace(self.config, seed=self.seed)
         lanes = [ctx.Process(target=_lane_main, name=f"mpsfuzz-lane-{i}",
                              args=(i, _lane_config(config, i, self.jobs), self.verify, self.verify_timeout_s,
-                                   events, stop, enough))
+                                   events, stop, enough, lane_environment(i, self.devices)))
                  for i in range(self.jobs)]
         self.emit(CampaignStarted(self.target_name, config.target_spec, self.device, tuple(config.ops),
                                   config.oracles, self.seed, config.budget_s, config.max_cases))
