@@ -9,8 +9,9 @@ evenly spaced moments it SIGKILLs the daemon (the process alone, as an OOM kille
 and starts it again on the same corpus; at the end it sends SIGTERM and times the exit.
 
 It prints, and writes with --json:
-- RSS per sample and, for each life of the daemon after its first 3 minutes of warm-up,
-  max/median of the samples: flat within 10% means at most 1.10;
+- RSS per sample, of the whole process tree and of the daemon's own process, and for
+  each life of the daemon after its first 3 minutes of warm-up, max/median of the
+  samples: flat within 10% means at most 1.10;
 - whether every finding on disk before each kill is still there after it, whether any
   failure was left waiting for triage at the end, and whether any (op, oracle) has more
   than one finding file (a bug recorded twice);
@@ -49,6 +50,15 @@ def tree_rss(pid: int) -> int:
         except psutil.Error:
             pass
     return total
+
+
+def own_rss(pid: int) -> int:
+    """The daemon's own process: what would grow if the daemon leaked (its workers are
+    replaced and recycled, and repro checks run in interpreters that come and go)."""
+    try:
+        return psutil.Process(pid).memory_info().rss
+    except psutil.Error:
+        return 0
 
 
 def state(corpus: Path) -> dict:
@@ -91,6 +101,7 @@ def main() -> None:
     parser.add_argument("--sample-every", type=float, default=60.0)
     args = parser.parse_args()
     corpus = Path(args.corpus or tempfile.mkdtemp(prefix="mpsfuzz-soak-")) / "corpus"
+    corpus.parent.mkdir(parents=True, exist_ok=True)
     log_path = corpus.parent / "daemon.log"
     total_s = args.minutes * 60
     kill_at = [total_s * (k + 1) / (args.kills + 1) for k in range(args.kills)]
@@ -129,11 +140,13 @@ def main() -> None:
                 next_sample += args.sample_every
                 st = state(corpus)
                 sample = {"t_s": round(now), "rss_mb": round(tree_rss(proc.pid) / 2**20, 1),
+                          "daemon_rss_mb": round(own_rss(proc.pid) / 2**20, 1),
                           "cases": st.get("cases", 0), "findings": st.get("findings_new", 0),
                           "alive": proc.poll() is None}
                 samples.append(sample)
                 life["samples"].append(sample)
-                print(f"  {now / 60:5.1f} min: rss {sample['rss_mb']} MB, cases {sample['cases']}, "
+                print(f"  {now / 60:5.1f} min: rss {sample['rss_mb']} MB (daemon {sample['daemon_rss_mb']} MB), "
+                      f"cases {sample['cases']}, "
                       f"findings {sample['findings']}", flush=True)
                 if proc.poll() is not None:
                     print(f"  the daemon died by itself ({proc.returncode})", flush=True)
@@ -147,11 +160,13 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             proc.kill()
         term_s = time.monotonic() - asked
-    flatness = []
+    flatness, own_flatness = [], []
     for life in lives:
-        steady = [s["rss_mb"] for s in life["samples"] if s["t_s"] - life["started"] >= WARM_UP_S and s["alive"]]
+        steady = [s for s in life["samples"] if s["t_s"] - life["started"] >= WARM_UP_S and s["alive"]]
         if len(steady) >= 2:
-            flatness.append(round(max(steady) / statistics.median(steady), 3))
+            for key, out in (("rss_mb", flatness), ("daemon_rss_mb", own_flatness)):
+                values = [s[key] for s in steady]
+                out.append(round(max(values) / statistics.median(values), 3))
     files = finding_files(corpus)
     per_key: dict[tuple, int] = {}
     for key in files.values():
@@ -162,6 +177,8 @@ def main() -> None:
     summary = {"minutes": args.minutes, "jobs": args.jobs, "ops": args.ops, "samples": samples,
                "restarts": restarts, "rss_max_over_median_per_life": flatness,
                "flat_within_10pct": bool(flatness) and all(f <= 1.10 for f in flatness),
+               "daemon_rss_max_over_median_per_life": own_flatness,
+               "daemon_flat_within_10pct": bool(own_flatness) and all(f <= 1.10 for f in own_flatness),
                "findings": len(files), "op_oracle_with_several_files": twice, "pending_at_end": pending,
                "sigterm_exit_s": round(term_s, 2), "exit_code": proc.returncode,
                "final_state": {k: final.get(k) for k in ("runs", "cases", "findings_new", "uptime_s", "restarts",
