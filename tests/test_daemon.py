@@ -63,7 +63,10 @@ def test_sigterm_stops_the_daemon_within_10_seconds_with_its_state_flushed(tmp_p
     corpus = tmp_path / "corpus"
     proc = start(corpus, "--jobs", jobs)
     try:
-        wait_for(lambda: (s := state_of(corpus)) is not None and s.cases > 50, 180, "cases counted", proc)
+        # (reports are written every --report-every 5 s while it runs; a signal does not
+        # wait for another)
+        wait_for(lambda: (s := state_of(corpus)) is not None and s.cases > 50 and (corpus / "report.md").exists(),
+                 180, "cases counted and a report written", proc)
         family = [p.pid for p in psutil.Process(proc.pid).children(recursive=True)]
         asked = time.monotonic()
         proc.send_signal(signal.SIGTERM)

@@ -202,10 +202,13 @@ class Daemon:
                 signal.signal(sig, handler)
             state.mark_stopped(stopped_status)
             keeper.save()   # the state first: it is what a restart needs
-            try:
-                keeper.write_reports()
-            except Exception as exc:
-                self.emit(Notice(f"could not write the reports: {type(exc).__name__}: {exc}"))
+            # Stopped by a signal, it has seconds to go: the reports written minutes ago
+            # stand. (At the end of a --budget, the last ones are written.)
+            if self.signal_name is None:
+                try:
+                    keeper.write_reports()
+                except Exception as exc:
+                    self.emit(Notice(f"could not write the reports: {type(exc).__name__}: {exc}"))
 
     def _clear_stale_inflight(self, corpus_dir: Path) -> None:
         """In-flight files of processes that are gone (a killed daemon's): the case it was

@@ -958,7 +958,7 @@ class Campaign:
                                      "the next start on this corpus triages them"))
                 # The job in hand: a moment to finish, else it stays pending (daemon) or
                 # was recorded above; a stopped daemon must be gone within seconds.
-                desk.drain(timeout=2.0 if stopped == "stopped" else 5.0)
+                desk.drain(timeout=1.0 if stopped == "stopped" else 5.0)
         finally:
             desk.close(timeout=1.0 if stopped in ("interrupted", "stopped") else 10.0)
             self._desk = None
@@ -1018,6 +1018,8 @@ class Campaign:
                     self.harness_error("hypothesis", op, None, exc)
                     self._case_outcome(op, False, error_line(exc))
         except (BudgetExhausted, KeyboardInterrupt) as stop:
+            if str(stop) == "stopped":
+                pool.abandoned = True   # the daemon must be gone within seconds
             if running is not None and str(stop) != "stopped":
                 # Its cases ran (or are running): count and judge them; a new failure is
                 # recorded unshrunk rather than lost. (Told to stop now, the daemon

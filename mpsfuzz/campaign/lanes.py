@@ -28,7 +28,7 @@ from .engine import Campaign, CampaignConfig
 
 # How long the coordinator waits for lanes told to stop now (SIGTERM) before killing
 # them: the daemon exits within 10 s. (Lanes told they have enough finish their triage.)
-STOP_GRACE_S = 6.0
+STOP_GRACE_S = 5.0
 
 
 def default_jobs() -> int:

@@ -273,6 +273,7 @@ class WorkerPool:
         # or a leaky kernel accumulates is given back.
         self.recycle_after, self.max_rss_mb = recycle_after, max_rss_mb
         self.recycled = 0
+        self.abandoned = False   # set: close() kills the worker rather than waiting for it
         self._worker: Worker | None = None
         self._started = 0
         self._ensure()
@@ -466,7 +467,10 @@ class WorkerPool:
 
     def close(self) -> None:
         if self._worker is not None:
-            self._worker.stop()
+            if self.abandoned:
+                self._worker.kill()   # told to stop now: the case it runs is given up
+            else:
+                self._worker.stop()
             self._worker = None
         if self.inflight_path is not None:
             try:
