@@ -241,7 +241,6 @@ class Batch:
         self.outcomes: list = []
         self.done = 0                 # cases with an outcome
         self.worker: Worker | None = None
-        self.offset = 0
         self.started = 0.0            # when the current case started (monotonic)
         self.compiled_before = 0.0
 
@@ -381,7 +380,7 @@ class WorkerPool:
         rest = batch.case_jsons[batch.done:]
         if self.inflight_path is not None:
             self._write_inflight(rest[0], more=rest[1:])
-        batch.worker, batch.offset = worker, batch.done
+        batch.worker = worker
         batch.started = time.monotonic()
         batch.compiled_before = (worker.compile_state or (0.0, 0.0))[1]
         try:
