@@ -132,6 +132,57 @@ def test_cases_keep_being_counted_while_a_finding_is_triaged(faults, tmp_path):
     assert during, "no case ran while the finding was triaged"
 
 
+def test_a_failure_held_while_triage_runs_is_judged_again_once_triage_settles(tmp_path):
+    """A provisional holder (a float16 failure in triage) holds the failures of its
+    symptom instead of counting them as its sightings: once triage says the float16
+    finding needs float16, the gapped float32 failure it held is a finding of its own,
+    and the held float16 ones are sightings of the float16 finding."""
+    from mpsfuzz.campaign.engine import FoundBug, _error_type
+    from mpsfuzz.generation.recipes import Case
+    from mpsfuzz.oracles import Failure, symptom_key
+
+    def sigmoid(dtype, gaps=(), shape=(3,)):
+        recipe = dict(_scalar(dtype), shape=list(shape),
+                      layout={"offset": 0, "gaps": list(gaps), "permutation": [], "expanded": []})
+        return Case.from_json({"format": 3, "op": "sigmoid", "variant": "functional", "inputs": [recipe],
+                               "kwargs": {}})
+
+    failure = Failure("values", "wrong-values", "wrong", "detail", "high", ("wrong-values",))
+    half, half_other_shape, gapped = sigmoid("float16"), sigmoid("float16", shape=(4,)), sigmoid("float32", (2,))
+    campaign = Campaign(CampaignConfig(ops=["sigmoid"], target_spec=FAULT_TARGET, corpus_dir=tmp_path))
+    recorded = []
+
+    class Desk:
+        _thread = None
+        jobs = []
+
+        def submit(self, job):
+            self.jobs.append(job)
+
+    def record(err, pool, *, flaky, triage_it=True):   # triage as it would conclude
+        conditions = ("dtypes:float16",) if err.case.inputs[0].dtype == "float16" else ("layout:0",)
+        campaign.found.append(FoundBug(symptom_key(err.case, failure), conditions, f"sig-{len(recorded)}",
+                                       case=err.case))
+        recorded.append((err.case, conditions))
+        return f"sig-{len(recorded) - 1}"
+
+    campaign._desk, campaign._record = Desk(), record
+    campaign._hand_to_desk(_error_type("sigmoid", "values", "wrong-values")(half, failure, "s"), False, None)
+
+    class Pool:
+        device = "cpu"
+
+    verdicts = [campaign._verdicts(case, [failure], Pool())[0][0] for case in (gapped, half_other_shape, half)]
+    assert verdicts == ["held", "held", "held"]
+    assert not campaign._sightings                 # nothing counted before triage settles
+    Desk._thread = __import__("threading").current_thread()   # the desk's thread handles the job
+    campaign._triaged(Desk.jobs[0], Pool())
+    assert [conditions for _, conditions in recorded] == [("dtypes:float16",), ("layout:0",)]
+    assert recorded[1][0] is gapped
+    assert campaign._sightings == {"sig-0": 2}     # the two held float16 cases (one trigger shape)
+    assert not any(f.provisional for f in campaign.found) and not campaign._held
+
+
 def test_lanes_get_their_own_seed_ops_order_and_share_of_max_cases(tmp_path):
     config = CampaignConfig(ops=list("abcdef"), target_spec=FAULT_TARGET, corpus_dir=tmp_path, seed=10,
                             max_cases=101, max_findings=3)

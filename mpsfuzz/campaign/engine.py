@@ -97,8 +97,10 @@ class FoundBug:
     signature: str
     flaky: bool = False               # any case with the symptom (it cannot be ablated)
     case: Case | None = field(default=None, compare=False)   # its minimal case
-    # A failure handed to triage and not yet recorded: it covers its symptom meanwhile,
-    # so the campaign does not shrink the same bug again while triage works on it.
+    # A failure handed to triage and not yet recorded: it *holds* the failures of its
+    # symptom meanwhile, so the campaign does not shrink the same bug again while triage
+    # works on it; once triage has settled its conditions, the held failures are judged
+    # again (a second cause of the same symptom is a finding of its own, not a sighting).
     provisional: bool = False
 
     @classmethod
@@ -123,6 +125,19 @@ class FoundBug:
         if self.conditions is None:
             return signature_of(case, failure) == self.signature
         return holds_all(self.conditions, case)
+
+
+# Trigger shapes one provisional holder keeps (see Campaign._hold).
+MAX_HELD = 64
+
+
+def _held_key(case) -> tuple:
+    """What a failure's triage conditions are made of (variant, dtypes, layouts, ranks,
+    emptiness, value kinds, arguments), coarse enough that a holder keeps few cases and
+    fine enough that a case of another cause is kept apart from the holder's own."""
+    return (case.variant, repr(case.kwargs)[:200],
+            tuple((r.dtype, r.describe_layout(), r.rank, r.numel == 0, r.values.distribution,
+                   tuple(sorted({kind for _, kind in r.values.specials}))) for r in case.inputs))
 
 
 class BudgetExhausted(BaseException):
@@ -254,6 +269,9 @@ class Campaign:
         self._desk: TriageDesk | None = None
         self._desk_error: CorpusWriteError | None = None
         self._provisional = 0
+        # Per provisional holder: failures it held, one per trigger shape (_held_key), with
+        # how many cases of that shape it held: {holder signature: {key: [case, failure, n]}}.
+        self._held: dict[str, dict] = {}
         self._device = self._target_name = ""
         self._behaviours: set = set()   # behaviour keys seen by this campaign
         self._pending_dir = Path(config.corpus_dir) / PENDING_DIR
@@ -490,7 +508,10 @@ class Campaign:
                     verdicts.append(("suppressed", failure, None))
                     continue
                 found = self._covering_finding(case, failure)
-                if found is not None:
+                if found is not None and found.provisional:
+                    self._hold(found, case, failure)
+                    verdicts.append(("held", failure, found.signature))
+                elif found is not None:
                     verdicts.append(("sighting", failure, found.signature))
                 else:
                     verdicts.append(("new", failure, signature_of(case, failure)))
@@ -586,9 +607,12 @@ class Campaign:
         """What the replay did not shrink and record (the budget ran out first, or the
         replay drew other cases) is recorded as it failed: triage reduces it."""
         for case, (_, failure, signature) in failed:
-            if self._covering_finding_or_none(case, failure) is None:
+            covering = self._covering_finding_or_none(case, failure)
+            if covering is None:
                 self._record_safely(_error_type(case.op, failure.oracle, failure.kind)(case, failure, signature),
                                     pool, flaky=False)
+            elif covering.provisional:   # the replay handed a failure of this symptom to triage
+                self._hold(covering, case, failure)
 
     def _slice_done(self, prepared: "_Slice", outcomes: list, seconds: float) -> None:
         """Tell the scheduler what the slice cost and showed (behaviours new to this
@@ -735,6 +759,44 @@ class Campaign:
             seen = self._sightings.pop(holder.signature, 0)
             if seen and signature is not None:
                 self._sightings[signature] = self._sightings.get(signature, 0) + seen
+            held = self._held.pop(holder.signature, {})
+        self._judge_held(held, signature, pool, triage_it=triage_it)
+
+    def _hold(self, holder: FoundBug, case, failure: Failure) -> None:
+        """Keep a failure of ``holder``'s symptom until its triage settles what it covers.
+        Bounded: one case per trigger shape, and at most MAX_HELD shapes per holder (the
+        rest count as sightings of what the holder becomes)."""
+        key = _held_key(case)
+        with self._lock:
+            held = self._held.setdefault(holder.signature, {})
+            if key in held:
+                held[key][2] += 1
+            elif len(held) < MAX_HELD:
+                held[key] = [case, failure, 1]
+            else:
+                self._sightings[holder.signature] = self._sightings.get(holder.signature, 0) + 1
+
+    def _judge_held(self, held: dict, signature: str | None, pool: WorkerPool | None, *, triage_it: bool) -> None:
+        """Judge the failures a holder held against the findings as they are now: a
+        sighting of the finding that covers it, else a failure of its own, recorded (on
+        the desk's thread: triaged now) or, where triage was abandoned, kept pending for
+        the next campaign on the corpus rather than stored unexplained."""
+        for case, failure, count in held.values():
+            covering = self._covering_finding_or_none(case, failure, settled=True)
+            if covering is None and not triage_it:
+                err = _error_type(case.op, failure.oracle, failure.kind)(case, failure, signature_of(case, failure))
+                if self._keep_pending(err, False) is None:
+                    self._record_safely(err, pool, flaky=False, triage_it=False)
+                continue
+            if covering is None:
+                err = _error_type(case.op, failure.oracle, failure.kind)(case, failure, signature_of(case, failure))
+                became = self._record_safely(err, pool, flaky=False)
+                count -= 1   # the case itself was counted by _record (a finding or a sighting)
+            else:
+                became = covering.signature
+            if became is not None and count > 0:
+                with self._lock:
+                    self._sightings[became] = self._sightings.get(became, 0) + count
 
     def _recorded_untriaged(self, job) -> None:
         """An abandoned or failed triage job: its shrunk case is recorded as it is."""
