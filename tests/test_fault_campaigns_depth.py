@@ -95,8 +95,18 @@ def test_a_poisoned_worker_is_replaced_and_nothing_else_is_blamed(tmp_path):
 # Eager CPU's own scaled_dot_product_attention can differ between a gapped query and a
 # contiguous copy (seen with NaN in the query), and its float16 batch_norm between a gapped
 # input and a contiguous copy (seen once under CI load): a layout finding on the CPU-based
-# fault target that these campaigns may record besides the injected fault.
-OTHER_FINDINGS_ALLOWED = {"sdpa_causal_lengths": 1, "sdpa_gt4d": 1, "batch_norm_backward_3d": 1}
+# fault target that these campaigns may record besides the injected fault. Eager CPU's
+# float16 conv2d of an unbatched input segfaults in torch 2.13 (stride (1, 2), padding
+# (0, 1), dilation (1, 2)): on this CPU-based target that is a real crash of the target,
+# recorded when the campaign draws it before its first finding stops it.
+OTHER_FINDINGS_ALLOWED = {"sdpa_causal_lengths": 1, "sdpa_gt4d": 1, "batch_norm_backward_3d": 1,
+                          "conv_channels_last": 1}
+
+
+def _is_cpu_conv_crash(finding) -> bool:
+    """The torch 2.13 CPU crash above, as this CPU-based target reports it."""
+    return (finding.op == "conv2d" and finding.failure.oracle == "crash"
+            and finding.case.inputs[0].dtype == "float16")
 
 
 def _target_bugs(corpus: Path) -> list:
@@ -127,7 +137,8 @@ def test_depth_fault_is_found_with_the_right_oracle(fault, tmp_path):
     assert len(fault_bug) == 1, run.stdout
     others = [b for b in bugs if b is not fault_bug[0]]
     assert len(others) <= extra, run.stdout
-    assert all(f.oracle == "layout" != oracle for b in others for _, f in b.findings), run.stdout
+    assert all(f.oracle == "layout" != oracle or _is_cpu_conv_crash(f) for b in others for _, f in b.findings), \
+        run.stdout
     finding = mine[0]
     assert finding["status"] == "new" and finding["blame"] == "target"
     assert shows_trigger(finding), finding["case"]

@@ -704,8 +704,10 @@ class Campaign:
     def _keep_pending(self, err: FindingError, flaky: bool) -> Path | None:
         """Write the failure to DIR/triage-pending/ until it is recorded (None where that
         cannot be written: the failure is still triaged, only not kept across a kill)."""
-        self._pending_files += 1
-        path = self._pending_dir / f"{os.getpid()}-{self._pending_files}-{err.signature[:12]}.json"
+        with self._lock:   # the desk's thread keeps failures pending too
+            self._pending_files += 1
+            number = self._pending_files
+        path = self._pending_dir / f"{os.getpid()}-{number}-{err.signature[:12]}.json"
         try:
             self._pending_dir.mkdir(parents=True, exist_ok=True)
             atomic_write_json(path, {"format": 1, "case": err.case.to_json(), "failure": err.failure.to_json(),
@@ -781,9 +783,13 @@ class Campaign:
         sighting of the finding that covers it, else a failure of its own, recorded (on
         the desk's thread: triaged now) or, where triage was abandoned, kept pending for
         the next campaign on the corpus rather than stored unexplained."""
+        kept = 0
         for case, failure, count in held.values():
             covering = self._covering_finding_or_none(case, failure, settled=True)
-            if covering is None and not triage_it:
+            if covering is None and (not triage_it or self._enough_findings()):
+                # Not triaged now (abandoned, or --max-findings reached): the next
+                # campaign on the corpus triages it.
+                kept += 1
                 err = _error_type(case.op, failure.oracle, failure.kind)(case, failure, signature_of(case, failure))
                 if self._keep_pending(err, False) is None:
                     self._record_safely(err, pool, flaky=False, triage_it=False)
@@ -797,6 +803,14 @@ class Campaign:
             if became is not None and count > 0:
                 with self._lock:
                     self._sightings[became] = self._sightings.get(became, 0) + count
+        if kept:
+            self.emit(Notice(f"{kept} failure(s) of another trigger than the finding that held them "
+                             f"left for triage in {self._pending_dir}: the next run on this corpus triages them"))
+
+    def _enough_findings(self) -> bool:
+        """--max-findings reached (by this campaign, or by the lanes together)."""
+        return (self.enough is not None and self.enough.is_set()) or (
+            self.config.max_findings is not None and self.stats.new_findings >= self.config.max_findings)
 
     def _recorded_untriaged(self, job) -> None:
         """An abandoned or failed triage job: its shrunk case is recorded as it is."""

@@ -43,17 +43,32 @@ def clean_frames(stderr_tail: str, keep: int = 3) -> tuple[str, ...]:
     return tuple(_NOISE.sub("N", ln)[:120] for ln in lines[-keep:])
 
 
+# The executor's function that runs the eager CPU reference (execution/executor.py):
+# a crash with it on the stack is eager CPU's, not the target's. The DUT runs first, so
+# a case whose reference crashed ran on the target without crashing.
+REFERENCE_FRAME = "run_reference"
+
+
+def crashed_in_reference(stderr_tail: str) -> bool:
+    """Whether faulthandler's dump of the crash shows the CPU reference running."""
+    return any(m.group(2) == REFERENCE_FRAME for m in _FRAME.finditer(stderr_tail))
+
+
 @oracle("crash", stage="process", doc="the worker process died (abort, segfault, ...)")
 def check_crash(event: ProcessEvent) -> Failure | None:
     if event.kind != "died":
         return None
     sig = signal_name(event.returncode)
+    on_cpu = crashed_in_reference(event.stderr_tail)
+    where = "eager CPU (the reference)" if on_cpu else event.target_name
     return Failure(
         oracle="crash", kind="crash", severity="critical",
-        title=f"`{event.op}` crashes the process on {event.target_name} ({sig})",
-        message=f"worker died with {sig}; last stderr lines:\n{event.stderr_tail.strip() or '(none)'}",
+        title=f"`{event.op}` crashes the process on {where} ({sig})",
+        message=f"worker died with {sig}{' in the CPU reference' if on_cpu else ''}; last stderr lines:\n"
+                f"{event.stderr_tail.strip() or '(none)'}",
         dedup_key=("crash", sig, *clean_frames(event.stderr_tail, keep=2)),
-        details={"signal": sig, "returncode": event.returncode})
+        details={"signal": sig, "returncode": event.returncode},
+        blame="cpu" if on_cpu else "target")
 
 
 @oracle("hang", stage="process", doc="the worker did not answer within the per-case timeout (compilation aside)")

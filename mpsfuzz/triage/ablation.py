@@ -239,6 +239,22 @@ def _ablations(case: Case, names: list[str]):
         yield f"variant:{case.variant}", "the functional form", replace(case, variant="functional")
 
 
+def _holding_negatives(case: Case, tries: int = 32) -> Case:
+    """``case`` with negative values again where a dtype change lost them (the values
+    of another dtype are drawn anew from the recipe: a float case's small negative
+    may become an integer case's 0 or 3): other seeds of the same recipes, until an
+    input holds a negative. A dtype probe of a failure that needs negative values asks
+    about the dtype, not about the values. Unchanged where no seed gives one (unsigned)."""
+    if _holds_negative(case):
+        return case
+    for step in range(1, tries + 1):
+        reseeded = edits.with_inputs(case, [replace(r, values=replace(r.values, seed=r.values.seed + step))
+                                            for r in case.inputs])
+        if _holds_negative(reseeded):
+            return reseeded
+    return case
+
+
 def _allowed_dtypes(case: Case) -> set[str]:
     try:
         return set(catalogue.get(case.op).dtypes)
@@ -361,6 +377,8 @@ def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: fl
                 return False
             ablated = edits.with_inputs(case, [edits.with_dtype(r, other) if r.dtype == main else r
                                                for r in case.inputs])
+            if "negative" in conditions:
+                ablated = _holding_negatives(ablated)
             verdict = prober.classify(ablated, symptom).verdict
             probes.append(Probe(f"{label[0]}:{label[1](other)}", f"`{names[m]}` in {other}", verdict,
                                 verdict == PASSES))
