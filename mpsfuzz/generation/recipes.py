@@ -167,6 +167,16 @@ class Alias:
         return f"overlapping input {self.of}" + (f" from element {self.at}" if self.at else "")
 
 
+# One case materialises its inputs up to six times (the DUT's call, its functional form
+# and contiguous copies, the CPU reference, the variants oracle's "before", the leak
+# check's repeats), and drawing seeded values costs more than running a small op: the
+# last few recipes' base buffers are kept (small ones only: the cache stays under
+# _BASES_MAX * _BASE_MAX_BYTES, 4 MiB) and copied for each use.
+_BASES: dict = {}
+_BASES_MAX = 16
+_BASE_MAX_BYTES = 256 * 1024
+
+
 @dataclass(frozen=True)
 class TensorRecipe:
     shape: tuple[int, ...]
@@ -264,9 +274,21 @@ class TensorRecipe:
     def materialize(self, device: str | torch.device = "cpu") -> torch.Tensor:
         """This input alone, in a storage of its own (``alias`` is a relation between
         inputs: :meth:`Case.materialize` builds it)."""
-        flat = self.filled_base(self.base_numel)
-        self._view_of(flat).copy_(self.cpu_values())
-        return self.view_in(flat.to(device))
+        return self.view_in(self._pristine_base().to(device, copy=True))
+
+    def _pristine_base(self) -> torch.Tensor:
+        """The flat CPU base buffer (filler, and the values in the view), shared through
+        _BASES: never hand it out, copy it."""
+        cached = _BASES.pop(self, None)
+        if cached is None:
+            cached = self.filled_base(self.base_numel)
+            self._view_of(cached).copy_(self.cpu_values())
+            if cached.numel() * cached.element_size() > _BASE_MAX_BYTES:
+                return cached
+        _BASES[self] = cached   # most recently used last
+        while len(_BASES) > _BASES_MAX:
+            _BASES.pop(next(iter(_BASES)), None)
+        return cached
 
     def filled_base(self, numel: int) -> torch.Tensor:
         """A flat CPU buffer of ``numel`` elements of this dtype holding the gap filler."""

@@ -7,6 +7,7 @@ list), which makes the shrunk case show only what the bug needs.
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import replace
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
@@ -14,7 +15,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from . import dtypes as dt
-from .opspec import GRAD_DTYPES, OpSpec, ShapeBudget
+from .opspec import GRAD_DTYPES, OpSpec, ShapeBudget, choices, ints, unique_lists
 from .recipes import (MATRIX_DISTRIBUTIONS, NONFINITE_SPECIALS, SPECIAL_NAMES, Alias, Case, Layout,
                       TensorRecipe, ValueRecipe)
 
@@ -136,7 +137,7 @@ def _draw_layout(draw, shape, *, allow_offset=True, allow_gaps=True, allow_permu
                  allow_expand=True, awkward_ratio=AWKWARD_RATIO, keep_last_dims=0) -> Layout:
     rank = len(shape)
     # 20 buckets: the low ones (where shrinking goes) are plain.
-    if draw(st.integers(0, 19)) < round(20 * (1 - awkward_ratio)):
+    if draw(ints(0, 19)) < round(20 * (1 - awkward_ratio)):
         return Layout()
     features = []
     if allow_permutation and rank >= 2:
@@ -149,35 +150,44 @@ def _draw_layout(draw, shape, *, allow_offset=True, allow_gaps=True, allow_permu
         features.append("offset")
     if not features:
         return Layout()
-    chosen = draw(st.lists(st.sampled_from(features), min_size=1, max_size=len(features), unique=True))
-    offset = draw(st.integers(1, MAX_OFFSET)) if "offset" in chosen else 0
+    chosen = draw(unique_lists(features, min_size=1, max_size=len(features)))
+    offset = draw(ints(1, MAX_OFFSET)) if "offset" in chosen else 0
     gaps: tuple[int, ...] = ()
     if "gaps" in chosen:
-        steps = [draw(st.sampled_from((1,) + GAP_STEPS)) for _ in range(rank)]
+        steps = [draw(choices((1,) + GAP_STEPS)) for _ in range(rank)]
         if all(s == 1 for s in steps):
             # Put the gap on a dim longer than 1 so the view really is gapped.
             longer = [d for d, n in enumerate(shape) if n > 1] or [rank - 1]
-            steps[draw(st.sampled_from(longer))] = draw(st.sampled_from(GAP_STEPS))
+            steps[draw(choices(longer))] = draw(choices(GAP_STEPS))
         gaps = tuple(steps)
     permutation: tuple[int, ...] = ()
     if "permutation" in chosen:
         kinds = ["transpose", "random"] + (["channels_last"] if rank in (4, 5) else [])
-        kind = draw(st.sampled_from(kinds))
+        kind = draw(choices(kinds))
         if kind == "transpose":
             permutation = (*range(rank - 2), rank - 1, rank - 2)
         elif kind == "channels_last":
             permutation = (0, rank - 1, *range(1, rank - 1))
         else:
-            permutation = tuple(draw(st.permutations(range(rank))))
+            permutation = tuple(draw(_permutations(rank)))
     expanded: tuple[int, ...] = ()
     candidates: list[int] = []
     if "expand" in chosen:
         expandable = list(range(rank - keep_last_dims)) if keep_last_dims else list(range(rank))
         candidates = [d for d in expandable if shape[d] != 1] or expandable
     if "expand" in chosen and candidates:
-        expanded = tuple(sorted(draw(st.lists(st.sampled_from(candidates), min_size=1,
-                                              max_size=min(2, len(candidates)), unique=True))))
+        expanded = tuple(sorted(draw(unique_lists(candidates, min_size=1, max_size=min(2, len(candidates))))))
     return Layout(offset=offset, gaps=gaps, permutation=permutation, expanded=expanded)
+
+
+@functools.lru_cache(maxsize=None)
+def _permutations(rank: int) -> st.SearchStrategy:
+    return st.permutations(range(rank))
+
+
+@functools.lru_cache(maxsize=None)
+def _specials(names: tuple, max_specials: int) -> st.SearchStrategy[list]:
+    return st.lists(st.tuples(st.integers(0, 2**16), st.sampled_from(names)), min_size=1, max_size=max_specials)
 
 
 def _distributions_for(dtype_name: str) -> tuple[str, ...]:
@@ -191,12 +201,11 @@ def _distributions_for(dtype_name: str) -> tuple[str, ...]:
 def _draw_values(draw, dtype_name, *, distribution=None, allow_specials=True, allow_nonfinite=True,
                  max_specials=3, low=None, high=None) -> ValueRecipe:
     names = SPECIAL_NAMES if allow_nonfinite else FINITE_SPECIALS
-    dist = draw(st.sampled_from((distribution,) if distribution else _distributions_for(dtype_name)))
-    seed = draw(st.integers(0, 2**32 - 1))
+    dist = draw(choices((distribution,) if distribution else _distributions_for(dtype_name)))
+    seed = draw(ints(0, 2**32 - 1))
     specials: tuple = ()
-    if allow_specials and max_specials and dtype_name != "bool" and draw(st.integers(0, 9)) >= 6:
-        specials = tuple(draw(st.lists(st.tuples(st.integers(0, 2**16), st.sampled_from(names)),
-                                       min_size=1, max_size=max_specials)))
+    if allow_specials and max_specials and dtype_name != "bool" and draw(ints(0, 9)) >= 6:
+        specials = tuple(draw(_specials(names, max_specials)))
     return ValueRecipe(distribution=dist, seed=seed, specials=specials, low=low, high=high)
 
 
@@ -223,9 +232,9 @@ def _draw_variant(draw, spec: OpSpec, main_dtype: str, allow_variants: bool, inp
     # (_not_expanded_where_written): its gaps, offset and permutation stay, so in-place
     # calls on awkward views keep their share of cases.
     variants = [v for v in spec.variants() if v != "grad" or main_dtype in GRAD_DTYPES]
-    if not allow_variants or len(variants) == 1 or draw(st.integers(0, 19)) < FUNCTIONAL_TWENTIETHS:
+    if not allow_variants or len(variants) == 1 or draw(ints(0, 19)) < FUNCTIONAL_TWENTIETHS:
         return "functional"
-    return draw(st.sampled_from(variants[1:]))
+    return draw(choices(variants[1:]))
 
 
 def _value_options(entry, shapes, kwargs, spec: OpSpec) -> dict:
@@ -265,18 +274,17 @@ def _draw_aliasing(draw, spec: OpSpec, inputs: tuple, variant: str, alias_ratio:
     that have two inputs of one dtype); drawn so that Hypothesis shrinks to none, to one
     aliased input, to its nearest earlier input of the dtype, and to ``adjacent``."""
     candidates = [j for j in range(1, len(inputs)) if any(inputs[k].dtype == inputs[j].dtype for k in range(j))]
-    if not candidates or draw(st.integers(0, 19)) < round(20 * (1 - alias_ratio)):
+    if not candidates or draw(ints(0, 19)) < round(20 * (1 - alias_ratio)):
         return inputs
     written = _written_inputs(spec, variant)
     out = list(inputs)
-    chosen = draw(st.lists(st.sampled_from(candidates), min_size=1, max_size=min(MAX_ALIASED, len(candidates)),
-                           unique=True))
+    chosen = draw(unique_lists(candidates, min_size=1, max_size=min(MAX_ALIASED, len(candidates))))
     for j in sorted(chosen):
         earlier = [k for k in reversed(range(j)) if inputs[k].dtype == inputs[j].dtype]
-        k = earlier[0] if len(earlier) == 1 or draw(st.integers(0, 3)) < 3 else draw(st.sampled_from(earlier[1:]))
+        k = earlier[0] if len(earlier) == 1 or draw(ints(0, 3)) < 3 else draw(choices(earlier[1:]))
         overlap_ok = j not in written and k not in written and _may_overlap(inputs[k], inputs[j])
-        how = draw(st.sampled_from(("adjacent", "overlap"))) if overlap_ok else "adjacent"
-        at = draw(st.integers(0, MAX_OVERLAP_AT)) if how == "overlap" else 0
+        how = draw(choices(("adjacent", "overlap"))) if overlap_ok else "adjacent"
+        at = draw(ints(0, MAX_OVERLAP_AT)) if how == "overlap" else 0
         out[j] = replace(out[j], alias=Alias(of=k, how=how, at=at))
     return tuple(out)
 
@@ -284,17 +292,17 @@ def _draw_aliasing(draw, spec: OpSpec, inputs: tuple, variant: str, alias_ratio:
 def _draw_case(draw, spec: OpSpec, budget: ShapeBudget, *, awkward_ratio, mixed_dtype_ratio,
                allow_variants=True, alias_ratio=ALIAS_RATIO) -> Case:
     shapes = spec.shapes(draw, budget)
-    main = draw(st.sampled_from(spec.dtypes))
+    main = draw(choices(spec.dtypes))
     n = len(shapes)
     per_input = list(spec.input_dtypes) or [None] * n
     values = list(spec.input_values) or [None] * n
     names = []
     for i in range(n):
         allowed = per_input[i] if i < len(per_input) else None
-        name = draw(st.sampled_from(allowed)) if allowed else main
+        name = draw(choices(allowed)) if allowed else main
         if (i > 0 and allowed is None and "mixed_dtypes_sometimes" in spec.semantics
-                and draw(st.integers(0, 99)) >= round(100 * (1 - mixed_dtype_ratio))):
-            name = draw(st.sampled_from(spec.dtypes))
+                and draw(ints(0, 99)) >= round(100 * (1 - mixed_dtype_ratio))):
+            name = draw(choices(spec.dtypes))
         names.append(name)
     # Arguments come before values: an input's values may depend on them (indices
     # into the dim that ``dim`` names).
