@@ -186,6 +186,41 @@ def test_mm_sometimes_mixes_dtypes():
     assert "mixed_dtypes_sometimes" in OPS["mm"].semantics
 
 
+@pytest.mark.parametrize("name", ["add", "nll_loss"])
+def test_sometimes_mixes_dtypes(name):
+    # add: float + int with alpha (pytorch#143949), a common dtype (pytorch#160334);
+    # nll_loss: a weight of another float dtype (pytorch#144170)
+    assert "mixed_dtypes_sometimes" in OPS[name].semantics
+
+
+@pytest.mark.parametrize("name", ["fmax_cpu_scalar", "fmin_cpu_scalar"])
+def test_cpu_scalar_ops_take_a_0d_operand_and_move_it_to_the_cpu(name):
+    spec = OPS[name]
+    assert all(len(b) == 0 for _, b in _draw_many(spec.shapes, n=50))
+    assert spec.method is None  # a method call would skip the move
+    seen = []
+    x, y = torch.tensor([1.0, float("nan"), -2.0]), torch.tensor(0.5)
+    y.cpu = lambda: seen.append(True) or torch.Tensor.cpu(y)
+    expected = torch.fmax(x, y) if name.startswith("fmax") else torch.fmin(x, y)
+    assert torch.equal(spec.fn(x, y), expected) and seen
+
+
+def test_constant_pad_sometimes_pads_nothing():
+    # pad=() (pytorch#161149: MPS refused an empty pad list)
+    spec = OPS["pad_constant"]
+    pads = []
+
+    @settings(max_examples=60, deadline=None, database=None, derandomize=True,
+              suppress_health_check=list(HealthCheck))
+    @given(st.data())
+    def collect(data):
+        shapes = spec.shapes(data.draw, ShapeBudget())
+        pads.append(spec.args(data.draw, shapes, ("float32",))["pad"])
+    collect()
+    assert () in pads and any(pads)
+    assert torch.equal(spec.fn(torch.arange(6.0).reshape(2, 3), pad=()), torch.arange(6.0).reshape(2, 3))
+
+
 def test_add_alpha_is_never_float_for_integral_or_bool():
     build = OPS["add"].args
     seen = set()

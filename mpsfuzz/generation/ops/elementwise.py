@@ -70,8 +70,8 @@ def unary(name: str, fn, dtypes, doc: str, **kw) -> OpSpec:
 
 def binary(name: str, fn, dtypes, doc: str, **kw) -> OpSpec:
     kw.setdefault("input_dtypes", (None, None))
-    return OpSpec(name=name, family=FAMILY, fn=fn, shapes=broadcast_shapes(2),
-                  dtypes=expand(dtypes), doc=doc, **kw)
+    kw.setdefault("shapes", broadcast_shapes(2))
+    return OpSpec(name=name, family=FAMILY, fn=fn, dtypes=expand(dtypes), doc=doc, **kw)
 
 
 def ternary(name: str, fn, dtypes, doc: str, **kw) -> OpSpec:
@@ -206,6 +206,11 @@ _nz = nonzero_int_divisor
 
 AT_ZERO = kinks((0.0,))
 PICKS_ONE = equal_operands((0, 1))
+
+
+def _and_0d(draw, budget):
+    """Any shape for x, and a 0-d y."""
+    return any_shape(1)(draw, budget) + ((),)
 
 
 def _quotient_kinks(rounding: str):
@@ -357,8 +362,11 @@ register(
 # -- binary -----------------------------------------------------------------------------
 
 register(
+    # Operands of two dtypes sometimes (float + int with alpha: pytorch#143949; the common
+    # dtype of a TensorIterator op: pytorch#160334).
     binary("add", lambda x, y, alpha=1, **kw: torch.add(x, y, alpha=alpha, **kw), ALL,
-           "x + alpha*y (alpha != 1: pytorch#143949)", args=_alpha_args(), **variants("add", grad=True)),
+           "x + alpha*y (alpha != 1, mixed dtypes: pytorch#143949)", args=_alpha_args(),
+           semantics=frozenset({"mixed_dtypes_sometimes"}), **variants("add", grad=True)),
     binary("sub", lambda x, y, alpha=1, **kw: torch.sub(x, y, alpha=alpha, **kw), NUMERIC,
            "x - alpha*y", args=_alpha_args(), **variants("sub", grad=True)),
     binary("mul", torch.mul, ALL, "x * y", **variants("mul", grad=True)),
@@ -405,6 +413,15 @@ register(
            grad_undefined=PICKS_ONE, **variants("fmax", grad=True)),
     binary("fmin", torch.fmin, REAL_BOOL, "min ignoring NaN (0-d operand: pytorch#143934)",
            grad_undefined=PICKS_ONE, **variants("fmin", grad=True)),
+    # The 0-d operand on the CPU, as torch.tensor(.3) is (pytorch#143934's own trigger): a
+    # CPU scalar tensor takes another path than a 0-d tensor on the device. No method:
+    # it would skip the move.
+    binary("fmax_cpu_scalar", lambda x, y, **kw: torch.fmax(x, y.cpu(), **kw), REAL_BOOL,
+           "fmax(x, y) with y a 0-d tensor on the CPU (pytorch#143934)", shapes=_and_0d,
+           grad_undefined=PICKS_ONE, out=True, grad=True),
+    binary("fmin_cpu_scalar", lambda x, y, **kw: torch.fmin(x, y.cpu(), **kw), REAL_BOOL,
+           "fmin(x, y) with y a 0-d tensor on the CPU (pytorch#143934)", shapes=_and_0d,
+           grad_undefined=PICKS_ONE, out=True, grad=True),
     binary("maximum", torch.maximum, REAL_BOOL, "max propagating NaN", grad_undefined=PICKS_ONE,
            **variants("maximum", grad=True)),
     binary("minimum", torch.minimum, REAL_BOOL, "min propagating NaN", grad_undefined=PICKS_ONE,

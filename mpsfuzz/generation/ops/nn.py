@@ -1124,7 +1124,7 @@ def _pad_args(mode: str):
         shape = shapes[0]
         rank = len(shape)
         if mode == "constant":
-            m = draw(st.integers(1, rank))
+            m = draw(st.integers(0, rank))  # 0: pad=() (pytorch#161149)
         else:
             m = rank - 1 if rank == 2 else draw(st.sampled_from(sorted({rank - 2, rank - 1} & {1, 2, 3})))
         pads = []

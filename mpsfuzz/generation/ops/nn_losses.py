@@ -477,7 +477,9 @@ register(
     nn_op("nll_loss", _nll, classification_shapes(),
           "NLL of log-probabilities, (N, C[, d...]) or (C,), ignore_index, weight",
           input_dtypes=(None, INDEX, None), input_values=(LOG_PROBS, class_targets(), WEIGHTS),
-          args=_nll_args, grad_inputs=(0,)),
+          args=_nll_args, grad_inputs=(0,),
+          # a weight of another float dtype sometimes (half input, float weight: pytorch#144170)
+          semantics=frozenset({"accumulates", "mixed_dtypes_sometimes"})),
     nn_op("cross_entropy", _cross_entropy, classification_shapes(),
           "cross entropy with class indices, ignore_index, weight, label smoothing",
           input_dtypes=(None, INDEX, None), input_values=(None, class_targets(), WEIGHTS),
