@@ -23,21 +23,21 @@ from . import dtypes as dt
 # draw itself. These keep one strategy per argument tuple: the same strategies, so a
 # seed draws what it drew before.
 @functools.lru_cache(maxsize=4096)
-def ints(low: int, high: int) -> st.SearchStrategy[int]:
+def integers_once(low: int, high: int) -> st.SearchStrategy[int]:
     return st.integers(low, high)
 
 
-def choices(options) -> st.SearchStrategy:
+def sampled_once(options) -> st.SearchStrategy:
     """``st.sampled_from(options)``, made once per distinct ``options``."""
-    return _choices(tuple(options))
+    return _sampled_once(tuple(options))
 
 
 @functools.lru_cache(maxsize=4096)
-def _choices(options: tuple) -> st.SearchStrategy:
+def _sampled_once(options: tuple) -> st.SearchStrategy:
     return st.sampled_from(options)
 
 
-def unique_lists(options, *, min_size: int, max_size: int) -> st.SearchStrategy[list]:
+def unique_lists_once(options, *, min_size: int, max_size: int) -> st.SearchStrategy[list]:
     """``st.lists(st.sampled_from(options), unique=True, ...)``, made once per arguments."""
     return _unique_lists(tuple(options), min_size, max_size)
 
@@ -235,9 +235,9 @@ def register(*specs: OpSpec) -> None:
 def draw_side(draw, budget: ShapeBudget, *, min_side: int = 0) -> int:
     """One side: 0 in one draw of twenty (where allowed), else 1..max_side."""
     low = min_side if budget.allow_empty else max(1, min_side)
-    if draw(ints(0, 19)) == 0 and low == 0:
+    if draw(integers_once(0, 19)) == 0 and low == 0:
         return 0
-    return draw(ints(max(low, 1), max(budget.max_side, max(low, 1))))
+    return draw(integers_once(max(low, 1), max(budget.max_side, max(low, 1))))
 
 
 def draw_rank(draw, budget: ShapeBudget, low: int, high: int) -> int:
@@ -247,9 +247,9 @@ def draw_rank(draw, budget: ShapeBudget, low: int, high: int) -> int:
         return low
     # Ranks above 4 get their own share so >4-D bugs are not rare. The high bucket is
     # the last one so that shrinking (towards 0) prefers low ranks.
-    if high > 4 and draw(ints(0, 9)) == 9:
-        return draw(ints(max(5, low), high))
-    return draw(ints(low, min(high, 4)))
+    if high > 4 and draw(integers_once(0, 9)) == 9:
+        return draw(integers_once(max(5, low), high))
+    return draw(integers_once(low, min(high, 4)))
 
 
 def fit(shape: list[int], budget: ShapeBudget) -> tuple[int, ...]:
@@ -290,9 +290,9 @@ def broadcast_shapes(n_inputs: int = 2, *, min_rank: int = 0, max_rank: int = 8)
             if draw(st.booleans()):
                 out.append(tuple(full))
                 continue
-            own_rank = draw(ints(min(min_rank, rank), rank))
+            own_rank = draw(integers_once(min(min_rank, rank), rank))
             shape = full[rank - own_rank:]
-            shape = [1 if draw(ints(0, 3)) == 0 else s for s in shape]
+            shape = [1 if draw(integers_once(0, 3)) == 0 else s for s in shape]
             out.append(tuple(shape))
         if all(len(s) < rank for s in out):
             out[0] = tuple(full)
@@ -312,7 +312,7 @@ def matrix_shapes(*, square: bool = False, min_batch: int = 0, max_batch: int = 
     """One (batch..., m, n) input; ``square`` forces m == n."""
     def build(draw, budget: ShapeBudget):
         most = max(min_batch, min(max_batch, budget.max_rank - 2))
-        batch = [draw_side(draw, budget) for _ in range(draw(ints(min_batch, most)))]
+        batch = [draw_side(draw, budget) for _ in range(draw(integers_once(min_batch, most)))]
         m = draw_side(draw, budget, min_side=min_side)
         n = m if square else draw_side(draw, budget, min_side=min_side)
         return (fit_keep_last(batch, [m, n], budget),)
@@ -348,14 +348,14 @@ def matmul_shapes(kind: str = "matmul") -> ShapeBuilder:
         if kind == "outer":
             return ((n,), (m,))
         if kind == "solve":
-            batch = [draw_side(draw, budget) for _ in range(draw(ints(0, max(0, min(2, budget.max_rank - 2)))))]
+            batch = [draw_side(draw, budget) for _ in range(draw(integers_once(0, max(0, min(2, budget.max_rank - 2)))))]
             a = fit_keep_last(list(batch), [n, n], budget)
             if draw(st.booleans()):
                 return (a, tuple(batch) + (n, m))
             return (a, tuple(batch) + (n,)) if not batch else (a, tuple(batch) + (n, m))
         # matmul: pick ranks 1..5 for each side
         top = max(1, min(5, budget.max_rank))
-        ra, rb = draw(ints(1, top)), draw(ints(1, top))
+        ra, rb = draw(integers_once(1, top)), draw(integers_once(1, top))
         batch = [draw_side(draw, budget) for _ in range(max(ra, rb) - 2)] if max(ra, rb) > 2 else []
         a = [k] if ra == 1 else batch[len(batch) - (ra - 2):] + [n, k] if ra > 2 else [n, k]
         b = [k] if rb == 1 else batch[len(batch) - (rb - 2):] + [k, m] if rb > 2 else [k, m]
@@ -386,11 +386,11 @@ def dim_arg(*, keepdim: bool = True, allow_none: bool = True, allow_list: bool =
         rank = len(shapes[input_index])
         out: dict[str, Any] = {}
         choices = ["one"] + (["none"] if allow_none else []) + (["list"] if allow_list and rank > 1 else [])
-        how = draw(choices(choices)) if rank else ("none" if allow_none else "zero")
+        how = draw(sampled_once(choices)) if rank else ("none" if allow_none else "zero")
         if how == "one":
-            out[name] = draw(ints(-rank, rank - 1))
+            out[name] = draw(integers_once(-rank, rank - 1))
         elif how == "list":
-            dims = draw(st.lists(ints(0, rank - 1), min_size=1, max_size=rank, unique=True))
+            dims = draw(st.lists(integers_once(0, rank - 1), min_size=1, max_size=rank, unique=True))
             out[name] = tuple(dims)
         elif how == "zero":
             out[name] = 0
@@ -429,11 +429,11 @@ def first_dtype(dtype_names) -> str:
 def broadcastable_to(draw, shape: tuple[int, ...]) -> tuple[int, ...]:
     """A shape that broadcasts to ``shape`` (for addmm's ``input`` and the like): the
     whole shape, a suffix of it, some sides replaced by 1, or 0-d."""
-    how = draw(ints(0, 3))
+    how = draw(integers_once(0, 3))
     if how == 0 or not shape:
         return tuple(shape)
     rank = len(shape)
-    own = draw(ints(0, rank))
+    own = draw(integers_once(0, rank))
     out = list(shape[rank - own:])
     if how >= 2:
         out = [1 if draw(st.booleans()) else s for s in out]

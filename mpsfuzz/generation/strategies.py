@@ -15,7 +15,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from . import dtypes as dt
-from .opspec import GRAD_DTYPES, OpSpec, ShapeBudget, choices, ints, unique_lists
+from .opspec import GRAD_DTYPES, OpSpec, ShapeBudget, integers_once, sampled_once, unique_lists_once
 from .recipes import (MATRIX_DISTRIBUTIONS, NONFINITE_SPECIALS, SPECIAL_NAMES, Alias, Case, Layout,
                       TensorRecipe, ValueRecipe)
 
@@ -137,7 +137,7 @@ def _draw_layout(draw, shape, *, allow_offset=True, allow_gaps=True, allow_permu
                  allow_expand=True, awkward_ratio=AWKWARD_RATIO, keep_last_dims=0) -> Layout:
     rank = len(shape)
     # 20 buckets: the low ones (where shrinking goes) are plain.
-    if draw(ints(0, 19)) < round(20 * (1 - awkward_ratio)):
+    if draw(integers_once(0, 19)) < round(20 * (1 - awkward_ratio)):
         return Layout()
     features = []
     if allow_permutation and rank >= 2:
@@ -150,20 +150,20 @@ def _draw_layout(draw, shape, *, allow_offset=True, allow_gaps=True, allow_permu
         features.append("offset")
     if not features:
         return Layout()
-    chosen = draw(unique_lists(features, min_size=1, max_size=len(features)))
-    offset = draw(ints(1, MAX_OFFSET)) if "offset" in chosen else 0
+    chosen = draw(unique_lists_once(features, min_size=1, max_size=len(features)))
+    offset = draw(integers_once(1, MAX_OFFSET)) if "offset" in chosen else 0
     gaps: tuple[int, ...] = ()
     if "gaps" in chosen:
-        steps = [draw(choices((1,) + GAP_STEPS)) for _ in range(rank)]
+        steps = [draw(sampled_once((1,) + GAP_STEPS)) for _ in range(rank)]
         if all(s == 1 for s in steps):
             # Put the gap on a dim longer than 1 so the view really is gapped.
             longer = [d for d, n in enumerate(shape) if n > 1] or [rank - 1]
-            steps[draw(choices(longer))] = draw(choices(GAP_STEPS))
+            steps[draw(sampled_once(longer))] = draw(sampled_once(GAP_STEPS))
         gaps = tuple(steps)
     permutation: tuple[int, ...] = ()
     if "permutation" in chosen:
         kinds = ["transpose", "random"] + (["channels_last"] if rank in (4, 5) else [])
-        kind = draw(choices(kinds))
+        kind = draw(sampled_once(kinds))
         if kind == "transpose":
             permutation = (*range(rank - 2), rank - 1, rank - 2)
         elif kind == "channels_last":
@@ -176,7 +176,7 @@ def _draw_layout(draw, shape, *, allow_offset=True, allow_gaps=True, allow_permu
         expandable = list(range(rank - keep_last_dims)) if keep_last_dims else list(range(rank))
         candidates = [d for d in expandable if shape[d] != 1] or expandable
     if "expand" in chosen and candidates:
-        expanded = tuple(sorted(draw(unique_lists(candidates, min_size=1, max_size=min(2, len(candidates))))))
+        expanded = tuple(sorted(draw(unique_lists_once(candidates, min_size=1, max_size=min(2, len(candidates))))))
     return Layout(offset=offset, gaps=gaps, permutation=permutation, expanded=expanded)
 
 
@@ -201,10 +201,10 @@ def _distributions_for(dtype_name: str) -> tuple[str, ...]:
 def _draw_values(draw, dtype_name, *, distribution=None, allow_specials=True, allow_nonfinite=True,
                  max_specials=3, low=None, high=None) -> ValueRecipe:
     names = SPECIAL_NAMES if allow_nonfinite else FINITE_SPECIALS
-    dist = draw(choices((distribution,) if distribution else _distributions_for(dtype_name)))
-    seed = draw(ints(0, 2**32 - 1))
+    dist = draw(sampled_once((distribution,) if distribution else _distributions_for(dtype_name)))
+    seed = draw(integers_once(0, 2**32 - 1))
     specials: tuple = ()
-    if allow_specials and max_specials and dtype_name != "bool" and draw(ints(0, 9)) >= 6:
+    if allow_specials and max_specials and dtype_name != "bool" and draw(integers_once(0, 9)) >= 6:
         specials = tuple(draw(_specials(names, max_specials)))
     return ValueRecipe(distribution=dist, seed=seed, specials=specials, low=low, high=high)
 
@@ -232,9 +232,9 @@ def _draw_variant(draw, spec: OpSpec, main_dtype: str, allow_variants: bool, inp
     # (_not_expanded_where_written): its gaps, offset and permutation stay, so in-place
     # calls on awkward views keep their share of cases.
     variants = [v for v in spec.variants() if v != "grad" or main_dtype in GRAD_DTYPES]
-    if not allow_variants or len(variants) == 1 or draw(ints(0, 19)) < FUNCTIONAL_TWENTIETHS:
+    if not allow_variants or len(variants) == 1 or draw(integers_once(0, 19)) < FUNCTIONAL_TWENTIETHS:
         return "functional"
-    return draw(choices(variants[1:]))
+    return draw(sampled_once(variants[1:]))
 
 
 def _value_options(entry, shapes, kwargs, spec: OpSpec) -> dict:
@@ -274,17 +274,17 @@ def _draw_aliasing(draw, spec: OpSpec, inputs: tuple, variant: str, alias_ratio:
     that have two inputs of one dtype); drawn so that Hypothesis shrinks to none, to one
     aliased input, to its nearest earlier input of the dtype, and to ``adjacent``."""
     candidates = [j for j in range(1, len(inputs)) if any(inputs[k].dtype == inputs[j].dtype for k in range(j))]
-    if not candidates or draw(ints(0, 19)) < round(20 * (1 - alias_ratio)):
+    if not candidates or draw(integers_once(0, 19)) < round(20 * (1 - alias_ratio)):
         return inputs
     written = _written_inputs(spec, variant)
     out = list(inputs)
-    chosen = draw(unique_lists(candidates, min_size=1, max_size=min(MAX_ALIASED, len(candidates))))
+    chosen = draw(unique_lists_once(candidates, min_size=1, max_size=min(MAX_ALIASED, len(candidates))))
     for j in sorted(chosen):
         earlier = [k for k in reversed(range(j)) if inputs[k].dtype == inputs[j].dtype]
-        k = earlier[0] if len(earlier) == 1 or draw(ints(0, 3)) < 3 else draw(choices(earlier[1:]))
+        k = earlier[0] if len(earlier) == 1 or draw(integers_once(0, 3)) < 3 else draw(sampled_once(earlier[1:]))
         overlap_ok = j not in written and k not in written and _may_overlap(inputs[k], inputs[j])
-        how = draw(choices(("adjacent", "overlap"))) if overlap_ok else "adjacent"
-        at = draw(ints(0, MAX_OVERLAP_AT)) if how == "overlap" else 0
+        how = draw(sampled_once(("adjacent", "overlap"))) if overlap_ok else "adjacent"
+        at = draw(integers_once(0, MAX_OVERLAP_AT)) if how == "overlap" else 0
         out[j] = replace(out[j], alias=Alias(of=k, how=how, at=at))
     return tuple(out)
 
@@ -292,17 +292,17 @@ def _draw_aliasing(draw, spec: OpSpec, inputs: tuple, variant: str, alias_ratio:
 def _draw_case(draw, spec: OpSpec, budget: ShapeBudget, *, awkward_ratio, mixed_dtype_ratio,
                allow_variants=True, alias_ratio=ALIAS_RATIO) -> Case:
     shapes = spec.shapes(draw, budget)
-    main = draw(choices(spec.dtypes))
+    main = draw(sampled_once(spec.dtypes))
     n = len(shapes)
     per_input = list(spec.input_dtypes) or [None] * n
     values = list(spec.input_values) or [None] * n
     names = []
     for i in range(n):
         allowed = per_input[i] if i < len(per_input) else None
-        name = draw(choices(allowed)) if allowed else main
+        name = draw(sampled_once(allowed)) if allowed else main
         if (i > 0 and allowed is None and "mixed_dtypes_sometimes" in spec.semantics
-                and draw(ints(0, 99)) >= round(100 * (1 - mixed_dtype_ratio))):
-            name = draw(choices(spec.dtypes))
+                and draw(integers_once(0, 99)) >= round(100 * (1 - mixed_dtype_ratio))):
+            name = draw(sampled_once(spec.dtypes))
         names.append(name)
     # Arguments come before values: an input's values may depend on them (indices
     # into the dim that ``dim`` names).
