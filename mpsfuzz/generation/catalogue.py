@@ -13,13 +13,15 @@ import hashlib
 from .opspec import REGISTRY, OpSpec
 
 _LOADED = False
+LARGE_FAMILY = "large"
 
 
 def _load() -> None:
     global _LOADED
     if not _LOADED:
         _LOADED = True
-        from .ops import elementwise, fft, indexing, linalg, nn, nn_losses, random, reduction  # (they register)
+        from .ops import (elementwise, fft, indexing, large, linalg, nn, nn_losses, random,  # (they register)
+                          reduction)
 
 
 def all_ops() -> dict[str, OpSpec]:
@@ -58,7 +60,9 @@ def select(selection: str) -> list[str]:
         if not item:
             continue
         if item == "all":
-            names = sorted(ops)
+            # Every family but the large sizes (seconds a case, on a device with the
+            # memory): `run --large` or `--ops large` asks for those.
+            names = sorted(n for n, spec in ops.items() if spec.family != LARGE_FAMILY)
         elif item in fams:
             names = fams[item]
         elif item in ops:

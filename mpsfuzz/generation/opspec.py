@@ -101,7 +101,12 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 #                           canonical form): where float64 leaves any element of it
 #                           undetermined (a rank-deficient input), none gets a verdict
 SEMANTICS = ("mixed_dtypes_sometimes", "ties_unspecified", "undefined-values", "random", "order-dependent",
-             "accumulates", "structure-unknown", "determined-as-a-whole")
+             "accumulates", "structure-unknown", "determined-as-a-whole", "large")
+
+# The ``large`` family's inputs of more elements than this are drawn as stride-0 views
+# of one element (constant tensors of billions of elements that take a few bytes);
+# smaller ones are real allocations (a batch of 65,536 rows of a few elements).
+LARGE_REAL_NUMEL = 1 << 20
 
 # How an op can be called besides ``fn(*tensors, **kwargs)``; a Case names one of these.
 # ``out-alias`` passes input 0 itself as ``out=`` (where the result has its shape and

@@ -19,6 +19,7 @@ memory overlaps), transfers the whole storage, and views each input into it on t
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -167,6 +168,30 @@ class Alias:
         return f"overlapping input {self.of}" + (f" from element {self.at}" if self.at else "")
 
 
+class InputTooLarge(ValueError):
+    """A recipe whose storage would take more than ``max_bytes()`` to build (a triage
+    edit that makes a stride-0 view of billions of elements dense, say): not a case."""
+
+
+def max_bytes() -> int:
+    """The most one input's storage may take (``--max-bytes``, via MPSFUZZ_MAX_BYTES in
+    every process; default 1 GiB): the host builds every storage before moving it."""
+    try:
+        return int(os.environ.get("MPSFUZZ_MAX_BYTES", "")) or DEFAULT_MAX_BYTES
+    except ValueError:
+        return DEFAULT_MAX_BYTES
+
+
+DEFAULT_MAX_BYTES = 1 << 30
+
+
+def check_materialisable(numel: int, dtype_name: str) -> None:
+    size = numel * dt.to_torch(dtype_name).itemsize
+    if size > max_bytes():
+        raise InputTooLarge(f"a storage of {numel} {dtype_name} elements ({size} bytes) is over "
+                            f"max_bytes={max_bytes()}")
+
+
 # One case materialises its inputs up to six times (the DUT's call, its functional form
 # and contiguous copies, the CPU reference, the variants oracle's "before", the leak
 # check's repeats), and drawing seeded values costs more than running a small op: the
@@ -281,6 +306,7 @@ class TensorRecipe:
         _BASES: never hand it out, copy it."""
         cached = _BASES.pop(self, None)
         if cached is None:
+            check_materialisable(self.base_numel, self.dtype)
             cached = self.filled_base(self.base_numel)
             self._view_of(cached).copy_(self.cpu_values())
             if cached.numel() * cached.element_size() > _BASE_MAX_BYTES:
@@ -507,6 +533,8 @@ class Case:
         """Each storage filled on the CPU, and the plan: every input's values written into
         its view in input order (a later input wins where memory overlaps)."""
         plan, sizes = self.storage_plan(), self.storage_sizes()
+        for s, n in sizes.items():
+            check_materialisable(n, self.inputs[s].dtype)
         storages = {s: self.inputs[s].filled_base(n) for s, n in sizes.items()}
         for r, (storage, start) in zip(self.inputs, plan):
             r._view_of(storages[storage][start:start + r.base_numel]).copy_(r.cpu_values())

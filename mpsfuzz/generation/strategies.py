@@ -15,7 +15,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from . import dtypes as dt
-from .opspec import GRAD_DTYPES, OpSpec, ShapeBudget, integers_once, sampled_once, unique_lists_once
+from .opspec import GRAD_DTYPES, LARGE_REAL_NUMEL, OpSpec, ShapeBudget, integers_once, sampled_once, unique_lists_once
 from .recipes import (MATRIX_DISTRIBUTIONS, NONFINITE_SPECIALS, SPECIAL_NAMES, Alias, Case, Layout,
                       TensorRecipe, ValueRecipe)
 
@@ -289,6 +289,14 @@ def _draw_aliasing(draw, spec: OpSpec, inputs: tuple, variant: str, alias_ratio:
     return tuple(out)
 
 
+def _constant_if_large(recipe: TensorRecipe) -> TensorRecipe:
+    """An input of the large family past LARGE_REAL_NUMEL elements: a stride-0 view of
+    one element (its one value drawn as usual, specials included)."""
+    if recipe.numel <= LARGE_REAL_NUMEL:
+        return recipe
+    return replace(recipe, layout=Layout(expanded=tuple(d for d, n in enumerate(recipe.shape) if n != 1)))
+
+
 def _draw_case(draw, spec: OpSpec, budget: ShapeBudget, *, awkward_ratio, mixed_dtype_ratio,
                allow_variants=True, alias_ratio=ALIAS_RATIO) -> Case:
     shapes = spec.shapes(draw, budget)
@@ -311,6 +319,8 @@ def _draw_case(draw, spec: OpSpec, budget: ShapeBudget, *, awkward_ratio, mixed_
         _draw_tensor(draw, shapes[i], names[i], awkward_ratio=awkward_ratio,
                      **_value_options(values[i] if i < len(values) else None, shapes, kwargs, spec))
         for i in range(n))
+    if "large" in spec.semantics:
+        inputs = tuple(_constant_if_large(r) for r in inputs)
     variant = _draw_variant(draw, spec, main, allow_variants, inputs)
     inputs = _not_expanded_where_written(inputs, _written_inputs(spec, variant))
     inputs = _draw_aliasing(draw, spec, inputs, variant, alias_ratio)

@@ -14,6 +14,7 @@ from ..execution.error_kinds import is_device_fault
 from ..execution.executor import as_raised, observe, unsupported_here
 from ..execution.observation import Observation, Raised
 from ..generation import catalogue
+from ..generation.recipes import InputTooLarge
 from . import all_oracles
 from .errors import device_fault_failure
 
@@ -27,6 +28,10 @@ def judge_case(case, target, oracle_names) -> dict:
     torch cannot judge the case: ``unsupported here``, not a harness failure."""
     try:
         return _judge(case, target, oracle_names)
+    except InputTooLarge:
+        # A storage past --max-bytes (a triage edit that made a stride-0 view dense): no case.
+        return {"valid": False, "unsupported": False, "unsupported_message": "", "ref_widened": False,
+                "failures": []}
     except Exception as exc:
         if is_device_fault(str(exc)):
             # A kernel of this case faulted asynchronously and the error surfaced in a

@@ -625,6 +625,15 @@ def _many_fft_dims(func, args, kwargs) -> bool:
     return len(_arg(func, args, kwargs, 1)) > 3
 
 
+def _numel_past_int32(func, args, kwargs) -> bool:
+    return _input(func, args, kwargs).numel() >= 2**31
+
+
+def _dim_65536_under_int32(func, args, kwargs) -> bool:
+    x = _input(func, args, kwargs)
+    return x.numel() < 2**31 and any(n >= 65536 for n in x.shape)
+
+
 def _index_out_of_range(func, args, kwargs) -> bool:
     # index_select(self, dim, index)
     x, dim, index = (_arg(func, args, kwargs, i) for i in range(3))
@@ -956,6 +965,15 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::where.self",), _where_operand_inf, "corrupt"),
     Fault("var_5d", "like pytorch#147667: var wrong for inputs of 5 or more dims",
           ("aten::var",), _dim_above(4), "corrupt"),
+    # Large sizes (the large family: stride-0 views of billions of elements, batches of
+    # 65,536+ rows): a kernel indexing with 32 bits, a grid past Metal's 65,535
+    # threadgroups per dim.
+    Fault("sum_past_int32", "like the 32-bit indexing bugs of MPS reductions (pytorch#148975, #158824): "
+          "sum wrong for inputs of 2^31 or more elements",
+          ("aten::sum",), _numel_past_int32, "corrupt"),
+    Fault("sum_dim_65536", "like pytorch#149004 (min/max over large dims): sum wrong "
+          "when a dim has 65,536 or more elements (below 2^31 in all)",
+          ("aten::sum",), _dim_65536_under_int32, "corrupt"),
     Fault("cumsum_leak", "like pytorch#145503: cumsum leaks memory on every call",
           ("aten::cumsum",), _always, "leak"),
     # nn, losses, attention, backward, indexing, out=, in-place and RNG bugs

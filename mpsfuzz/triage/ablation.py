@@ -34,6 +34,7 @@ A condition is a short stable string:
 """
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field, replace
 
@@ -110,6 +111,10 @@ def holds(condition: str, case: Case) -> bool:
         return any(r.numel == 0 for r in inputs)
     if condition.startswith("rank>="):
         return max((r.rank for r in inputs), default=0) >= int(condition[len("rank>="):])
+    if condition.startswith("numel>="):
+        return max((r.numel for r in inputs), default=0) >= int(condition[len("numel>="):])
+    if condition.startswith("side>="):
+        return max((n for r in inputs for n in r.shape), default=0) >= int(condition[len("side>="):])
     if kind == "0-d":
         i = int(arg)
         return i < len(inputs) and inputs[i].rank == 0
@@ -213,9 +218,18 @@ def _ablations(case: Case, names: list[str]):
         yield "empty", "non-empty inputs", edits.with_inputs(case, grown)
     top = max((r.rank for r in inputs), default=0)
     fewer = [edits.drop_dim(r, 0) if r.rank == top else r for r in inputs]
+    large = any(r.numel >= LARGE_NUMEL or max(r.shape, default=0) >= LARGE_SIDE for r in inputs)
+    if large:
+        # The size first: a dim fewer would also take billions of elements away.
+        halved = [_below_numel(r) for r in inputs]
+        if halved != list(inputs):
+            yield f"numel>={LARGE_NUMEL}", f"fewer than 2^31 elements", edits.with_inputs(case, halved)
+        capped = [replace(r, shape=tuple(min(n, LARGE_SIDE - 1) for n in r.shape)) for r in inputs]
+        if capped != list(inputs):
+            yield f"side>={LARGE_SIDE}", "every dim shorter than 65,536", edits.with_inputs(case, capped)
     # One dim fewer, unless that also takes a layout feature away (a transpose needs
     # two dims): then the layout, not the rank, is what the failure needs.
-    if top >= 2 and all(a.layout.kinds() == b.layout.kinds() for a, b in zip(inputs, fewer)):
+    elif top >= 2 and all(a.layout.kinds() == b.layout.kinds() for a, b in zip(inputs, fewer)):
         yield f"rank>={top}", f"{top - 1} dims instead of {top}", edits.with_inputs(case, fewer)
     for i, r in enumerate(inputs):
         if r.rank == 0 and top > 0 or (r.rank == 0 and i == main_input(case)):
@@ -237,6 +251,21 @@ def _ablations(case: Case, names: list[str]):
         yield f"kwarg:{name}", f"no `{name}` argument", edits.drop_kwarg(case, name)
     if case.variant != "functional":
         yield f"variant:{case.variant}", "the functional form", replace(case, variant="functional")
+
+
+# Size conditions (the large family): 2^31 elements (32-bit indexing) and a dim of
+# 65,536 (Metal's threadgroups per grid dim).
+LARGE_NUMEL = 2**31
+LARGE_SIDE = 65536
+
+
+def _below_numel(recipe, limit: int = LARGE_NUMEL):
+    """The recipe with its longest dims halved until it has fewer than ``limit`` elements."""
+    shape = list(recipe.shape)
+    while math.prod(shape) >= limit:
+        d = max(range(len(shape)), key=lambda i: shape[i])
+        shape[d] = max(1, shape[d] // 2)
+    return recipe if tuple(shape) == recipe.shape else replace(recipe, shape=tuple(shape))
 
 
 def _holding_negatives(case: Case, tries: int = 32) -> Case:
@@ -313,6 +342,11 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
         return "an input is empty"
     if condition.startswith("rank>="):
         return f"inputs have {condition[len('rank>='):]} or more dims"
+    if condition.startswith("numel>="):
+        most = max(r.numel for r in case.inputs)
+        return f"an input has {_power_of_two(int(condition[len('numel>='):]))} or more elements ({most:,} here)"
+    if condition.startswith("side>="):
+        return f"a dim is {int(condition[len('side>='):]):,} or longer ({max(n for r in case.inputs for n in r.shape):,} here)"
     if kind == "0-d":
         return f"`{names[int(arg)]}` is 0-d"
     if kind == "dtypes":
@@ -340,6 +374,10 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
         how = "adjacent" if alias.how == "adjacent" else "overlapping"
         return f"`{names[j]}` and `{names[alias.of]}` are views of one storage ({how})"
     return condition
+
+
+def _power_of_two(n: int) -> str:
+    return f"2^{n.bit_length() - 1}" if n > 0 and n & (n - 1) == 0 else f"{n:,}"
 
 
 _VARIANT_WORDS = {"method": "called as a method", "inplace": "called in place",

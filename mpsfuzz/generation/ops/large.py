@@ -1,0 +1,170 @@
+"""Large sizes: reductions over inputs past 2^31 and 2^32 elements, and over dims of
+65,536 or more (issue 14, point 1).
+
+The bugs of this class (a kernel indexing with 32 bits, a grid past Metal's 65,535
+threadgroups per dim, a reduction that splits its input wrongly) show only at sizes the
+other families never draw. Memory stays small on both sides:
+
+- An input past ``REAL_NUMEL`` elements is a stride-0 view of *one* element: a constant
+  tensor of billions of elements that takes a few bytes. These ops reduce, so their
+  output stays small too.
+- Smaller inputs (a batch of 65,536 rows of a few elements) are real allocations of at
+  most ``REAL_NUMEL`` elements, in any layout the strategies draw.
+- The CPU reference is never the op on billions of elements (seconds to minutes on
+  CPU): for a constant input it is the analytic value (a sum is n·c, a maximum c, an
+  argmax 0), its shape and dtype from the op on the meta device; smaller inputs run on
+  CPU as usual.
+
+The family is off by default: ``--ops all`` leaves it out, ``--large`` adds it
+(``mpsfuzz run --ops large`` also selects it). Sizes are drawn near the boundaries
+(2^31 - 1, 2^31, 2^31 + 1, 2^32 ± 1, sides 65,535 / 65,536 / 65,537), smallest first so
+that shrinking keeps the smallest size that still fails.
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..opspec import LARGE_REAL_NUMEL as REAL_NUMEL
+from ..opspec import OpSpec, gather_at_indices, integers_once, register, sampled_once
+
+FAMILY = "large"
+
+# Boundary sizes, smallest first (shrinking goes there).
+_FLAT = (2**31 + 1, 2**31, 2**31 - 1, 2**32 + 1, 2**32, 2**32 - 1)
+_SIDES = (65537, 65536, 65535, 32769, 32768, 131073)
+_SMALL = (3, 1, 2, 4, 7)
+
+
+def large_shapes(draw, budget) -> tuple:
+    """One input: flat past 2^31/2^32, two sides near 65,536 whose product passes 2^31
+    or 2^32, or a batch of 65,536+ rows of a few elements (a real allocation)."""
+    kind = draw(integers_once(0, 3))
+    if kind == 0:
+        return ((draw(sampled_once(_FLAT)),),)
+    if kind == 1:
+        a, b = draw(sampled_once(_SIDES)), draw(sampled_once(_SIDES))
+        return ((a, b),)
+    if kind == 2:   # three dims, the batch first: (65,536+, 65,536+, small)
+        return ((draw(sampled_once(_SIDES)), draw(sampled_once(_SIDES)), draw(sampled_once(_SMALL))),)
+    return ((draw(sampled_once(_SIDES)), draw(sampled_once(_SMALL))),)   # a real batch
+
+
+def _reduce_args(with_keepdim: bool = True):
+    def build(draw, shapes, dtypes):
+        rank = len(shapes[0])
+        out = {}
+        if draw(integers_once(0, 2)) > 0:   # a third reduce everything
+            out["dim"] = draw(integers_once(-rank, rank - 1))
+            if with_keepdim and draw(integers_once(0, 1)):
+                out["keepdim"] = True
+        return out
+    return build
+
+
+def is_constant(t: torch.Tensor) -> bool:
+    """A stride-0 view of one element: every dim longer than 1 has stride 0."""
+    return t.numel() > 0 and all(s == 0 for n, s in zip(t.shape, t.stride()) if n > 1)
+
+
+def reduced_count(t: torch.Tensor, kwargs: dict) -> int:
+    """How many elements each output element reduces."""
+    dim = kwargs.get("dim")
+    if dim is None:
+        return t.numel()
+    return t.shape[dim]
+
+
+def constant_reference(fn, value_of):
+    """A reference for ``fn`` that needs no full-size computation where its input is
+    constant: ``value_of(c, n)`` (c the input's one value, n the elements each output
+    element reduces) filled into the shape and dtype ``fn`` has on the meta device.
+    Other inputs (real allocations, at most REAL_NUMEL elements) run on CPU."""
+    def reference(*inputs, **kwargs):
+        x = inputs[0]
+        if not is_constant(x):
+            return fn(*inputs, **kwargs)
+        meta = fn(*[torch.empty(t.shape, dtype=t.dtype, device="meta") for t in inputs], **kwargs)
+        c = x[(0,) * x.dim()].item()
+        return torch.full(meta.shape, value_of(c, reduced_count(x, kwargs)), dtype=meta.dtype)
+    return reference
+
+
+def _reduced_size(x: torch.Tensor, idx: torch.Tensor) -> int:
+    """The size of the dim an index output ``idx`` indexes into (all of ``x`` for a 0-d
+    index of a full reduction)."""
+    if idx.dim() == 0:
+        return x.numel()
+    xs, shape = tuple(x.shape), tuple(idx.shape)
+    sizes = [xs[d] for d in range(len(xs)) if shape in (xs[:d] + xs[d + 1:], xs[:d] + (1,) + xs[d + 1:])]
+    return max(sizes) if sizes else x.numel()
+
+
+def _index_canonical(reducer: str):
+    """argmax/argmin compared through the values their indices point at (ties: any
+    index of an equal element is right, as in the reduction family); for a constant
+    input of billions of elements without gathering from it (a dense copy): every
+    index in range points at its one value."""
+    general = gather_at_indices(values_at=None, indices_at=None, reducer=reducer)
+
+    def canonicalise(inputs, outputs):
+        x, idx = inputs[0], outputs
+        if not is_constant(x):
+            return general(inputs, outputs)
+        in_range = (idx >= 0) & (idx < _reduced_size(x, idx))
+        value = x[(0,) * x.dim()]
+        return (torch.where(in_range, value, torch.zeros((), dtype=x.dtype, device=x.device)), in_range)
+    return canonicalise
+
+
+def _truth(c) -> bool:
+    return c != 0 or (isinstance(c, float) and math.isnan(c))
+
+
+def _sum(c, n):
+    if isinstance(c, bool):
+        return int(c) * n
+    return c * n
+
+
+def large(name: str, fn, value_of, dtypes, doc: str, *, args=None, **kw) -> OpSpec:
+    kw.setdefault("semantics", frozenset({"large"}))
+    # Billions of terms: a sum's rounding grows with log2(n) roundoffs; the bugs this
+    # family looks for are off by factors (half the input summed) or garbage.
+    kw.setdefault("rtol_scale", 64)
+    return OpSpec(name=name, family=FAMILY, fn=fn, shapes=large_shapes, dtypes=dtypes, doc=doc,
+                  args=args or _reduce_args(), reference_fn=constant_reference(fn, value_of),
+                  min_rank=1, **kw)
+
+
+FLOAT = ("float32", "float16", "bfloat16")
+REAL = FLOAT + ("int32", "int64", "int8", "uint8")
+ANY = REAL + ("bool",)
+
+register(
+    large("sum_large", lambda x, **kw: torch.sum(x, **kw), _sum, ANY,
+          "sum of an input past 2^31/2^32 elements or over a dim of 65,536+"),
+    large("mean_large", lambda x, **kw: torch.mean(x, **kw), lambda c, n: c, FLOAT,
+          "mean of an input past 2^31/2^32 elements"),
+    large("amax_large", lambda x, **kw: torch.amax(x, **kw), lambda c, n: c, REAL,
+          "amax of an input past 2^31/2^32 elements"),
+    large("amin_large", lambda x, **kw: torch.amin(x, **kw), lambda c, n: c, REAL,
+          "amin of an input past 2^31/2^32 elements"),
+    large("any_large", lambda x, **kw: torch.any(x, **kw), lambda c, n: _truth(c), ANY,
+          "any of an input past 2^31/2^32 elements"),
+    large("all_large", lambda x, **kw: torch.all(x, **kw), lambda c, n: _truth(c), ANY,
+          "all of an input past 2^31/2^32 elements"),
+    large("argmax_large", lambda x, **kw: torch.argmax(x, **kw), lambda c, n: 0, REAL,
+          "argmax of an input past 2^31/2^32 elements (ties: any index of the max)",
+          canonicalise=_index_canonical("amax"), semantics=frozenset({"large", "ties_unspecified"})),
+    large("argmin_large", lambda x, **kw: torch.argmin(x, **kw), lambda c, n: 0, REAL,
+          "argmin of an input past 2^31/2^32 elements (ties: any index of the min)",
+          canonicalise=_index_canonical("amin"), semantics=frozenset({"large", "ties_unspecified"})),
+    large("count_nonzero_large", lambda x, **kw: torch.count_nonzero(x, **kw),
+          lambda c, n: n if _truth(c) else 0, ANY,
+          "count_nonzero of an input past 2^31/2^32 elements", args=_reduce_args(with_keepdim=False)),
+    large("vector_norm_large", lambda x, **kw: torch.linalg.vector_norm(x, **kw),
+          lambda c, n: math.sqrt(n) * abs(c), FLOAT,
+          "2-norm of an input past 2^31/2^32 elements"),
+)

@@ -1,0 +1,108 @@
+"""Large sizes (issue 14, point 1): inputs past 2^31 and 2^32 elements as stride-0 views
+of one element, dims of 65,536 and more, an analytic CPU reference, bounded host memory,
+and size conditions that triage names."""
+from __future__ import annotations
+
+import math
+import resource
+
+import pytest
+import torch
+
+from mpsfuzz.execution.targets import load_target
+from mpsfuzz.generation import catalogue
+from mpsfuzz.generation.recipes import Case, InputTooLarge, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.generation.strategies import example_cases
+from mpsfuzz.oracles.judge import judge_case
+
+from test_fault_campaigns import FAULT_TARGET, findings_in, mpsfuzz
+
+LARGE_OPS = catalogue.families()["large"]
+
+
+def test_large_is_off_unless_asked_for():
+    assert not set(LARGE_OPS) & set(catalogue.select("all"))
+    assert catalogue.select("large") == LARGE_OPS
+    assert "sum_large" in catalogue.select("linalg,sum_large")
+
+
+@pytest.mark.parametrize("op", ["sum_large", "argmax_large"])
+def test_draws_reach_past_2_31_and_2_32_elements_and_65536_long_dims_in_a_few_bytes(op):
+    drawn = example_cases(catalogue.get(op), 200, seed=2)
+    numels = [c.inputs[0].numel for c in drawn]
+    assert any(2**31 <= n < 2**32 for n in numels) and any(n >= 2**32 for n in numels)
+    assert any(max(c.inputs[0].shape) >= 65536 and c.inputs[0].numel < 2**31 for c in drawn)
+    for case in drawn:
+        recipe = case.inputs[0]
+        # every input past a million elements is one element in memory
+        assert recipe.numel <= 1 << 20 or recipe.base_numel == 1, recipe.describe()
+
+
+def _constant(shape, dtype, value) -> list:
+    base = torch.tensor(value, dtype=getattr(torch, dtype)).reshape((1,) * len(shape))
+    return [base.expand(*shape)]
+
+
+CONSTANTS = [("float32", 0.75), ("float32", -0.0), ("float32", math.nan), ("float16", -2.5),
+             ("int32", -3), ("uint8", 5), ("bool", True), ("bool", False)]
+
+
+REFERENCE_CASES = [(op, dtype, value, kwargs) for op in LARGE_OPS for dtype, value in CONSTANTS
+                   for kwargs in ({}, {"dim": 1}, {"dim": -1, "keepdim": True})
+                   if dtype in catalogue.get(op).dtypes and not ("keepdim" in kwargs and op == "count_nonzero_large")]
+
+
+@pytest.mark.parametrize("op,dtype,value,kwargs", REFERENCE_CASES)
+def test_the_analytic_reference_is_what_cpu_computes(op, dtype, value, kwargs):
+    """On small constant tensors both can be computed: the formula is the op."""
+    spec = catalogue.get(op)
+    inputs = _constant((3, 5, 4), dtype, value)
+    expected = spec.fn(*inputs, **kwargs)
+    got = spec.reference_fn(*inputs, **kwargs)
+    assert got.dtype == expected.dtype and got.shape == expected.shape
+    torch.testing.assert_close(got, expected, equal_nan=True, rtol=1e-3, atol=1e-3)
+
+
+def test_a_dense_input_past_max_bytes_is_no_case_and_allocates_nothing(monkeypatch):
+    """A triage edit that made a stride-0 view of 2^31 elements dense would take 8 GiB:
+    the storage is never built, the case is not valid."""
+    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(1 << 28))
+    dense = TensorRecipe((2**31 + 1,), "float32", Layout(), ValueRecipe())
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(InputTooLarge, match="max_bytes=268435456"):
+        dense.materialize("cpu")
+    result = judge_case(Case("sum_large", (dense,)), load_target(FAULT_TARGET), ("values",))
+    assert result["valid"] is False and not result["failures"]
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000   # KiB: nothing built
+    stride0 = TensorRecipe((2**31 + 1,), "float32", Layout(expanded=(0,)), ValueRecipe())
+    assert stride0.materialize("cpu").shape == (2**31 + 1,)
+
+
+def _run_large(fault: str, tmp_path, cases: int):
+    corpus = tmp_path / "corpus"
+    run = mpsfuzz("run", "--ops", "sum_large", "--target", FAULT_TARGET, "--max-cases", str(cases), "--seed", "1",
+                  "--corpus", str(corpus), "--timeout", "60", "--minimise-budget", "60", "--max-findings", "1",
+                  "--no-progress", faults=fault, cwd=tmp_path)
+    children_rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    return run, findings_in(corpus), children_rss_kib
+
+
+def test_a_fault_on_dims_of_65536_is_found_and_the_size_named(tmp_path):
+    run, found, rss_kib = _run_large("sum_dim_65536", tmp_path, 60)
+    assert run.returncode == 1, run.stdout + run.stderr
+    (finding,) = found
+    assert "side>=65536" in finding["conditions"], finding["explanation"]
+    assert "a dim is 65,536 or longer" in finding["explanation"]
+    assert max(finding["case"]["inputs"][0]["shape"]) >= 65536
+    # bounded host memory: no process held more than 2 GiB (a dense 2^31 float input is 8 GiB)
+    assert rss_kib < 2 * 1024 * 1024, rss_kib
+
+
+@pytest.mark.slow
+def test_a_fault_past_2_31_elements_is_found_and_the_size_named(tmp_path):
+    run, found, rss_kib = _run_large("sum_past_int32", tmp_path, 80)
+    assert run.returncode == 1, run.stdout + run.stderr
+    (finding,) = found
+    assert "numel>=2147483648" in finding["conditions"], finding["explanation"]
+    assert "an input has 2^31 or more elements" in finding["explanation"]
+    assert rss_kib < 2 * 1024 * 1024, rss_kib
