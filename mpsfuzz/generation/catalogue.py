@@ -20,6 +20,12 @@ def _load() -> None:
     if not _LOADED:
         _LOADED = True
         from .ops import elementwise, fft, indexing, linalg, nn, nn_losses, random, reduction  # (they register)
+    # Users' kernel files named in MPSFUZZ_KERNELS (``run --kernels``), in whatever
+    # process looks an op up: workers, drafters and repro checks are started elsewhere.
+    # Read on every call (a dict look-up): a forkserver may have loaded the catalogue
+    # before the variable was set.
+    from . import kernels
+    kernels.load_from_env()
 
 
 def all_ops() -> dict[str, OpSpec]:
