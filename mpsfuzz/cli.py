@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import re
 import sys
 import traceback
@@ -89,9 +90,13 @@ REPORT_FORMATS = ("terminal", "markdown", "html", "json", "issue")
 
 def _campaign_arguments(p, *, budget_help: str) -> None:
     """The options of `run` and `daemon`: what to fuzz, where, and how."""
-    p.add_argument("--ops", default="all", help="family, op name, comma list of these, or 'all' (default)")
+    p.add_argument("--ops", default=None, help="family, op name, comma list of these, or 'all' (default; with "
+                     "--kernels: the files' kernels)")
+    p.add_argument("--kernels", action="append", default=[], metavar="FILE",
+                   help="a Python file of @mpsfuzz.kernel declarations (your own kernels and their references); "
+                        "repeatable; without --ops, only its kernels are fuzzed")
     p.add_argument("--target", default=None, help="built-in target (mps, mps-compiled, cuda, cuda-compiled, "
-                     "cpu-compiled) or package.module:attr; default: the best available")
+                     "cpu-compiled, cpu) or package.module:attr; default: the best available")
     p.add_argument("--budget", default=None, help=budget_help)
     p.add_argument("--shard", type=_shard, default=None, metavar="K/N",
                      help="run only the K-th of N parts of the selected ops (split by a stable hash of each "
@@ -533,6 +538,45 @@ def _describe_target(name: str, device: str, chosen_automatically: bool, shard: 
     return line
 
 
+def _load_kernel_files(paths) -> list[str]:
+    """``--kernels FILE...``: import each file (its kernels register) and name them all in
+    MPSFUZZ_KERNELS, which every process the campaign starts (workers, drafters, repro
+    checks) inherits and the catalogue reads. The files' kernels, in order."""
+    from .generation import kernels
+    names: list[str] = []
+    for path in paths:
+        try:
+            names += [n for n in kernels.load_file(path) if n not in names]
+        except kernels.KernelFileError as exc:
+            raise UsageError(str(exc)) from None
+    if paths:
+        known = [p for p in os.environ.get(kernels.ENV, "").split(os.pathsep) if p]
+        wanted = known + [os.path.realpath(p) for p in paths if os.path.realpath(p) not in known]
+        os.environ[kernels.ENV] = os.pathsep.join(wanted)
+    return names
+
+
+def _check_kernel_contracts(ops, target, console) -> None:
+    """Users' kernels that require contiguous inputs: one call each with a non-contiguous
+    one, to say whether they reject it (a note per kernel; not a finding: the contract
+    allows anything there)."""
+    from .execution.kernel_checks import SILENTLY_WRONG, check_contiguity
+    from .generation import catalogue
+    for name in ops:
+        spec = catalogue.get(name)
+        if not spec.contiguous_inputs:
+            continue
+        try:
+            checks = check_contiguity(spec, target)
+        except Exception as exc:  # the check is best effort: the campaign still runs
+            console.print(f"  note: kernel `{name}`: contiguity check failed: {type(exc).__name__}: {exc}",
+                          highlight=False, markup=False)
+            continue
+        for check in checks:
+            style = "yellow" if check.outcome == SILENTLY_WRONG else None
+            console.print(f"  note: {check.line()}", style=style, highlight=False, markup=False)
+
+
 def _campaign_setup(args, console, *, default_budget: str | None):
     """What `run` and `daemon` share: the ops (shard), the target (loaded here first,
     for a one-line error), the oracles, a writable corpus. (config, target)."""
@@ -546,8 +590,9 @@ def _campaign_setup(args, console, *, default_budget: str | None):
         None if args.max_cases is not None or default_budget is None else parse_duration(default_budget))
     if budget is not None and budget <= 0:
         raise UsageError(f"--budget={args.budget}: must be more than 0 seconds")
+    kernel_ops = _load_kernel_files(args.kernels)
     try:
-        ops = catalogue.select(args.ops)
+        ops = catalogue.select(args.ops or "all") if args.ops or not kernel_ops else kernel_ops
     except catalogue.UnknownOpError as exc:
         raise UsageError(str(exc)) from None
     selected = len(ops)
@@ -569,6 +614,7 @@ def _campaign_setup(args, console, *, default_budget: str | None):
     shard = "" if args.shard is None else f", shard {args.shard[0]}/{args.shard[1]}: {len(ops)} of {selected} ops"
     console.print(_describe_target(target.name, str(target.device), automatic and spec in BUILTIN, shard),
                   highlight=False)
+    _check_kernel_contracts(ops, target, console)
     corpus_dir = Path(args.corpus)
     Corpus(corpus_dir).check_writable()   # CorpusWriteError: exit 2 before any case runs
     _, problems = Corpus(corpus_dir).load()

@@ -296,7 +296,9 @@ def _cast_back_by_name(out, widen: set):
 def run_reference(case: Case, spec, kwargs) -> tuple[SideResult, bool]:
     """CPU eager result in the case's variant; where CPU has no kernel for the dtype,
     recompute in the next wider dtype and cast back (returns widened=True so the oracle
-    can say so)."""
+    can say so). A user's kernel is judged against its declared reference, not itself
+    (``OpSpec.as_reference``)."""
+    spec = spec.as_reference()
     first = run_side(spec, case, kwargs, "cpu")
     widen = {r.dtype for r in case.inputs if r.dtype in dt.WIDER}
     if not (isinstance(first.outputs, Raised) and first.outputs.unsupported and widen):

@@ -4,7 +4,8 @@ A target is any object with ``name``, ``device``, ``is_available()``,
 ``run(fn, *args, **kwargs)``, ``synchronize()`` and ``memory_allocated()``. The
 built-in ones cover ``mps``, ``cuda`` and their torch.compile'd variants, plus
 ``cpu-compiled`` so that a machine with neither accelerator still tests a real backend
-(Inductor's generated C++) against eager CPU. ``--target package.module:attr`` loads a
+(Inductor's generated C++) against eager CPU, and plain ``cpu`` for users' kernels
+(``run --kernels``: a torch.library op's CPU kernel against its declared reference). ``--target package.module:attr`` loads a
 third-party target (an instance, or a zero-argument factory) in every worker.
 """
 from __future__ import annotations
@@ -128,6 +129,10 @@ BUILTIN: dict[str, Callable[[], Any]] = {
     "cuda": lambda: DeviceTarget("cuda", "cuda"),
     "cuda-compiled": lambda: CompiledTarget("cuda-compiled", "cuda"),
     "cpu-compiled": lambda: CompiledTarget("cpu-compiled", "cpu"),
+    # Eager CPU against eager CPU says nothing of torch's own ops; it is there for users'
+    # kernels (``run --kernels``), whose CPU implementation (a torch.library op) is judged
+    # against their declared reference, in CI without a GPU.
+    "cpu": lambda: DeviceTarget("cpu", "cpu"),
 }
 
 # Best first: what `mpsfuzz run` uses without --target.

@@ -22,6 +22,12 @@ def _load() -> None:
         _LOADED = True
         from .ops import (elementwise, fft, indexing, large, linalg, nn, nn_losses, random,  # (they register)
                           reduction)
+    # Users' kernel files named in MPSFUZZ_KERNELS (``run --kernels``), in whatever
+    # process looks an op up: workers, drafters and repro checks are started elsewhere.
+    # Read on every call (a dict look-up): a forkserver may have loaded the catalogue
+    # before the variable was set.
+    from . import kernels
+    kernels.load_from_env()
 
 
 def all_ops() -> dict[str, OpSpec]:

@@ -10,7 +10,7 @@ modules and looks ops up (nothing else knows op names).
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 import torch
@@ -195,6 +195,15 @@ class OpSpec:
     # CPU, it tells whether a device that accepts the call returns the right result.
     #   equivalent(inputs, kwargs) -> outputs
     equivalent: Callable[[list, dict], Any] | None = None
+    # Users' kernels (generation/kernels.py): the right answer, called like ``fn`` on the
+    # CPU reference side and by the float64 arbiter, where ``fn`` (the kernel) runs on the
+    # target only. None: ``fn`` is its own reference (eager CPU), as for every torch op.
+    reference_fn: Callable | None = None
+    # Inputs drawn only with a contiguous layout (a kernel that documents that it
+    # requires them).
+    contiguous_inputs: tuple[int, ...] = ()
+    # The file that defines a user's kernel (repro scripts import it from there).
+    source_file: str | None = None
 
     def __post_init__(self):
         unknown = set(self.semantics) - set(SEMANTICS)
@@ -215,6 +224,13 @@ class OpSpec:
         if self.grad and any(d in GRAD_DTYPES for d in self.dtypes):
             out.append("grad")
         return tuple(out)
+
+    def as_reference(self) -> "OpSpec":
+        """The spec the CPU reference side calls: ``fn`` replaced by ``reference_fn``
+        where the op declares one (a user's kernel), else the spec itself."""
+        if self.reference_fn is None:
+            return self
+        return replace(self, fn=self.reference_fn, reference_fn=None)
 
     @property
     def arity(self) -> int:

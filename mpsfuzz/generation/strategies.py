@@ -315,8 +315,10 @@ def _draw_case(draw, spec: OpSpec, budget: ShapeBudget, *, awkward_ratio, mixed_
     # Arguments come before values: an input's values may depend on them (indices
     # into the dim that ``dim`` names).
     kwargs = spec.args(draw, tuple(shapes), tuple(names)) if spec.args else {}
+    # An input the op requires contiguous (a user's kernel that documents it) gets only
+    # plain layouts.
     inputs = tuple(
-        _draw_tensor(draw, shapes[i], names[i], awkward_ratio=awkward_ratio,
+        _draw_tensor(draw, shapes[i], names[i], awkward_ratio=0.0 if i in spec.contiguous_inputs else awkward_ratio,
                      **_value_options(values[i] if i < len(values) else None, shapes, kwargs, spec))
         for i in range(n))
     if "large" in spec.semantics:

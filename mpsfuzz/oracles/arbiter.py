@@ -87,7 +87,9 @@ def _wide_run(obs: Observation, inputs) -> object:
     previous = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)  # int -> float results come out in float64
     try:
-        side = run_side(obs.spec, Case(case.op, case.inputs, case.kwargs, variant), kwargs, "cpu", inputs=inputs)
+        # A user's kernel: float64 is its reference's answer, never the kernel's own.
+        side = run_side(obs.spec.as_reference(), Case(case.op, case.inputs, case.kwargs, variant), kwargs, "cpu",
+                        inputs=inputs)
     finally:
         torch.set_default_dtype(previous)
     side.raw = None
@@ -294,7 +296,7 @@ def _abs_float64_outputs(obs: Observation, *, floor: float | None = None):
             inputs = [t.clamp(min=floor) if t.is_floating_point() else t for t in inputs]
         if all(t.dtype == _wide(t.dtype) or not (t.is_floating_point() or t.is_complex()) for t in inputs):
             kwargs = {k: (_wide(v) if isinstance(v, torch.dtype) else v) for k, v in case.kwargs_dict().items()}
-            side = run_side(obs.spec, Case(case.op, case.inputs, case.kwargs, "functional"), kwargs, "cpu",
+            side = run_side(obs.spec.as_reference(), Case(case.op, case.inputs, case.kwargs, "functional"), kwargs, "cpu",
                             inputs=inputs)
             side.raw = None
             if not isinstance(side.outputs, Raised):

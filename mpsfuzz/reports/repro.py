@@ -22,7 +22,9 @@ from __future__ import annotations
 import inspect
 import keyword
 import math
+import os
 import re
+import sys
 import warnings
 from dataclasses import dataclass
 
@@ -328,7 +330,10 @@ class _Builder:
         self.kwargs = _kwargs_source(self.case)
         self.imports = ["import torch"]
 
-    def call(self, args: list[str], *, variant: str | None = None, out: str | None = None) -> str:
+    def call(self, args: list[str], *, variant: str | None = None, out: str | None = None,
+             reference: bool = False) -> str:
+        """Source of the op's call; ``reference``: the CPU reference's call (a user's
+        kernel's declared reference, copied in, instead of the kernel)."""
         variant = variant or self.case.variant
         kwargs = dict(self.kwargs)
         if variant == "method":
@@ -337,10 +342,35 @@ class _Builder:
             return f"{args[0]}.{self.spec.inplace}({', '.join(args[1:] + [f'{k}={v}' for k, v in kwargs.items()])})"
         if out is not None:
             kwargs["out"] = out
+        fn = self.spec.as_reference().fn if reference else self.spec.fn
+        from_file = self._kernel_file_call(fn, args, kwargs)
+        if from_file is not None:
+            return from_file
         try:
-            return self.render.call(self.spec.fn, args, kwargs)
+            return self.render.call(fn, args, kwargs)
         except SourceError as exc:
             raise ReproError(str(exc)) from None
+
+    def _kernel_file_call(self, fn, args: list[str], kwargs: dict) -> str | None:
+        """A user's kernel (or its reference) called from the user's own file, which the
+        script imports by path: a kernel may call what cannot be copied into a script (a
+        torch.library op, a compiled Metal library, a Triton kernel). None for torch's
+        ops, and for a function its file does not bind under its own name (copied in)."""
+        if self.spec.source_file is None:
+            return None
+        module = sys.modules.get(getattr(fn, "__module__", None) or "")
+        name = getattr(fn, "__name__", None)
+        path = getattr(module, "__file__", None)
+        if not (path and name and getattr(module, name, None) is fn):
+            return None
+        if "kernels" not in self.render.helpers:
+            self.render.helpers["kernels"] = "\n".join([
+                f"# the kernel file (mpsfuzz run --kernels {os.path.basename(path)})",
+                f"_spec = importlib.util.spec_from_file_location('user_kernels', {path!r})",
+                "kernels = importlib.util.module_from_spec(_spec)",
+                "_spec.loader.exec_module(kernels)"])
+            self.imports.append("import importlib.util")
+        return f"kernels.{name}({', '.join(list(args) + [f'{k}={v}' for k, v in kwargs.items()])})"
 
     def on_cpu(self, expr: str) -> str:
         """A CPU copy of the device tensor ``expr`` for the reference. On a CPU device
@@ -423,7 +453,7 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
                     for a, r in zip(args, case.inputs)]
         if case.variant == "inplace" and not args[0].endswith(".clone()"):
             args = [f"{args[0]}.clone()"] + args[1:]
-        expr = b.call(args, variant="functional" if case.variant.startswith("out") else case.variant)
+        expr = b.call(args, variant="functional" if case.variant.startswith("out") else case.variant, reference=True)
         if widened and cast_back:
             expr = f"{expr}.to({dt.to_torch(case.inputs[0].dtype)})"
         return expr
@@ -547,7 +577,7 @@ def _cpu_lacks_kernel(b: _Builder) -> bool:
     try:
         with torch.random.fork_rng(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            b.spec.fn(*b.case.materialize("cpu"), **resolve_kwargs(b.case.kwargs))
+            b.spec.as_reference().fn(*b.case.materialize("cpu"), **resolve_kwargs(b.case.kwargs))
     except Exception as exc:
         return is_unsupported(exc)
     return False

@@ -1,0 +1,263 @@
+"""Users' kernels (issue 14 point 2): ``@mpsfuzz.kernel`` declarations are validated with a
+one-line error, become ops of the ``kernels`` family judged against their own reference,
+and ``mpsfuzz run --kernels FILE --target cpu`` finds each buggy torch.library example of
+``examples/kernels/`` and nothing in its correct form."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import mpsfuzz
+from mpsfuzz.generation import catalogue, kernels
+from mpsfuzz.generation.strategies import example_cases
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "kernels"
+
+
+def mpsfuzz_cli(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = dict(os.environ)
+    env.pop(kernels.ENV, None)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    return subprocess.run([sys.executable, "-m", "mpsfuzz", *args], cwd=cwd, env=env, text=True,
+                          capture_output=True, timeout=timeout)
+
+
+def findings_in(corpus: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(corpus.glob("*.json"))]
+
+
+@pytest.fixture
+def clean_registry():
+    """Kernels declared by a test leave the catalogue with it."""
+    catalogue.all_ops()
+    before = dict(catalogue.REGISTRY)
+    yield
+    for name in [n for n in catalogue.REGISTRY if n not in before]:
+        catalogue.REGISTRY.pop(name)
+
+
+def _double(x):
+    return x * 2
+
+
+# -- the declaration API -------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    (dict(dtypes=[]), "dtypes=[]"),
+    (dict(dtypes="float32"), "dtypes='float32'"),
+    (dict(dtypes=["float33"]), "dtypes=['float33']"),
+    (dict(min_dims=-1), "min_dims=-1"),
+    (dict(min_dims=3, max_dims=2), "min_dims=3 and max_dims=2"),
+    (dict(max_dims=9), "max_dims=9"),
+    (dict(max_side=0), "max_side=0"),
+    (dict(min_side=5, max_side=4), "max_side=4"),
+    (dict(multiple_of=4), "multiple_of=4"),
+    (dict(multiple_of=(-1, 0), min_dims=1), "multiple_of=(-1, 0)"),
+    (dict(multiple_of=(-1, 4)), "multiple_of=(-1, 4): dim -1"),
+    (dict(contiguous="yes"), "contiguous='yes'"),
+    (dict(low=2.0, high=1.0), "low=2.0 and high=1.0"),
+    (dict(low=float("nan")), "low=nan"),
+    (dict(allow_specials=1), "allow_specials=1"),
+    (dict(like=-1), "like=-1"),
+])
+def test_a_bad_tensor_declaration_is_a_one_line_error_naming_it(kwargs, fragment):
+    with pytest.raises(ValueError) as info:
+        mpsfuzz.tensor(**kwargs)
+    message = str(info.value)
+    assert fragment in message and "\n" not in message, message
+
+
+@pytest.mark.parametrize("kwargs, fragment", [
+    (dict(reference=None, inputs=[mpsfuzz.tensor()]), "reference=None"),
+    (dict(reference=_double, inputs=[]), "inputs=[]"),
+    (dict(reference=_double, inputs=["x"]), "inputs[0]='x'"),
+    (dict(reference=_double, inputs=[mpsfuzz.tensor(like=0)]), "inputs[0]: like=0"),
+    (dict(reference=_double, inputs=[mpsfuzz.tensor()], args={"alpha": []}), "args={'alpha': []}"),
+    (dict(reference=_double, inputs=[mpsfuzz.tensor()], args={"not a name": [1]}), "args="),
+    (dict(reference=_double, inputs=[mpsfuzz.tensor()], name="a,b"), "name='a,b'"),
+    (dict(reference=_double, inputs=[mpsfuzz.tensor()], name="add"), "name='add' is taken by a built-in op"),
+    (dict(reference=_double, inputs=[mpsfuzz.tensor()], rtol_scale=0), "rtol_scale=0"),
+])
+def test_a_bad_kernel_declaration_is_a_one_line_error_naming_it(kwargs, fragment, clean_registry):
+    def my_kernel(x):
+        return x * 2
+    with pytest.raises(ValueError) as info:
+        mpsfuzz.kernel(**kwargs)(my_kernel)
+    message = str(info.value)
+    assert fragment in message and "\n" not in message, message
+    assert "my_kernel" not in catalogue.REGISTRY
+
+
+def test_a_kernel_is_an_op_of_the_kernels_family_with_its_reference(clean_registry):
+    @mpsfuzz.kernel(reference=_double, inputs=[mpsfuzz.tensor(dtypes=["float32", "float16"], min_dims=1)],
+                    args={"alpha": [1.0, 2.0]})
+    def my_scale(x, alpha):
+        return x * 2
+
+    assert my_scale(torch.ones(2), 1.0).tolist() == [2.0, 2.0]   # the kernel, unchanged
+    spec = catalogue.get("my_scale")
+    assert spec.family == "kernels" and "my_scale" in catalogue.families()["kernels"]
+    assert catalogue.select("my_scale") == ["my_scale"]
+    assert spec.fn is my_scale and spec.as_reference().fn is _double
+    assert spec.source_file == os.path.realpath(__file__)
+
+
+def test_declared_shapes_values_and_layouts_are_what_is_drawn(clean_registry):
+    decl = [mpsfuzz.tensor(dtypes=["float16"], min_dims=2, max_dims=3, min_side=1, max_side=12,
+                           multiple_of=(-1, 4), contiguous=True, low=0.0, high=2.0, allow_specials=False),
+            mpsfuzz.tensor(dtypes=["int32"], like=0)]
+    mpsfuzz.kernel(reference=_double, inputs=decl, args={"alpha": [3, 5]})(lambda x, y, alpha: x)
+    cases = example_cases(catalogue.get("<lambda>"), 60, seed=3)
+    assert cases
+    for case in cases:
+        x, y = case.inputs
+        assert 2 <= len(x.shape) <= 3 and x.shape[-1] % 4 == 0 and all(s >= 1 for s in x.shape)
+        assert x.is_plain(), x.layout                      # contiguous=True: plain layouts only
+        assert x.dtype == "float16" and y.dtype == "int32" and y.shape == x.shape
+        assert x.values.specials == () and (x.values.low, x.values.high) == (0.0, 2.0)
+        assert case.kwargs_dict()["alpha"] in (3, 5)
+    assert any(not c.inputs[1].is_plain() for c in cases)  # the other input still gets awkward layouts
+
+
+def test_the_reference_side_runs_the_reference_not_the_kernel(clean_registry):
+    from mpsfuzz.execution.executor import run_reference
+
+    @mpsfuzz.kernel(reference=_double, inputs=[mpsfuzz.tensor(min_dims=1)])
+    def wrong_double(x):
+        return x * 3
+
+    spec = catalogue.get("wrong_double")
+    case = example_cases(spec, 1, seed=0)[0]
+    side, _ = run_reference(case, spec, {})
+    torch.testing.assert_close(side.outputs, case.materialize("cpu")[0] * 2)
+
+
+def test_a_kernel_file_registers_once_and_a_bad_one_is_a_one_line_error(tmp_path, clean_registry):
+    good = tmp_path / "mine.py"
+    good.write_text("import mpsfuzz\n@mpsfuzz.kernel(reference=lambda x: x, inputs=[mpsfuzz.tensor()])\n"
+                    "def ident_kernel(x):\n    return x\n")
+    assert kernels.load_file(good) == ("ident_kernel",)
+    assert kernels.load_file(good) == ("ident_kernel",)          # once per process
+    empty = tmp_path / "empty.py"
+    empty.write_text("x = 1\n")
+    broken = tmp_path / "broken.py"
+    broken.write_text("def f(:\n")
+    for path, fragment in ((tmp_path / "missing.py", "no such file"), (empty, "declares no kernel"),
+                           (broken, "importing it failed: SyntaxError")):
+        with pytest.raises(kernels.KernelFileError) as info:
+            kernels.load_file(path)
+        assert fragment in str(info.value) and "\n" not in str(info.value), str(info.value)
+
+
+def test_the_contiguity_check_tells_validating_kernels_from_silent_ones(tmp_path):
+    from mpsfuzz.execution.kernel_checks import COPES, SILENTLY_WRONG, VALIDATES, check_contiguity
+    from mpsfuzz.execution.targets import load_target
+
+    decl = [mpsfuzz.tensor(dtypes=["float32"], min_dims=1, contiguous=True)]
+
+    def strict(x):
+        if not x.is_contiguous():
+            raise ValueError("x must be contiguous")
+        return x * 2
+
+    def flat(x):
+        return torch.as_strided(x, (x.numel(),), (1,), x.storage_offset()).view(x.shape) * 2
+
+    def copes(x):
+        return x.contiguous() * 2
+
+    cpu = load_target("cpu")
+    outcomes = {}
+    for fn in (strict, flat, copes):
+        spec = kernels.spec_of(fn, reference=_double, inputs=decl)
+        (check,) = check_contiguity(spec, cpu)
+        outcomes[fn.__name__] = check.outcome
+        assert "\n" not in check.line()
+    assert outcomes == {"strict": VALIDATES, "flat": SILENTLY_WRONG, "copes": COPES}
+
+
+# -- campaigns on the examples ---------------------------------------------------------------
+
+# file, kernel, what its finding must say (None: the correct form, no finding)
+EXAMPLE_CAMPAIGNS = [
+    ("contiguity.py", "scale_shift", None),
+    ("contiguity.py", "scale_shift_buggy", "non-contiguous"),
+    ("tail.py", "silu4", None),
+    ("tail.py", "silu4_buggy", "tail"),
+    ("empty.py", "rmsnorm", None),
+    ("empty.py", "rmsnorm_buggy", "empty"),
+    ("half_accumulation.py", "row_sum", None),
+    ("half_accumulation.py", "row_sum_buggy", "dut-wrong"),
+]
+
+
+@pytest.mark.parametrize("file, op, trigger", EXAMPLE_CAMPAIGNS, ids=[c[1] for c in EXAMPLE_CAMPAIGNS])
+def test_each_buggy_example_is_found_and_no_correct_one(file, op, trigger, tmp_path):
+    corpus = tmp_path / "corpus"
+    result = mpsfuzz_cli("run", "--kernels", str(EXAMPLES / file), "--ops", op, "--target", "cpu",
+                         "--max-cases", "200", "--seed", "1", "--no-progress", "--corpus", str(corpus),
+                         cwd=tmp_path)
+    found = [f for f in findings_in(corpus) if f["status"] == "new"]
+    if trigger is None:
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+        assert findings_in(corpus) == [], [f["failure"]["title"] for f in findings_in(corpus)]
+        return
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-2000:]
+    assert found and all(f["case"]["op"] == op for f in found)
+    assert all(f["repro"]["verified"] for f in found), [f["repro"]["detail"] for f in found]
+    if trigger == "tail":
+        # No ablation names "a size that is not a multiple of 4": the minimal case shows it.
+        shapes = [f["case"]["inputs"][0]["shape"] for f in found]
+        assert all(torch.Size(s).numel() % 4 for s in shapes), shapes
+    elif trigger == "dut-wrong":
+        # The float64 arbiter blames the kernel: its float16 sums are beyond what one
+        # rounding allows (no accumulation bound is granted: the kernel did not declare it).
+        assert any("float64 arbiter: dut-wrong" in f["failure"]["message"] and f["case"]["inputs"][0]["dtype"]
+                   in ("float16", "bfloat16") for f in found), [f["failure"]["message"][-300:] for f in found]
+    else:
+        assert any(trigger in f["explanation"] for f in found), [f["explanation"] for f in found]
+
+
+def test_a_kernel_repro_script_imports_the_kernel_file_and_calls_the_reference(tmp_path):
+    corpus = tmp_path / "corpus"
+    mpsfuzz_cli("run", "--kernels", str(EXAMPLES / "contiguity.py"), "--ops", "scale_shift_buggy", "--target",
+                "cpu", "--max-cases", "100", "--seed", "1", "--no-progress", "--corpus", str(corpus), cwd=tmp_path)
+    values = [f for f in findings_in(corpus) if f["failure"]["oracle"] == "values"]
+    assert values
+    script = values[0]["repro"]["script"]
+    assert str(EXAMPLES / "contiguity.py") in script
+    assert "kernels.scale_shift_reference(" in script and "kernels.scale_shift_buggy(" in script
+
+
+def test_kernels_alone_selects_the_files_kernels_and_notes_the_contiguity_contract(tmp_path):
+    result = mpsfuzz_cli("run", "--kernels", str(EXAMPLES / "tail.py"), "--target", "cpu", "--max-cases", "20",
+                         "--seed", "1", "--no-progress", "--no-verify-repros", "--corpus", str(tmp_path / "c"),
+                         cwd=tmp_path)
+    assert "2 op(s)" in result.stdout, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "kernel `silu4` requires input 0 contiguous; given a non-contiguous one it rejects it" in result.stdout
+    assert "kernel `silu4_buggy` requires input 0 contiguous; given a non-contiguous one it accepts it " \
+           "silently and returns WRONG values" in result.stdout
+
+
+@pytest.mark.parametrize("content, fragment", [
+    (None, "no such file"),
+    ("def f(:\n", "importing it failed: SyntaxError"),
+    ("import torch\n", "declares no kernel"),
+])
+def test_a_bad_kernels_file_is_a_one_line_usage_error(content, fragment, tmp_path):
+    path = tmp_path / "kernels.py"
+    if content is not None:
+        path.write_text(content)
+    result = mpsfuzz_cli("run", "--kernels", str(path), "--target", "cpu", "--max-cases", "5",
+                         "--corpus", str(tmp_path / "c"), cwd=tmp_path, timeout=120)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("mpsfuzz: error: --kernels") and fragment in lines[0], lines
+    assert "Traceback" not in result.stderr
