@@ -95,6 +95,12 @@ def _campaign_arguments(p, *, budget_help: str) -> None:
     p.add_argument("--kernels", action="append", default=[], metavar="FILE",
                    help="a Python file of @mpsfuzz.kernel declarations (your own kernels and their references); "
                         "repeatable; without --ops, only its kernels are fuzzed")
+    p.add_argument("--large", action="store_true",
+                   help="add the large-size family (reductions over dims of 65,536+; past 2^31 and 2^32 "
+                        "elements within --max-bytes)")
+    p.add_argument("--max-bytes", type=_size("--max-bytes"), default=None, dest="max_bytes",
+                   help="the most memory one input may take, and what the large family assumes a kernel may "
+                        "allocate for it (default 1GB; e.g. 40GB on an 80 GB GPU draws 2^31 and 2^32 elements)")
     p.add_argument("--target", default=None, help="built-in target (mps, mps-compiled, cuda, cuda-compiled, "
                      "cpu-compiled, cpu) or package.module:attr; default: the best available")
     p.add_argument("--budget", default=None, help=budget_help)
@@ -590,9 +596,14 @@ def _campaign_setup(args, console, *, default_budget: str | None):
         None if args.max_cases is not None or default_budget is None else parse_duration(default_budget))
     if budget is not None and budget <= 0:
         raise UsageError(f"--budget={args.budget}: must be more than 0 seconds")
+    if args.max_bytes is not None:
+        # Every process reads it (workers, drafters, triage, repro checks): the environment.
+        os.environ["MPSFUZZ_MAX_BYTES"] = str(args.max_bytes)
     kernel_ops = _load_kernel_files(args.kernels)
     try:
         ops = catalogue.select(args.ops or "all") if args.ops or not kernel_ops else kernel_ops
+        if args.large:
+            ops += [op for op in catalogue.select(catalogue.LARGE_FAMILY) if op not in ops]
     except catalogue.UnknownOpError as exc:
         raise UsageError(str(exc)) from None
     selected = len(ops)

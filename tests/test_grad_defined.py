@@ -348,6 +348,7 @@ def test_a_campaign_reports_the_wrong_backward_and_not_the_other_subgradients(tm
 NON_SMOOTH = {
     # elementwise
     "abs", "copysign", "copysign_scalar", "clamp", "clamp_tensor", "clamp_min_tensor", "fmax", "fmin",
+    "fmax_cpu_scalar", "fmin_cpu_scalar",
     "maximum", "minimum", "max_binary", "min_binary", "maximum_scalar", "fmod_float", "remainder_float",
     "logit", "atan2", "atan2_scalar", "hypot", "special.i0e",
     # reductions

@@ -340,6 +340,10 @@ def sample_jobs() -> dict[str, list[Job]]:
             used[family] += 1
             ops = _ops_with(family, variant, random_ops=False)
             sample[f"{family}/{variant}/{kind}"] = [Job(op, variant, kind) for op in ops[:6]]
+    for family in families:   # a family of functional ops alone (large sizes) once too
+        if not used[family]:
+            sample[f"{family}/functional/values"] = [Job(op, "functional", "values")
+                                                     for op in _ops_with(family, "functional", random_ops=False)[:6]]
     for variant in ("functional", "method", "out-strided"):
         ops = _ops_with(None, variant, random_ops=True)
         sample[f"random/{variant}"] = [Job(op, variant, "distribution") for op in ops[:6]]

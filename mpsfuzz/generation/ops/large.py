@@ -15,6 +15,10 @@ other families never draw. Memory stays small on both sides:
   argmax 0), its shape and dtype from the op on the meta device; smaller inputs run on
   CPU as usual.
 
+Sizes past 2^31 elements are drawn only within ``--max-bytes`` (see logical_limit):
+by default (1 GiB) the family draws dims of 65,536 and more in real allocations; on a
+device with the memory, ``--max-bytes 40G`` adds 2^31 and 2^32 elements.
+
 The family is off by default: ``--ops all`` leaves it out, ``--large`` adds it
 (``mpsfuzz run --ops large`` also selects it). Sizes are drawn near the boundaries
 (2^31 - 1, 2^31, 2^31 + 1, 2^32 ± 1, sides 65,535 / 65,536 / 65,537), smallest first so
@@ -28,6 +32,7 @@ import torch
 
 from ..opspec import LARGE_REAL_NUMEL as REAL_NUMEL
 from ..opspec import OpSpec, gather_at_indices, integers_once, register, sampled_once
+from ..recipes import max_bytes
 
 FAMILY = "large"
 
@@ -37,17 +42,31 @@ _SIDES = (65537, 65536, 65535, 32769, 32768, 131073)
 _SMALL = (3, 1, 2, 4, 7)
 
 
+def logical_limit() -> int:
+    """The most elements a drawn input may have: ``--max-bytes`` over 8 bytes an element.
+    A stride-0 input takes a few bytes, but a kernel may copy it densely in a wider dtype
+    (eager CPU's int32 sum of 2^32 elements allocates 32 GiB of int64), so sizes past
+    2^31 are drawn only where --max-bytes says the device has that memory to spare."""
+    return max_bytes() // 8
+
+
+def _fitting(options, limit: int, times: int = 1) -> tuple:
+    return tuple(n for n in options if n * times <= limit)
+
+
 def large_shapes(draw, budget) -> tuple:
     """One input: flat past 2^31/2^32, two sides near 65,536 whose product passes 2^31
-    or 2^32, or a batch of 65,536+ rows of a few elements (a real allocation)."""
+    or 2^32, or a batch of 65,536+ rows of a few elements (a real allocation); only
+    sizes within logical_limit()."""
+    limit = logical_limit()
     kind = draw(integers_once(0, 3))
-    if kind == 0:
-        return ((draw(sampled_once(_FLAT)),),)
-    if kind == 1:
-        a, b = draw(sampled_once(_SIDES)), draw(sampled_once(_SIDES))
-        return ((a, b),)
-    if kind == 2:   # three dims, the batch first: (65,536+, 65,536+, small)
-        return ((draw(sampled_once(_SIDES)), draw(sampled_once(_SIDES)), draw(sampled_once(_SMALL))),)
+    if kind == 0 and _fitting(_FLAT, limit):
+        return ((draw(sampled_once(_fitting(_FLAT, limit))),),)
+    if kind in (1, 2) and _fitting(_SIDES, limit, min(_SIDES) * (max(_SMALL) if kind == 2 else 1)):
+        a = draw(sampled_once(_fitting(_SIDES, limit, min(_SIDES) * (max(_SMALL) if kind == 2 else 1))))
+        b = draw(sampled_once(_fitting(_SIDES, limit // a // (max(_SMALL) if kind == 2 else 1))))
+        # three dims, the batch first: (65,536+, 65,536+, small)
+        return ((a, b, draw(sampled_once(_SMALL))),) if kind == 2 else ((a, b),)
     return ((draw(sampled_once(_SIDES)), draw(sampled_once(_SMALL))),)   # a real batch
 
 
@@ -87,7 +106,10 @@ def constant_reference(fn, value_of):
             return fn(*inputs, **kwargs)
         meta = fn(*[torch.empty(t.shape, dtype=t.dtype, device="meta") for t in inputs], **kwargs)
         c = x[(0,) * x.dim()].item()
-        return torch.full(meta.shape, value_of(c, reduced_count(x, kwargs)), dtype=meta.dtype)
+        value = value_of(c, reduced_count(x, kwargs))
+        if not (meta.dtype.is_floating_point or meta.dtype.is_complex or meta.dtype == torch.bool):
+            value = _wrapped(int(value), meta.dtype)   # integer sums wrap around, as torch's do
+        return torch.full(meta.shape, value, dtype=meta.dtype)
     return reference
 
 
@@ -116,6 +138,13 @@ def _index_canonical(reducer: str):
         value = x[(0,) * x.dim()]
         return (torch.where(in_range, value, torch.zeros((), dtype=x.dtype, device=x.device)), in_range)
     return canonicalise
+
+
+def _wrapped(value: int, dtype: torch.dtype) -> int:
+    bits = dtype.itemsize * 8
+    if dtype.is_signed:
+        return (value + 2 ** (bits - 1)) % 2**bits - 2 ** (bits - 1)
+    return value % 2**bits
 
 
 def _truth(c) -> bool:
