@@ -781,21 +781,22 @@ class Campaign:
     def _judge_held(self, held: dict, signature: str | None, pool: WorkerPool | None, *, triage_it: bool) -> None:
         """Judge the failures a holder held against the findings as they are now: a
         sighting of the finding that covers it, else a failure of its own, recorded (on
-        the desk's thread: triaged now) or, where triage was abandoned, kept pending for
-        the next campaign on the corpus rather than stored unexplained."""
+        the desk's thread: triaged now) or, where triage was abandoned or --max-findings
+        reached, kept pending for the next campaign on the corpus rather than stored
+        unexplained."""
         kept = 0
         for case, failure, count in held.values():
             covering = self._covering_finding_or_none(case, failure, settled=True)
-            if covering is None and (not triage_it or self._enough_findings()):
+            err = None if covering is not None else \
+                _error_type(case.op, failure.oracle, failure.kind)(case, failure, signature_of(case, failure))
+            if err is not None and (not triage_it or self._enough_findings()):
                 # Not triaged now (abandoned, or --max-findings reached): the next
                 # campaign on the corpus triages it.
                 kept += 1
-                err = _error_type(case.op, failure.oracle, failure.kind)(case, failure, signature_of(case, failure))
                 if self._keep_pending(err, False) is None:
                     self._record_safely(err, pool, flaky=False, triage_it=False)
                 continue
-            if covering is None:
-                err = _error_type(case.op, failure.oracle, failure.kind)(case, failure, signature_of(case, failure))
+            if err is not None:
                 became = self._record_safely(err, pool, flaky=False)
                 count -= 1   # the case itself was counted by _record (a finding or a sighting)
             else:
