@@ -56,23 +56,45 @@ def _constant(shape, dtype, value) -> list:
 
 CONSTANTS = [("float32", 0.75), ("float32", -0.0), ("float32", math.nan), ("float16", -2.5),
              ("int32", -3), ("uint8", 5), ("bool", True), ("bool", False),
-             ("int64", -3711235831533098450)]   # n times it wraps around, as torch's sum does
+             ("int64", -3711235831533098450),    # n times it wraps around, as torch's sum does
+             # n copies of a dtype's max overflow the accumulator (a sum, a mean and a norm
+             # are inf on every backend, not n*max, max and sqrt(n)*max), squares of 1e20
+             # overflow and of 1e-30 underflow in float32
+             ("float32", 3.4028234663852886e38), ("bfloat16", 3.3895313892515355e38), ("float16", 65504.0),
+             ("float32", 1e20), ("float32", 1e-30), ("float32", -math.inf)]
 
 
-REFERENCE_CASES = [(op, dtype, value, kwargs) for op in LARGE_OPS for dtype, value in CONSTANTS
-                   for kwargs in ({}, {"dim": 1}, {"dim": -1, "keepdim": True})
+REFERENCE_CASES = [(op, dtype, value, shape, kwargs) for op in LARGE_OPS for dtype, value in CONSTANTS
+                   for shape, kwargs in (((3, 5, 4), {}), ((3, 5, 4), {"dim": 1}),
+                                         ((3, 5, 4), {"dim": -1, "keepdim": True}), ((1,), {"dim": -1}))
                    if dtype in catalogue.get(op).dtypes and not ("keepdim" in kwargs and op == "count_nonzero_large")]
 
 
-@pytest.mark.parametrize("op,dtype,value,kwargs", REFERENCE_CASES)
-def test_the_analytic_reference_is_what_cpu_computes(op, dtype, value, kwargs):
-    """On small constant tensors both can be computed: the formula is the op."""
+@pytest.mark.parametrize("op,dtype,value,shape,kwargs", REFERENCE_CASES)
+def test_the_analytic_reference_is_what_cpu_computes(op, dtype, value, shape, kwargs):
+    """On small constant tensors both can be computed: the formula is the op, shape, dtype,
+    overflow and all."""
     spec = catalogue.get(op)
-    inputs = _constant((3, 5, 4), dtype, value)
+    inputs = _constant(shape, dtype, value)
     expected = spec.fn(*inputs, **kwargs)
-    got = spec.reference_fn(*inputs, **kwargs)
+    got = spec.reference_fn.analytic(*inputs, **kwargs)
     assert got.dtype == expected.dtype and got.shape == expected.shape
     torch.testing.assert_close(got, expected, equal_nan=True, rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("op", ["vector_norm_large", "mean_large"])
+def test_a_constant_small_enough_for_cpu_is_judged_by_cpu_not_the_formula(op, monkeypatch):
+    """What shrinking and triage's probes make of a large case (a 1- or 2-element
+    constant) runs the op on CPU; only a constant past REAL_NUMEL elements takes the
+    formula."""
+    spec = catalogue.get(op)
+    calls = []
+    monkeypatch.setattr(spec.reference_fn, "analytic", lambda *a, **k: calls.append(a) or None)
+    small = _constant((2,), "float32", 3.0e38)
+    assert spec.reference_fn(*small).isinf() and not calls   # CPU: the squares overflow
+    import mpsfuzz.generation.ops.large as large
+    assert large.reduced_shape((2**31 + 1,), {"dim": -1}) == ()
+    assert large.reduced_shape((65537, 3), {"dim": 0, "keepdim": True}) == (1, 3)
 
 
 def test_a_dense_input_past_max_bytes_is_no_case_and_allocates_nothing(monkeypatch):

@@ -169,13 +169,13 @@ class Alias:
 
 
 class InputTooLarge(ValueError):
-    """A recipe whose storage would take more than ``max_bytes()`` to build (a triage
+    """A recipe whose storage would take more than ``host_max_bytes()`` to build (a triage
     edit that makes a stride-0 view of billions of elements dense, say): not a case."""
 
 
 def max_bytes() -> int:
-    """The most one input's storage may take (``--max-bytes``, via MPSFUZZ_MAX_BYTES in
-    every process; default 1 GiB): the host builds every storage before moving it."""
+    """The most one input may take on the device (``--max-bytes``, via MPSFUZZ_MAX_BYTES
+    in every process; default 1 GiB): what the large family draws within."""
     try:
         return int(os.environ.get("MPSFUZZ_MAX_BYTES", "")) or DEFAULT_MAX_BYTES
     except ValueError:
@@ -183,13 +183,23 @@ def max_bytes() -> int:
 
 
 DEFAULT_MAX_BYTES = 1 << 30
+# The host builds every storage before moving it, and the CPU reference builds it again
+# (with a float64 copy for the arbiter): whatever --max-bytes allows the device, no
+# storage past this is built, so that a worker's host memory stays bounded (a few GiB a
+# worker) however many lanes share the machine. On an 80 GB GPU, --max-bytes 40GB once let
+# a triage probe build 16 GiB contiguous copies of stride-0 views in four lanes at once.
+HOST_MAX_BYTES = 1 << 30
+
+
+def host_max_bytes() -> int:
+    return min(max_bytes(), HOST_MAX_BYTES)
 
 
 def check_materialisable(numel: int, dtype_name: str) -> None:
     size = numel * dt.to_torch(dtype_name).itemsize
-    if size > max_bytes():
+    if size > host_max_bytes():
         raise InputTooLarge(f"a storage of {numel} {dtype_name} elements ({size} bytes) is over "
-                            f"max_bytes={max_bytes()}")
+                            f"max_bytes={host_max_bytes()}")
 
 
 # One case materialises its inputs up to six times (the DUT's call, its functional form

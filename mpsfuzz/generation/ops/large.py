@@ -26,8 +26,6 @@ that shrinking keeps the smallest size that still fails.
 """
 from __future__ import annotations
 
-import math
-
 import torch
 
 from ..opspec import LARGE_REAL_NUMEL as REAL_NUMEL
@@ -95,21 +93,51 @@ def reduced_count(t: torch.Tensor, kwargs: dict) -> int:
     return t.shape[dim]
 
 
+def reduced_shape(shape: tuple, kwargs: dict) -> tuple:
+    """The shape of a reduction's result, by the rule (the meta device of one torch
+    release gave ``vector_norm(x, dim=-1)`` of a 1-D input the shape ``(1,)``)."""
+    dim, keepdim = kwargs.get("dim"), kwargs.get("keepdim", False)
+    if dim is None:
+        return (1,) * len(shape) if keepdim else ()
+    d = dim % len(shape)
+    return tuple(shape[:d]) + ((1,) if keepdim else ()) + tuple(shape[d + 1:])
+
+
+def accumulator(dtype: torch.dtype) -> torch.dtype:
+    """What eager CPU, CUDA and MPS accumulate a floating reduction in: float32 for the
+    16-bit floats and float32, float64 for float64."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
 def constant_reference(fn, value_of):
-    """A reference for ``fn`` that needs no full-size computation where its input is
-    constant: ``value_of(c, n)`` (c the input's one value, n the elements each output
-    element reduces) filled into the shape and dtype ``fn`` has on the meta device.
-    Other inputs (real allocations, at most REAL_NUMEL elements) run on CPU."""
+    """A reference for ``fn`` that needs no full-size computation where its input is a
+    constant past REAL_NUMEL elements: ``value_of(c, n, dtype)`` (c the input's one value
+    as a 0-d CPU tensor, n the elements each output element reduces, dtype the result's)
+    filled into the result's shape. Everything else runs on CPU, the op itself: a
+    constant small enough for CPU (what shrinking and triage's probes make of a large
+    case) is no place for a formula.
+
+    The value follows the arithmetic of the kernels, not of real numbers: a floating sum
+    is n·c in the accumulator's precision, so that n copies of a dtype's max overflow to
+    inf as they do on every backend (a mean of them is inf, not max), and a 2-norm sums
+    squares that overflow or underflow there. ``reference.analytic`` is the formula
+    alone, at any size (tests compare it with CPU on small constants)."""
+    def analytic(*inputs, **kwargs):
+        x = inputs[0]
+        # The result's dtype from the op itself on CPU, on one element per dim.
+        dtype = fn(*[t.new_zeros((1,) * t.dim()) for t in inputs], **kwargs).dtype
+        c = x[(0,) * x.dim()].reshape(())
+        value = value_of(c, reduced_count(x, kwargs), dtype)
+        if not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool):
+            value = _wrapped(int(value), dtype)   # integer sums wrap around, as torch's do
+        return torch.as_tensor(value).to(dtype).expand(reduced_shape(x.shape, kwargs)).clone()
+
     def reference(*inputs, **kwargs):
         x = inputs[0]
-        if not is_constant(x):
-            return fn(*inputs, **kwargs)
-        meta = fn(*[torch.empty(t.shape, dtype=t.dtype, device="meta") for t in inputs], **kwargs)
-        c = x[(0,) * x.dim()].item()
-        value = value_of(c, reduced_count(x, kwargs))
-        if not (meta.dtype.is_floating_point or meta.dtype.is_complex or meta.dtype == torch.bool):
-            value = _wrapped(int(value), meta.dtype)   # integer sums wrap around, as torch's do
-        return torch.full(meta.shape, value, dtype=meta.dtype)
+        if is_constant(x) and x.numel() > REAL_NUMEL:
+            return analytic(*inputs, **kwargs)
+        return fn(*inputs, **kwargs)
+    reference.analytic = analytic
     return reference
 
 
@@ -147,14 +175,29 @@ def _wrapped(value: int, dtype: torch.dtype) -> int:
     return value % 2**bits
 
 
-def _truth(c) -> bool:
-    return c != 0 or (isinstance(c, float) and math.isnan(c))
+def _truth(c: torch.Tensor) -> bool:
+    return bool(c != 0) or bool(c.isnan())        # NaN is true, as in torch.any
 
 
-def _sum(c, n):
-    if isinstance(c, bool):
-        return int(c) * n
-    return c * n
+def _sum(c: torch.Tensor, n: int, dtype: torch.dtype):
+    if not dtype.is_floating_point:
+        return int(c) * n                         # exact; wrapped to the dtype by the caller
+    return c.to(accumulator(c.dtype)) * n         # overflows to inf as the accumulator does
+
+
+def _mean(c: torch.Tensor, n: int, dtype: torch.dtype):
+    return _sum(c, n, dtype) / n
+
+
+def _same(c: torch.Tensor, n: int, dtype: torch.dtype):
+    return c
+
+
+def _norm(c: torch.Tensor, n: int, dtype: torch.dtype):
+    if n == 1:
+        return c.abs()                                # CPU squares nothing over a dim of one
+    square = c.to(accumulator(c.dtype)).abs() ** 2    # may overflow to inf or underflow to 0
+    return (square * n).sqrt()
 
 
 def large(name: str, fn, value_of, dtypes, doc: str, *, args=None, **kw) -> OpSpec:
@@ -174,28 +217,27 @@ REAL = FLOAT + ("int32", "int64", "int8", "uint8")
 ANY = REAL + ("bool",)
 
 register(
-    large("sum_large", lambda x, **kw: torch.sum(x, **kw), _sum, ANY,
+    large("sum_large", torch.sum, _sum, ANY,
           "sum of an input past 2^31/2^32 elements or over a dim of 65,536+"),
-    large("mean_large", lambda x, **kw: torch.mean(x, **kw), lambda c, n: c, FLOAT,
+    large("mean_large", torch.mean, _mean, FLOAT,
           "mean of an input past 2^31/2^32 elements"),
-    large("amax_large", lambda x, **kw: torch.amax(x, **kw), lambda c, n: c, REAL,
+    large("amax_large", torch.amax, _same, REAL,
           "amax of an input past 2^31/2^32 elements"),
-    large("amin_large", lambda x, **kw: torch.amin(x, **kw), lambda c, n: c, REAL,
+    large("amin_large", torch.amin, _same, REAL,
           "amin of an input past 2^31/2^32 elements"),
-    large("any_large", lambda x, **kw: torch.any(x, **kw), lambda c, n: _truth(c), ANY,
+    large("any_large", torch.any, lambda c, n, dtype: _truth(c), ANY,
           "any of an input past 2^31/2^32 elements"),
-    large("all_large", lambda x, **kw: torch.all(x, **kw), lambda c, n: _truth(c), ANY,
+    large("all_large", torch.all, lambda c, n, dtype: _truth(c), ANY,
           "all of an input past 2^31/2^32 elements"),
-    large("argmax_large", lambda x, **kw: torch.argmax(x, **kw), lambda c, n: 0, REAL,
+    large("argmax_large", torch.argmax, lambda c, n, dtype: 0, REAL,
           "argmax of an input past 2^31/2^32 elements (ties: any index of the max)",
           canonicalise=_index_canonical("amax"), semantics=frozenset({"large", "ties_unspecified"})),
-    large("argmin_large", lambda x, **kw: torch.argmin(x, **kw), lambda c, n: 0, REAL,
+    large("argmin_large", torch.argmin, lambda c, n, dtype: 0, REAL,
           "argmin of an input past 2^31/2^32 elements (ties: any index of the min)",
           canonicalise=_index_canonical("amin"), semantics=frozenset({"large", "ties_unspecified"})),
-    large("count_nonzero_large", lambda x, **kw: torch.count_nonzero(x, **kw),
-          lambda c, n: n if _truth(c) else 0, ANY,
+    large("count_nonzero_large", torch.count_nonzero,
+          lambda c, n, dtype: n if _truth(c) else 0, ANY,
           "count_nonzero of an input past 2^31/2^32 elements", args=_reduce_args(with_keepdim=False)),
-    large("vector_norm_large", lambda x, **kw: torch.linalg.vector_norm(x, **kw),
-          lambda c, n: math.sqrt(n) * abs(c), FLOAT,
+    large("vector_norm_large", torch.linalg.vector_norm, _norm, FLOAT,
           "2-norm of an input past 2^31/2^32 elements"),
 )
