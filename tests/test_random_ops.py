@@ -125,6 +125,23 @@ def test_shifted_uniform_is_flagged():
     _flags("rand", out, x, {"size": (4000,)}, "distribution")
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_a_16_bit_uniform_may_reach_its_bounds_roundings_but_not_beyond(dtype):
+    """uniform_(0.001, 0.002) in bfloat16 on an H100 gave 0.00099945..., 0.001's own
+    bfloat16 rounding: right, not a support failure. A value one step further out is."""
+    kwargs = {"from": 0.001, "to": 0.002}
+    draws = torch.rand(4000, dtype=torch.float64) * 0.001 + 0.001
+    draws[:3] = torch.tensor([0.001, 0.0010000001, 0.002], dtype=torch.float64)   # the bounds themselves
+    out = draws.to(torch.float32).to(dtype)
+    x = [torch.empty(4000, dtype=dtype)]
+    assert (out.double() < 0.001).any() or dtype == torch.float16    # bfloat16 rounds 0.001 down
+    assert _judge("uniform_", out, x, kwargs) is None
+    below = torch.nextafter(torch.tensor(0.001, dtype=dtype), torch.tensor(0.0, dtype=dtype))
+    wrong = out.clone()
+    wrong[10] = torch.nextafter(below, torch.tensor(0.0, dtype=dtype))
+    _flags("uniform_", wrong, x, kwargs, "support")
+
+
 def test_constant_output_is_flagged():
     x = [torch.zeros(())]
     _flags("randn", torch.full((64,), 0.3), x, {"size": (64,)}, "")

@@ -160,7 +160,17 @@ def _is_integral(values: torch.Tensor) -> bool:
 
 # -- continuous laws ----------------------------------------------------------------------
 
+def _in_dtype(bound: float, dtype_name: str) -> float:
+    return float(torch.tensor(bound, dtype=torch.float64).to(dt.to_torch(dtype_name)))
+
+
 def _uniform_checks(name, values, low, high, dtype_name, *, strict_top: bool) -> str | None:
+    if dt.to_torch(dtype_name).itemsize <= 2 and dt.to_torch(dtype_name).is_floating_point:
+        # A 16-bit sample is a float32 draw rounded to the nearest 16-bit value: a draw just
+        # above `from` rounds to `from`'s own 16-bit rounding, which may lie below it
+        # (uniform_(0.001, 0.002) in bfloat16 gives 0.00099945...), and one just below
+        # `to` may round up onto it. The support is the bounds' roundings, both included.
+        low, high, strict_top = _in_dtype(low, dtype_name), _in_dtype(high, dtype_name), False
     below = int((values < low).sum())
     above = int((values > high).sum() if not strict_top else (values >= high).sum())
     if below or above:
