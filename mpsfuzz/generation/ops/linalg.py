@@ -18,8 +18,8 @@ from .. import dtypes as dt
 from ..grad_points import (dims_of, eps_of, matrix_last_two, matrix_norm_reason, repeated_spectrum, rows,
                            slack, spectrum_reason, vector_norm_kinks, vector_norm_reason, wide)
 from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcast_shapes, broadcastable_to, combine_args, dim_arg,
-                      draw_side, expand, first_dtype, fit, fit_keep_last, matmul_shapes, matrix_shapes,
-                      register)
+                      draw_side, expand, first_dtype, fit, fit_keep_last, integers_once, matmul_shapes, matrix_shapes,
+                      register, sampled_once)
 
 FAMILY = "linalg"
 
@@ -42,6 +42,14 @@ def _is_fc(name: str) -> bool:
 
 
 # -- shape builders ---------------------------------------------------------------------
+
+def _batched_large_squares(draw, budget: ShapeBudget):
+    """A batch of 2 or 3 square matrices of 128 or 256 rows, past the side budget on
+    purpose: factorisations switch to blocked kernels at such sizes, and a batch of them
+    takes yet another path."""
+    n = draw(sampled_once((128, 256)))
+    return ((draw(integers_once(2, 3)), n, n),)
+
 
 def _with_input(kind: str):
     """addmm/addmv/addr/baddbmm/addbmm: (input broadcastable to the product, operand,
@@ -654,6 +662,10 @@ register(
     linalg("linalg.lu_factor", torch.linalg.lu_factor, matrix_shapes(), LAPACK,
            "compact LU and pivots, compared as P L U (non-contiguous, batched: pytorch#146279, #146753)",
            input_values=("diag_dominant",), canonicalise=_lu_factor_canonical, out=True, **SOLVE_KW),
+    linalg("linalg.lu_factor_batched_large", torch.linalg.lu_factor, _batched_large_squares, ("float32",),
+           "compact LU of a batch of 2-3 matrices of 128 or 256 rows (blocked paths: pytorch#146753 failed on "
+           "2 x 256 x 256 where small sizes passed)",
+           input_values=("diag_dominant",), canonicalise=_lu_factor_canonical, **SOLVE_KW),
     linalg("linalg.lu_factor_ex", torch.linalg.lu_factor_ex, matrix_shapes(), LAPACK,
            "compact LU, pivots and info, compared as P L U and info",
            input_values=("diag_dominant",), canonicalise=_lu_factor_canonical, out=True, **SOLVE_KW),

@@ -39,8 +39,8 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from ..grad_points import equal_operands, is_zero, kinks, near, slack, vector_norm_reason, when, wide, zero_crossings
-from ..opspec import (OpSpec, ShapeBudget, broadcast_shapes, broadcastable_to, draw_side, expand, fit, register,
-                      same_shapes)
+from ..opspec import (OpSpec, ShapeBudget, broadcast_shapes, broadcastable_to, draw_side, expand, fit,
+                      integers_once, register, same_shapes, sampled_once)
 
 FAMILY = "nn"
 FLOAT = expand("float")
@@ -611,6 +611,17 @@ def _sdpa_shapes(draw, budget: ShapeBudget):
     return (q, k, v, mask)
 
 
+def _sdpa_wide_head_shapes(draw, budget: ShapeBudget):
+    """q (B, H, L, E) with heads 64, 96 or 128 wide and a short query (L <= 8): the fused
+    vector paths (MPS's fast SDPA for q_len <= 8: pytorch#163598 broke it for a
+    non-contiguous query) that the budgeted shapes, with sides up to 8, never reach."""
+    E = draw(sampled_once((64, 96, 128)))
+    B, H = draw(integers_once(1, 2)), draw(integers_once(1, 2))
+    L, S = draw(integers_once(1, 8)), draw(integers_once(1, 12))
+    mask = (L, S) if draw(integers_once(0, 1)) else (1, S)
+    return ((B, H, L, E), (B, H, S, E), (B, H, S, E), mask)
+
+
 def _sdpa_args(draw, shapes, dtypes):
     q, k = shapes[0], shapes[1]
     out = {"mask": draw(st.sampled_from(("mask", "none", "causal"))),
@@ -630,6 +641,10 @@ def _sdpa(q, k, v, m, *, mask="mask", **kw):
 register(
     nn_op("scaled_dot_product_attention", _sdpa, _sdpa_shapes,
           "SDPA with a float additive mask, causal or no mask, scale, GQA, 3-D..5-D",
+          input_dtypes=(None, None, None, None), args=_sdpa_args, grad_inputs=(0, 1, 2, 3),
+          rtol_scale=16, atol_scale=16),
+    nn_op("scaled_dot_product_attention_wide_heads", _sdpa, _sdpa_wide_head_shapes,
+          "SDPA with heads of 64-128 and a query of 1-8 rows (the fused vector paths), any layout",
           input_dtypes=(None, None, None, None), args=_sdpa_args, grad_inputs=(0, 1, 2, 3),
           rtol_scale=16, atol_scale=16),
     nn_op("scaled_dot_product_attention_boolmask", _sdpa, _sdpa_shapes,
