@@ -64,7 +64,8 @@ CONSTANTS = [("float32", 0.75), ("float32", -0.0), ("float32", math.nan), ("floa
              ("float32", 1e20), ("float32", 1e-30), ("float32", -math.inf)]
 
 
-REFERENCE_CASES = [(op, dtype, value, shape, kwargs) for op in LARGE_OPS for dtype, value in CONSTANTS
+CONSTANT_OPS = [op for op in LARGE_OPS if hasattr(catalogue.get(op).reference_fn, "analytic")]
+REFERENCE_CASES = [(op, dtype, value, shape, kwargs) for op in CONSTANT_OPS for dtype, value in CONSTANTS
                    for shape, kwargs in (((3, 5, 4), {}), ((3, 5, 4), {"dim": 1}),
                                          ((3, 5, 4), {"dim": -1, "keepdim": True}), ((1,), {"dim": -1}))
                    if dtype in catalogue.get(op).dtypes and not ("keepdim" in kwargs and op == "count_nonzero_large")]
@@ -163,3 +164,77 @@ def test_triage_names_the_size_a_failure_needs(threshold, condition, phrase):
     assert holds(condition, case)
     smaller = Case("sum_large", (TensorRecipe((65535, 3), "float32"),))
     assert not holds("numel>=2147483648", smaller) and not holds("side>=65536", smaller)
+
+
+# -- real allocations: row-wise ops over inputs made on the device -------------------------
+
+from mpsfuzz.generation.ops import large_rows  # noqa: E402
+from mpsfuzz.generation.recipes import index_hash_values  # noqa: E402
+from mpsfuzz.testing import faults  # noqa: E402
+
+ROW_OPS = [op for op in LARGE_OPS if catalogue.get(op).reference_inputs is not None]
+
+
+def test_boundary_blocks_hold_the_elements_either_side_of_2_31_and_2_32_and_both_ends():
+    shape = (2**32 // 1000 + 1, 1000)
+    blocks = large_rows.boundary_blocks(shape)
+    rows = {r for a, b in blocks for r in range(a, b)}
+    for offset in (0, 2**31 - 1, 2**31, 2**32 - 1, 2**32, shape[0] * 1000 - 1):
+        assert offset // 1000 in rows
+    assert len(rows) <= 18 and blocks == sorted(blocks)
+    assert large_rows.boundary_blocks((4, 3)) == [(0, 4)]
+
+
+def test_an_index_hash_input_is_the_same_built_whole_in_any_layout_or_by_rows():
+    recipe = TensorRecipe((3001, 7), "int8", Layout(offset=5, gaps=(2, 1), permutation=(1, 0)),
+                          ValueRecipe("index_hash", seed=11))
+    whole = recipe.materialize("cpu")
+    assert not whole.is_contiguous()
+    blocks = [(0, 2), (1500, 1503), (2999, 3001)]
+    expected = torch.cat([whole[a:b] for a, b in blocks])
+    assert torch.equal(recipe.rows_values(blocks), expected)
+    assert torch.equal(whole.reshape(-1), index_hash_values(11, 0, 3001 * 7, torch.int8, "cpu"))
+    assert torch.equal(whole, recipe.cpu_values())
+
+
+@pytest.mark.parametrize("op", ROW_OPS)
+def test_row_ops_draw_past_2_31_within_max_bytes_and_about_2_22_by_default(op, monkeypatch):
+    spec = catalogue.get(op)
+    for case in example_cases(spec, 20, seed=3):
+        assert 2**21 < case.inputs[0].numel <= 2**23 and not case.inputs[0].layout.expanded
+    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(40 << 30))
+    numels = [c.inputs[0].numel for c in example_cases(spec, 30, seed=3)]
+    assert any(n >= 2**31 for n in numels) and any(n < 2**31 for n in numels)
+    assert all(n * large_rows.BYTES_PER_ELEMENT <= 40 << 30 for n in numels)
+
+
+def test_a_copy_that_wraps_past_the_32_bit_limit_is_found_on_the_boundary_rows(monkeypatch):
+    """The fault copy_past_int32 (elements past the limit written where the index
+    wrapped), with the limit and the boundary lowered to 2^20 so that it runs here: the
+    CPU reference builds only the boundary rows (a few KB), the target the whole input."""
+    monkeypatch.setattr(faults, "INT32_LIMIT", 2**20)
+    monkeypatch.setattr(large_rows, "_BOUNDARIES", (2**20,))
+    monkeypatch.setenv("MPSFUZZ_FAULTS", "copy_past_int32")
+    target = load_target(FAULT_TARGET)
+    recipe = TensorRecipe((2**20 // 1000 + 2, 1000), "int8", Layout(), ValueRecipe("index_hash", seed=5))
+    built = []
+    real_rows = TensorRecipe.rows_values
+    monkeypatch.setattr(TensorRecipe, "rows_values", lambda self, blocks: built.append(blocks) or real_rows(self, blocks))
+    result = judge_case(Case("clone_large", (recipe,)), target, ("values", "metadata", "errors"))
+    assert result["valid"] and [f["oracle"] for f in result["failures"]] == ["values"]
+    assert sum(b - a for a, b in built[0]) * 1000 <= 18 * 1000     # the reference's rows alone
+    below = TensorRecipe((2**20 // 1000 - 2, 1000), "int8", Layout(), ValueRecipe("index_hash", seed=5))
+    assert not judge_case(Case("clone_large", (below,)), target, ("values",))["failures"]
+    untouched = judge_case(Case("add_large", (recipe,)), target, ("values",))
+    assert not untouched["failures"]
+
+
+@pytest.mark.slow
+def test_a_copy_past_2_31_elements_is_found_at_the_real_size(monkeypatch):
+    """The same fault at its real limit: 2^31 + 1,024 int8 elements made and copied on
+    the CPU target (4 GB), compared on the boundary rows."""
+    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(40 << 30))
+    monkeypatch.setenv("MPSFUZZ_FAULTS", "copy_past_int32")
+    recipe = TensorRecipe((2**31 // 1024 + 1, 1024), "int8", Layout(), ValueRecipe("index_hash", seed=5))
+    result = judge_case(Case("clone_large", (recipe,)), load_target(FAULT_TARGET), ("values",))
+    assert [f["oracle"] for f in result["failures"]] == ["values"]

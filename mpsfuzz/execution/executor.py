@@ -299,7 +299,8 @@ def run_reference(case: Case, spec, kwargs) -> tuple[SideResult, bool]:
     can say so). A user's kernel is judged against its declared reference, not itself
     (``OpSpec.as_reference``)."""
     spec = spec.as_reference()
-    first = run_side(spec, case, kwargs, "cpu")
+    inputs = spec.reference_inputs(case) if spec.reference_inputs is not None else None
+    first = run_side(spec, case, kwargs, "cpu", inputs=inputs)
     widen = {r.dtype for r in case.inputs if r.dtype in dt.WIDER}
     if not (isinstance(first.outputs, Raised) and first.outputs.unsupported and widen):
         return first, False

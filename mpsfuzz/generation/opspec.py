@@ -204,6 +204,11 @@ class OpSpec:
     contiguous_inputs: tuple[int, ...] = ()
     # The file that defines a user's kernel (repro scripts import it from there).
     source_file: str | None = None
+    # The CPU reference's inputs where they are not the case's own: ``(case) -> list`` of
+    # CPU tensors. The large family's row-wise ops compare a few blocks of rows of a
+    # result of billions of elements, and the reference builds only those rows of the
+    # input (generation/ops/large_rows.py).
+    reference_inputs: Callable | None = None
 
     def __post_init__(self):
         unknown = set(self.semantics) - set(SEMANTICS)

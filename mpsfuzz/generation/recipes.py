@@ -41,7 +41,10 @@ ALIAS_KINDS = ("adjacent", "overlap")
 GAP_FILLER = 77
 
 DISTRIBUTIONS = ("normal", "uniform", "small_int", "int_range", "bool", "positive",
-                 "spd", "diag_dominant", "cholesky_factor")
+                 "spd", "diag_dominant", "cholesky_factor", "index_hash")
+# Values made where the tensor is used, not on the host and moved (see index_hash_values):
+# tensors of billions of elements, which the host could neither build nor send.
+DEVICE_GENERATED = ("index_hash",)
 # Distributions that make square matrices well conditioned (see _well_conditioned).
 MATRIX_DISTRIBUTIONS = ("spd", "diag_dominant", "cholesky_factor")
 
@@ -309,7 +312,41 @@ class TensorRecipe:
     def materialize(self, device: str | torch.device = "cpu") -> torch.Tensor:
         """This input alone, in a storage of its own (``alias`` is a relation between
         inputs: :meth:`Case.materialize` builds it)."""
+        if self.values.distribution in DEVICE_GENERATED:
+            return self._generated_on(device)
         return self.view_in(self._pristine_base().to(device, copy=True))
+
+    def _generated_on(self, device) -> torch.Tensor:
+        """The storage made on ``device`` itself and its view filled there, block of rows
+        by block of rows (a few hundred MB of index arithmetic at a time): the host
+        builds nothing, so the bound is the device's, ``max_bytes()``."""
+        size = self.base_numel * dt.to_torch(self.dtype).itemsize
+        if size > max_bytes():
+            raise InputTooLarge(f"a storage of {self.base_numel} {self.dtype} elements ({size} bytes) is over "
+                                f"max_bytes={max_bytes()}")
+        fill = True if self.dtype == "bool" else GAP_FILLER
+        base = torch.full((self.base_numel,), fill, dtype=dt.to_torch(self.dtype), device=device)
+        view = self._view_of(base)
+        shape = self._value_shape()
+        if not shape:
+            view.copy_(index_hash_values(self.values.seed, 0, 1, view.dtype, device).reshape(()))
+        elif math.prod(shape):
+            row = math.prod(shape[1:])
+            step = max(1, HASH_CHUNK // max(1, row))
+            for first in range(0, shape[0], step):
+                last = min(shape[0], first + step)
+                block = index_hash_values(self.values.seed, first * row, (last - first) * row, view.dtype, device)
+                view[first:last].copy_(block.view((last - first,) + tuple(shape[1:])))
+        return view.expand(*self.shape) if self.layout.expanded else view
+
+    def rows_values(self, blocks) -> torch.Tensor:
+        """The logical values of the rows ``[a, b)`` of each block, one after the other, on
+        the CPU, without the rest of the tensor (index_hash values only)."""
+        shape = self._value_shape()
+        row = math.prod(shape[1:])
+        parts = [index_hash_values(self.values.seed, a * row, (b - a) * row, dt.to_torch(self.dtype), "cpu")
+                 .view((b - a,) + tuple(shape[1:])) for a, b in blocks]
+        return torch.cat(parts) if parts else torch.empty((0,) + tuple(shape[1:]), dtype=dt.to_torch(self.dtype))
 
     def _pristine_base(self) -> torch.Tensor:
         """The flat CPU base buffer (filler, and the values in the view), shared through
@@ -338,12 +375,35 @@ class TensorRecipe:
         return view
 
 
+HASH_CHUNK = 1 << 24    # elements made at once by _generated_on (int64 temporaries: 128 MiB)
+
+
+def index_hash_values(seed: int, start: int, count: int, dtype: torch.dtype, device) -> torch.Tensor:
+    """The values at flat logical indices ``start .. start+count-1`` of an ``index_hash``
+    tensor: an integer hash of each index (int64 arithmetic, exact on every device), so
+    that any rows of a tensor of billions of elements can be made anywhere, alone.
+    Floats are multiples of 1/4 in [-30, 30] (exact in bfloat16, and their sums over
+    a few thousand terms exact in float32); integers in [-125, 125] (uint8: [0, 250]);
+    bools true where the hash is a multiple of 3."""
+    i = torch.arange(start, start + count, dtype=torch.int64, device=device)
+    h = (i * 40503 + int(seed) % 65521) % 65521
+    if dtype == torch.bool:
+        return h % 3 == 0
+    if dtype.is_floating_point:
+        return ((h % 241 - 120).to(torch.float32) / 4).to(dtype)
+    if dtype == torch.uint8:
+        return (h % 251).to(dtype)
+    return (h % 251 - 125).to(dtype)
+
+
 def _generator(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(int(seed) & 0xFFFF_FFFF_FFFF)
 
 
 def generate_values(recipe: ValueRecipe, shape: tuple[int, ...], dtype_name: str) -> torch.Tensor:
     """Deterministic values of ``shape`` and ``dtype_name`` on the CPU."""
+    if recipe.distribution == "index_hash":
+        return index_hash_values(recipe.seed, 0, math.prod(shape), dt.to_torch(dtype_name), "cpu").view(shape)
     gen = _generator(recipe.seed)
     torch_dtype = dt.to_torch(dtype_name)
     real_name = dt.real_dtype_name(dtype_name)

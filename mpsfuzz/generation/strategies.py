@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from . import dtypes as dt
 from .opspec import GRAD_DTYPES, LARGE_REAL_NUMEL, OpSpec, ShapeBudget, integers_once, sampled_once, unique_lists_once
-from .recipes import (MATRIX_DISTRIBUTIONS, NONFINITE_SPECIALS, SPECIAL_NAMES, Alias, Case, Layout,
+from .recipes import (DEVICE_GENERATED, MATRIX_DISTRIBUTIONS, NONFINITE_SPECIALS, SPECIAL_NAMES, Alias, Case, Layout,
                       TensorRecipe, ValueRecipe)
 
 # Ops that disallow non-finite values (BLAS, factorizations) also get no finite extremes
@@ -292,6 +292,9 @@ def _draw_aliasing(draw, spec: OpSpec, inputs: tuple, variant: str, alias_ratio:
 def _constant_if_large(recipe: TensorRecipe) -> TensorRecipe:
     """An input of the large family past LARGE_REAL_NUMEL elements: a stride-0 view of
     one element (its one value drawn as usual, specials included)."""
+    if recipe.values.distribution in DEVICE_GENERATED:
+        # Made on the device row by row, compared on a few rows: every row its own values.
+        return replace(recipe, layout=replace(recipe.layout, expanded=()))
     if recipe.numel <= LARGE_REAL_NUMEL:
         return recipe
     return replace(recipe, layout=Layout(expanded=tuple(d for d, n in enumerate(recipe.shape) if n != 1)))

@@ -35,7 +35,7 @@ from ..corpus.finding import Finding, now_iso
 from ..execution.executor import OUT_FILLER
 from ..generation import catalogue
 from ..generation import dtypes as dt
-from ..generation.recipes import GAP_FILLER, Case, TensorRecipe, resolve_kwargs
+from ..generation.recipes import DEVICE_GENERATED, GAP_FILLER, HASH_CHUNK, Case, TensorRecipe, index_hash_values, resolve_kwargs
 from ..oracles.grads import BACKWARD_SCALE
 from ..oracles.values import dut_alone_scale, leaf_tolerance
 from .source import Rendering, SourceError, literal
@@ -164,8 +164,34 @@ def _seeded_values(recipe: TensorRecipe) -> list[str] | None:
     return lines
 
 
+def _generated_lines(recipe: TensorRecipe, name: str) -> list[str]:
+    """An ``index_hash`` input (billions of elements, made on the device): the hash
+    function itself, a filled buffer on the device viewed as the recipe says, then its
+    rows filled block by block, as materialize does."""
+    dense = recipe._dense_base_shape()
+    offset = recipe.layout.offset
+    dtype = dt.to_torch(recipe.dtype)
+    fill = "True" if recipe.dtype == "bool" else str(GAP_FILLER)
+    view = (f"[{offset}:]" if offset else "") + (f"[:{math.prod(dense)}].view{tuple(dense)}" if dense else "")
+    lines = [line for line in inspect.getsource(index_hash_values).splitlines() if line.strip()]
+    lines.append(f"{name} = torch.full(({recipe.base_numel},), {fill}, dtype={dtype}, device=device){view}"
+                 f"{_view_steps(recipe)}")
+    shape = recipe.shape
+    if not shape:
+        return lines + [f"{name}.fill_(index_hash_values({recipe.values.seed}, 0, 1, {dtype}, device)[0])"]
+    row = math.prod(shape[1:])
+    step = max(1, HASH_CHUNK // max(1, row))
+    return lines + [
+        f"for first in range(0, {shape[0]}, {step}):  # {recipe.numel:,} elements, made block by block",
+        f"    last = min({shape[0]}, first + {step})",
+        f"    {name}[first:last].copy_(index_hash_values({recipe.values.seed}, first * {row}, (last - first) * {row}, "
+        f"{dtype}, device).view((last - first,) + {tuple(shape[1:])}))"]
+
+
 def tensor_lines(recipe: TensorRecipe, name: str) -> list[str]:
     """Source lines that leave ``name`` bound to the input, built on ``device``."""
+    if recipe.values.distribution in DEVICE_GENERATED:
+        return _generated_lines(recipe, name)
     dense = recipe._dense_base_shape()
     offset = recipe.layout.offset
     steps = _view_steps(recipe)
@@ -443,6 +469,12 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     body += input_lines(case, names)
     expect: dict = {"outcome": "assertion"}
     cpu_names = [b.on_cpu(n) for n in names]
+    if spec.reference_inputs is not None and case.inputs and case.inputs[0].values.distribution in DEVICE_GENERATED:
+        # A row-wise op of the large family: the reference sees only the rows its
+        # result is compared on, cut from the device's input (the same values).
+        from ..generation.ops.large_rows import boundary_blocks
+        blocks = ", ".join(f"{names[0]}[{a}:{b_}]" for a, b_ in boundary_blocks(case.inputs[0].shape))
+        cpu_names = [f"torch.cat([{blocks}]).cpu()"] + cpu_names[1:]
     # The executor computed the CPU reference in a wider dtype where CPU has no kernel:
     # value findings say so; an error finding's script asks eager CPU itself.
     widened = "wider dtype" in finding.failure.message or (oracle == "errors" and _cpu_lacks_kernel(b))

@@ -123,7 +123,7 @@ EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak
            "ignore_strides", "poison", "spill", "overflow_naively", "accumulate_in_dtype", "inflate",
            "leak_output", "cache_once", "split_transform", "split_transform_badly", "skip_bounds_check", "rewrite",
            "nudge_input", "pairwise_product", "fault_later",
-           "clobber_input", "corrupt_and_clobber", "skew")
+           "clobber_input", "corrupt_and_clobber", "skew", "wrap_int32")
 
 # What torch's C++ error messages call each dtype ("not implemented for 'Long'").
 _CPP_DTYPE_NAMES = {
@@ -214,6 +214,8 @@ class Fault:
             raise RuntimeError(POISON_MESSAGE)
         if effect == "noop":
             return _input(func, args, kwargs)
+        if effect == "wrap_int32":
+            return _wrapped_past_int32(_real_result(func, args, kwargs))
         if effect == "densify":
             out = _real_result(func, args, kwargs)
             return tree_map(lambda t: t.contiguous() if isinstance(t, torch.Tensor) else t, out)
@@ -625,8 +627,11 @@ def _many_fft_dims(func, args, kwargs) -> bool:
     return len(_arg(func, args, kwargs, 1)) > 3
 
 
+INT32_LIMIT = 2**31   # where a 32-bit index wraps (tests lower it to run the faults at small sizes)
+
+
 def _numel_past_int32(func, args, kwargs) -> bool:
-    return _input(func, args, kwargs).numel() >= 2**31
+    return _input(func, args, kwargs).numel() >= INT32_LIMIT
 
 
 def _dim_65536_under_int32(func, args, kwargs) -> bool:
@@ -888,6 +893,17 @@ def _mutable(func) -> bool:
     return bool(schema is not None and schema.is_mutable)
 
 
+def _wrapped_past_int32(out):
+    """A kernel that indexes its output with 32 bits: the elements from 2^31 on are
+    written where the index wrapped to, so they keep whatever was there (here: the
+    first elements' values)."""
+    if isinstance(out, torch.Tensor) and out.numel() > INT32_LIMIT and out.is_contiguous():
+        flat = out.view(-1)
+        n = flat.numel() - INT32_LIMIT
+        flat[INT32_LIMIT:].copy_(flat[:n])
+    return out
+
+
 def _corrupt(func, result, outputs: tuple[int, ...] | None):
     in_place = _mutable(func)
 
@@ -971,6 +987,9 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("sum_past_int32", "like the 32-bit indexing bugs of MPS reductions (pytorch#148975, #158824): "
           "sum wrong for inputs of 2^31 or more elements",
           ("aten::sum",), _numel_past_int32, "corrupt"),
+    Fault("copy_past_int32", "32-bit indexing in a copy or cast kernel (the class of the silent corruption past 2^31 elements): "
+          "clone/to() of 2^31 or more elements write the elements past 2^31 where the index wrapped",
+          ("aten::clone", "aten::_to_copy"), _numel_past_int32, "wrap_int32"),
     Fault("sum_dim_65536", "like pytorch#149004 (min/max over large dims): sum wrong "
           "when a dim has 65,536 or more elements (below 2^31 in all)",
           ("aten::sum",), _dim_65536_under_int32, "corrupt"),
