@@ -562,25 +562,37 @@ def _load_kernel_files(paths) -> list[str]:
     return names
 
 
-def _check_kernel_contracts(ops, target, console) -> None:
+def _check_kernel_contracts(ops, target_spec: str, timeout_s: float, console) -> None:
     """Users' kernels that require contiguous inputs: one call each with a non-contiguous
     one, to say whether they reject it (a note per kernel; not a finding: the contract
-    allows anything there)."""
-    from .execution.kernel_checks import SILENTLY_WRONG, check_contiguity
+    allows anything there). In a worker, as every case: this process forks drafters and
+    must never touch the device with a user's kernel."""
+    from .execution.kernel_checks import SILENTLY_WRONG, ContiguityCheckError, check_contiguity_in
+    from .execution.targets import TargetError
+    from .execution.worker import WorkerPool, WorkerStartError
     from .generation import catalogue
-    for name in ops:
-        spec = catalogue.get(name)
-        if not spec.contiguous_inputs:
-            continue
-        try:
-            checks = check_contiguity(spec, target)
-        except Exception as exc:  # the check is best effort: the campaign still runs
-            console.print(f"  note: kernel `{name}`: contiguity check failed: {type(exc).__name__}: {exc}",
-                          highlight=False, markup=False)
-            continue
-        for check in checks:
-            style = "yellow" if check.outcome == SILENTLY_WRONG else None
-            console.print(f"  note: {check.line()}", style=style, highlight=False, markup=False)
+    from .oracles.judge import judge_case
+    specs = [spec for spec in (catalogue.get(name) for name in ops) if spec.contiguous_inputs]
+    if not specs:
+        return
+    # execute=judge_case only for the zygote's preload: this process has one forkserver,
+    # started by the first pool, and the campaign's pools then find it warm for theirs.
+    try:
+        pool = WorkerPool(target_spec, timeout_s=timeout_s, execute=judge_case, role="contracts")
+    except (TargetError, WorkerStartError) as exc:   # the campaign's workers would not start either
+        raise UsageError(str(exc)) from None
+    with pool:
+        for spec in specs:
+            try:
+                checks = check_contiguity_in(pool, spec, timeout_s=max(3 * timeout_s, 60.0))
+            except Exception as exc:  # the check is best effort: the campaign still runs
+                why = str(exc) if isinstance(exc, ContiguityCheckError) else f"{type(exc).__name__}: {exc}"
+                console.print(f"  note: kernel `{spec.name}`: contiguity check failed: {why}",
+                              highlight=False, markup=False)
+                continue
+            for check in checks:
+                style = "yellow" if check.outcome == SILENTLY_WRONG else None
+                console.print(f"  note: {check.line()}", style=style, highlight=False, markup=False)
 
 
 def _campaign_setup(args, console, *, default_budget: str | None):
@@ -625,7 +637,7 @@ def _campaign_setup(args, console, *, default_budget: str | None):
     shard = "" if args.shard is None else f", shard {args.shard[0]}/{args.shard[1]}: {len(ops)} of {selected} ops"
     console.print(_describe_target(target.name, str(target.device), automatic and spec in BUILTIN, shard),
                   highlight=False)
-    _check_kernel_contracts(ops, target, console)
+    _check_kernel_contracts(ops, spec, args.timeout, console)
     corpus_dir = Path(args.corpus)
     Corpus(corpus_dir).check_writable()   # CorpusWriteError: exit 2 before any case runs
     _, problems = Corpus(corpus_dir).load()

@@ -183,6 +183,89 @@ def test_the_contiguity_check_tells_validating_kernels_from_silent_ones(tmp_path
     assert outcomes == {"strict": VALIDATES, "flat": SILENTLY_WRONG, "copes": COPES}
 
 
+# -- which process runs a user's code ----------------------------------------------------------
+
+# A kernel file that logs each process importing it (and calling its kernel), by the
+# name multiprocessing gives the process: workers are "ForkServerProcess-N"; the zygote
+# and the campaign's driver are "MainProcess".
+LOGGING_KERNEL_FILE = """
+import multiprocessing, os
+import mpsfuzz
+
+def _log(what):
+    with open({log!r}, "a") as f:
+        f.write(f"{{what}} {{multiprocessing.current_process().name}} {{os.getpid()}}\\n")
+
+_log("import")
+
+@mpsfuzz.kernel(reference=lambda x: x * 2, inputs=[mpsfuzz.tensor(dtypes=["float32"], min_dims=1, contiguous=True)])
+def logged_double(x):
+    _log("call")
+    return x.contiguous() * 2
+
+@mpsfuzz.kernel(reference=lambda x: x * 2, inputs=[mpsfuzz.tensor(dtypes=["float32"], min_dims=1, contiguous=True)])
+def dies_on_gaps(x):
+    if not x.is_contiguous():
+        os._exit(3)
+    return x * 2
+"""
+
+
+def _logged(log: Path) -> list[tuple[str, str, int]]:
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [(what, name, int(pid)) for what, name, pid in (line.split() for line in lines)]
+
+
+def test_the_worker_zygote_never_imports_kernel_files_and_each_worker_does(tmp_path):
+    # A user's file may touch the device when imported (torch.cuda.is_available(), import
+    # triton); imported in the zygote, it left every forked worker unable to use CUDA.
+    log = tmp_path / "imports.log"
+    kfile = tmp_path / "mine.py"
+    kfile.write_text(LOGGING_KERNEL_FILE.format(log=str(log)))
+    script = """
+import os, sys
+from mpsfuzz.execution.worker import WorkerPool
+with WorkerPool("cpu") as pool:           # a forkserver zygote and one worker forked from it
+    print("worker", pool._worker.process.pid)
+import mpsfuzz.execution.preload          # what the zygote runs, here
+from mpsfuzz.generation import catalogue, kernels
+print("deferred", "logged_double" in catalogue.all_ops())
+kernels.resume_loading()                  # what each worker does after the fork
+print("resumed", "logged_double" in catalogue.all_ops(), os.getpid())
+"""
+    env = dict(os.environ, MPSFUZZ_KERNELS=str(kfile), MPSFUZZ_START_METHOD="forkserver")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    result = subprocess.run([sys.executable, "-c", script], env=env, text=True, capture_output=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    worker_pid = int(out["worker"])
+    assert out["deferred"] == "False"
+    resumed, script_pid = out["resumed"].split()
+    assert resumed == "True"
+    # One import in the worker (at its start, before any case), one in this script after
+    # resume_loading(), none in the zygote nor in the script while it played the zygote.
+    assert _logged(log) == [("import", "ForkServerProcess-1", worker_pid), ("import", "MainProcess", int(script_pid))]
+
+
+def test_the_contiguity_check_runs_the_kernel_in_a_worker_and_survives_its_death(tmp_path):
+    log = tmp_path / "calls.log"
+    kfile = tmp_path / "mine.py"
+    kfile.write_text(LOGGING_KERNEL_FILE.format(log=str(log)))
+    result = mpsfuzz_cli("run", "--kernels", str(kfile), "--target", "cpu", "--max-cases", "6", "--jobs", "1",
+                         "--seed", "1", "--no-progress", "--no-verify-repros", "--corpus", str(tmp_path / "c"),
+                         cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "kernel `logged_double` requires input 0 contiguous; given a non-contiguous one it accepts it and " \
+           "returns the reference's answer" in result.stdout, result.stdout[-3000:]
+    assert "note: kernel `dies_on_gaps`: contiguity check failed: the worker running it died (exit code 3)" \
+        in result.stdout, result.stdout[-3000:]
+    calls = [(what, name) for what, name, _ in _logged(log)]
+    # The driver imported the file (it lists the kernels) but never called a kernel.
+    assert ("import", "MainProcess") in calls and ("call", "MainProcess") not in calls, calls
+    assert any(what == "call" for what, _ in calls), calls
+    assert all(name.startswith("ForkServerProcess-") for what, name in calls if what == "call"), calls
+
+
 # -- campaigns on the examples ---------------------------------------------------------------
 
 # file, kernel, what its finding must say (None: the correct form, no finding)
