@@ -308,15 +308,31 @@ def test_each_buggy_example_is_found_and_no_correct_one(file, op, trigger, tmp_p
         assert any(trigger in f["explanation"] for f in found), [f["explanation"] for f in found]
 
 
-def test_a_kernel_repro_script_imports_the_kernel_file_and_calls_the_reference(tmp_path):
+def test_a_kernel_repro_script_carries_the_kernel_file_and_reproduces_without_it(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    kfile = src / "contiguity.py"
+    kfile.write_text((EXAMPLES / "contiguity.py").read_text())
     corpus = tmp_path / "corpus"
-    mpsfuzz_cli("run", "--kernels", str(EXAMPLES / "contiguity.py"), "--ops", "scale_shift_buggy", "--target",
-                "cpu", "--max-cases", "100", "--seed", "1", "--no-progress", "--corpus", str(corpus), cwd=tmp_path)
+    mpsfuzz_cli("run", "--kernels", str(kfile), "--ops", "scale_shift_buggy", "--target", "cpu",
+                "--max-cases", "100", "--seed", "1", "--no-progress", "--corpus", str(corpus), cwd=tmp_path)
     values = [f for f in findings_in(corpus) if f["failure"]["oracle"] == "values"]
-    assert values
+    assert values and values[0]["repro"]["verified"], [f["repro"] for f in values]
     script = values[0]["repro"]["script"]
-    assert str(EXAMPLES / "contiguity.py") in script
     assert "kernels.scale_shift_reference(" in script and "kernels.scale_shift_buggy(" in script
+    assert "def _scale_shift_buggy(x: torch.Tensor, alpha: float)" in script     # the file's text, inlined
+    # The file gone, the script run in a fresh interpreter where `import mpsfuzz` fails (a
+    # module of that name beside the script comes first): it still shows the bug.
+    kfile.unlink()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (elsewhere / "repro.py").write_text(script)
+    (elsewhere / "mpsfuzz.py").write_text("raise ImportError('the repro script imported mpsfuzz')\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "repro.py"], cwd=elsewhere, env=env, text=True,
+                          capture_output=True, timeout=120)
+    assert done.returncode == 1 and "AssertionError" in done.stderr, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "imported mpsfuzz" not in done.stderr
 
 
 def test_kernels_alone_selects_the_files_kernels_and_notes_the_contiguity_contract(tmp_path):
