@@ -245,6 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--no-verify", action="store_true",
                         help="--format issue: do not run repro scripts now (use the stored verification)")
     report.add_argument("--timeout", type=_seconds("--timeout"), default=60.0, help="seconds per repro verification")
+    report.add_argument("--kernels", action="append", default=[], metavar="FILE",
+                        help="the kernel file of findings of your own kernels (run --kernels FILE); repeatable")
     report.add_argument("--templates", default=None, metavar="DIR",
                         help="--format issue: a folder of your own issue templates (same file names as "
                         "mpsfuzz/reports/templates/), used instead of the shipped ones")
@@ -257,6 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--timeout", type=_seconds("--timeout"), default=60.0,
                        help="seconds the verification may run")
     repro.add_argument("--output", "-o", default=None, metavar="FILE", help="write the script here")
+    repro.add_argument("--kernels", action="append", default=[], metavar="FILE",
+                       help="the kernel file of a finding of your own kernel (run --kernels FILE); repeatable")
 
     status = sub.add_parser("status", help="what the daemon in a corpus is doing (or did before it stopped)")
     status.add_argument("dir", metavar="DIR", help="the daemon's corpus folder")
@@ -793,6 +797,7 @@ def cmd_report(args, console) -> int:
     from .reports import views
     # Machine formats and files keep stdout clean: warnings go to stderr.
     warn = console if args.format == "terminal" and args.output is None else Console(stderr=True)
+    _load_kernel_files(args.kernels)
     found = _load_findings_or_warn(args.paths, warn)
     if args.format == "issue":
         from .reports.issue import TemplateError, drafts
@@ -825,6 +830,7 @@ def cmd_repro(args, console) -> int:
     path = Path(args.finding)
     if path.is_dir():
         raise UsageError(f"{args.finding}: a folder; repro takes one finding file (report --format issue takes a folder)")
+    _load_kernel_files(args.kernels)
     found = _load_findings_or_warn([path], err)
     if not found:
         raise UsageError(f"{args.finding}: not a readable finding")

@@ -308,14 +308,21 @@ def test_each_buggy_example_is_found_and_no_correct_one(file, op, trigger, tmp_p
         assert any(trigger in f["explanation"] for f in found), [f["explanation"] for f in found]
 
 
-def test_a_kernel_repro_script_carries_the_kernel_file_and_reproduces_without_it(tmp_path):
-    src = tmp_path / "src"
-    src.mkdir()
-    kfile = src / "contiguity.py"
+@pytest.fixture(scope="module")
+def contiguity_run(tmp_path_factory) -> tuple[Path, Path]:
+    """(a copy of contiguity.py, the corpus of a campaign on its buggy kernel)."""
+    work = tmp_path_factory.mktemp("contiguity")
+    (work / "src").mkdir()
+    kfile = work / "src" / "contiguity.py"
     kfile.write_text((EXAMPLES / "contiguity.py").read_text())
-    corpus = tmp_path / "corpus"
+    corpus = work / "corpus"
     mpsfuzz_cli("run", "--kernels", str(kfile), "--ops", "scale_shift_buggy", "--target", "cpu",
-                "--max-cases", "100", "--seed", "1", "--no-progress", "--corpus", str(corpus), cwd=tmp_path)
+                "--max-cases", "100", "--seed", "1", "--no-progress", "--corpus", str(corpus), cwd=work)
+    return kfile, corpus
+
+
+def test_a_kernel_repro_script_carries_the_kernel_file_and_reproduces_without_it(contiguity_run, tmp_path):
+    kfile, corpus = contiguity_run
     values = [f for f in findings_in(corpus) if f["failure"]["oracle"] == "values"]
     assert values and values[0]["repro"]["verified"], [f["repro"] for f in values]
     script = values[0]["repro"]["script"]
@@ -323,16 +330,32 @@ def test_a_kernel_repro_script_carries_the_kernel_file_and_reproduces_without_it
     assert "def _scale_shift_buggy(x: torch.Tensor, alpha: float)" in script     # the file's text, inlined
     # The file gone, the script run in a fresh interpreter where `import mpsfuzz` fails (a
     # module of that name beside the script comes first): it still shows the bug.
-    kfile.unlink()
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    (elsewhere / "repro.py").write_text(script)
-    (elsewhere / "mpsfuzz.py").write_text("raise ImportError('the repro script imported mpsfuzz')\n")
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run([sys.executable, "repro.py"], cwd=elsewhere, env=env, text=True,
-                          capture_output=True, timeout=120)
+    away = tmp_path / "away.py"
+    kfile.rename(away)
+    try:
+        (tmp_path / "repro.py").write_text(script)
+        (tmp_path / "mpsfuzz.py").write_text("raise ImportError('the repro script imported mpsfuzz')\n")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        done = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path, env=env, text=True,
+                              capture_output=True, timeout=120)
+    finally:
+        away.rename(kfile)
     assert done.returncode == 1 and "AssertionError" in done.stderr, done.stdout[-2000:] + done.stderr[-3000:]
     assert "imported mpsfuzz" not in done.stderr
+
+
+def test_a_kernel_finding_s_issue_draft_is_addressed_to_the_kernel_s_author(contiguity_run, tmp_path):
+    kfile, corpus = contiguity_run
+    done = mpsfuzz_cli("report", "--format", "issue", "--no-verify", "--kernels", str(kfile), str(corpus),
+                       cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = done.stdout
+    assert text.startswith("# [cpu] Your kernel `scale_shift_buggy` (contiguity.py) returns wrong values when "
+                           "`input` is non-contiguous"), text[:300]
+    assert f"Your kernel `scale_shift_buggy` (in `{kfile}`) does not do what its reference does" in text
+    assert "for the author of the kernel `scale_shift_buggy`" in text and "not about PyTorch" in text
+    assert "the kernel's reference, `scale_shift_reference`, returns for the same input" in text
+    assert "Suggested labels" not in text and "`module: " not in text     # PyTorch's triage labels: not here
 
 
 def test_kernels_alone_selects_the_files_kernels_and_notes_the_contiguity_contract(tmp_path):
