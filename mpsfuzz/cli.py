@@ -245,6 +245,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--no-verify", action="store_true",
                         help="--format issue: do not run repro scripts now (use the stored verification)")
     report.add_argument("--timeout", type=_seconds("--timeout"), default=60.0, help="seconds per repro verification")
+    report.add_argument("--kernels", action="append", default=[], metavar="FILE",
+                        help="the kernel file of findings of your own kernels (run --kernels FILE); repeatable")
     report.add_argument("--templates", default=None, metavar="DIR",
                         help="--format issue: a folder of your own issue templates (same file names as "
                         "mpsfuzz/reports/templates/), used instead of the shipped ones")
@@ -257,6 +259,8 @@ def build_parser() -> argparse.ArgumentParser:
     repro.add_argument("--timeout", type=_seconds("--timeout"), default=60.0,
                        help="seconds the verification may run")
     repro.add_argument("--output", "-o", default=None, metavar="FILE", help="write the script here")
+    repro.add_argument("--kernels", action="append", default=[], metavar="FILE",
+                       help="the kernel file of a finding of your own kernel (run --kernels FILE); repeatable")
 
     status = sub.add_parser("status", help="what the daemon in a corpus is doing (or did before it stopped)")
     status.add_argument("dir", metavar="DIR", help="the daemon's corpus folder")
@@ -562,25 +566,37 @@ def _load_kernel_files(paths) -> list[str]:
     return names
 
 
-def _check_kernel_contracts(ops, target, console) -> None:
+def _check_kernel_contracts(ops, target_spec: str, timeout_s: float, console) -> None:
     """Users' kernels that require contiguous inputs: one call each with a non-contiguous
     one, to say whether they reject it (a note per kernel; not a finding: the contract
-    allows anything there)."""
-    from .execution.kernel_checks import SILENTLY_WRONG, check_contiguity
+    allows anything there). In a worker, as every case: this process forks drafters and
+    must never touch the device with a user's kernel."""
+    from .execution.kernel_checks import SILENTLY_WRONG, ContiguityCheckError, check_contiguity_in
+    from .execution.targets import TargetError
+    from .execution.worker import WorkerPool, WorkerStartError
     from .generation import catalogue
-    for name in ops:
-        spec = catalogue.get(name)
-        if not spec.contiguous_inputs:
-            continue
-        try:
-            checks = check_contiguity(spec, target)
-        except Exception as exc:  # the check is best effort: the campaign still runs
-            console.print(f"  note: kernel `{name}`: contiguity check failed: {type(exc).__name__}: {exc}",
-                          highlight=False, markup=False)
-            continue
-        for check in checks:
-            style = "yellow" if check.outcome == SILENTLY_WRONG else None
-            console.print(f"  note: {check.line()}", style=style, highlight=False, markup=False)
+    from .oracles.judge import judge_case
+    specs = [spec for spec in (catalogue.get(name) for name in ops) if spec.contiguous_inputs]
+    if not specs:
+        return
+    # execute=judge_case only for the zygote's preload: this process has one forkserver,
+    # started by the first pool, and the campaign's pools then find it warm for theirs.
+    try:
+        pool = WorkerPool(target_spec, timeout_s=timeout_s, execute=judge_case, role="contracts")
+    except (TargetError, WorkerStartError) as exc:   # the campaign's workers would not start either
+        raise UsageError(str(exc)) from None
+    with pool:
+        for spec in specs:
+            try:
+                checks = check_contiguity_in(pool, spec, timeout_s=max(3 * timeout_s, 60.0))
+            except Exception as exc:  # the check is best effort: the campaign still runs
+                why = str(exc) if isinstance(exc, ContiguityCheckError) else f"{type(exc).__name__}: {exc}"
+                console.print(f"  note: kernel `{spec.name}`: contiguity check failed: {why}",
+                              highlight=False, markup=False)
+                continue
+            for check in checks:
+                style = "yellow" if check.outcome == SILENTLY_WRONG else None
+                console.print(f"  note: {check.line()}", style=style, highlight=False, markup=False)
 
 
 def _campaign_setup(args, console, *, default_budget: str | None):
@@ -625,7 +641,7 @@ def _campaign_setup(args, console, *, default_budget: str | None):
     shard = "" if args.shard is None else f", shard {args.shard[0]}/{args.shard[1]}: {len(ops)} of {selected} ops"
     console.print(_describe_target(target.name, str(target.device), automatic and spec in BUILTIN, shard),
                   highlight=False)
-    _check_kernel_contracts(ops, target, console)
+    _check_kernel_contracts(ops, spec, args.timeout, console)
     corpus_dir = Path(args.corpus)
     Corpus(corpus_dir).check_writable()   # CorpusWriteError: exit 2 before any case runs
     _, problems = Corpus(corpus_dir).load()
@@ -781,6 +797,7 @@ def cmd_report(args, console) -> int:
     from .reports import views
     # Machine formats and files keep stdout clean: warnings go to stderr.
     warn = console if args.format == "terminal" and args.output is None else Console(stderr=True)
+    _load_kernel_files(args.kernels)
     found = _load_findings_or_warn(args.paths, warn)
     if args.format == "issue":
         from .reports.issue import TemplateError, drafts
@@ -813,6 +830,7 @@ def cmd_repro(args, console) -> int:
     path = Path(args.finding)
     if path.is_dir():
         raise UsageError(f"{args.finding}: a folder; repro takes one finding file (report --format issue takes a folder)")
+    _load_kernel_files(args.kernels)
     found = _load_findings_or_warn([path], err)
     if not found:
         raise UsageError(f"{args.finding}: not a readable finding")

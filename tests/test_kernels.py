@@ -183,6 +183,89 @@ def test_the_contiguity_check_tells_validating_kernels_from_silent_ones(tmp_path
     assert outcomes == {"strict": VALIDATES, "flat": SILENTLY_WRONG, "copes": COPES}
 
 
+# -- which process runs a user's code ----------------------------------------------------------
+
+# A kernel file that logs each process importing it (and calling its kernel), by the
+# name multiprocessing gives the process: workers are "ForkServerProcess-N"; the zygote
+# and the campaign's driver are "MainProcess".
+LOGGING_KERNEL_FILE = """
+import multiprocessing, os
+import mpsfuzz
+
+def _log(what):
+    with open({log!r}, "a") as f:
+        f.write(f"{{what}} {{multiprocessing.current_process().name}} {{os.getpid()}}\\n")
+
+_log("import")
+
+@mpsfuzz.kernel(reference=lambda x: x * 2, inputs=[mpsfuzz.tensor(dtypes=["float32"], min_dims=1, contiguous=True)])
+def logged_double(x):
+    _log("call")
+    return x.contiguous() * 2
+
+@mpsfuzz.kernel(reference=lambda x: x * 2, inputs=[mpsfuzz.tensor(dtypes=["float32"], min_dims=1, contiguous=True)])
+def dies_on_gaps(x):
+    if not x.is_contiguous():
+        os._exit(3)
+    return x * 2
+"""
+
+
+def _logged(log: Path) -> list[tuple[str, str, int]]:
+    lines = log.read_text().splitlines() if log.exists() else []
+    return [(what, name, int(pid)) for what, name, pid in (line.split() for line in lines)]
+
+
+def test_the_worker_zygote_never_imports_kernel_files_and_each_worker_does(tmp_path):
+    # A user's file may touch the device when imported (torch.cuda.is_available(), import
+    # triton); imported in the zygote, it left every forked worker unable to use CUDA.
+    log = tmp_path / "imports.log"
+    kfile = tmp_path / "mine.py"
+    kfile.write_text(LOGGING_KERNEL_FILE.format(log=str(log)))
+    script = """
+import os, sys
+from mpsfuzz.execution.worker import WorkerPool
+with WorkerPool("cpu") as pool:           # a forkserver zygote and one worker forked from it
+    print("worker", pool._worker.process.pid)
+import mpsfuzz.execution.preload          # what the zygote runs, here
+from mpsfuzz.generation import catalogue, kernels
+print("deferred", "logged_double" in catalogue.all_ops())
+kernels.resume_loading()                  # what each worker does after the fork
+print("resumed", "logged_double" in catalogue.all_ops(), os.getpid())
+"""
+    env = dict(os.environ, MPSFUZZ_KERNELS=str(kfile), MPSFUZZ_START_METHOD="forkserver")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    result = subprocess.run([sys.executable, "-c", script], env=env, text=True, capture_output=True, timeout=240)
+    assert result.returncode == 0, result.stderr[-3000:]
+    out = dict(line.split(" ", 1) for line in result.stdout.splitlines())
+    worker_pid = int(out["worker"])
+    assert out["deferred"] == "False"
+    resumed, script_pid = out["resumed"].split()
+    assert resumed == "True"
+    # One import in the worker (at its start, before any case), one in this script after
+    # resume_loading(), none in the zygote nor in the script while it played the zygote.
+    assert _logged(log) == [("import", "ForkServerProcess-1", worker_pid), ("import", "MainProcess", int(script_pid))]
+
+
+def test_the_contiguity_check_runs_the_kernel_in_a_worker_and_survives_its_death(tmp_path):
+    log = tmp_path / "calls.log"
+    kfile = tmp_path / "mine.py"
+    kfile.write_text(LOGGING_KERNEL_FILE.format(log=str(log)))
+    result = mpsfuzz_cli("run", "--kernels", str(kfile), "--target", "cpu", "--max-cases", "6", "--jobs", "1",
+                         "--seed", "1", "--no-progress", "--no-verify-repros", "--corpus", str(tmp_path / "c"),
+                         cwd=tmp_path)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
+    assert "kernel `logged_double` requires input 0 contiguous; given a non-contiguous one it accepts it and " \
+           "returns the reference's answer" in result.stdout, result.stdout[-3000:]
+    assert "note: kernel `dies_on_gaps`: contiguity check failed: the worker running it died (exit code 3)" \
+        in result.stdout, result.stdout[-3000:]
+    calls = [(what, name) for what, name, _ in _logged(log)]
+    # The driver imported the file (it lists the kernels) but never called a kernel.
+    assert ("import", "MainProcess") in calls and ("call", "MainProcess") not in calls, calls
+    assert any(what == "call" for what, _ in calls), calls
+    assert all(name.startswith("ForkServerProcess-") for what, name in calls if what == "call"), calls
+
+
 # -- campaigns on the examples ---------------------------------------------------------------
 
 # file, kernel, what its finding must say (None: the correct form, no finding)
@@ -225,15 +308,54 @@ def test_each_buggy_example_is_found_and_no_correct_one(file, op, trigger, tmp_p
         assert any(trigger in f["explanation"] for f in found), [f["explanation"] for f in found]
 
 
-def test_a_kernel_repro_script_imports_the_kernel_file_and_calls_the_reference(tmp_path):
-    corpus = tmp_path / "corpus"
-    mpsfuzz_cli("run", "--kernels", str(EXAMPLES / "contiguity.py"), "--ops", "scale_shift_buggy", "--target",
-                "cpu", "--max-cases", "100", "--seed", "1", "--no-progress", "--corpus", str(corpus), cwd=tmp_path)
+@pytest.fixture(scope="module")
+def contiguity_run(tmp_path_factory) -> tuple[Path, Path]:
+    """(a copy of contiguity.py, the corpus of a campaign on its buggy kernel)."""
+    work = tmp_path_factory.mktemp("contiguity")
+    (work / "src").mkdir()
+    kfile = work / "src" / "contiguity.py"
+    kfile.write_text((EXAMPLES / "contiguity.py").read_text())
+    corpus = work / "corpus"
+    mpsfuzz_cli("run", "--kernels", str(kfile), "--ops", "scale_shift_buggy", "--target", "cpu",
+                "--max-cases", "100", "--seed", "1", "--no-progress", "--corpus", str(corpus), cwd=work)
+    return kfile, corpus
+
+
+def test_a_kernel_repro_script_carries_the_kernel_file_and_reproduces_without_it(contiguity_run, tmp_path):
+    kfile, corpus = contiguity_run
     values = [f for f in findings_in(corpus) if f["failure"]["oracle"] == "values"]
-    assert values
+    assert values and values[0]["repro"]["verified"], [f["repro"] for f in values]
     script = values[0]["repro"]["script"]
-    assert str(EXAMPLES / "contiguity.py") in script
     assert "kernels.scale_shift_reference(" in script and "kernels.scale_shift_buggy(" in script
+    assert "def _scale_shift_buggy(x: torch.Tensor, alpha: float)" in script     # the file's text, inlined
+    # The file gone, the script run in a fresh interpreter where `import mpsfuzz` fails (a
+    # module of that name beside the script comes first): it still shows the bug.
+    away = tmp_path / "away.py"
+    kfile.rename(away)
+    try:
+        (tmp_path / "repro.py").write_text(script)
+        (tmp_path / "mpsfuzz.py").write_text("raise ImportError('the repro script imported mpsfuzz')\n")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        done = subprocess.run([sys.executable, "repro.py"], cwd=tmp_path, env=env, text=True,
+                              capture_output=True, timeout=120)
+    finally:
+        away.rename(kfile)
+    assert done.returncode == 1 and "AssertionError" in done.stderr, done.stdout[-2000:] + done.stderr[-3000:]
+    assert "imported mpsfuzz" not in done.stderr
+
+
+def test_a_kernel_finding_s_issue_draft_is_addressed_to_the_kernel_s_author(contiguity_run, tmp_path):
+    kfile, corpus = contiguity_run
+    done = mpsfuzz_cli("report", "--format", "issue", "--no-verify", "--kernels", str(kfile), str(corpus),
+                       cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    text = done.stdout
+    assert text.startswith("# [cpu] Your kernel `scale_shift_buggy` (contiguity.py) returns wrong values when "
+                           "`input` is non-contiguous"), text[:300]
+    assert f"Your kernel `scale_shift_buggy` (in `{kfile}`) does not do what its reference does" in text
+    assert "for the author of the kernel `scale_shift_buggy`" in text and "not about PyTorch" in text
+    assert "the kernel's reference, `scale_shift_reference`, returns for the same input" in text
+    assert "Suggested labels" not in text and "`module: " not in text     # PyTorch's triage labels: not here
 
 
 def test_kernels_alone_selects_the_files_kernels_and_notes_the_contiguity_contract(tmp_path):

@@ -7,7 +7,9 @@ processes (``run --draw-jobs N``) draw the next slices while the campaign judges
 last one, and the campaign itself replays a slice with that seed to shrink a failure
 (engine.py). Drafter processes are forked on Linux (they inherit the op registry as it
 is, test ops included) and spawned elsewhere (fork is unsafe on macOS once frameworks
-are loaded).
+are loaded). A drafter only draws: it never touches the device, so the fork is safe even
+where the driver's process has (a user's kernel file that asks ``torch.cuda.is_available()``
+at import); kernels run in workers only.
 """
 from __future__ import annotations
 

@@ -2,7 +2,8 @@
 
 Workers are forked from a multiprocessing *forkserver* that has torch and mpsfuzz
 imported once (a zygote), so a replacement after a crash starts in milliseconds instead
-of re-importing torch. The device is first touched in the child, after the fork.
+of re-importing torch. The device is first touched in the child, after the fork, and so
+is users' kernel code (``run --kernels``: the child imports their files, the zygote never).
 Each worker's stdout/stderr go to a log file so that a crash finding can quote the last
 lines (faulthandler writes the Python stack there on a fatal signal).
 
@@ -115,8 +116,10 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state
     os.environ.update(env)
     if compile_state is not None:
         _watch_compilation(compile_state)
+    from ..generation import catalogue, kernels
     from ..generation.recipes import Case
     from .targets import TargetError, load_target
+    kernels.resume_loading()   # the zygote imported no kernel file: this process does (after the fork)
     try:
         target = load_target(target_spec)
     except TargetError as exc:
@@ -124,6 +127,13 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state
         return
     except Exception as exc:  # a third-party target failing to construct
         conn.send(("target-error", f"--target {target_spec!r}: {type(exc).__name__}: {exc}"))
+        return
+    try:
+        # Users' kernel files now, not inside the first case's timeout (importing Triton
+        # takes seconds).
+        catalogue.all_ops()
+    except kernels.KernelFileError as exc:
+        conn.send(("start-error", str(exc)))
         return
     conn.send(("ready", target.name, str(target.device)))
     while True:
@@ -197,6 +207,9 @@ class Worker:
             self.kill()
             from .targets import TargetError
             raise TargetError(reply[1])
+        if reply[0] == "start-error":
+            self.kill()
+            raise WorkerStartError(reply[1])
         _, self.target_name, self.device = reply
         self.cases = 0      # cases this process ran (the pool recycles it after so many)
 

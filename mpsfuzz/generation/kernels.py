@@ -273,6 +273,12 @@ class KernelFileError(ValueError):
 
 _LOADED: dict[str, tuple[str, ...]] = {}   # real path -> the kernels it declared
 _ENV_SEEN: str | None = None
+# Set in the worker zygote (execution/preload.py), cleared in each worker forked from it: a
+# user's file may touch the device when imported (``torch.cuda.is_available()``, ``import
+# triton``), and a device context never survives a fork (CUDA refuses to initialise again in
+# the child: every case of every worker would fail). So the zygote imports none; each
+# worker imports them after the fork.
+_DEFERRED = False
 
 
 def load_file(path: str | os.PathLike) -> tuple[str, ...]:
@@ -311,9 +317,25 @@ def load_file(path: str | os.PathLike) -> tuple[str, ...]:
     return names
 
 
+def defer_loading() -> None:
+    """This process forks workers (the forkserver zygote): :func:`load_from_env` imports
+    no kernel file here until :func:`resume_loading` (in each forked worker)."""
+    global _DEFERRED
+    _DEFERRED = True
+
+
+def resume_loading() -> None:
+    """After the fork: the next look-up imports the files ``MPSFUZZ_KERNELS`` names."""
+    global _DEFERRED
+    _DEFERRED = False
+
+
 def load_from_env() -> None:
-    """Import the kernel files ``MPSFUZZ_KERNELS`` names (once each), in any process."""
+    """Import the kernel files ``MPSFUZZ_KERNELS`` names (once each), in any process but
+    one that defers them (:func:`defer_loading`)."""
     global _ENV_SEEN
+    if _DEFERRED:
+        return
     value = os.environ.get(ENV, "")
     if value == _ENV_SEEN:
         return

@@ -27,6 +27,7 @@ import re
 import sys
 import warnings
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -339,6 +340,61 @@ def _out_lines(spec, case: Case, kwargs: dict) -> tuple[list[str], str]:
     return lines, names[0] if single else "(" + ", ".join(names) + ("," if len(names) == 1 else "") + ")"
 
 
+KERNEL_LOADER = "_load_kernel_file"
+
+
+def _text_literal(text: str) -> str:
+    """A Python literal of ``text``: a raw triple-quoted string a reader can read where
+    that spells it exactly, else its repr."""
+    import ast
+    quotes = "'" * 3
+    readable = "r" + quotes + text + quotes
+    try:
+        if ast.literal_eval(readable) == text:
+            return readable
+    except (SyntaxError, ValueError):
+        pass
+    return repr(text)
+
+
+def kernel_file_loader(text: str, path: str) -> str:
+    """The script's source that runs a user's kernel file (its ``text``) as the module
+    ``kernels``: without the file, and without mpsfuzz (``@mpsfuzz.kernel`` and
+    ``mpsfuzz.tensor`` are stand-ins that change nothing)."""
+    text = text if text.endswith("\n") else text + "\n"
+    base = os.path.basename(path)
+    return "\n".join([
+        f"# The kernel file (mpsfuzz run --kernels {base}), its text as it was when this script was written.",
+        f"KERNEL_FILE = {_text_literal(text)}",
+        "",
+        "",
+        f"def {KERNEL_LOADER}(text, filename):",
+        '    """The kernel file run as a module: its source in linecache for inspect.getsource (triton.jit',
+        '    reads it), its folder importable for what it imports beside it, mpsfuzz\'s declarations as',
+        '    no-ops."""',
+        "    linecache.cache[filename] = (len(text), None, text.splitlines(True), filename)",
+        "    sys.path.append(os.path.dirname(filename))",
+        "    stub = types.ModuleType('mpsfuzz')",
+        "    stub.kernel = lambda fn=None, **declared: fn if fn is not None else (lambda f: f)",
+        "    stub.tensor = lambda **declared: None",
+        "    module = types.ModuleType('user_kernels')",
+        "    module.__file__ = filename",
+        "    sys.modules['user_kernels'] = module",
+        "    real = sys.modules.get('mpsfuzz')",
+        "    sys.modules['mpsfuzz'] = stub",
+        "    try:",
+        "        exec(compile(text, filename, 'exec'), module.__dict__)",
+        "    finally:",
+        "        if real is None:",
+        "            del sys.modules['mpsfuzz']",
+        "        else:",
+        "            sys.modules['mpsfuzz'] = real",
+        "    return module",
+        "",
+        "",
+        f"kernels = {KERNEL_LOADER}(KERNEL_FILE, {path!r})"])
+
+
 class _Builder:
     def __init__(self, finding: Finding, device: str, compiled: bool):
         self.finding = finding
@@ -378,10 +434,11 @@ class _Builder:
             raise ReproError(str(exc)) from None
 
     def _kernel_file_call(self, fn, args: list[str], kwargs: dict) -> str | None:
-        """A user's kernel (or its reference) called from the user's own file, which the
-        script imports by path: a kernel may call what cannot be copied into a script (a
-        torch.library op, a compiled Metal library, a Triton kernel). None for torch's
-        ops, and for a function its file does not bind under its own name (copied in)."""
+        """A user's kernel (or its reference) called from the user's own file, whose text
+        the script carries and runs as a module: a kernel may call what cannot be copied
+        into a script on its own (a torch.library op, a compiled Metal library, a Triton
+        kernel), and the script must run where the file is not. None for torch's ops, and
+        for a function its file does not bind under its own name (copied in)."""
         if self.spec.source_file is None:
             return None
         module = sys.modules.get(getattr(fn, "__module__", None) or "")
@@ -390,12 +447,13 @@ class _Builder:
         if not (path and name and getattr(module, name, None) is fn):
             return None
         if "kernels" not in self.render.helpers:
-            self.render.helpers["kernels"] = "\n".join([
-                f"# the kernel file (mpsfuzz run --kernels {os.path.basename(path)})",
-                f"_spec = importlib.util.spec_from_file_location('user_kernels', {path!r})",
-                "kernels = importlib.util.module_from_spec(_spec)",
-                "_spec.loader.exec_module(kernels)"])
-            self.imports.append("import importlib.util")
+            try:
+                text = Path(path).read_text()
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ReproError(f"the kernel file {path}: {exc}") from None
+            self.render.helpers["kernels"] = kernel_file_loader(text, path)
+            self.render.helpers[KERNEL_LOADER] = ""   # its name is taken
+            self.imports += ["import linecache", "import os", "import sys", "import types"]
         return f"kernels.{name}({', '.join(list(args) + [f'{k}={v}' for k, v in kwargs.items()])})"
 
     def on_cpu(self, expr: str) -> str:
