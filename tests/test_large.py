@@ -238,3 +238,23 @@ def test_a_copy_past_2_31_elements_is_found_at_the_real_size(monkeypatch):
     recipe = TensorRecipe((2**31 // 1024 + 1, 1024), "int8", Layout(), ValueRecipe("index_hash", seed=5))
     result = judge_case(Case("clone_large", (recipe,)), load_target(FAULT_TARGET), ("values",))
     assert [f["oracle"] for f in result["failures"]] == ["values"]
+
+
+@pytest.mark.parametrize("op", ["sum_large", "argmax_large", "count_nonzero_large"])
+def test_a_drawn_reduction_keeps_a_result_the_host_can_copy(op, monkeypatch):
+    """Over the small last dim of (65,537, 65,537, 3) a reduction keeps 4 billion elements
+    (on an H100 that filled 55 GB of host memory): no drawn dim does that."""
+    import mpsfuzz.generation.ops.large as large
+    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(64 << 30))
+    drawn = example_cases(catalogue.get(op), 300, seed=4)
+    assert any(len(c.inputs[0].shape) == 3 for c in drawn)
+    for case in drawn:
+        kept = large.reduced_shape(case.inputs[0].shape, case.kwargs_dict())
+        assert math.prod(kept) <= 1 << 20, (case.describe(), kept)
+
+
+def test_an_output_past_the_host_bound_is_no_case_and_never_copied(monkeypatch):
+    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(1 << 20))
+    stride0 = TensorRecipe((2**20, 3), "float32", Layout(expanded=(0, 1)), ValueRecipe())
+    result = judge_case(Case("sum_large", (stride0,), (("dim", 1),)), load_target(FAULT_TARGET), ("values",))
+    assert result["valid"] is False and not result["failures"]

@@ -26,11 +26,14 @@ that shrinking keeps the smallest size that still fails.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..opspec import LARGE_REAL_NUMEL as REAL_NUMEL
 from ..opspec import OpSpec, gather_at_indices, integers_once, register, sampled_once
-from ..recipes import max_bytes
+from .. import dtypes as dt
+from ..recipes import check_materialisable, max_bytes
 
 FAMILY = "large"
 
@@ -70,10 +73,17 @@ def large_shapes(draw, budget) -> tuple:
 
 def _reduce_args(with_keepdim: bool = True):
     def build(draw, shapes, dtypes):
-        rank = len(shapes[0])
+        shape = shapes[0]
+        rank = len(shape)
+        # Only dims whose reduction leaves a result of at most REAL_NUMEL elements: over
+        # the small last dim of (65,537, 65,537, 3) it would keep 4 billion of them, on
+        # the device and again in the host's copy (a run on an H100 filled 55 GB of host
+        # memory that way).
+        numel = math.prod(shape)
+        dims = [d for d in range(-rank, rank) if shape[d] and numel // shape[d] <= REAL_NUMEL]
         out = {}
-        if draw(integers_once(0, 2)) > 0:   # a third reduce everything
-            out["dim"] = draw(integers_once(-rank, rank - 1))
+        if dims and draw(integers_once(0, 2)) > 0:   # a third reduce everything
+            out["dim"] = draw(sampled_once(tuple(dims)))
             if with_keepdim and draw(integers_once(0, 1)):
                 out["keepdim"] = True
         return out
@@ -130,7 +140,9 @@ def constant_reference(fn, value_of):
         value = value_of(c, reduced_count(x, kwargs), dtype)
         if not (dtype.is_floating_point or dtype.is_complex or dtype == torch.bool):
             value = _wrapped(int(value), dtype)   # integer sums wrap around, as torch's do
-        return torch.as_tensor(value).to(dtype).expand(reduced_shape(x.shape, kwargs)).clone()
+        shape = reduced_shape(x.shape, kwargs)
+        check_materialisable(math.prod(shape), dt.name_of(dtype))    # a result the host can hold
+        return torch.as_tensor(value).to(dtype).expand(shape).clone()
 
     def reference(*inputs, **kwargs):
         x = inputs[0]
