@@ -872,6 +872,8 @@ class Campaign:
         if kept:
             with self._lock:
                 self.stats.left_pending += kept
+            if self._abandoned.is_set():
+                return   # (past the stop grace: the summary may be out; the files say it)
             self.emit(Notice(f"{kept} failure(s) of another trigger than the finding that held them "
                              f"left for triage in {self._pending_dir}: the next run on this corpus triages them"))
 
