@@ -108,6 +108,20 @@ def _watch_parent(stop) -> None:
     threading.Thread(target=watch, name="mpsfuzz-parent-watch", daemon=True).start()
 
 
+def relay_to(event):
+    """A function that sets ``event`` (a multiprocessing Event) soon, safe to call from a
+    signal handler: setting it there could deadlock on its lock, taken by the very code
+    the signal interrupted (a loop asking is_set()). A thread sets it instead, woken by a
+    byte on a pipe (os.write is safe in a handler)."""
+    read, write = os.pipe()
+
+    def relay():
+        os.read(read, 1)
+        event.set()
+    threading.Thread(target=relay, name="mpsfuzz-signal-relay", daemon=True).start()
+    return lambda: os.write(write, b"x")
+
+
 def lane_environment(index: int, devices: tuple[str, ...]) -> dict[str, str]:
     """The variables lane ``index`` sets before anything touches a device: with
     ``--devices 0,1`` lanes take the GPUs in turn (CUDA_VISIBLE_DEVICES, which its
@@ -126,7 +140,8 @@ def _lane_main(index: int, config: CampaignConfig, verify: bool, verify_timeout_
     # A SIGTERM to the process group (coreutils' timeout sends one) stops the lane as
     # the daemon's stops it: within seconds, its result reported, nothing lost; a lane
     # dying of it would take its statistics along and leave its workers running.
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    stop_soon = relay_to(stop)
+    signal.signal(signal.SIGTERM, lambda *_: stop_soon())
     try:
         from ..execution.targets import load_target
         from ..reports.repro_writer import ReproWriter
@@ -191,6 +206,7 @@ class ParallelCampaign:
         # Set (the daemon's SIGTERM), every lane stops now; ``enough``: --max-findings reached.
         self.stop = self._ctx.Event()
         self.enough = self._ctx.Event()
+        self.stop_soon = relay_to(self.stop)   # for a signal handler (the daemon's)
 
     def emit(self, event) -> None:
         for listener in self.listeners:
