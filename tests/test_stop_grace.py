@@ -176,3 +176,34 @@ def test_the_daemon_with_lanes_ends_within_the_grace_and_leaves_no_process(tmp_p
     alive = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE
              and not any("resource_tracker" in part for part in p.cmdline())]
     assert not alive, [(p.pid, p.cmdline()[-3:]) for p in alive]
+
+
+@pytest.mark.slow
+def test_sigterm_during_the_triage_of_a_hang_stops_the_daemon_within_10_seconds(tmp_path):
+    """Told to stop while its cases hang and a hang is being triaged (each probe waiting
+    out the timeout), the daemon neither waits out the batch nor drains triage: it is
+    gone within 10 s, the failures left pending."""
+    corpus = tmp_path / "corpus"
+    env = dict(os.environ, MPSFUZZ_FAULTS="every_kernel_hang", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "mpsfuzz", "daemon", "--ops", "neg", "--jobs", "1",
+                             "--timeout", "5", "--slice", "4", "--seed", "1", "--corpus", str(corpus), "--target", FAULT_TARGET,
+                             "--no-progress"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not list((corpus / "triage-pending").glob("*.json")) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            time.sleep(0.25)
+        assert list((corpus / "triage-pending").glob("*.json")), "no failure handed to triage within 240 s"
+        asked = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+        took = time.monotonic() - asked
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    out = proc.stdout.read()
+    assert took <= 10.0, f"took {took:.1f}s to stop: {out[-3000:]}"
+    assert proc.returncode == 1 and "done (stopped)" in out, out[-3000:]
+    assert list((corpus / "triage-pending").glob("*.json")), out[-3000:]

@@ -30,6 +30,7 @@ from hypothesis.errors import Unsatisfiable
 
 from ..atomic import atomic_write_json
 from ..corpus import upstream
+from ..corpus.daemon_state import MAX_BEHAVIOURS, behaviour_hash
 from ..corpus.finding import Finding, signature_of, symptom_key, trigger_class
 from ..corpus.store import Corpus, CorpusWriteError
 from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice,
@@ -252,6 +253,19 @@ def count_finding(stats: Stats, status: str, delta: int = 1) -> None:
     setattr(stats, name, getattr(stats, name) + delta)
 
 
+# Distinct (op, message) rows a message table keeps: a message may quote sizes, and a
+# daemon runs for days; past the cap, new messages count under OTHER_MESSAGES.
+MAX_MESSAGES = 2000
+OTHER_MESSAGES = "(other messages)"
+
+
+def _count_message(table: dict, op: str, message: str) -> None:
+    key = (op, message)
+    if key not in table and len(table) >= MAX_MESSAGES:
+        key = (op, OTHER_MESSAGES)
+    table[key] = table.get(key, 0) + 1
+
+
 def _case_json(case):
     if case is None or isinstance(case, dict):
         return case
@@ -306,7 +320,9 @@ class Campaign:
         # how many cases of that shape it held: {holder signature: {key: [case, failure, n]}}.
         self._held: dict[str, dict] = {}
         self._device = self._target_name = ""
-        self._behaviours: set = set()   # behaviour keys seen by this campaign
+        # behaviour_hash()es of the behaviour keys seen by this campaign, at most
+        # MAX_BEHAVIOURS (a daemon runs for days: hashes, not key tuples, and a cap)
+        self._behaviours: set = set()
         self._pending_dir = Path(config.corpus_dir) / PENDING_DIR
         self._pending_files = 0
         self._drafter: Drafter | None = None
@@ -481,12 +497,10 @@ class Campaign:
             per_op[1] += 1
         if outcome["unsupported"]:
             self.stats.unsupported += 1
-            key = (case.op, outcome.get("unsupported_message", ""))
-            self.stats.unsupported_messages[key] = self.stats.unsupported_messages.get(key, 0) + 1
+            _count_message(self.stats.unsupported_messages, case.op, outcome.get("unsupported_message", ""))
         if outcome.get("unsupported_here"):
             self.stats.unsupported_here += 1
-            key = (case.op, outcome["unsupported_here"])
-            self.stats.unsupported_here_messages[key] = self.stats.unsupported_here_messages.get(key, 0) + 1
+            _count_message(self.stats.unsupported_here_messages, case.op, outcome["unsupported_here"])
         self.emit(CaseFinished(case.op, valid=outcome["valid"], unsupported=outcome["unsupported"],
                                shrinking=shrinking, case=case))
         try:
@@ -683,8 +697,9 @@ class Campaign:
             except Exception as exc:
                 self.harness_error("judge", case.op, case, exc)
                 continue
-            if key not in self._behaviours:
-                self._behaviours.add(key)
+            seen = behaviour_hash(key)
+            if seen not in self._behaviours and len(self._behaviours) < MAX_BEHAVIOURS:
+                self._behaviours.add(seen)
                 fresh.append(key)
         with self._lock:
             self.scheduler.record(prepared.op, cases=len(outcomes), seconds=seconds, new_findings=0,
