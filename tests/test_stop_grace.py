@@ -178,7 +178,6 @@ def test_the_daemon_with_lanes_ends_within_the_grace_and_leaves_no_process(tmp_p
     assert not alive, [(p.pid, p.cmdline()[-3:]) for p in alive]
 
 
-@pytest.mark.slow
 def test_sigterm_during_the_triage_of_a_hang_stops_the_daemon_within_10_seconds(tmp_path):
     """Told to stop while its cases hang and a hang is being triaged (each probe waiting
     out the timeout), the daemon neither waits out the batch nor drains triage: it is
