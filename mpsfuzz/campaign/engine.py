@@ -767,6 +767,10 @@ class Campaign:
             return None
 
     def _hand_to_desk(self, err: FindingError, flaky: bool, pending: Path | None) -> None:
+        # The job needs the case, failure and signature only. Its traceback holds the
+        # frames of the Hypothesis run that raised it, with all its drawn data: with
+        # every fault on, failures wait for triage by the dozen, each keeping a run alive.
+        err.__traceback__ = err.__context__ = err.__cause__ = None
         with self._lock:
             self._provisional += 1
             holder = FoundBug(symptom_key(err.case, err.failure), None, f"in-triage-{self._provisional}",
