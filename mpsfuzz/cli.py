@@ -1,5 +1,6 @@
 """The `mpsfuzz` command line. Exit codes are decided in one place, :func:`exit_code`:
-0 clean, 1 findings (new ones for `run`; still failing for `replay`), 2 usage or
+0 clean, 1 findings (new ones for `run`, or failures left untriaged in triage-pending/
+when time ran out; still failing for `replay`), 2 usage or
 internal error, a corpus that cannot be written, or a run most of whose cases could not
 be executed. Bad input is a one-line error, never a traceback."""
 from __future__ import annotations
@@ -667,8 +668,10 @@ def _campaign_exit(result, errors_path) -> int:
             f"mpsfuzz: error: {stats.cases_lost} of {stats.attempted} cases could not be generated, run or "
             f"judged (harness errors, not findings); each with its case and traceback in {errors_path}",
             highlight=False, markup=False, soft_wrap=True)
-    return exit_code(findings=stats.new_findings, cases_lost=stats.cases_lost, attempted=stats.attempted,
-                     interrupted=result.stopped_because == "interrupted")
+    # A failure left untriaged (out of time) is a failure of the target until triage
+    # says otherwise: a run that found one does not pass.
+    return exit_code(findings=stats.new_findings + stats.left_pending, cases_lost=stats.cases_lost,
+                     attempted=stats.attempted, interrupted=result.stopped_because == "interrupted")
 
 
 def cmd_run(args, console) -> int:
@@ -903,5 +906,32 @@ def main(argv: list[str] | None = None) -> int:
         return exit_code(error=True)
 
 
+# Once a command is done (its summary printed, every finding written), the process is
+# gone within this long: what it started and left running is killed first
+# (campaign/reaper.py), and an exit still held up after it (a thread, an atexit handler
+# joining a process) is cut short with the exit code already decided.
+EXIT_WATCHDOG_S = 10.0
+
+
+def _exit_promptly(code: int) -> None:
+    import threading
+    import time
+
+    from .campaign.reaper import descendants, kill_all
+    kill_all(descendants(), timeout=2.0)
+
+    def watchdog():
+        time.sleep(EXIT_WATCHDOG_S)
+        try:
+            sys.stderr.write(f"mpsfuzz: exiting took more than {EXIT_WATCHDOG_S:g}s; exiting now (code {code})\n")
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+    threading.Thread(target=watchdog, name="mpsfuzz-exit-watchdog", daemon=True).start()
+
+
 def entry() -> None:
-    sys.exit(main())
+    code = main()
+    _exit_promptly(code)
+    sys.exit(code)

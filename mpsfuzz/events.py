@@ -97,6 +97,9 @@ class Stats:
     minimise_s: float = 0.0      # time spent re-running, reducing and explaining findings
     suppressed: int = 0          # failures the tables call unimplemented or undefined
     sightings: int = 0           # failing cases that were findings already found (run log: known_sightings)
+    # Failures not triaged by the end (the stop grace ran out, a stop, --max-findings):
+    # kept in triage-pending/ for the next run on the corpus; not findings yet, not lost.
+    left_pending: int = 0
     per_op: dict = field(default_factory=dict)          # op -> [cases, valid]
     unsupported_messages: dict = field(default_factory=dict)  # (op, message) -> count
     unsupported_here_messages: dict = field(default_factory=dict)  # (op, message) -> count

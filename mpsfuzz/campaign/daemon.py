@@ -158,7 +158,7 @@ class Daemon:
         self.stop.set()
         campaign = self._campaign
         if isinstance(campaign, ParallelCampaign):
-            campaign.stop.set()
+            campaign.stop_soon()   # (its Event's lock may be held by the code interrupted)
 
     def run(self) -> CampaignFinished:
         cfg = self.config

@@ -30,6 +30,7 @@ from hypothesis.errors import Unsatisfiable
 
 from ..atomic import atomic_write_json
 from ..corpus import upstream
+from ..corpus.daemon_state import MAX_BEHAVIOURS, behaviour_hash
 from ..corpus.finding import Finding, signature_of, symptom_key, trigger_class
 from ..corpus.store import Corpus, CorpusWriteError
 from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice,
@@ -84,6 +85,9 @@ class CampaignConfig:
     draw_jobs: int = 0                # drafter processes drawing slices ahead (0: draw here)
     recycle_after: int | None = None  # a fresh worker after this many cases
     max_worker_rss_mb: float | None = None   # ... or once the worker's RSS passes this
+    # When the budget started (time.monotonic(), system-wide): lanes count from their
+    # coordinator's start, not their own (None: from run()).
+    started_at: float | None = None
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,11 @@ class _SetAside(BaseException):
     """Ends the slice of an op that has just been set aside (harness errors)."""
 
 
+class _Abandoned(BaseException):
+    """Raised on the desk's thread once its job was given up (the stop grace ran out):
+    nothing of the job is stored or counted; it stays in triage-pending/."""
+
+
 class _CorpusUnwritable(BaseException):
     """Carries a CorpusWriteError out of the test body: Hypothesis would take an
     Exception for a failure of the case and shrink it, case after case."""
@@ -160,6 +169,23 @@ class _CorpusUnwritable(BaseException):
 # Where failures wait for triage (one JSON each) until recorded: a campaign killed
 # meanwhile loses none of them; the next campaign on the corpus triages them.
 PENDING_DIR = "triage-pending"
+
+# A campaign with a budget is over within its *stop grace* of the budget's end: the cases
+# still running then are given up at once, and the triage of failures handed to the desk
+# goes on for at most the grace; what it has not finished stays in DIR/triage-pending/
+# (the job in hand given up, its worker killed), which the next run or daemon start on
+# the corpus triages first. The grace is the smaller of STOP_GRACE_MAX_S and
+# STOP_GRACE_SHARE of the budget: a 20 s run may take 10 s more, an 8-hour daemon 30 s.
+# (Told to stop, by SIGTERM, the daemon gives triage 1 s; without a budget, --max-cases
+# and --max-findings runs finish their triage.)
+STOP_GRACE_MAX_S = 30.0
+STOP_GRACE_SHARE = 0.5
+
+
+def stop_grace_s(budget_s: float | None) -> float | None:
+    """How long past ``budget_s`` a campaign may run (None: no budget, no bound)."""
+    return None if budget_s is None else min(STOP_GRACE_MAX_S, STOP_GRACE_SHARE * budget_s)
+
 
 # How often a campaign sharing its corpus with others (run --jobs) looks for their findings.
 REFRESH_S = 5.0
@@ -219,6 +245,27 @@ def split_report(exc: BaseException) -> tuple[list[FindingError], list[BaseExcep
     return found, others
 
 
+def count_finding(stats: Stats, status: str, delta: int = 1) -> None:
+    """Count a finding recorded new in ``stats`` by its status (also the coordinator of
+    lanes, for a lane that never reported its own statistics)."""
+    name = {"new": "new_findings", "known-bug": "known_bugs", "flaky": "flaky",
+            "capability": "capabilities", "unconfirmed": "unconfirmed"}.get(status, "cpu_bugs")
+    setattr(stats, name, getattr(stats, name) + delta)
+
+
+# Distinct (op, message) rows a message table keeps: a message may quote sizes, and a
+# daemon runs for days; past the cap, new messages count under OTHER_MESSAGES.
+MAX_MESSAGES = 2000
+OTHER_MESSAGES = "(other messages)"
+
+
+def _count_message(table: dict, op: str, message: str) -> None:
+    key = (op, message)
+    if key not in table and len(table) >= MAX_MESSAGES:
+        key = (op, OTHER_MESSAGES)
+    table[key] = table.get(key, 0) + 1
+
+
 def _case_json(case):
     if case is None or isinstance(case, dict):
         return case
@@ -273,13 +320,18 @@ class Campaign:
         # how many cases of that shape it held: {holder signature: {key: [case, failure, n]}}.
         self._held: dict[str, dict] = {}
         self._device = self._target_name = ""
-        self._behaviours: set = set()   # behaviour keys seen by this campaign
+        # behaviour_hash()es of the behaviour keys seen by this campaign, at most
+        # MAX_BEHAVIOURS (a daemon runs for days: hashes, not key tuples, and a cap)
+        self._behaviours: set = set()
         self._pending_dir = Path(config.corpus_dir) / PENDING_DIR
         self._pending_files = 0
         self._drafter: Drafter | None = None
         self._limits = Limits(config.max_rank, config.max_side, config.max_numel, config.allow_variants,
                               config.slice_examples)
         self._start = 0.0
+        # Set once the desk's jobs were given up past the stop grace (_defer_triage): its
+        # thread then stores and counts nothing more (see _Abandoned).
+        self._abandoned = threading.Event()
         # per op: [cases attempted, harness errors, harness errors in a row] (set-aside rule)
         self._op_health: dict[str, list[int]] = {}
         self.upstream_table = upstream.load_tables(list(config.upstream_tables))
@@ -350,6 +402,24 @@ class Campaign:
                          "each case and traceback is in the errors log"))
 
     # -- budget ---------------------------------------------------------------------------
+    def _budget_end(self) -> float | None:
+        return None if self.config.budget_s is None else self._start + self.config.budget_s
+
+    def _past_budget(self) -> bool:
+        """Whether cases still running are to be given up: told to stop, or past the
+        budget's end (a batch of hangs is not waited out, case after case)."""
+        if self.stop is not None and self.stop.is_set():
+            return True
+        end = self._budget_end()
+        return end is not None and time.monotonic() >= end
+
+    def _grace_left(self) -> float | None:
+        """Seconds left of the stop grace (None: no budget, no bound)."""
+        end = self._budget_end()
+        if end is None:
+            return None
+        return max(0.0, end + stop_grace_s(self.config.budget_s) - time.monotonic())
+
     def _out_of_budget(self) -> str | None:
         if self.stop is not None and self.stop.is_set():
             return "stopped"
@@ -370,12 +440,15 @@ class Campaign:
         """Run the case in a worker; its failures. Harness errors are counted here and
         the case then has no failures (only CorpusWriteError is raised)."""
         try:
-            outcome = pool.run(case.to_json(), self._case_oracles, case.op)
+            outcomes = pool.collect(pool.submit([case.to_json()], self._case_oracles, [case.op]),
+                                    give_up=self._past_budget)
         except CorpusWriteError:
             raise
         except Exception as exc:  # the pool could not run it (a worker that cannot start...)
-            outcome = exc
-        return self._outcome_failures(case, outcome)
+            outcomes = [exc]
+        if not outcomes:   # given up: the budget ran out (or a stop came) while it ran
+            raise BudgetExhausted(self._out_of_budget() or "budget")
+        return self._outcome_failures(case, outcomes[0])
 
     def _outcome_failures(self, case, outcome) -> list[Failure]:
         """The failures of a case the worker ran (``outcome``: its result dict, a
@@ -424,12 +497,10 @@ class Campaign:
             per_op[1] += 1
         if outcome["unsupported"]:
             self.stats.unsupported += 1
-            key = (case.op, outcome.get("unsupported_message", ""))
-            self.stats.unsupported_messages[key] = self.stats.unsupported_messages.get(key, 0) + 1
+            _count_message(self.stats.unsupported_messages, case.op, outcome.get("unsupported_message", ""))
         if outcome.get("unsupported_here"):
             self.stats.unsupported_here += 1
-            key = (case.op, outcome["unsupported_here"])
-            self.stats.unsupported_here_messages[key] = self.stats.unsupported_here_messages.get(key, 0) + 1
+            _count_message(self.stats.unsupported_here_messages, case.op, outcome["unsupported_here"])
         self.emit(CaseFinished(case.op, valid=outcome["valid"], unsupported=outcome["unsupported"],
                                shrinking=shrinking, case=case))
         try:
@@ -626,8 +697,9 @@ class Campaign:
             except Exception as exc:
                 self.harness_error("judge", case.op, case, exc)
                 continue
-            if key not in self._behaviours:
-                self._behaviours.add(key)
+            seen = behaviour_hash(key)
+            if seen not in self._behaviours and len(self._behaviours) < MAX_BEHAVIOURS:
+                self._behaviours.add(seen)
                 fresh.append(key)
         with self._lock:
             self.scheduler.record(prepared.op, cases=len(outcomes), seconds=seconds, new_findings=0,
@@ -643,7 +715,8 @@ class Campaign:
         if batch is None:
             return []
         try:
-            return pool.collect(batch)
+            # Past the budget, the cases still to run are given up (fewer outcomes).
+            return pool.collect(batch, give_up=self._past_budget)
         except CorpusWriteError:
             raise
         except Exception as exc:  # the pool could not run them (a worker that cannot start...)
@@ -694,6 +767,10 @@ class Campaign:
             return None
 
     def _hand_to_desk(self, err: FindingError, flaky: bool, pending: Path | None) -> None:
+        # The job needs the case, failure and signature only. Its traceback holds the
+        # frames of the Hypothesis run that raised it, with all its drawn data: with
+        # every fault on, failures wait for triage by the dozen, each keeping a run alive.
+        err.__traceback__ = err.__context__ = err.__cause__ = None
         with self._lock:
             self._provisional += 1
             holder = FoundBug(symptom_key(err.case, err.failure), None, f"in-triage-{self._provisional}",
@@ -789,6 +866,9 @@ class Campaign:
             covering = self._covering_finding_or_none(case, failure, settled=True)
             err = None if covering is not None else \
                 _error_type(case.op, failure.oracle, failure.kind)(case, failure, signature_of(case, failure))
+            if err is not None and self._abandoned.is_set():
+                kept += self._keep_pending(err, False) is not None   # past the stop grace
+                continue
             if err is not None and (not triage_it or self._enough_findings()):
                 # Not triaged now (abandoned, or --max-findings reached): the next
                 # campaign on the corpus triages it.
@@ -797,7 +877,11 @@ class Campaign:
                     self._record_safely(err, pool, flaky=False, triage_it=False)
                 continue
             if err is not None:
-                became = self._record_safely(err, pool, flaky=False)
+                try:
+                    became = self._record_safely(err, pool, flaky=False)
+                except _Abandoned:   # given up while it was triaged: pending, as the rest
+                    kept += self._keep_pending(err, False) is not None
+                    continue
                 count -= 1   # the case itself was counted by _record (a finding or a sighting)
             else:
                 became = covering.signature
@@ -805,6 +889,10 @@ class Campaign:
                 with self._lock:
                     self._sightings[became] = self._sightings.get(became, 0) + count
         if kept:
+            with self._lock:
+                self.stats.left_pending += kept
+            if self._abandoned.is_set():
+                return   # (past the stop grace: the summary may be out; the files say it)
             self.emit(Notice(f"{kept} failure(s) of another trigger than the finding that held them "
                              f"left for triage in {self._pending_dir}: the next run on this corpus triages them"))
 
@@ -853,7 +941,9 @@ class Campaign:
             except CorpusWriteError:
                 raise
             except Exception as exc:
+                self._check_abandoned()   # its worker was killed under it: not a harness error
                 self.harness_error("triage", err.case.op, err.case, exc)
+        self._check_abandoned()   # given up while it was triaged: it stays pending
         if result is None:
             case, failure, explanation, result_flaky = err.case, err.failure, None, False
         else:
@@ -913,12 +1003,16 @@ class Campaign:
                     self.harness_error("report", case.op, case, exc)
                     record = None
                 if record is not None:
+                    self._check_abandoned()   # its script was killed with the desk's work
                     finding.repro = record
                     self.corpus.update(path, lambda f: setattr(f, "repro", record))
         finally:
             # Also when a Ctrl-C stops the verification: the finding is on disk, so the
-            # run's summary and counts must show it (its repro stays unverified).
+            # run's summary and counts must show it (its repro stays unverified). Unless
+            # the job was given up (the summary may be out): it stays pending, and the
+            # next run counts it as a sighting of the finding on disk.
             with self._lock:
+                self._check_abandoned()
                 if new:
                     self._count(finding.status, +1)
                     if finding.status == "new":
@@ -938,10 +1032,8 @@ class Campaign:
             pass  # a pending failure of an op this campaign does not schedule
 
     def _count(self, status: str, delta: int) -> None:
-        name = {"new": "new_findings", "known-bug": "known_bugs", "flaky": "flaky",
-                "capability": "capabilities", "unconfirmed": "unconfirmed"}.get(status, "cpu_bugs")
         with self._lock:
-            setattr(self.stats, name, getattr(self.stats, name) + delta)
+            count_finding(self.stats, status, delta)
 
     def _fold_special_cases(self, general: Finding, path: Path) -> None:
         """Earlier findings that are special cases of ``general`` become part of it: one
@@ -967,7 +1059,7 @@ class Campaign:
         """Run to the budget. Raises CorpusWriteError, at once, if the corpus cannot be
         written (what is on disk stays); every other failure of one case is a harness
         error and the campaign goes on."""
-        self._start = time.monotonic()
+        self._start = self.config.started_at if self.config.started_at is not None else time.monotonic()
         stopped = "completed"
         unwritable: CorpusWriteError | None = None
         with WorkerPool(self.config.target_spec, timeout_s=self.config.timeout_s,
@@ -1012,34 +1104,85 @@ class Campaign:
                           execute=judge_case, role="triage")
 
     def _close_desk(self, stopped: str) -> str:
-        """Let the desk finish the failures handed to it (all of them: they are findings);
-        a Ctrl-C, before or while it does, records the ones not started as they are."""
+        """Let the desk finish the failures handed to it: to the end without a budget
+        (they are findings), within the stop grace with one (the rest stay pending:
+        _defer_triage); told to stop (the daemon's SIGTERM), a second for the job in
+        hand. A Ctrl-C, before or while it does, records the ones not started as they are."""
         desk = self._desk
         try:
-            if stopped != "interrupted":
+            if stopped == "stopped" and self.config.defer_on_stop:
+                if not desk.drain(timeout=1.0):   # the daemon must be gone within seconds
+                    self._defer_triage()
+                return stopped
+            if stopped not in ("interrupted", "stopped"):
                 try:
+                    grace = self._grace_left()
                     if desk.pending:
-                        self.emit(Notice(f"triaging the last {desk.pending} failure(s) before stopping"))
-                    desk.drain()
+                        bound = f" (at most {grace:.0f}s more)" if grace is not None else ""
+                        self.emit(Notice(f"triaging the last {desk.pending} failure(s) before stopping{bound}"))
+                    if not desk.drain(timeout=grace):
+                        self._defer_triage()
+                    return stopped
                 except KeyboardInterrupt:
                     stopped = "interrupted"
-            if stopped in ("interrupted", "stopped"):
-                left = desk.abandon()
-                kept = [job for job in left if job[3] is not None] if (
-                    stopped == "stopped" and self.config.defer_on_stop) else []
-                for job in left:
-                    if not any(job is k for k in kept):
-                        self._recorded_untriaged(job)
-                if kept:
-                    self.emit(Notice(f"{len(kept)} failure(s) left for triage in {self._pending_dir}: "
-                                     "the next start on this corpus triages them"))
-                # The job in hand: a moment to finish, else it stays pending (daemon) or
-                # was recorded above; a stopped daemon must be gone within seconds.
-                desk.drain(timeout=1.0 if stopped == "stopped" else 5.0)
+            # Interrupted (or stopped, not deferring): the ones not started are recorded
+            # as they are; the job in hand gets a moment to finish.
+            for job in desk.abandon():
+                self._recorded_untriaged(job)
+            desk.drain(timeout=1.0 if stopped == "stopped" else 5.0)
+            return stopped
         finally:
-            desk.close(timeout=1.0 if stopped in ("interrupted", "stopped") else 10.0)
+            quick = stopped in ("interrupted", "stopped") or self._abandoned.is_set()
+            desk.close(timeout=1.0 if quick else 10.0)
             self._desk = None
-        return stopped
+
+    def _defer_triage(self) -> None:
+        """Give up the desk's jobs and leave them in DIR/triage-pending/ for the next
+        campaign on the corpus: those not started, the one in hand (its worker killed;
+        from now on the desk's thread stores and counts nothing: _Abandoned) and the
+        failures their holders held (in memory only until now). Nothing is lost."""
+        desk = self._desk
+        jobs = 0
+        cases = set()   # (a holder also holds its own case: written once)
+        for job in desk.abandon():            # not started: pending already, as a rule
+            cases.add(job[0].case)
+            if self._kept_pending(job):
+                jobs += 1
+            else:                             # no file could be written: recorded as it is
+                self._recorded_untriaged(job)
+        with self._lock:
+            self._abandoned.set()
+        in_hand = desk.in_hand
+        desk.cancel()
+        if in_hand is not None:
+            cases.add(in_hand[0].case)
+            jobs += self._kept_pending(in_hand)
+        with self._lock:
+            held, self._held = self._held, {}
+        kept = 0
+        for shapes in held.values():
+            for case, failure, _count in shapes.values():
+                if case in cases:
+                    continue
+                cases.add(case)
+                err = _error_type(case.op, failure.oracle, failure.kind)(case, failure, signature_of(case, failure))
+                kept += self._keep_pending(err, False) is not None
+        if jobs or kept:
+            with self._lock:
+                self.stats.left_pending += jobs + kept
+            self.emit(Notice(f"out of time to triage {jobs} failure(s) (and {kept} held while they were): left in "
+                             f"{self._pending_dir}, the next run on this corpus triages them"))
+
+    def _kept_pending(self, job) -> bool:
+        """Whether the job's failure is in triage-pending/ (written now if it was not)."""
+        err, flaky, _holder, pending = job
+        if pending is not None:
+            return pending.exists()   # (recorded meanwhile: its file was removed)
+        return self._keep_pending(err, flaky) is not None
+
+    def _check_abandoned(self) -> None:
+        if self._abandoned.is_set():
+            raise _Abandoned()
 
     def _make_scheduler(self):
         if self.config.schedule == "yield":

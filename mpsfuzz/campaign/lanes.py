@@ -18,17 +18,26 @@ from __future__ import annotations
 import multiprocessing
 import os
 import queue
+import signal
 import threading
 import time
 import traceback
 from dataclasses import fields, replace
 
 from ..events import CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice, Stats
-from .engine import Campaign, CampaignConfig
+from . import reaper
+from .engine import Campaign, CampaignConfig, count_finding, stop_grace_s
 
 # How long the coordinator waits for lanes told to stop now (SIGTERM) before killing
 # them: the daemon exits within 10 s. (Lanes told they have enough finish their triage.)
 STOP_GRACE_S = 5.0
+# With a budget, how long after the lanes' stop grace (engine.stop_grace_s) the
+# coordinator waits for their results before killing them: a lane has closed its
+# workers and written what it kept pending by then.
+LANE_REPORT_S = 10.0
+# How often the coordinator notes each lane's processes (reaper.py: to kill them even
+# once the lane died and they were re-parented).
+FAMILY_EVERY_S = 2.0
 
 
 def default_jobs() -> int:
@@ -54,7 +63,10 @@ def _lane_config(config: CampaignConfig, index: int, jobs: int) -> CampaignConfi
     return replace(config, ops=ops[start:] + ops[:start], seed=config.seed + index, max_cases=max_cases,
                    max_findings=None, shared_corpus=True,
                    # one lane takes up the failures an earlier run left pending
-                   resume_pending=config.resume_pending and index == 0)
+                   resume_pending=config.resume_pending and index == 0,
+                   # stopped (SIGTERM, its coordinator gone), a lane leaves its failures
+                   # pending for the next run rather than triaging them unwatched
+                   defer_on_stop=True)
 
 
 class _Forward:
@@ -96,6 +108,20 @@ def _watch_parent(stop) -> None:
     threading.Thread(target=watch, name="mpsfuzz-parent-watch", daemon=True).start()
 
 
+def relay_to(event):
+    """A function that sets ``event`` (a multiprocessing Event) soon, safe to call from a
+    signal handler: setting it there could deadlock on its lock, taken by the very code
+    the signal interrupted (a loop asking is_set()). A thread sets it instead, woken by a
+    byte on a pipe (os.write is safe in a handler)."""
+    read, write = os.pipe()
+
+    def relay():
+        os.read(read, 1)
+        event.set()
+    threading.Thread(target=relay, name="mpsfuzz-signal-relay", daemon=True).start()
+    return lambda: os.write(write, b"x")
+
+
 def lane_environment(index: int, devices: tuple[str, ...]) -> dict[str, str]:
     """The variables lane ``index`` sets before anything touches a device: with
     ``--devices 0,1`` lanes take the GPUs in turn (CUDA_VISIBLE_DEVICES, which its
@@ -111,6 +137,11 @@ def _lane_main(index: int, config: CampaignConfig, verify: bool, verify_timeout_
     os.environ.update(environment or {})   # before any CUDA call: it reads them once
     forward = _Forward(index, events, stop)
     _watch_parent(stop)
+    # A SIGTERM to the process group (coreutils' timeout sends one) stops the lane as
+    # the daemon's stops it: within seconds, its result reported, nothing lost; a lane
+    # dying of it would take its statistics along and leave its workers running.
+    stop_soon = relay_to(stop)
+    signal.signal(signal.SIGTERM, lambda *_: stop_soon())
     try:
         from ..execution.targets import load_target
         from ..reports.repro_writer import ReproWriter
@@ -121,28 +152,15 @@ def _lane_main(index: int, config: CampaignConfig, verify: bool, verify_timeout_
         writer = ReproWriter(config.corpus_dir, verify=verify, timeout_s=verify_timeout_s)
         campaign = Campaign(config, [forward], confirm=writer.confirm, stop=stop, enough=enough)
         result = campaign.run()
+        # Its processes (forkserver, a triage job's repro script still running...) go
+        # now: the lane exits at once instead of waiting for them at its exit.
+        reaper.kill_all(reaper.descendants(), timeout=2.0)
         forward.flush()
         events.put(("finished", index, result.stats, [(f, p, n) for f, p, n in result.findings],
                     result.stopped_because, (campaign.target_name, campaign.device)))
     except BaseException as exc:  # noqa: BLE001 - the coordinator must hear of it
         forward.flush()
         events.put(("failed", index, f"{type(exc).__name__}: {exc}", traceback.format_exc()))
-
-
-def _kill_tree(pid: int) -> None:
-    """Kill a lane and everything it started (its workers' forkserver, workers,
-    drafters): a lane killed alone would leave them to finish their case first."""
-    import psutil
-    try:
-        root = psutil.Process(pid)
-        family = root.children(recursive=True) + [root]
-    except psutil.Error:
-        return
-    for proc in family:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
 
 
 def merge_stats(parts: list[Stats]) -> Stats:
@@ -188,6 +206,7 @@ class ParallelCampaign:
         # Set (the daemon's SIGTERM), every lane stops now; ``enough``: --max-findings reached.
         self.stop = self._ctx.Event()
         self.enough = self._ctx.Event()
+        self.stop_soon = relay_to(self.stop)   # for a signal handler (the daemon's)
 
     def emit(self, event) -> None:
         for listener in self.listeners:
@@ -201,7 +220,14 @@ class ParallelCampaign:
     def run(self) -> CampaignFinished:
         ctx, stop, enough = self._ctx, self.stop, self.enough
         events = ctx.Queue()
-        config = replace(self.config, seed=self.seed)
+        # The lanes' budget counts from here, not from each lane's start (spawning a
+        # lane and importing torch take seconds): --budget is the coordinator's.
+        started = time.monotonic()
+        config = replace(self.config, seed=self.seed, started_at=started)
+        # With a budget, the lanes are done within their stop grace; past it and
+        # LANE_REPORT_S more, a lane that has not reported is killed.
+        give_up_at = None if config.budget_s is None else (
+            started + config.budget_s + stop_grace_s(config.budget_s) + LANE_REPORT_S)
         lanes = [ctx.Process(target=_lane_main, name=f"mpsfuzz-lane-{i}",
                              args=(i, _lane_config(config, i, self.jobs), self.verify, self.verify_timeout_s,
                                    events, stop, enough, lane_environment(i, self.devices)))
@@ -210,14 +236,22 @@ class ParallelCampaign:
                                   config.oracles, self.seed, config.budget_s, config.max_cases))
         for lane in lanes:
             lane.start()
+        families: dict[int, set] = {i: set() for i in range(self.jobs)}   # processes seen below each lane
+        noted = 0.0
         results: dict[int, tuple] = {}
-        relayed: dict[int, Stats] = {}   # per lane, from its cases: for a lane that never reported
+        relayed: dict[int, Stats] = {}   # per lane, from its events: for a lane that never reported
+        relayed_findings: dict[int, list] = {}
         failures: list[str] = []
         new_findings = 0
         interrupted = False
         stop_asked = None
         while len(results) + len(failures) < self.jobs:
             try:
+                if time.monotonic() - noted > FAMILY_EVERY_S:
+                    noted = time.monotonic()
+                    for i, lane in enumerate(lanes):
+                        if lane.is_alive():
+                            families[i].update(reaper.descendants(lane.pid))
                 try:
                     kind, index, *payload = events.get(timeout=0.5)
                 except queue.Empty:
@@ -226,9 +260,13 @@ class ParallelCampaign:
                     for i in dead:
                         if not any(f.startswith(f"lane {i}:") for f in failures):
                             failures.append(f"lane {i}: exited ({lanes[i].exitcode}) without a result")
+                            # what it left running (a hung worker) goes with it
+                            reaper.kill_all(families[i], timeout=0)
                     if stop.is_set() and stop_asked is None:
                         stop_asked = time.monotonic()
                     if stop.is_set() and time.monotonic() - stop_asked > STOP_GRACE_S:
+                        break
+                    if give_up_at is not None and time.monotonic() > give_up_at:
                         break
                     continue
                 if kind == "cases":
@@ -240,6 +278,9 @@ class ParallelCampaign:
                         self.emit(event)
                 elif kind == "event":
                     event = payload[0]
+                    if isinstance(event, FindingRecorded) and event.new:
+                        count_finding(relayed.setdefault(index, Stats()), event.finding.status)
+                        relayed_findings.setdefault(index, []).append((event.finding, event.path, event.new))
                     if isinstance(event, FindingRecorded) and event.new and event.finding.status == "new":
                         new_findings += 1
                         if config.max_findings is not None and new_findings >= config.max_findings:
@@ -254,16 +295,17 @@ class ParallelCampaign:
                 # The lanes got the Ctrl-C too: they record what they have and report.
                 interrupted = True
                 stop.set()
-        for lane in lanes:
-            lane.join(1 if stop.is_set() else None)
-            if lane.is_alive():
-                _kill_tree(lane.pid)
-                lane.join(5)
+        late = [i for i in range(self.jobs) if i not in results and not any(
+            f.startswith(f"lane {i}:") for f in failures)]
+        failures += self._end_lanes(lanes, families, results)
+        for i in late:
+            failures.append(f"lane {i}: did not report within its stop grace; killed")
         # A lane killed before it reported (it outlasted the stop grace) still ran its
-        # cases: they count as the coordinator saw them.
+        # cases and recorded its findings: they count as the coordinator saw them.
         stats = merge_stats([r[0] for r in results.values()] +
                             [seen for i, seen in relayed.items() if i not in results])
-        findings = tuple(f for r in results.values() for f in r[1])
+        findings = tuple(f for r in results.values() for f in r[1]) + tuple(
+            f for i, found in relayed_findings.items() if i not in results for f in found)
         reasons = {r[2] for r in results.values()}
         stopped = ("interrupted" if interrupted or "interrupted" in reasons else
                    "stopped" if stop.is_set() else
@@ -273,3 +315,22 @@ class ParallelCampaign:
         result = CampaignFinished(stats, findings, stopped)
         self.emit(result)
         return result
+
+    @staticmethod
+    def _end_lanes(lanes, families: dict, results: dict) -> list[str]:
+        """Every lane and what it started, gone before the summary: a lane that reported
+        gets a moment to exit by itself; then whatever is left of each (the lane, its
+        workers, those re-parented after it died) is killed. Notes on processes that
+        would not die (a process in a driver's uninterruptible teardown)."""
+        deadline = time.monotonic() + 2.0
+        for i, lane in enumerate(lanes):
+            if i in results:
+                lane.join(max(0.0, deadline - time.monotonic()))
+        notes = []
+        for i, lane in enumerate(lanes):
+            stuck = reaper.kill_tree(lane.pid if lane.is_alive() else None, also=families[i], timeout=5.0)
+            lane.join(1)
+            if stuck:
+                notes.append(f"lane {i}: process(es) {', '.join(str(p.pid) for p in stuck)} did not die "
+                             "within 5s of SIGKILL")
+        return notes

@@ -29,12 +29,19 @@ class TriageDesk:
         self._idle = threading.Condition(self._lock)
         self._thread: threading.Thread | None = None
         self._stopping = False
+        self._cancelled = False        # cancel(): the job in hand is given up, not recorded
+        self._current = None           # the job in hand
 
     @property
     def pending(self) -> int:
         """Jobs submitted and not finished (the one in hand included)."""
         with self._lock:
             return self._busy
+
+    @property
+    def in_hand(self):
+        """The job being handled now, or None."""
+        return self._current
 
     def submit(self, job) -> None:
         with self._lock:
@@ -49,19 +56,24 @@ class TriageDesk:
             job = self._jobs.get()
             if job is None:
                 return
+            self._current = job
             try:
                 if self._stopping:
                     raise RuntimeError("triage abandoned")
                 if self._pool is None:
                     self._pool = self._make_pool()
+                    if self._cancelled:   # cancelled while the worker was starting
+                        self._pool.abandon()
                 self._handle(job, self._pool)
             except BaseException:  # noqa: BLE001 - a job is never lost to the desk itself
-                if self._fallback is not None:
+                # (A cancelled job is not lost either: its owner kept it for later.)
+                if self._fallback is not None and not self._cancelled:
                     try:
                         self._fallback(job)
                     except BaseException:  # noqa: BLE001
                         pass
             finally:
+                self._current = None
                 with self._lock:
                     self._busy -= 1
                     self._idle.notify_all()
@@ -88,6 +100,18 @@ class TriageDesk:
                     self._idle.notify_all()
         return taken
 
+    def cancel(self) -> list:
+        """Stop now: take back the jobs not yet started (as :meth:`abandon`) and give up
+        the one in hand, its worker killed (the handler then fails on it, and no
+        fallback runs). The caller keeps what it takes back, and the job in hand, for
+        later: a campaign past its stop grace leaves them pending."""
+        self._cancelled = True
+        taken = self.abandon()
+        pool = self._pool
+        if pool is not None:
+            pool.abandon()
+        return taken
+
     def close(self, timeout: float = 10.0) -> None:
         """Stop the thread (after the job in hand) and close the desk's worker."""
         if self._thread is not None:
@@ -96,3 +120,7 @@ class TriageDesk:
         if self._pool is not None and (self._thread is None or not self._thread.is_alive()):
             self._pool.close()
             self._pool = None
+        elif self._pool is not None and self._cancelled:
+            # The thread is still on its cancelled job (a repro script running, say): its
+            # worker is killed already; the thread is a daemon and dies with the process.
+            self._pool.abandon()

@@ -256,6 +256,7 @@ class Batch:
         self.worker: Worker | None = None
         self.started = 0.0            # when the current case started (monotonic)
         self.compiled_before = 0.0
+        self.given_up = False         # collect() gave up the cases without an outcome
 
 
 class WorkerPool:
@@ -286,6 +287,9 @@ class WorkerPool:
         self.recycle_after, self.max_rss_mb = recycle_after, max_rss_mb
         self.recycled = 0
         self.abandoned = False   # set: close() kills the worker rather than waiting for it
+        # Set by abandon(): no worker is started again (a campaign past its stop grace
+        # takes the pool from under a thread still using it).
+        self._closed = False
         self._worker: Worker | None = None
         self._started = 0
         self._ensure()
@@ -293,6 +297,8 @@ class WorkerPool:
         self.device = self._worker.device
 
     def _ensure(self) -> Worker:
+        if self._closed:
+            raise WorkerStartError("the pool was abandoned: no more cases run in it")
         if self._worker is None:
             self._worker = Worker(self.target_spec, self.workdir, self._started, self._warm)
             self._started += 1
@@ -401,17 +407,27 @@ class WorkerPool:
         except (OSError, BrokenPipeError):
             pass  # the worker is gone: collect() finds it dead and attributes the case
 
-    def collect(self, batch: "Batch", timeout_s: float | None = None) -> list:
+    def collect(self, batch: "Batch", timeout_s: float | None = None, give_up=None) -> list:
         """The outcome of each case of ``batch``, in order: the result dict (with
         ``internal_error`` where the executor raised) or a :class:`ProcessEvent`. A death
         or hang is the first case without a reply (the worker runs them one after the
-        other), and the cases after it run again in a fresh worker."""
+        other), and the cases after it run again in a fresh worker.
+
+        ``give_up()``, asked while no reply is waiting: once true, the cases still
+        running or queued are given up (the worker is killed, the next batch starts a
+        fresh one) and only the outcomes so far are returned (``batch.given_up``). A
+        campaign past its budget, or told to stop, does not wait out a batch of hangs."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
         while batch.done < len(batch.case_jsons):
             worker = batch.worker
             op = batch.ops[batch.done]
             try:
-                late = self._wait_from(worker, timeout, batch)
+                late = self._wait_from(worker, timeout, batch, give_up)
+                if late == "given-up":
+                    batch.given_up = True
+                    worker.kill()   # not a crash or hang: no restart counted
+                    self._worker = None
+                    break
                 if late is None:
                     kind, payload, index, finished = worker.conn.recv()
                     if kind == "internal":
@@ -441,16 +457,19 @@ class WorkerPool:
                 self._send_rest(batch)
         return batch.outcomes
 
-    def _wait_from(self, worker: Worker, timeout: float, batch: "Batch") -> str | None:
+    def _wait_from(self, worker: Worker, timeout: float, batch: "Batch", give_up=None) -> str | None:
         """Wait for the reply to the current case of ``batch``: None once it is there,
         "timeout" when the case ran (compilation aside) longer than ``timeout``,
         "slow-compile" when one compilation took longer than ``compile_timeout_s``. Time
         spent compiling does not count as running: a torch.compile'd target compiles
         almost every case anew, and a grad case's compilation alone can outlast a timeout
         meant for kernels. The case is timed from when the one before it finished, by the
-        worker's clock (time.monotonic is system-wide), however late the driver reads."""
+        worker's clock (time.monotonic is system-wide), however late the driver reads.
+        "given-up" once ``give_up()`` is true (see :meth:`collect`)."""
         state = worker.compile_state or (0.0, 0.0)
         while not worker.conn.poll(_POLL_S):
+            if give_up is not None and give_up():
+                return "given-up"
             compiling_since = state[0]
             compiling = time.time() - compiling_since if compiling_since else 0.0
             running = time.monotonic() - batch.started - (state[1] - batch.compiled_before) - compiling
@@ -476,6 +495,16 @@ class WorkerPool:
         if self._worker is not None:
             self._worker.stop()
             self._worker = None
+
+    def abandon(self) -> None:
+        """Kill the worker now and start none again, from any thread: a thread still
+        using the pool (a triage job past its campaign's stop grace) gets a dead worker,
+        then :class:`WorkerStartError`, instead of waiting out its case."""
+        self._closed = True
+        self.abandoned = True
+        worker = self._worker
+        if worker is not None and worker.process.is_alive():
+            worker.process.kill()
 
     def close(self) -> None:
         if self._worker is not None:

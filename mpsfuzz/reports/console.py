@@ -144,6 +144,10 @@ class ConsoleReporter:
             bugs = group(new)
             self.console.print(f"{len(bugs)} new bug(s) ({len(new)} finding(s)): findings localised to one kernel "
                                "with matching conditions are one bug (mpsfuzz corpus list --by bug)", highlight=False)
+        if s.left_pending:
+            self.console.print(Text(f"{s.left_pending} failure(s) not triaged in time: kept in the corpus's "
+                                    "triage-pending/, the next run or daemon start on it triages them first",
+                                    style="yellow"), highlight=False)
         if s.harness_errors:
             stages = ", ".join(f"{stage} {n}" for stage, n in sorted(s.harness_by_stage.items()))
             where = f"each with its case and traceback in {self.errors_log}" if self.errors_log else "see the notes above"

@@ -59,6 +59,7 @@ def run_record(started: CampaignStarted | None, finished: CampaignFinished, *, s
         "findings": {"new": s.new_findings, "known": s.known_bugs, "cpu": s.cpu_bugs, "flaky": s.flaky},
         "suppressed": s.suppressed,
         "known_sightings": s.sightings,
+        "left_pending": s.left_pending,
         "minimise_s": round(s.minimise_s, 3),
         "per_op": {op: {"cases": int(c), "valid": int(v)} for op, (c, v) in sorted(s.per_op.items())},
         "torch_version": torch.__version__,

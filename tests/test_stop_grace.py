@@ -1,0 +1,208 @@
+"""A campaign with a budget ends within its stop grace, whatever its cases and triage
+cost: cases still running at the budget's end are given up, triage not done by the end of
+the grace is left in triage-pending/ (with the failures it held), never lost, and taken
+up by the next run; `run --jobs N` and the daemon leave no process behind."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from mpsfuzz.campaign.engine import STOP_GRACE_MAX_S, Campaign, CampaignConfig, _error_type, stop_grace_s
+from mpsfuzz.campaign.triage_desk import TriageDesk
+from mpsfuzz.execution.worker import WorkerPool
+from mpsfuzz.generation.recipes import Case
+from mpsfuzz.oracles import Failure
+from mpsfuzz.oracles.judge import judge_case
+
+FAULT_TARGET = "mpsfuzz.testing.faults:target"
+# Starting the interpreter, torch, the lanes and their workers: seconds on a laptop,
+# tens of seconds on a loaded CI machine (it counts against the budget, but the CLI
+# starts before the campaign does), plus the exit.
+STARTUP_SLACK_S = 30.0
+
+
+def _recipe(dtype="float32", shape=(3,)):
+    return {"shape": list(shape), "dtype": dtype,
+            "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []},
+            "values": {"distribution": "small_int", "seed": 0, "low": None, "high": None, "specials": []},
+            "alias": None}
+
+
+def _case(op: str, shape=(3,), dtype="float32") -> dict:
+    return {"format": 3, "op": op, "variant": "functional", "inputs": [_recipe(dtype, shape)], "kwargs": {}}
+
+
+def test_the_stop_grace_is_half_the_budget_at_most_30_seconds():
+    assert stop_grace_s(None) is None                  # no budget (--max-cases): triage finishes
+    assert stop_grace_s(20) == 10
+    assert stop_grace_s(8 * 3600) == STOP_GRACE_MAX_S == 30
+
+
+def test_a_batch_past_its_give_up_time_is_given_up_not_waited_out(monkeypatch, tmp_path):
+    """Two hangs of 20 s each in a batch: the pool answers within seconds of give_up
+    turning true, with the outcomes it had; the next case runs in a fresh worker."""
+    monkeypatch.setenv("MPSFUZZ_FAULTS", "prod_hang_5d")
+    batch = [_case("prod", (1,)), _case("prod", (1,) * 5), _case("prod", (1,) * 5), _case("prod", (1,))]
+    with WorkerPool(FAULT_TARGET, timeout_s=20, inflight_dir=tmp_path, execute=judge_case) as pool:
+        sent = time.monotonic()
+        submitted = pool.submit(batch, ["values"], ["prod"] * len(batch))
+        outcomes = pool.collect(submitted, give_up=lambda: time.monotonic() - sent > 3)
+        took = time.monotonic() - sent
+        assert took < 12, f"waited {took:.1f}s for hangs it was told to give up"
+        assert submitted.given_up and len(outcomes) == 1 and outcomes[0]["valid"]
+        assert pool.run(_case("prod", (2,)), ["values"], "prod")["valid"]   # a fresh worker
+
+
+def test_triage_past_the_stop_grace_is_left_pending_with_what_it_held(tmp_path):
+    """The desk's job in hand is given up (its worker killed), the job not started and
+    the failure the holder held are written to triage-pending/ (the holder's own case
+    once), nothing is recorded or counted afterwards, and no fallback records it."""
+    failure = Failure("values", "wrong-values", "wrong", "detail", "high", ("wrong-values",))
+    campaign = Campaign(CampaignConfig(ops=["sigmoid"], target_spec=FAULT_TARGET, corpus_dir=tmp_path, budget_s=10))
+    killed = threading.Event()
+    fallback = []
+
+    class Pool:
+        device = "cpu"
+
+        def abandon(self):
+            killed.set()
+
+        def close(self):
+            pass
+
+    def slow_triage(err, pool, *, flaky, triage_it=True):
+        killed.wait(30)                 # triage runs on until its worker is killed
+        campaign._check_abandoned()     # what _record does before storing anything
+        raise AssertionError("stored after it was given up")
+
+    campaign._record = slow_triage
+    desk = campaign._desk = TriageDesk(campaign._triaged, Pool, fallback=fallback.append)
+    first, second, other = (Case.from_json(_case("sigmoid", shape)) for shape in ((3,), (4,), (2, 2)))
+    for case in (first, second):
+        err = _error_type("sigmoid", "values", "wrong-values")(case, failure, f"sig-{case.inputs[0].shape}")
+        campaign._hand_to_desk(err, False, campaign._keep_pending(err, False))
+    # failures of the symptom met meanwhile: held (one of them the holder's own case)
+    assert [campaign._verdicts(c, [failure], Pool())[0][0] for c in (other, first)] == ["held", "held"]
+    deadline = time.monotonic() + 10
+    while desk.in_hand is None and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert desk.in_hand is not None
+
+    campaign._defer_triage()
+    desk.close(timeout=5)
+    assert killed.is_set() and not fallback
+    pending = [json.loads(p.read_text()) for p in (tmp_path / "triage-pending").glob("*.json")]
+    shapes = sorted(tuple(p["case"]["inputs"][0]["shape"]) for p in pending)
+    assert shapes == [(2, 2), (3,), (4,)]
+    assert campaign.stats.left_pending == 3 and campaign.stats.new_findings == 0
+    assert not [p for p in tmp_path.glob("*.json") if not p.name.startswith("inflight")]
+
+
+def _mpsfuzz(*args: str, faults: str, timeout: float) -> tuple[subprocess.CompletedProcess, float]:
+    env = dict(os.environ, MPSFUZZ_FAULTS=faults, PYTHONUNBUFFERED="1")
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, "-m", "mpsfuzz", *args, "--target", FAULT_TARGET, "--no-progress"],
+                          env=env, capture_output=True, text=True, timeout=timeout)
+    return done, time.monotonic() - started
+
+
+@pytest.mark.slow
+def test_a_run_whose_triage_is_slow_ends_within_the_grace_and_the_next_run_triages_it(tmp_path):
+    """Every kernel hangs: the batch at the budget's end is given up, the hang's triage
+    (re-runs, reduction and a repro script, each waiting out the timeout) is cut at the
+    grace and left pending; the run fails (exit 1: an untriaged failure is not a pass).
+    The next run on the corpus triages it first: a finding, nothing pending."""
+    corpus = tmp_path / "corpus"
+    budget = 30
+    first, took = _mpsfuzz("run", "--ops", "neg", "--budget", f"{budget}s", "--timeout", "2", "--seed", "1",
+                           "--corpus", str(corpus), faults="every_kernel_hang", timeout=300)
+    out = first.stdout + first.stderr
+    assert took <= budget + stop_grace_s(budget) + STARTUP_SLACK_S, f"took {took:.0f}s: {out[-3000:]}"
+    assert first.returncode == 1, out[-3000:]
+    assert "not triaged in time" in out, out[-3000:]
+    left = list((corpus / "triage-pending").glob("*.json"))
+    assert left and not list(corpus.glob("neg-*.json")), out[-3000:]
+
+    second, _ = _mpsfuzz("run", "--ops", "neg", "--max-cases", "1", "--timeout", "2", "--reruns", "1",
+                         "--minimise-budget", "4", "--no-verify-repros", "--corpus", str(corpus),
+                         faults="every_kernel_hang", timeout=600)
+    out = second.stdout + second.stderr
+    assert f"triaging {len(left)} failure(s) an earlier run left" in out, out[-3000:]
+    assert not list((corpus / "triage-pending").glob("*.json")), out[-3000:]
+    assert [json.loads(p.read_text())["oracle"] for p in corpus.glob("neg-*.json")] == ["hang"], out[-3000:]
+
+
+@pytest.mark.slow
+def test_the_daemon_with_lanes_ends_within_the_grace_and_leaves_no_process(tmp_path):
+    """--jobs 2, every kernel hanging: the daemon's summary comes within its budget and
+    grace, the process exits right after it, and nothing it started is left running."""
+    corpus = tmp_path / "corpus"
+    budget = 40
+    env = dict(os.environ, MPSFUZZ_FAULTS="every_kernel_hang", PYTHONUNBUFFERED="1")
+    started = time.monotonic()
+    proc = subprocess.Popen([sys.executable, "-m", "mpsfuzz", "daemon", "--ops", "neg,abs", "--jobs", "2",
+                             "--budget", f"{budget}s", "--timeout", "2", "--seed", "3", "--corpus", str(corpus),
+                             "--target", FAULT_TARGET, "--no-progress"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    family: set = set()
+    try:
+        while proc.poll() is None and time.monotonic() - started < 300:
+            try:
+                family.update(psutil.Process(proc.pid).children(recursive=True))
+            except psutil.Error:
+                pass
+            time.sleep(0.5)
+        took = time.monotonic() - started
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    out = proc.stdout.read()
+    assert took <= budget + stop_grace_s(budget) + STARTUP_SLACK_S, f"took {took:.0f}s: {out[-3000:]}"
+    assert "done (budget)" in out and "without a result" not in out, out[-3000:]
+    assert proc.returncode == 1, out[-3000:]          # the hangs are left pending, not lost
+    assert list((corpus / "triage-pending").glob("*.json")), out[-3000:]
+    assert len(family) >= 4, family                   # lanes, forkservers, workers were seen
+    alive = [p for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE
+             and not any("resource_tracker" in part for part in p.cmdline())]
+    assert not alive, [(p.pid, p.cmdline()[-3:]) for p in alive]
+
+
+def test_sigterm_during_the_triage_of_a_hang_stops_the_daemon_within_10_seconds(tmp_path):
+    """Told to stop while its cases hang and a hang is being triaged (each probe waiting
+    out the timeout), the daemon neither waits out the batch nor drains triage: it is
+    gone within 10 s, the failures left pending."""
+    corpus = tmp_path / "corpus"
+    env = dict(os.environ, MPSFUZZ_FAULTS="every_kernel_hang", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "mpsfuzz", "daemon", "--ops", "neg", "--jobs", "1",
+                             "--timeout", "5", "--slice", "4", "--seed", "1", "--corpus", str(corpus), "--target", FAULT_TARGET,
+                             "--no-progress"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not list((corpus / "triage-pending").glob("*.json")) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            time.sleep(0.25)
+        assert list((corpus / "triage-pending").glob("*.json")), "no failure handed to triage within 240 s"
+        asked = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+        took = time.monotonic() - asked
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    out = proc.stdout.read()
+    assert took <= 10.0, f"took {took:.1f}s to stop: {out[-3000:]}"
+    assert proc.returncode == 1 and "done (stopped)" in out, out[-3000:]
+    assert list((corpus / "triage-pending").glob("*.json")), out[-3000:]
