@@ -3,7 +3,8 @@ in-process over the same generated cases, against the bare loop of bench/through
 
     python bench/profile_judge.py [--target T] [--families elementwise] [--cases 400] [--top 25]
 
-Prints ms/case for drawing the cases, for judge_case (a second pass over the cases: the
+Prints ms/case for drawing the cases (as a campaign without drafters draws them: seeded
+generate-only slices, value siblings included), for judge_case (a second pass over the cases: the
 first loads kernels, libraries and lazy imports, and is shown apart), for the bare loop,
 and the functions with the most cumulative and own time (cProfile) inside judge_case.
 """
@@ -31,11 +32,9 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("MPSFUZZ_FAULTS", "none")
     warnings.simplefilter("ignore")
-    from hypothesis import HealthCheck, Phase, given, settings
-
+    from mpsfuzz.campaign.drafts import Limits, draw_slice, siblings_for
     from mpsfuzz.execution.targets import load_target
     from mpsfuzz.generation import catalogue
-    from mpsfuzz.generation.strategies import cases
     from mpsfuzz.oracles import DEFAULT, worker_oracles
     from mpsfuzz.oracles.judge import judge_case
     from throughput import bare_loop
@@ -43,15 +42,13 @@ def main() -> None:
     target = load_target(args.target)
     drawn = []
     ops = [op for fam in args.families.split(",") for op in catalogue.select(fam)]
-    per_op = max(1, args.cases // len(ops))
+    # As a campaign draws in its own process (no drafters): value siblings included, so
+    # at least a drawn case and its sibling per op.
+    per_op = max(2, args.cases // len(ops))
+    limits = Limits(8, 8, 4096, True, per_op, siblings_for(0))
     started = time.perf_counter()
     for op in ops:
-        @settings(max_examples=per_op, database=None, deadline=None, phases=(Phase.generate,),
-                  suppress_health_check=list(HealthCheck))
-        @given(cases(catalogue.get(op)))
-        def draw(case):
-            drawn.append(case)
-        draw()
+        drawn += draw_slice(op, 0, 0, limits).cases
     draw_ms = 1000 * (time.perf_counter() - started) / max(1, len(drawn))
     names = worker_oracles(DEFAULT)
     started = time.perf_counter()

@@ -191,10 +191,10 @@ def pool_startup(spec: str) -> float:
 def generation_time(counts: Counter, config) -> tuple[float, int]:
     """Seconds the driver spends drawing ``counts[op]`` cases of each op, in slices as
     the engine draws them (its own draw_slice); and the cases drawn."""
-    from mpsfuzz.campaign.drafts import Limits, draw_slice
+    from mpsfuzz.campaign.drafts import Limits, draw_slice, siblings_for
 
     limits = Limits(config.max_rank, config.max_side, config.max_numel, config.allow_variants,
-                    config.slice_examples)
+                    config.slice_examples, siblings_for(config.draw_jobs))
     total_s, total = 0.0, 0
     for op, wanted in sorted(counts.items()):
         got, slice_no = 0, 0

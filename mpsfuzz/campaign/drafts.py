@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 from hypothesis.errors import HypothesisException, Unsatisfiable
 
 from ..generation import catalogue
-from ..generation.strategies import cases
+from ..generation.strategies import cases, value_siblings
 
 
 def die_with_parent() -> None:
@@ -98,6 +98,35 @@ class Limits:
     max_numel: int
     allow_variants: bool
     examples: int
+    siblings: int = 0                 # value siblings per drawn case (siblings_for)
+
+
+# Where a campaign draws its slices in its own process (no drafters), each Hypothesis
+# example gives its case and VALUE_SIBLINGS more with fresh value seeds
+# (strategies.value_siblings): Hypothesis' engine costs about a millisecond per example
+# whatever is drawn, more than judging a small op, so there drawing is what bounds the
+# campaign's rate. With drafters drawing ahead, the worker bounds it and every case is a
+# draw of its own (siblings would only trade structures for values). A slice of
+# ``examples`` cases asks Hypothesis for ``draws_for(examples, siblings)`` examples.
+VALUE_SIBLINGS = 1
+
+
+def siblings_for(draw_jobs: int) -> int:
+    """Value siblings per drawn case for a campaign with ``draw_jobs`` drafters."""
+    return VALUE_SIBLINGS if draw_jobs == 0 else 0
+
+
+def draws_for(cases: int, siblings: int) -> int:
+    """Hypothesis examples for a slice of ``cases`` cases."""
+    return max(1, -(-cases // (1 + siblings)))
+
+
+def family(case, seed: int, siblings: int) -> list:
+    """The cases one example of the slice seeded ``seed`` stands for, in the order they
+    run: the drawn case, then its siblings. A failing sibling shrinks as the drawn case
+    does (Hypothesis shrinks the draw; the siblings follow it) and triage reduces the
+    case that failed, not the draw."""
+    return [case, *value_siblings(case, seed, siblings)] if siblings else [case]
 
 
 def slice_seed(seed: int, op: str, round_no: int) -> int:
@@ -109,11 +138,13 @@ def strategy_for(op: str, limits: Limits):
                  max_numel=limits.max_numel, allow_variants=limits.allow_variants)
 
 
-def slice_test(strategy, seed: int, examples: int, body, *, phases):
+def slice_test(strategy, seed: int, examples: int, body, *, phases, siblings: int = 0):
     """The slice's Hypothesis test: the same in every process, so the same seed draws
-    the same cases (the drafter's generate-only run, the campaign's replay)."""
+    the same cases (the drafter's generate-only run, the campaign's replay). ``body``
+    gets each drawn case (its :func:`family` is what runs) and ``examples`` is the
+    slice's size in cases, ``siblings`` per drawn case."""
     test = given(guarded(strategy))(body)
-    test = settings(max_examples=examples, deadline=None, database=None, derandomize=False,
+    test = settings(max_examples=draws_for(examples, siblings), deadline=None, database=None, derandomize=False,
                     suppress_health_check=list(HealthCheck), phases=phases, verbosity=Verbosity.quiet,
                     report_multiple_bugs=True, print_blob=False)(test)
     return hypothesis_seed(seed)(test)
@@ -148,11 +179,14 @@ def draw_slice(op: str, round_no: int, seed: int, limits: Limits) -> Draft:
     def collect(case):
         if isinstance(case, GenerationFailed):
             draft.failed.append(case)
-        elif case not in seen:
-            seen.add(case)
-            draft.cases.append(case)
+            return
+        for one in family(case, draft.seed, limits.siblings):
+            if one not in seen:
+                seen.add(one)
+                draft.cases.append(one)
     try:
-        slice_test(strategy, draft.seed, limits.examples, collect, phases=(Phase.generate,))()
+        slice_test(strategy, draft.seed, limits.examples, collect, phases=(Phase.generate,),
+                   siblings=limits.siblings)()
     except Exception as exc:
         draft.errors = [(isinstance(e, Unsatisfiable), error_line(e), traceback_of(e)) for e in leaves(exc)]
     draft.seconds = time.monotonic() - started

@@ -44,8 +44,8 @@ from ..oracles.judge import judge_case
 from ..triage.ablation import holds_all
 from ..triage.pipeline import DEFAULT_RERUNS, triage
 from .behaviour import behaviour_of
-from .drafts import (Draft, Drafter, GenerationFailed, Limits, draw_slice, error_line, leaves, slice_test,
-                     strategy_for, traceback_of)
+from .drafts import (Draft, Drafter, GenerationFailed, Limits, draw_slice, error_line, family, leaves,
+                     siblings_for, slice_test, strategy_for, traceback_of)
 from .scheduler import RoundRobin, YieldScheduler
 from .triage_desk import TriageDesk
 
@@ -327,7 +327,7 @@ class Campaign:
         self._pending_files = 0
         self._drafter: Drafter | None = None
         self._limits = Limits(config.max_rank, config.max_side, config.max_numel, config.allow_variants,
-                              config.slice_examples)
+                              config.slice_examples, siblings_for(config.draw_jobs))
         self._start = 0.0
         # Set once the desk's jobs were given up past the stop grace (_defer_triage): its
         # thread then stores and counts nothing more (see _Abandoned).
@@ -509,24 +509,30 @@ class Campaign:
             self.harness_error("judge", case.op, case, exc)
             return []
 
-    def _test_body(self, pool: WorkerPool, op: str):
-        def body(case):
+    def _test_body(self, pool: WorkerPool, op: str, seed: int):
+        def body(drawn):
             try:
-                self._judge(case, pool, op)
+                self._judge(drawn, pool, op, seed)
             except CorpusWriteError as exc:
                 raise _CorpusUnwritable(exc) from None
         return body
 
-    def _judge(self, case, pool: WorkerPool, op: str) -> None:
-        """The test body: run the case (or recall its verdicts) and raise the finding
-        exception of its first failure that is neither suppressed nor a sighting."""
-        if isinstance(case, GenerationFailed):
+    def _judge(self, drawn, pool: WorkerPool, op: str, seed: int) -> None:
+        """The test body: run each case of the drawn example's family (drafts.family:
+        the case and its value siblings, as the slice's batch ran them), or recall their
+        verdicts, and raise the finding exception of the first failure that is neither
+        suppressed nor a sighting."""
+        if isinstance(drawn, GenerationFailed):
             if op in self.stats.set_aside and not self._shrink_started:
                 raise _SetAside()
             if not self._replaying:  # a replay's failed draws were counted by the first pass
                 # Not memoised: draws that fail alike are still separate attempts.
-                self._generation_failed(op, case)
+                self._generation_failed(op, drawn)
             return
+        for case in family(drawn, seed, self._limits.siblings):
+            self._judge_one(case, pool, op)
+
+    def _judge_one(self, case, pool: WorkerPool, op: str) -> None:
         verdicts = self._memo.get(case)
         if verdicts is None:
             # Only a case still to run costs budget: a replay of the batch's cases does not.
@@ -641,7 +647,7 @@ class Campaign:
 
     def _hypothesis(self, prepared: "_Slice", body, *, phases):
         return slice_test(strategy_for(prepared.op, self._limits), prepared.seed, self.config.slice_examples,
-                          body, phases=phases)
+                          body, phases=phases, siblings=self._limits.siblings)
 
     def _finish(self, prepared: "_Slice", batch, pool: WorkerPool, *, shrink: bool = True) -> None:
         """Judge the outcomes of ``prepared``'s batch; if a case failed in a new way, run
@@ -726,7 +732,8 @@ class Campaign:
         op = prepared.op
         self._replaying = True
         try:
-            self._hypothesis(prepared, self._test_body(pool, op), phases=(Phase.generate, Phase.shrink))()
+            self._hypothesis(prepared, self._test_body(pool, op, prepared.seed),
+                             phases=(Phase.generate, Phase.shrink))()
         except BudgetExhausted:
             # The budget ran out while Hypothesis was shrinking: what it found so far is
             # recorded (reduced and explained by triage) rather than lost with the slice.
@@ -1208,7 +1215,8 @@ class Campaign:
         running = None          # (slice, batch) in the worker
         slices = self._slices()
         self._limits = Limits(self.config.max_rank, self.config.max_side, self.config.max_numel,
-                              self.config.allow_variants, self.config.slice_examples)
+                              self.config.allow_variants, self.config.slice_examples,
+                              siblings_for(self.config.draw_jobs))
         self._drafter = Drafter(self.config.draw_jobs, self.seed, self._limits) if self.config.draw_jobs else None
         try:
             while True:
@@ -1251,10 +1259,11 @@ class Campaign:
                 self._drafter.close()
                 self._drafter = None
 
-    def _cases_left(self, running) -> int:
-        """How many more cases --max-cases allows, counting those in the worker now."""
+    def _cases_left(self, running) -> int | None:
+        """How many more cases --max-cases allows, counting those in the worker now
+        (None: no limit; a slice is drawn at its size)."""
         if self.config.max_cases is None:
-            return self.config.slice_examples
+            return None
         in_flight = len(running[0].cases) if running is not None else 0
         return max(0, self.config.max_cases - self.stats.cases - in_flight)
 

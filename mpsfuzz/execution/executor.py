@@ -211,9 +211,12 @@ def _backward(case: Case, inputs: list, out, wrt: list[int]):
 
 
 def run_side(spec, case: Case, kwargs: dict, device, runner=None, synchronize=None,
-             inputs=None, functional=None) -> SideResult:
+             inputs=None, functional=None, keep_inputs: bool = False) -> SideResult:
     """One side's run: outputs (CPU copies, canonicalised), their metadata, gradients
-    for the grad variant, and the inputs as the call left them."""
+    for the grad variant, and with ``keep_inputs`` the inputs as the call left them (and
+    an in-place call's whole base buffer): what the ``variants`` oracle reads of the
+    DUT's call. Copying them back for every other side too cost a fifth of a small
+    op's judging."""
     if inputs is None:
         inputs = case.materialize(device)
     wrt: list[int] = []
@@ -244,14 +247,16 @@ def run_side(spec, case: Case, kwargs: dict, device, runner=None, synchronize=No
     if spec.private_outputs_from is not None and isinstance(meta, list):
         meta = meta[:spec.private_outputs_from]
     base_after = None
-    if case.variant in ("inplace", "out-alias") and isinstance(inputs[0], torch.Tensor) and inputs[0]._base is not None:
+    if keep_inputs and case.variant in ("inplace", "out-alias") and isinstance(inputs[0], torch.Tensor) \
+            and inputs[0]._base is not None:
         base_after = _to_cpu(inputs[0]._base)
     with torch.no_grad():
         detached = _detach(raw)
         out = spec.canonicalise(inputs, detached) if spec.canonicalise is not None else detached
         return SideResult(outputs=_to_cpu(out), meta=meta,
                           grads=None if grads is None else [None if g is None else _to_cpu(g) for g in grads],
-                          inputs_after=[_to_cpu(t) if _small(t) else None for t in inputs], raw=raw,
+                          inputs_after=[_to_cpu(t) if _small(t) else None for t in inputs] if keep_inputs else None,
+                          raw=raw,
                           base_after=base_after)
 
 
@@ -274,17 +279,40 @@ def _detach(out):
 
 # -- the CPU reference ----------------------------------------------------------------------
 
+# Output dtypes by (op function, arguments, input dtypes and shapes). Running an op on
+# the meta device goes through Python decompositions: milliseconds a case, a tenth of all
+# judging on elementwise and reduction (where CPU lacks many half and unsigned kernels);
+# and a case's value siblings (drafts.py) share the key. Bounded.
+_EXPECTED: dict = {}
+_EXPECTED_MAX = 4096
+
+
 def _expected_dtypes(spec, case: Case, kwargs) -> list:
     """The output dtypes the op has at the original dtypes, from the meta device (no
     kernels run); where meta cannot run the op, widened dtypes map back by name."""
+    key = (spec.fn, spec.canonicalise, case.kwargs, tuple((r.dtype, r.shape) for r in case.inputs))
+    try:
+        known = _EXPECTED.get(key)
+    except TypeError:   # an argument that cannot be hashed: worked out every time
+        key = known = None
+    if known is None:
+        known = _meta_dtypes(spec, case, kwargs)
+        if key is not None:
+            if len(_EXPECTED) >= _EXPECTED_MAX:
+                _EXPECTED.clear()
+            _EXPECTED[key] = known
+    return list(known)
+
+
+def _meta_dtypes(spec, case: Case, kwargs) -> tuple:
     try:
         meta = [r.materialize("cpu").to("meta") for r in case.inputs]
         out = spec.fn(*meta, **kwargs)
         if spec.canonicalise is not None:
             out = spec.canonicalise(meta, out)
-        return _leaf_dtypes(out)
+        return tuple(_leaf_dtypes(out))
     except Exception:
-        return []
+        return ()
 
 
 def _cast_back_by_name(out, widen: set):
@@ -367,7 +395,7 @@ def _run_dut(case: Case, spec, kwargs, target, enabled):
         if not isinstance(functional.outputs, Raised):
             dut_functional = functional.raw
     dut = run_side(spec, case, kwargs, target.device, runner=target.run,
-                   synchronize=target.synchronize, inputs=dut_inputs, functional=dut_functional)
+                   synchronize=target.synchronize, inputs=dut_inputs, functional=dut_functional, keep_inputs=True)
     if _wants_contiguous(spec, case, enabled) and not isinstance(dut.outputs, Raised):
         # Inputs that share a storage get copies of their own (``.contiguous()`` hands
         # back a contiguous view itself, storage and all).

@@ -279,6 +279,16 @@ class TensorRecipe:
         return tuple(1 if d in self.layout.expanded else s for d, s in enumerate(self.shape))
 
     def _dense_base_shape(self) -> tuple[int, ...]:
+        # A worker materialises each input four to six times per case (see _BASES): the
+        # geometry is worked out once per recipe (frozen, so it cannot change), kept
+        # outside the dataclass fields (equality, hashing and JSON ignore it).
+        dense = self.__dict__.get("_dense")
+        if dense is None:
+            dense = self._compute_dense_base_shape()
+            object.__setattr__(self, "_dense", dense)
+        return dense
+
+    def _compute_dense_base_shape(self) -> tuple[int, ...]:
         vshape = self._value_shape()
         rank = len(vshape)
         perm = self.layout.permutation or tuple(range(rank))

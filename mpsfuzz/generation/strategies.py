@@ -338,3 +338,27 @@ def _not_expanded_where_written(inputs: tuple, written: set[int]) -> tuple:
     always refuse it, torch.compile does), so such a case judges nothing."""
     return tuple(replace(r, layout=replace(r.layout, expanded=())) if i in written and r.layout.expanded else r
                  for i, r in enumerate(inputs))
+
+
+def value_siblings(case: Case, salt: int, count: int) -> list[Case]:
+    """``count`` cases like ``case`` (same op, shapes, dtypes, layouts, aliasing, specials,
+    arguments and variant) with fresh value seeds, derived from each input's seed and
+    ``salt``: the same every time, so a replay draws them again. Drawing a case costs
+    Hypothesis far more than deriving one, and a kernel's values matter as well as its
+    structure. Siblings equal to ``case`` (an op without inputs) are left out."""
+    out = []
+    for k in range(1, count + 1):
+        inputs = tuple(replace(r, values=replace(r.values, seed=_sibling_seed(r.values.seed, salt, i, k)))
+                       for i, r in enumerate(case.inputs))
+        if inputs != case.inputs:
+            out.append(replace(case, inputs=inputs))
+    return out
+
+
+def _sibling_seed(seed: int, salt: int, index: int, k: int) -> int:
+    # splitmix64's finaliser over the four numbers: cheap, and well spread even where
+    # Hypothesis drew the seed as 0 or 2**32 - 1 (it favours boundaries).
+    x = (seed * 0x9E3779B97F4A7C15 + salt * 0xBF58476D1CE4E5B9 + index * 0x94D049BB133111EB + k) & (2**64 - 1)
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
+    return (x ^ (x >> 31)) & 0xFFFF_FFFF
