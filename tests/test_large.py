@@ -234,6 +234,7 @@ def test_a_copy_past_2_31_elements_is_found_at_the_real_size(monkeypatch):
     """The same fault at its real limit: 2^31 + 1,024 int8 elements made and copied on
     the CPU target (4 GB), compared on the boundary rows."""
     monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(40 << 30))
+    monkeypatch.setenv("MPSFUZZ_HOST_MAX_BYTES", str(8 << 30))   # the CPU target is the device here
     monkeypatch.setenv("MPSFUZZ_FAULTS", "copy_past_int32")
     recipe = TensorRecipe((2**31 // 1024 + 1, 1024), "int8", Layout(), ValueRecipe("index_hash", seed=5))
     result = judge_case(Case("clone_large", (recipe,)), load_target(FAULT_TARGET), ("values",))
@@ -258,3 +259,25 @@ def test_an_output_past_the_host_bound_is_no_case_and_never_copied(monkeypatch):
     stride0 = TensorRecipe((2**20, 3), "float32", Layout(expanded=(0, 1)), ValueRecipe())
     result = judge_case(Case("sum_large", (stride0,), (("dim", 1),)), load_target(FAULT_TARGET), ("values",))
     assert result["valid"] is False and not result["failures"]
+
+
+def test_a_case_past_the_host_bound_is_judged_on_the_device_and_never_built_on_the_host(monkeypatch):
+    """With every oracle on, a row-wise case whose input the host may not hold is judged
+    (its input made where it is used: here a CPU 'device', the first materialisation) and
+    no oracle builds the input on the host again: the variants oracle once did, for every
+    case (31 GB of host memory and worker timeouts on an H100)."""
+    from mpsfuzz.oracles import DEFAULT
+    monkeypatch.setenv("MPSFUZZ_HOST_MAX_BYTES", str(1 << 20))
+    recipe = TensorRecipe((2**21 // 1000 + 1, 1000), "int8", Layout(), ValueRecipe("index_hash", seed=5))
+    with pytest.raises(InputTooLarge):
+        recipe.materialize("cpu")
+    calls = []
+
+    def generated_on(self, device):   # the DUT's materialisation once, then nothing more
+        calls.append(device)
+        if len(calls) > 1:
+            raise AssertionError(f"built again on {device}")
+        return torch.zeros(self.shape, dtype=torch.int8)
+    monkeypatch.setattr(TensorRecipe, "_generated_on", generated_on)
+    result = judge_case(Case("clone_large", (recipe,)), load_target(FAULT_TARGET), DEFAULT)
+    assert result["valid"] and calls == ["cpu"], result

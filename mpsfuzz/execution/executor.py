@@ -266,7 +266,8 @@ INPUTS_AFTER_MAX_NUMEL = 1 << 24
 
 
 def _small(t) -> bool:
-    return not isinstance(t, torch.Tensor) or t.numel() <= INPUTS_AFTER_MAX_NUMEL
+    return not isinstance(t, torch.Tensor) or (t.numel() <= INPUTS_AFTER_MAX_NUMEL
+                                                and t.numel() * t.element_size() <= host_max_bytes())
 
 
 def _detach(out):

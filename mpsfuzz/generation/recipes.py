@@ -195,7 +195,14 @@ HOST_MAX_BYTES = 1 << 30
 
 
 def host_max_bytes() -> int:
-    return min(max_bytes(), HOST_MAX_BYTES)
+    """The most one storage may take on the host: the smaller of --max-bytes and 1 GiB
+    (MPSFUZZ_HOST_MAX_BYTES raises it, e.g. for a CPU target that is the device under
+    test)."""
+    try:
+        bound = int(os.environ.get("MPSFUZZ_HOST_MAX_BYTES", "")) or HOST_MAX_BYTES
+    except ValueError:
+        bound = HOST_MAX_BYTES
+    return min(max_bytes(), bound)
 
 
 def check_materialisable(numel: int, dtype_name: str) -> None:
@@ -331,9 +338,13 @@ class TensorRecipe:
         by block of rows (a few hundred MB of index arithmetic at a time): the host
         builds nothing, so the bound is the device's, ``max_bytes()``."""
         size = self.base_numel * dt.to_torch(self.dtype).itemsize
-        if size > max_bytes():
+        # On the host, the host's bound: an oracle or a triage probe that looks at the
+        # input on the CPU (an H100 run's variants oracle built 2^31 elements there for
+        # every case, 31 GB of host memory and a worker timeout) gets InputTooLarge.
+        bound = host_max_bytes() if torch.device(device).type == "cpu" else max_bytes()
+        if size > bound:
             raise InputTooLarge(f"a storage of {self.base_numel} {self.dtype} elements ({size} bytes) is over "
-                                f"max_bytes={max_bytes()}")
+                                f"max_bytes={bound}")
         fill = True if self.dtype == "bool" else GAP_FILLER
         base = torch.full((self.base_numel,), fill, dtype=dt.to_torch(self.dtype), device=device)
         view = self._view_of(base)
