@@ -574,3 +574,26 @@ def test_a_failure_being_shrunk_when_the_budget_runs_out_is_recorded_not_lost(tm
     found = [f for f, _, new in result.findings if new]
     assert [f.op for f in found] == ["test.fails_large"], notices(events)
     assert list((tmp_path / "corpus").glob("test.fails_large-*.json"))
+
+
+def test_a_worker_runs_torch_on_one_thread_unless_told_otherwise(monkeypatch):
+    """A worker per lane, each with torch's default pool of every core, oversubscribed a
+    16-core host (8 lanes ran 0.12 of 8x one lane); one thread each ran 0.82."""
+    from mpsfuzz.execution.worker import WorkerPool
+    from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
+    case = Case("neg", (TensorRecipe((2,), "float32", Layout(), ValueRecipe()),)).to_json()
+    for asked, expected in ((None, 1), ("3", 3)):
+        if asked is None:
+            monkeypatch.delenv("MPSFUZZ_WORKER_THREADS", raising=False)
+        else:
+            monkeypatch.setenv("MPSFUZZ_WORKER_THREADS", asked)
+        pool = WorkerPool("cpu", timeout_s=60)
+        try:
+            assert pool.call(threads_in_worker, case, op="neg", timeout_s=60) == {"threads": expected}
+        finally:
+            pool.close()
+
+
+def threads_in_worker(case, target):
+    import torch
+    return {"threads": torch.get_num_threads()}
