@@ -6,6 +6,7 @@ be executed. Bad input is a one-line error, never a traceback."""
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import json
 import math
 import os
@@ -933,6 +934,9 @@ def _exit_promptly(code: int) -> None:
 
 
 def entry() -> None:
+    # A campaign's own process dying of a signal must leave its stack in its log (a
+    # daemon died of SIGSEGV once, with nothing said).
+    faulthandler.enable()
     code = main()
     _exit_promptly(code)
     sys.exit(code)

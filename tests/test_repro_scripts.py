@@ -430,3 +430,31 @@ def test_opinfo_ops_have_scripts_that_call_the_op_as_a_reader_would(monkeypatch)
     failing = [o for o in outcomes if o.problem]
     assert not failing, summary(outcomes) + "\n\n" + _details(failing)
     assert len([o for o in outcomes if o.finding is not None]) == 2
+
+
+def test_a_crash_finding_s_script_is_written_without_running_its_case_on_eager_cpu_here(monkeypatch):
+    """The generator runs in the campaign's own process, and eager CPU crashes on some
+    inputs (torch 2.13's float16 convolution backward segfaults): a soak's daemon died
+    writing the script of such a crash finding. For a crash finding the op runs on the
+    meta device only (to learn its outputs' shapes), never on CPU here."""
+    monkeypatch.setenv("MPSFUZZ_FAULTS", "every_backward_kernel_abort")
+    pool = WorkerPool(FAULT_TARGET, timeout_s=20.0, execute=judge_case)
+    try:
+        finding = find_finding(Prober(pool, DEFAULT, timeout_s=20.0), Job("conv_transpose2d", "grad", "crash"))
+    finally:
+        pool.close()
+    assert finding is not None and finding.failure.oracle == "crash"
+    spec = catalogue.get("conv_transpose2d")
+    on_cpu = []
+
+    def guarded(*args, **kwargs):
+        import torch
+        if any(isinstance(a, torch.Tensor) and a.device.type == "cpu" for a in args):
+            on_cpu.append([tuple(a.shape) for a in args if isinstance(a, torch.Tensor)])
+        return spec.fn(*args, **kwargs)
+    monkeypatch.setitem(catalogue.REGISTRY, "conv_transpose2d", dataclasses.replace(spec, fn=guarded))
+    try:
+        repro_module.generate(finding)
+    except ReproError:
+        pass   # (the guard's source may not render: what matters is where it ran)
+    assert not on_cpu, on_cpu

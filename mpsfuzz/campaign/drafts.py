@@ -108,7 +108,12 @@ class Limits:
 # campaign's rate. With drafters drawing ahead, the worker bounds it and every case is a
 # draw of its own (siblings would only trade structures for values). A slice of
 # ``examples`` cases asks Hypothesis for ``draws_for(examples, siblings)`` examples.
-VALUE_SIBLINGS = 1
+# Off (0) for now: with one sibling a slice holds half as many structures, and campaigns
+# of a fixed number of cases (the fault campaigns of the tests, CI's corpus jobs) found
+# fewer of the faults that need a structure (fftn_splits_dims in 400 cases of fft.fftn,
+# a neg fault in 120): more cases per second, fewer structures per case. The mechanism
+# stays (tests/test_siblings.py) for a scheduler that turns it on where values matter.
+VALUE_SIBLINGS = 0
 
 
 def siblings_for(draw_jobs: int) -> int:

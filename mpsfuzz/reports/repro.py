@@ -302,13 +302,23 @@ def _kwargs_source(case: Case) -> dict[str, str]:
     return out
 
 
-def _out_lines(spec, case: Case, kwargs: dict) -> tuple[list[str], str]:
+def _inference_devices(b) -> tuple[str, ...]:
+    """Where the generator may run the op to learn its outputs' shapes: the meta device,
+    and eager CPU only for a finding whose CPU reference already ran in a worker. The
+    generator runs in the campaign's own process, and eager CPU crashes on some inputs
+    (torch 2.13's float16 convolution backward segfaults): a crash or hang finding's case
+    never runs on CPU here. A soak's daemon died of exactly that (SIGSEGV) while writing
+    the script of a conv_transpose2d crash finding."""
+    return ("meta",) if b.finding.failure.oracle in ("crash", "hang") else ("meta", "cpu")
+
+
+def _out_lines(spec, case: Case, kwargs: dict, devices: tuple[str, ...] = ("meta", "cpu")) -> tuple[list[str], str]:
     """``out=`` tensors like the ones the executor makes, from the result's metadata
-    (computed on the meta device where it can run the op, else by eager CPU). Returns
-    the lines and the ``out=`` argument: a tensor, or a tuple of them when the op
-    returns a tuple (of one, too), as the executor passes it."""
+    (computed on the meta device where it can run the op, else by eager CPU where
+    ``devices`` allows). Returns the lines and the ``out=`` argument: a tensor, or a
+    tuple of them when the op returns a tuple (of one, too), as the executor passes it."""
     result = None
-    for device in ("meta", "cpu"):
+    for device in devices:
         inputs = [r.materialize("cpu").to(device) for r in case.inputs]
         try:
             result = spec.fn(*inputs, **kwargs)
@@ -553,7 +563,7 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
         if case.variant == "out-alias":
             return [f"{b.dut(b.call(names, out=names[0]))}  {MARKER}", f"actual = {names[0]}"]
         if case.variant.startswith("out"):
-            lines, out = _out_lines(spec, case, resolve_kwargs(case.kwargs))
+            lines, out = _out_lines(spec, case, resolve_kwargs(case.kwargs), _inference_devices(b))
             return lines + [f"{b.dut(b.call(names, out=out))}  {MARKER}", f"actual = {out}"]
         if case.variant == "inplace":
             return [f"{b.dut(b.call(names))}  {MARKER}", f"actual = {names[0]}"]
@@ -741,13 +751,18 @@ def _grad_parts(b: _Builder, wrt: list[int]) -> _Grad | None:
     carries a gradient (the executor then runs the forward alone)."""
     from ..execution.executor import upstream_gradient
     case, spec, names = b.case, b.spec, b.names
-    inputs = case.materialize("cpu")
-    for i in wrt:
-        inputs[i].requires_grad_(True)
-    try:
-        out = spec.fn(*inputs, **resolve_kwargs(case.kwargs))
-    except Exception as exc:
-        raise ReproError(f"cannot infer the outputs for the gradient: {type(exc).__name__}") from None
+    out = inputs = None
+    for device in _inference_devices(b):
+        inputs = [t.to(device) for t in case.materialize("cpu")]
+        for i in wrt:
+            inputs[i].requires_grad_(True)
+        try:
+            out = spec.fn(*inputs, **resolve_kwargs(case.kwargs))
+            break
+        except Exception as exc:
+            failed = exc
+    if out is None:
+        raise ReproError(f"cannot infer the outputs for the gradient: {type(failed).__name__}") from None
     paths = _differentiable_paths(out)
     if not paths or not wrt:
         return None
@@ -755,7 +770,8 @@ def _grad_parts(b: _Builder, wrt: list[int]) -> _Grad | None:
     leaves = [_at(out, p) for p in paths]
     gs = [upstream_gradient(o.shape, o.dtype, i, seed) for i, o in enumerate(leaves)]
     try:
-        unused = any(r is None for r in torch.autograd.grad(leaves, [inputs[i] for i in wrt], gs,
+        unused = any(r is None for r in torch.autograd.grad(leaves, [inputs[i] for i in wrt],
+                                                             [g.to(leaves[0].device) for g in gs],
                                                              allow_unused=True))
     except Exception:
         unused = True
@@ -803,7 +819,7 @@ def _variant_call(b: _Builder) -> tuple[list[str], str]:
             return [], b.dut(b.call(names, variant="functional"))
         return grad.lines, grad.dut(b)
     if case.variant.startswith("out"):
-        lines, out = _out_lines(b.spec, case, resolve_kwargs(case.kwargs))
+        lines, out = _out_lines(b.spec, case, resolve_kwargs(case.kwargs), _inference_devices(b))
         return lines, b.dut(b.call(names, out=out))
     return [], b.dut(b.call(names))
 
