@@ -23,7 +23,7 @@ import torch
 
 from ..generation import catalogue
 from ..generation import dtypes as dt
-from ..generation.recipes import Case, InputTooLarge, host_max_bytes
+from ..generation.recipes import Case, check_materialisable, host_max_bytes
 from . import cpu_kernels
 from .error_kinds import is_device_fault, is_unsupported
 from .observation import Observation, Raised, SideResult, output_meta
@@ -40,12 +40,9 @@ def as_raised(exc: BaseException) -> Raised:
 
 def _to_cpu(out):
     if isinstance(out, torch.Tensor):
-        size = out.numel() * out.element_size()
-        if size > host_max_bytes():
-            # The host copies no more than it builds (a reduction that keeps billions of
-            # elements of a stride-0 input): such a case judges nothing here.
-            raise InputTooLarge(f"an output of {out.numel()} elements ({size} bytes) is over "
-                                f"max_bytes={host_max_bytes()} on the host")
+        # The host copies no more than it builds (a reduction that keeps billions of
+        # elements of a stride-0 input): such a case judges nothing here.
+        check_materialisable(out.numel(), dt.name_of(out.dtype), what="an output")
         return out.detach().to("cpu", copy=True)
     if isinstance(out, (tuple, list)):
         return type(out)(_to_cpu(o) for o in out) if not hasattr(out, "_fields") else tuple(_to_cpu(o) for o in out)

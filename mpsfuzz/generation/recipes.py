@@ -205,11 +205,13 @@ def host_max_bytes() -> int:
     return min(max_bytes(), bound)
 
 
-def check_materialisable(numel: int, dtype_name: str) -> None:
+def check_materialisable(numel: int, dtype_name: str, bound: int | None = None, what: str = "a storage") -> None:
+    """InputTooLarge where ``numel`` elements of ``dtype_name`` take more than ``bound``
+    bytes (default: the host's, host_max_bytes())."""
+    bound = host_max_bytes() if bound is None else bound
     size = numel * dt.to_torch(dtype_name).itemsize
-    if size > host_max_bytes():
-        raise InputTooLarge(f"a storage of {numel} {dtype_name} elements ({size} bytes) is over "
-                            f"max_bytes={host_max_bytes()}")
+    if size > bound:
+        raise InputTooLarge(f"{what} of {numel} {dtype_name} elements ({size} bytes) is over max_bytes={bound}")
 
 
 # One case materialises its inputs up to six times (the DUT's call, its functional form
@@ -337,14 +339,11 @@ class TensorRecipe:
         """The storage made on ``device`` itself and its view filled there, block of rows
         by block of rows (a few hundred MB of index arithmetic at a time): the host
         builds nothing, so the bound is the device's, ``max_bytes()``."""
-        size = self.base_numel * dt.to_torch(self.dtype).itemsize
         # On the host, the host's bound: an oracle or a triage probe that looks at the
         # input on the CPU (an H100 run's variants oracle built 2^31 elements there for
         # every case, 31 GB of host memory and a worker timeout) gets InputTooLarge.
-        bound = host_max_bytes() if torch.device(device).type == "cpu" else max_bytes()
-        if size > bound:
-            raise InputTooLarge(f"a storage of {self.base_numel} {self.dtype} elements ({size} bytes) is over "
-                                f"max_bytes={bound}")
+        check_materialisable(self.base_numel, self.dtype,
+                             host_max_bytes() if torch.device(device).type == "cpu" else max_bytes())
         fill = True if self.dtype == "bool" else GAP_FILLER
         base = torch.full((self.base_numel,), fill, dtype=dt.to_torch(self.dtype), device=device)
         view = self._view_of(base)
