@@ -188,6 +188,34 @@ def _args(args: dict):
     return build
 
 
+def _outside(decls: tuple[TensorDecl, ...]):
+    """The kernel's ``admits``: why a case lies outside its declarations (None: inside).
+    Triage edits cases (drops dims, halves sides, changes dtypes): a kernel documents
+    what it takes, so an edit past that is not a smaller case of the bug but a call the
+    kernel never promised to handle."""
+    def outside(case) -> str | None:
+        tensors = case.inputs
+        for i, decl in enumerate(decls[:len(tensors)]):
+            r = tensors[i]
+            if not decl.min_dims <= r.rank <= decl.max_dims:
+                return f"input {i} has {r.rank} dims (declared {decl.min_dims}..{decl.max_dims})"
+            if any(n < decl.min_side and n != 0 for n in r.shape) or \
+                    (decl.max_side is not None and any(n > decl.max_side for n in r.shape)):
+                return f"input {i} has a side outside the declared range"
+            if decl.multiple_of is not None and r.shape[decl.multiple_of[0]] % decl.multiple_of[1]:
+                return f"input {i}'s dim {decl.multiple_of[0]} is not a multiple of {decl.multiple_of[1]}"
+            if decl.contiguous and not r.layout.is_plain():
+                return f"input {i} is not contiguous (the kernel requires it)"
+            if r.dtype not in decl.dtypes:
+                return f"input {i} is {r.dtype} (declared {', '.join(decl.dtypes)})"
+            if decl.like is not None and r.shape != tensors[decl.like].shape:
+                return f"input {i} is not shaped like input {decl.like}"
+            if not decl.allow_specials and r.values.specials:
+                return f"input {i} holds special values (not allowed)"
+        return None
+    return outside
+
+
 # -- the decorator ---------------------------------------------------------------------------
 
 def _source_file(fn) -> str | None:
@@ -230,7 +258,7 @@ def spec_of(fn: Callable, *, reference: Callable, inputs, args: dict | None = No
                   doc=doc or (getattr(fn, "__doc__", None) or "").strip().split("\n")[0],
                   reference_fn=reference,
                   contiguous_inputs=tuple(i for i, d in enumerate(decls) if d.contiguous),
-                  source_file=_source_file(fn))
+                  source_file=_source_file(fn), outside=_outside(decls))
 
 
 def kernel(fn: Callable | None = None, *, reference: Callable, inputs, args: dict | None = None,

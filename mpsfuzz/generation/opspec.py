@@ -209,6 +209,10 @@ class OpSpec:
     # result of billions of elements, and the reference builds only those rows of the
     # input (generation/ops/large_rows.py).
     reference_inputs: Callable | None = None
+    # Why a case lies outside what the op declares it takes, or None: ``(case) -> str |
+    # None``. A user's kernel documents its inputs (generation/kernels.py); triage's
+    # edits past that are not valid inputs.
+    outside: Callable | None = None
 
     def __post_init__(self):
         unknown = set(self.semantics) - set(SEMANTICS)

@@ -31,6 +31,9 @@ A condition is a short stable string:
                     also gives the earlier input back its own values where the later one
                     had overwritten them: a recipe cannot keep them.)
 ``alias:out``       ``out=`` is input 0 itself (variant out-alias); a separate ``out=`` passes
+``lastdim%K``       the main input's last dim is not a multiple of K (a kernel that handles
+                    K elements a thread and skips the tail): rounding it up to a multiple
+                    of K passes, and growing it by K (the same remainder) still fails
 """
 from __future__ import annotations
 
@@ -115,6 +118,9 @@ def holds(condition: str, case: Case) -> bool:
         return max((r.numel for r in inputs), default=0) >= int(condition[len("numel>="):])
     if condition.startswith("side>="):
         return max((n for r in inputs for n in r.shape), default=0) >= int(condition[len("side>="):])
+    if condition.startswith(DIVISIBILITY):
+        main = inputs[main_input(case)] if inputs else None
+        return main is not None and main.rank > 0 and main.shape[-1] % int(condition[len(DIVISIBILITY):]) != 0
     if kind == "0-d":
         i = int(arg)
         return i < len(inputs) and inputs[i].rank == 0
@@ -268,6 +274,85 @@ def _below_numel(recipe, limit: int = LARGE_NUMEL):
     return recipe if tuple(shape) == recipe.shape else replace(recipe, shape=tuple(shape))
 
 
+# The divisibility condition: ``lastdim%4`` (see the module docstring). Vector widths a
+# kernel may assume, tried smallest first so that the condition names the width itself
+# (a size of 5 fails for a width of 4 and of 8 alike; rounding to 8 passes too).
+DIVISIBILITY = "lastdim%"
+_WIDTHS = (2, 4, 8, 16)
+
+
+def _with_last_dim(case: Case, size: int) -> Case:
+    """``case`` with the main input's last dim set to ``size``, and each other input whose
+    last dim matched it (same-shaped or broadcast operands) changed alike."""
+    m = main_input(case)
+    n = case.inputs[m].shape[-1]
+    return edits.with_inputs(case, [edits.resize(r, r.rank - 1, size) if i == m or (r.rank and r.shape[-1] == n)
+                                    else r for i, r in enumerate(case.inputs)])
+
+
+def _divisibility_probes(case: Case, names: list[str], prober: Prober, symptom: tuple,
+                         deadline: float) -> tuple[list[Probe], str | None]:
+    """(probes, ``lastdim%K`` or None). K is the smallest width such that rounding the last
+    dim up to a multiple of K passes; the condition holds when growing the dim by K (the
+    same remainder, a larger size) still fails, which tells "not a multiple of 4" from "too
+    small". One probe (rounding to the widest width) for a failure that does not care."""
+    if not case.inputs:
+        return [], None
+    main = case.inputs[main_input(case)]
+    if main.rank == 0 or main.numel >= LARGE_NUMEL or main.shape[-1] == 0:
+        return [], None
+    n = main.shape[-1]
+    widths = [k for k in _WIDTHS if n % k]
+    if not widths:
+        return [], None
+    name = names[main_input(case)]
+    probes: list[Probe] = []
+
+    def probe(k, size, question, want) -> bool:
+        verdict = _verdict(prober, _with_last_dim(case, size), symptom, deadline)
+        probes.append(Probe(f"{DIVISIBILITY}{k}", question, verdict, verdict == want))
+        return verdict == want
+
+    def rounding(k) -> bool:
+        return probe(k, -(-n // k) * k, f"the last dim of `{name}` a multiple of {k}", PASSES)
+
+    if not rounding(widths[-1]):
+        return probes, None
+    for k in widths:
+        if time.monotonic() > deadline:
+            break
+        if k != widths[-1] and not rounding(k):
+            continue
+        # the same remainder with K more elements: still failing, or only the size mattered
+        if probe(k, n + k, f"the last dim of `{name}` {n + k} (not a multiple of {k} either)", SAME):
+            return probes, f"{DIVISIBILITY}{k}"
+        break
+    return probes, None
+
+
+# Fresh value seeds a probe tries before it calls the ablated case passing.
+RESEEDS = 2
+
+
+def _verdict(prober: Prober, case: Case, symptom: tuple, deadline: float, negative: bool = False) -> str:
+    """The probe's verdict, where "passes" must hold for fresh values too: a failure that
+    depends on its values (a float16 accumulator's error, a tolerance just crossed) may
+    pass by chance in another dtype, size or layout, and a condition read from that
+    luck would misname the bug. A "same" verdict needs no second run."""
+    verdict = prober.classify(case, symptom).verdict
+    for step in range(1, RESEEDS + 1):
+        if verdict != PASSES or time.monotonic() > deadline:
+            break
+        fresh = _reseeded(case, step)
+        verdict = prober.classify(_holding_negatives(fresh) if negative else fresh, symptom).verdict
+    return verdict
+
+
+def _reseeded(case: Case, step: int) -> Case:
+    return edits.with_inputs(case, [replace(r, values=replace(r.values, seed=r.values.seed + step))
+                                    for r in case.inputs])
+
+
 def _holding_negatives(case: Case, tries: int = 32) -> Case:
     """``case`` with negative values again where a dtype change lost them (the values
     of another dtype are drawn anew from the recipe: a float case's small negative
@@ -277,8 +362,7 @@ def _holding_negatives(case: Case, tries: int = 32) -> Case:
     if _holds_negative(case):
         return case
     for step in range(1, tries + 1):
-        reseeded = edits.with_inputs(case, [replace(r, values=replace(r.values, seed=r.values.seed + step))
-                                            for r in case.inputs])
+        reseeded = _reseeded(case, step)
         if _holds_negative(reseeded):
             return reseeded
     return case
@@ -347,6 +431,10 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
         return f"an input has {_power_of_two(int(condition[len('numel>='):]))} or more elements ({most:,} here)"
     if condition.startswith("side>="):
         return f"a dim is {int(condition[len('side>='):]):,} or longer ({max(n for r in case.inputs for n in r.shape):,} here)"
+    if condition.startswith(DIVISIBILITY):
+        m = main_input(case)
+        k, n = int(condition[len(DIVISIBILITY):]), case.inputs[m].shape[-1]
+        return f"the last dim of `{names[m]}` is not a multiple of {k} ({n} here; {-(-n // k) * k} passes)"
     if kind == "0-d":
         return f"`{names[int(arg)]}` is 0-d"
     if kind == "dtypes":
@@ -396,9 +484,13 @@ def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: fl
         if time.monotonic() - start > budget_s:
             incomplete = True
             break
-        verdict = prober.classify(ablated, symptom).verdict
+        verdict = _verdict(prober, ablated, symptom, start + budget_s)
         probes.append(Probe(condition, question, verdict, verdict == PASSES))
     conditions = [p.feature for p in probes if p.necessary]
+    if not incomplete:
+        more, divisibility = _divisibility_probes(case, names, prober, symptom, start + budget_s)
+        probes += more
+        conditions += [divisibility] if divisibility else []
     if "layout:any" in conditions and any(c.startswith("layout:") and c != "layout:any" for c in conditions):
         conditions.remove("layout:any")
     if "alias:out" in conditions and "variant:out-alias" in conditions:
@@ -417,7 +509,7 @@ def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: fl
                                                for r in case.inputs])
             if "negative" in conditions:
                 ablated = _holding_negatives(ablated)
-            verdict = prober.classify(ablated, symptom).verdict
+            verdict = _verdict(prober, ablated, symptom, start + budget_s, negative="negative" in conditions)
             probes.append(Probe(f"{label[0]}:{label[1](other)}", f"`{names[m]}` in {other}", verdict,
                                 verdict == PASSES))
             if verdict in (SAME, PASSES):

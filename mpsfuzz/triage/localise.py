@@ -458,6 +458,8 @@ def localise(case, failure, pool, oracles, *, timeout_s: float | None = None) ->
     try:
         if failure.oracle == "leak":
             return {"status": NOT_LOCALISED, "reason": "a leak is not a wrong result of one call"}
+        if is_users_kernel(case.op):
+            return users_kernel_record(case, failure)
         process_kind = failure.oracle in ("crash", "hang")
         base = timeout_s if timeout_s is not None else getattr(pool, "timeout_s", 20.0)
         timeout = base * 1.2 + 1.0 if process_kind else base * 3.0
@@ -485,6 +487,31 @@ def localise(case, failure, pool, oracles, *, timeout_s: float | None = None) ->
         record = {"status": ERROR, "error": f"{type(exc).__name__}: {exc}"}
     record.setdefault("seconds", round(time.monotonic() - start, 3))
     return record
+
+
+USER_NAMESPACE = "user"
+_USER_DIVERGENCE = {"crash": CRASH, "hang": HANG, "dut-raises": RAISES_ON_DEVICE, "device-fault": RAISES_ON_DEVICE,
+                    "ref-raises": RAISES_ON_CPU, "accepts-wrong": RAISES_ON_CPU}
+
+
+def is_users_kernel(op: str) -> bool:
+    from ..generation import catalogue, kernels
+    try:
+        return catalogue.get(op).family == kernels.FAMILY
+    except KeyError:
+        return False
+
+
+def users_kernel_record(case, failure) -> dict:
+    """A user's kernel is its own unit: it is compared with the user's reference, not
+    with aten kernels on CPU, and whatever it calls inside, its author fixes it. Its
+    findings are localised to it (``user::NAME``), so that two symptoms of one kernel bug
+    (float16 and bfloat16 accumulation) group into one bug as torch's kernels' do."""
+    kind = _USER_DIVERGENCE.get(failure.kind, WRONG_VALUES)
+    return {"status": KERNEL, "kernel": f"{USER_NAMESPACE}::{case.op}", "form": "functional",
+            "divergence": kind, "kinds": [kind], "confirmed": True, "call": None, "repro": None,
+            "repro_unavailable": "a user's kernel: the finding's own repro script calls it",
+            "note": "a user's kernel, compared with its declared reference"}
 
 
 def _from_trace(event, trace: str, failure, pool) -> dict:

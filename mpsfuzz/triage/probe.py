@@ -12,10 +12,21 @@ import time
 from dataclasses import dataclass, field
 
 from ..execution.observation import ProcessEvent
+from ..generation import catalogue
 from ..generation.recipes import Case
 from ..oracles import Failure, all_oracles, symptom_key, worker_oracles
 
 SAME, PASSES, INVALID, DIFFERENT = "same", "passes", "invalid", "different"
+
+
+def outside_declaration(case: Case) -> str | None:
+    """Why ``case`` lies outside what its op declares it takes (a user's kernel), if it
+    does: not a valid input, whatever it would do."""
+    try:
+        spec = catalogue.get(case.op)
+    except KeyError:
+        return None
+    return spec.outside(case) if spec.outside is not None else None
 
 
 @dataclass
@@ -77,6 +88,8 @@ class Prober:
 
     def classify(self, case: Case, symptom: tuple) -> Outcome:
         self.last_grad_undefined = None
+        if outside_declaration(case):
+            return Outcome(INVALID, [], None, False)
         failures, valid, died = self.failures(case)
         for failure in failures:
             if symptom_key(case, failure) == symptom:
