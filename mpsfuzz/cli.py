@@ -609,6 +609,7 @@ def _campaign_setup(args, console, *, default_budget: str | None):
     from .corpus.store import Corpus
     from .execution.targets import BUILTIN, TargetError, best_available, load_target
     from .generation import catalogue
+    from .generation.kernels import LARGE_ENV
     from .oracles import select as select_oracles
 
     budget = parse_duration(args.budget) if args.budget else (
@@ -619,10 +620,18 @@ def _campaign_setup(args, console, *, default_budget: str | None):
         # Every process reads it (workers, drafters, triage, repro checks): the environment.
         os.environ["MPSFUZZ_MAX_BYTES"] = str(args.max_bytes)
     kernel_ops = _load_kernel_files(args.kernels)
+    # The campaign's own process runs only small tensor ops (triage's looks at values):
+    # a pool of a thread per core would spin on the cores its workers need.
+    from .execution.worker import limit_threads
+    limit_threads()
     try:
         ops = catalogue.select(args.ops or "all") if args.ops or not kernel_ops else kernel_ops
-        if args.large:
+        if args.large and not set(ops) <= set(kernel_ops):
+            # (a selection of users' kernels alone gets their large inputs, not the family)
             ops += [op for op in catalogue.select(catalogue.LARGE_FAMILY) if op not in ops]
+        if args.large:
+            # users' kernels that declare large=True inputs draw them (in every process)
+            os.environ[LARGE_ENV] = "1"
     except catalogue.UnknownOpError as exc:
         raise UsageError(str(exc)) from None
     selected = len(ops)

@@ -68,6 +68,10 @@ def _double(x):
     (dict(low=float("nan")), "low=nan"),
     (dict(allow_specials=1), "allow_specials=1"),
     (dict(like=-1), "like=-1"),
+    (dict(large="yes"), "large='yes'"),
+    (dict(large=True, contiguous=True), "large=True with contiguous=True"),
+    (dict(large=True, like=0), "large=True with like="),
+    (dict(large=True, max_dims=0), "large=True with max_dims=0"),
 ])
 def test_a_bad_tensor_declaration_is_a_one_line_error_naming_it(kwargs, fragment):
     with pytest.raises(ValueError) as info:
@@ -282,7 +286,13 @@ EXAMPLE_CAMPAIGNS = [
     ("empty.py", "rmsnorm_buggy", "empty"),
     ("half_accumulation.py", "row_sum", None),
     ("half_accumulation.py", "row_sum_buggy", "dut-wrong"),
+    ("overflow.py", "sum_all", None),
+    ("overflow.py", "sum_all_buggy", "2^31 or more elements"),
 ]
+# Files whose kernels need more than the default campaign: the 32-bit count shows past
+# 2^31 elements, stride-0 views drawn with --large within --max-bytes (8 bytes an
+# element); 30 cases (about a second each past 2^31 on CPU).
+EXTRA_ARGS = {"overflow.py": ("--large", "--max-bytes", "32GB", "--max-cases", "30")}
 
 
 @pytest.mark.parametrize("file, op, trigger", EXAMPLE_CAMPAIGNS, ids=[c[1] for c in EXAMPLE_CAMPAIGNS])
@@ -290,7 +300,7 @@ def test_each_buggy_example_is_found_and_no_correct_one(file, op, trigger, tmp_p
     corpus = tmp_path / "corpus"
     result = mpsfuzz_cli("run", "--kernels", str(EXAMPLES / file), "--ops", op, "--target", "cpu",
                          "--max-cases", "200", "--seed", "1", "--no-progress", "--corpus", str(corpus),
-                         cwd=tmp_path)
+                         *EXTRA_ARGS.get(file, ()), cwd=tmp_path)
     found = [f for f in findings_in(corpus) if f["status"] == "new"]
     if trigger is None:
         assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]

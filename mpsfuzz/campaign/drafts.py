@@ -27,8 +27,14 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 from hypothesis.errors import HypothesisException, Unsatisfiable
 
+from ..execution.worker import limit_threads
 from ..generation import catalogue
 from ..generation.strategies import cases, value_siblings
+
+
+def _drafter_started() -> None:
+    die_with_parent()
+    limit_threads()
 
 
 def die_with_parent() -> None:
@@ -205,7 +211,7 @@ class Drafter:
     def __init__(self, processes: int, seed: int, limits: Limits):
         method = "fork" if sys.platform.startswith("linux") else "spawn"
         self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context(method),
-                                         initializer=die_with_parent)
+                                         initializer=_drafter_started)
         self.seed, self.limits = seed, limits
         self._queue: deque = deque()
 

@@ -25,6 +25,7 @@ import traceback
 from dataclasses import fields, replace
 
 from ..events import CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice, Stats
+from ..execution.worker import limit_threads
 from . import reaper
 from .engine import Campaign, CampaignConfig, count_finding, stop_grace_s
 
@@ -135,6 +136,7 @@ def _lane_main(index: int, config: CampaignConfig, verify: bool, verify_timeout_
                enough, environment: dict | None = None) -> None:
     """A lane process: one campaign, its events forwarded, its result sent back."""
     os.environ.update(environment or {})   # before any CUDA call: it reads them once
+    limit_threads()
     forward = _Forward(index, events, stop)
     _watch_parent(stop)
     # A SIGTERM to the process group (coreutils' timeout sends one) stops the lane as

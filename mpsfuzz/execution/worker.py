@@ -108,12 +108,15 @@ def _resolve(name: str):
 THREADS_ENV = "MPSFUZZ_WORKER_THREADS"
 
 
-def _limit_threads() -> None:
+def limit_threads() -> None:
     """One intra-op thread per worker (MPSFUZZ_WORKER_THREADS sets another count). A
     case's tensors are small: torch's thread pool costs more than it saves on them, and
     with a worker per lane every worker's pool wanted every core. On a 16-core H100
     host, 8 lanes of reductions ran 710 cases/s with the default (each worker 16
-    threads) and 6,228/s with one thread each (scaling 0.12 -> 0.82 of 8x one lane)."""
+    threads) and 6,228/s with one thread each (scaling 0.12 -> 0.82 of 8x one lane).
+    Lanes and drafters call it too: their few small tensor ops (a triage probe's look
+    at the values) woke a pool of a thread per core in each, whose threads then spin
+    waiting for more work (8 lanes: 3,850 cases/s with workers limited alone)."""
     import torch
     try:
         threads = int(os.environ.get(THREADS_ENV, "") or 1)
@@ -131,7 +134,7 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state
     # what an interrupt means (summary, findings kept), never a worker dying of it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     os.environ.update(env)
-    _limit_threads()
+    limit_threads()
     if compile_state is not None:
         _watch_compilation(compile_state)
     from ..generation import catalogue, kernels

@@ -73,12 +73,14 @@ class TensorDecl:
     allow_specials: bool = True
     allow_nonfinite: bool = True
     like: int | None = None
+    large: bool = False
 
 
 def tensor(*, dtypes=("float32",), min_dims: int = 0, max_dims: int = MAX_DIMS, min_side: int = 0,
            max_side: int | None = None, multiple_of: tuple[int, int] | None = None,
            contiguous: bool = False, low: float | None = None, high: float | None = None,
-           allow_specials: bool = True, allow_nonfinite: bool = True, like: int | None = None) -> TensorDecl:
+           allow_specials: bool = True, allow_nonfinite: bool = True, like: int | None = None,
+           large: bool = False) -> TensorDecl:
     """One tensor argument of a kernel.
 
     ``dtypes``: names or groups ("float"); ``min_dims``/``max_dims``: the rank range;
@@ -88,7 +90,11 @@ def tensor(*, dtypes=("float32",), min_dims: int = 0, max_dims: int = MAX_DIMS, 
     requires contiguous inputs, so only those are drawn (a separate check says whether
     it rejects others); ``low``/``high``: the values' range (special values ignore it:
     ``allow_specials=False`` turns them off, ``allow_nonfinite=False`` only nan/inf);
-    ``like=i``: the same shape as tensor argument ``i`` (an earlier one)."""
+    ``like=i``: the same shape as tensor argument ``i`` (an earlier one); ``large``: the
+    kernel takes inputs past 2^31 elements, so with ``--large`` some cases draw this
+    input at the large family's sizes (a batch of 65,536+ rows; within ``--max-bytes``,
+    2^31 - 1 to 2^32 + 1 elements as a stride-0 view of one element: the reference then
+    runs on that view, so it must not copy it densely)."""
     _check(not isinstance(dtypes, str) and len(dtypes) > 0, f"dtypes={dtypes!r} must be a non-empty list of dtype names")
     try:
         names = dt.expand_groups(dtypes)
@@ -117,9 +123,15 @@ def tensor(*, dtypes=("float32",), min_dims: int = 0, max_dims: int = MAX_DIMS, 
     if low is not None and high is not None:
         _check(low <= high, f"low={low!r} and high={high!r} must satisfy low <= high")
     _check(like is None or (_is_int(like) and like >= 0), f"like={like!r} must be the index of an earlier tensor")
+    _check(isinstance(large, bool), f"large={large!r} must be True or False")
+    _check(not (large and contiguous),
+           "large=True with contiguous=True: inputs past 2^31 elements are stride-0 views (a few bytes of "
+           "memory), which a kernel that requires contiguous inputs never gets")
+    _check(not (large and like is not None), "large=True with like=: the shape comes from the earlier tensor")
+    _check(not large or max_dims >= 1, f"large=True with max_dims={max_dims!r}: a large input has dims")
     return TensorDecl(dtypes=names, min_dims=min_dims, max_dims=max_dims, min_side=min_side, max_side=max_side,
                       multiple_of=multiple_of, contiguous=contiguous, low=low, high=high,
-                      allow_specials=allow_specials, allow_nonfinite=allow_nonfinite, like=like)
+                      allow_specials=allow_specials, allow_nonfinite=allow_nonfinite, like=like, large=large)
 
 
 # -- what a declaration draws --------------------------------------------------------------
@@ -137,6 +149,9 @@ def _shapes(decls: tuple[TensorDecl, ...]):
             if decl.like is not None:
                 out.append(out[decl.like])
                 continue
+            if decl.large and large_sizes_enabled() and draw(integers_once(0, 3)) == 0:
+                out.append(_large_shape(draw, budget, decl))
+                continue
             own = ShapeBudget(min_rank=budget.min_rank, max_rank=budget.max_rank,
                               max_side=decl.max_side or budget.max_side, allow_empty=budget.allow_empty,
                               max_numel=budget.max_numel)
@@ -153,6 +168,28 @@ def _shapes(decls: tuple[TensorDecl, ...]):
             out.append(tuple(shape))
         return tuple(out)
     return build
+
+
+def large_sizes_enabled() -> bool:
+    """``--large`` was given (MPSFUZZ_LARGE, set by the CLI for every process)."""
+    return os.environ.get(LARGE_ENV, "") == "1"
+
+
+LARGE_ENV = "MPSFUZZ_LARGE"
+
+
+def _large_shape(draw, budget: ShapeBudget, decl: TensorDecl) -> tuple[int, ...]:
+    """One of the large family's shapes, fitted to the declared rank range (leading 1s
+    added, leading dims merged)."""
+    from .ops.large import large_shapes
+    shape = list(large_shapes(draw, budget)[0])
+    while len(shape) > max(1, decl.max_dims):
+        shape[:2] = [shape[0] * shape[1]]
+    shape = [1] * (decl.min_dims - len(shape)) + shape
+    if decl.multiple_of is not None:
+        dim, k = decl.multiple_of
+        shape[dim] = _side_ok(shape[dim], k)
+    return tuple(shape)
 
 
 def _values(decl: TensorDecl):
@@ -254,7 +291,8 @@ def spec_of(fn: Callable, *, reference: Callable, inputs, args: dict | None = No
                   args=_args(args) if args else None,
                   min_rank=min(d.min_dims for d in decls), max_rank=max(d.max_dims for d in decls),
                   rtol_scale=float(rtol_scale), atol_scale=float(atol_scale),
-                  semantics=frozenset({"accumulates"} if accumulates else ()),
+                  semantics=frozenset(({"accumulates"} if accumulates else set())
+                                      | ({"large"} if any(d.large for d in decls) else set())),
                   doc=doc or (getattr(fn, "__doc__", None) or "").strip().split("\n")[0],
                   reference_fn=reference,
                   contiguous_inputs=tuple(i for i, d in enumerate(decls) if d.contiguous),
