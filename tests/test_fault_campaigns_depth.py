@@ -58,6 +58,9 @@ CASES = {
     "smooth_l1_empty": ("smooth_l1_loss", "errors", lambda f: 0 in _inputs(f)[0]["shape"]),
     "mse_loss_empty_abort": ("mse_loss", "crash", lambda f: 0 in _inputs(f)[0]["shape"]),
     "multinomial_noncontig": ("multinomial", "distribution", lambda f: not _layout_is_plain(_inputs(f)[0])),
+    "rand_5d_repeat": ("rand", "distribution", lambda f: len(_kwargs(f)["size"]) >= 5),
+    "conv3d_autocast_bias": ("conv3d", "errors", lambda f: _variant(f) == "autocast" and
+                             "variant:autocast" in f["conditions"]),
     "avg_pool2d_half": ("avg_pool2d", "values", lambda f: _inputs(f)[0]["dtype"] == "float16"),
     "silu_noncontig": ("silu", "values", lambda f: not _layout_is_plain(_inputs(f)[0])),
     "conv_backward_noncontig": ("conv2d", "grads",
@@ -100,12 +103,12 @@ def test_a_poisoned_worker_is_replaced_and_nothing_else_is_blamed(tmp_path):
 # (0, 1), dilation (1, 2)): on this CPU-based target that is a real crash of the target,
 # recorded when the campaign draws it before its first finding stops it.
 OTHER_FINDINGS_ALLOWED = {"sdpa_causal_lengths": 1, "sdpa_gt4d": 1, "batch_norm_backward_3d": 1,
-                          "conv_channels_last": 1}
+                          "conv_channels_last": 1, "conv3d_autocast_bias": 2}
 
 
 def _is_cpu_conv_crash(finding) -> bool:
     """The torch 2.13 CPU crash above, as this CPU-based target reports it."""
-    return (finding.op == "conv2d" and finding.failure.oracle == "crash"
+    return (finding.op in ("conv2d", "conv3d") and finding.failure.oracle == "crash"
             and finding.case.inputs[0].dtype == "float16")
 
 

@@ -148,6 +148,25 @@ def test_constant_output_is_flagged():
     _flags("rand", torch.full((20,), 0.3), x, {"size": (20,)}, "variety")
 
 
+def test_repeated_slices_of_a_5d_sample_are_flagged_and_fair_samples_never_are():
+    x = [torch.zeros(())]
+    # pytorch#147667: each slice of dim 0 a copy of the first, (8, 1, 1, 1, 1) included
+    for shape in [(8, 1, 1, 1, 1), (3, 2, 1, 2, 2)]:
+        out = torch.rand(shape)
+        out.copy_(out.narrow(0, 0, 1).expand_as(out))
+        _flags("rand", out, x, {"size": shape}, "slices along dim 0")
+    # fair samples of every dtype and many small shapes: no repeat is judged by chance
+    gen = torch.Generator().manual_seed(0)
+    for i in range(3000):
+        dtype = (torch.float32, torch.float16, torch.bfloat16, torch.float64)[i % 4]
+        shape = tuple(int(n) for n in torch.randint(1, 5, (int(torch.randint(1, 6, (), generator=gen)),),
+                                                    generator=gen))
+        fn = torch.rand if i % 2 else torch.randn
+        out = fn(shape, generator=gen, dtype=torch.float32).to(dtype)
+        like = [torch.zeros((), dtype=dtype)]
+        assert _judge("rand" if i % 2 else "randn", out, like, {"size": shape}) is None, (shape, dtype, out)
+
+
 def test_wrong_shape_and_dtype_are_flagged():
     x = [torch.zeros(())]
     _flags("rand", torch.rand(3, 4), x, {"size": (4, 3)}, "shape")

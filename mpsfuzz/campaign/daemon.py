@@ -9,7 +9,10 @@ scheduler, plus a keeper that holds what must outlive the process, under the cor
   findings are files of their own and failures waiting for triage wait in
   ``triage-pending/`` (engine.py): neither is ever lost.
 - ``daemon/events.jsonl``: the event stream (events_log.py), rotated under a size cap.
-- ``report.md`` and ``report.html``: rewritten (atomically) every few minutes.
+- ``report.md`` and ``report.html``: rewritten (atomically) every few minutes, in a
+  child process: rendering reads every finding and builds pages that grow with the
+  corpus, and the daemon's own memory must stay flat for weeks (freed heap is handed
+  back to the system after each round too, where glibc can).
 
 At start it replays the corpus when torch changed since the last replay (regressions and
 fixes are tracked per finding). SIGTERM or SIGINT ends it within seconds: the cases in
@@ -18,7 +21,10 @@ is flushed. Old logs are deleted to stay under the disk cap; findings never are.
 """
 from __future__ import annotations
 
+import ctypes
+import multiprocessing
 import signal
+import sys
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -62,6 +68,7 @@ class Keeper:
         self.config, self.state, self.scheduler = config, state, scheduler
         self.corpus_dir = Path(config.campaign.corpus_dir)
         self._saved = self._reported = self._beat = time.monotonic()
+        self._reporter = None    # the process writing the reports, if a round is under way
         self.new_findings = 0
         self._lock = threading.RLock()
         self._families: dict[str, str] = {}
@@ -124,11 +131,53 @@ class Keeper:
         self.state.scheduler = self.scheduler.to_json()
         save_state(self.corpus_dir, self.state)
 
-    def write_reports(self) -> None:
-        from ..reports import views
-        found, _ = load_findings([self.corpus_dir])
-        for fmt, name in (("markdown", "report.md"), ("html", "report.html")):
-            atomic_write_text(self.corpus_dir / name, views.render(fmt, found, [self.corpus_dir]))
+    def write_reports(self, *, wait: bool = False) -> None:
+        """Write the reports in a child process (see the module docstring); a round still
+        writing when the next is due is left to finish. ``wait``: block until written
+        (the last round, at the end of a budget); a child that fails raises here then."""
+        if self._reporter is not None and self._reporter.is_alive():
+            if not wait:
+                return
+            self._reporter.join(REPORT_TIMEOUT_S)
+        self._reporter = _report_context().Process(target=write_reports, args=(str(self.corpus_dir),),
+                                                   name="mpsfuzz-reports", daemon=True)
+        self._reporter.start()
+        if wait:
+            self._reporter.join(REPORT_TIMEOUT_S)
+            if self._reporter.exitcode != 0:
+                raise RuntimeError(f"the report writer exited with {self._reporter.exitcode}")
+        release_freed_memory()
+
+
+REPORT_TIMEOUT_S = 120.0
+
+
+def write_reports(corpus_dir: str) -> None:
+    """The daemon's markdown and HTML reports of ``corpus_dir`` (atomically)."""
+    from ..reports import views
+    corpus = Path(corpus_dir)
+    found, _ = load_findings([corpus])
+    for fmt, name in (("markdown", "report.md"), ("html", "report.html")):
+        atomic_write_text(corpus / name, views.render(fmt, found, [corpus]))
+
+
+def _report_context():
+    # forkserver where there is one (the worker pool's: torch already imported), so a
+    # round starts in milliseconds; never a plain fork of this threaded process
+    methods = multiprocessing.get_all_start_methods()
+    return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def release_freed_memory() -> None:
+    """Collect cycles and hand the heap's free pages back to the system (glibc's
+    malloc_trim; elsewhere nothing): a long-running process otherwise keeps every peak."""
+    import gc
+    gc.collect()
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL("libc.so.6").malloc_trim(0)
+        except (OSError, AttributeError):
+            pass
 
 
 def _family(op: str) -> str:
@@ -206,7 +255,7 @@ class Daemon:
             # stand. (At the end of a --budget, the last ones are written.)
             if self.signal_name is None:
                 try:
-                    keeper.write_reports()
+                    keeper.write_reports(wait=True)
                 except Exception as exc:
                     self.emit(Notice(f"could not write the reports: {type(exc).__name__}: {exc}"))
 

@@ -269,7 +269,7 @@ class Bug:
         }
 
 
-_VARIANTS = ("functional", "method", "inplace", "out", "out-strided", "out-resized", "grad")
+_VARIANTS = ("functional", "method", "inplace", "out", "out-strided", "out-resized", "grad", "autocast")
 
 
 def _variant_order(v: str):

@@ -160,6 +160,10 @@ def call_variant(spec, case: Case, inputs: list, kwargs: dict, runner=None, func
         return run(spec.fn, *inputs, **kwargs)
     if variant == "grad":
         raise ValueError("the grad variant is run by forward_backward")
+    if variant == "autocast":
+        device_type = next((t.device.type for t in inputs if isinstance(t, torch.Tensor)), "cpu")
+        with torch.autocast(device_type=device_type, dtype=autocast_dtype(device_type)):
+            return run(spec.fn, *inputs, **kwargs)
     if variant == "method":
         return run(_method_caller(spec.method), *inputs, **kwargs)
     if variant == "inplace":
@@ -183,6 +187,15 @@ def call_variant(spec, case: Case, inputs: list, kwargs: dict, runner=None, func
         target = outs[0] if isinstance(functional, torch.Tensor) else tuple(outs)
         return run(_out_caller(spec.fn), *inputs, out=target, **kwargs)
     raise ValueError(f"unknown variant {variant!r}")
+
+
+def autocast_dtype(device_type: str) -> torch.dtype:
+    """The dtype ``torch.autocast(device_type)`` lowers to by default (float16 on CUDA and
+    MPS, bfloat16 on CPU)."""
+    try:
+        return torch.get_autocast_dtype(device_type)
+    except (AttributeError, RuntimeError):
+        return torch.bfloat16 if device_type == "cpu" else torch.float16
 
 
 def grad_inputs(spec, inputs: list) -> list[int]:
@@ -327,11 +340,15 @@ def _cast_back_by_name(out, widen: set):
     return out
 
 
-def run_reference(case: Case, spec, kwargs) -> tuple[SideResult, bool]:
+def run_reference(case: Case, spec, kwargs, *, dut_outputs=None, dut_device="cpu") -> tuple[SideResult, bool]:
     """CPU eager result in the case's variant; where CPU has no kernel for the dtype,
     recompute in the next wider dtype and cast back (returns widened=True so the oracle
     can say so). A user's kernel is judged against its declared reference, not itself
-    (``OpSpec.as_reference``)."""
+    (``OpSpec.as_reference``). The autocast variant's reference is the functional
+    form in float32 on inputs rounded as autocast on ``dut_device`` rounds them, cast to
+    the dtypes of ``dut_outputs`` (those the device's autocast chose), also widened."""
+    if case.variant == "autocast":
+        return _autocast_reference(case, spec, kwargs, dut_outputs, torch.device(dut_device).type), True
     spec = spec.as_reference()
     inputs = spec.reference_inputs(case) if spec.reference_inputs is not None else None
     first = run_side(spec, case, kwargs, "cpu", inputs=inputs)
@@ -356,6 +373,22 @@ def run_reference(case: Case, spec, kwargs) -> tuple[SideResult, bool]:
     return SideResult(outputs=outputs, meta=None, grads=grads, inputs_after=None), True
 
 
+def _autocast_reference(case: Case, spec, kwargs, dut_outputs, device_type: str) -> SideResult:
+    # Autocast hands the kernel each floating input rounded to its dtype: a float32
+    # extreme is inf in float16 on both sides, and the reference computes on what the
+    # kernel got, in float32.
+    low = autocast_dtype(device_type)
+    functional = Case(case.op, case.inputs, case.kwargs)
+    inputs = [t.to(low).to(torch.float32) if t.is_floating_point() else t for t in case.materialize("cpu")]
+    side = run_side(spec.as_reference(), functional, kwargs, "cpu", inputs=inputs)
+    outputs = side.outputs
+    if not isinstance(outputs, Raised) and dut_outputs is not None and not isinstance(dut_outputs, Raised):
+        want = _leaf_dtypes(dut_outputs)
+        if len(want) == len(_leaf_dtypes(outputs)):
+            outputs = _cast_like(outputs, want)
+    return SideResult(outputs=outputs, meta=None, grads=None, inputs_after=None)
+
+
 def reference_rejection(case: Case, spec) -> str | None:
     """Why the CPU reference rejects ``case`` (its error, one line), or None where it
     accepts it (``mpsfuzz ops --stats``: generation/validity.py)."""
@@ -372,7 +405,8 @@ def reference_rejection(case: Case, spec) -> str | None:
 # -- the case ---------------------------------------------------------------------------------
 
 def _wants_functional(case: Case, enabled) -> bool:
-    return case.variant not in ("functional", "grad") and "variants" in enabled
+    # (autocast computes in another precision: no variant of the functional result)
+    return case.variant not in ("functional", "grad", "autocast") and "variants" in enabled
 
 
 def _wants_contiguous(spec, case: Case, enabled) -> bool:
@@ -574,7 +608,7 @@ def observe(case: Case, target, enabled) -> Observation | None:
             # Where the DUT raised before the variant could be formed (no kernel for
             # the dtype), CPU's result may show that it cannot be (out= aliasing an
             # input of another shape): the case is no case, as on the DUT's side.
-            ref, widened = run_reference(case, spec, kwargs)
+            ref, widened = run_reference(case, spec, kwargs, dut_outputs=dut.outputs, dut_device=target.device)
         except VariantNotApplicable:
             return None
         ref_functional = None

@@ -100,10 +100,14 @@ class CompiledTarget(DeviceTarget):
 
     _RESET_EVERY = 256
 
-    def __init__(self, name: str, device: str):
+    def __init__(self, name: str, device: str, *, dynamic: bool = False):
         super().__init__(name, device)
         self._compiled: dict[int, Callable] = {}
         self._calls = 0
+        # dynamic=True: sizes are symbolic from the first call (SymInts, and SymFloats
+        # derived from them such as attention's default scale): the code paths that
+        # dynamic-shape compilation takes, which static compilation never reaches.
+        self.dynamic = dynamic
 
     def run(self, fn: Callable, *args, **kwargs) -> Any:
         import torch._dynamo as dynamo
@@ -119,7 +123,7 @@ class CompiledTarget(DeviceTarget):
             self._compiled.clear()
         compiled = self._compiled.get(id(fn))
         if compiled is None:
-            compiled = self._compiled[id(fn)] = torch.compile(fn, fullgraph=False, dynamic=False)
+            compiled = self._compiled[id(fn)] = torch.compile(fn, fullgraph=False, dynamic=self.dynamic)
         return compiled(*args, **kwargs)
 
 
@@ -129,6 +133,9 @@ BUILTIN: dict[str, Callable[[], Any]] = {
     "cuda": lambda: DeviceTarget("cuda", "cuda"),
     "cuda-compiled": lambda: CompiledTarget("cuda-compiled", "cuda"),
     "cpu-compiled": lambda: CompiledTarget("cpu-compiled", "cpu"),
+    "mps-dynamic-compiled": lambda: CompiledTarget("mps-dynamic-compiled", "mps", dynamic=True),
+    "cuda-dynamic-compiled": lambda: CompiledTarget("cuda-dynamic-compiled", "cuda", dynamic=True),
+    "cpu-dynamic-compiled": lambda: CompiledTarget("cpu-dynamic-compiled", "cpu", dynamic=True),
     # Eager CPU against eager CPU says nothing of torch's own ops; it is there for users'
     # kernels (``run --kernels``), whose CPU implementation (a torch.library op) is judged
     # against their declared reference, in CI without a GPU.

@@ -111,8 +111,12 @@ LARGE_REAL_NUMEL = 1 << 20
 # How an op can be called besides ``fn(*tensors, **kwargs)``; a Case names one of these.
 # ``out-alias`` passes input 0 itself as ``out=`` (where the result has its shape and
 # dtype): full aliasing of out and an input, which torch defines for ops that also work
-# in place (so only those have it).
-VARIANTS = ("functional", "method", "inplace", "out", "out-strided", "out-resized", "out-alias", "grad")
+# in place (so only those have it). ``autocast`` calls the functional form of float32
+# inputs (some later ones already float16, as a model under autocast hands them on)
+# inside ``torch.autocast`` for the device: judged against the float32 result cast to
+# the dtypes the device's autocast chose (the release notes' autocast rules and dtype
+# mismatches of conv3d, ConvTranspose3d and attention).
+VARIANTS = ("functional", "method", "inplace", "out", "out-strided", "out-resized", "out-alias", "grad", "autocast")
 GRAD_DTYPES = dt.GRAD
 
 
@@ -180,6 +184,9 @@ class OpSpec:
     inplace: str | None = None
     out: bool = False
     grad: bool = False
+    # Ops that torch.autocast lowers to half precision (convolutions, matmuls, linear,
+    # attention): they get the ``autocast`` variant.
+    autocast: bool = False
     grad_inputs: tuple[int, ...] | None = None
     # Non-smooth ops: where their gradient is undefined (see GradUndefined).
     grad_undefined: GradUndefined | None = None
@@ -232,6 +239,8 @@ class OpSpec:
             out.append("out-alias")
         if self.grad and any(d in GRAD_DTYPES for d in self.dtypes):
             out.append("grad")
+        if self.autocast and "float32" in self.dtypes:
+            out.append("autocast")
         return tuple(out)
 
     def as_reference(self) -> "OpSpec":

@@ -231,7 +231,8 @@ def _draw_variant(draw, spec: OpSpec, main_dtype: str, allow_variants: bool, inp
     # A written self that was drawn expanded loses only its stride-0 dims afterwards
     # (_not_expanded_where_written): its gaps, offset and permutation stay, so in-place
     # calls on awkward views keep their share of cases.
-    variants = [v for v in spec.variants() if v != "grad" or main_dtype in GRAD_DTYPES]
+    variants = [v for v in spec.variants() if (v != "grad" or main_dtype in GRAD_DTYPES)
+                and (v != "autocast" or main_dtype == "float32")]
     if not allow_variants or len(variants) == 1 or draw(integers_once(0, 19)) < FUNCTIONAL_TWENTIETHS:
         return "functional"
     return draw(sampled_once(variants[1:]))
@@ -327,9 +328,19 @@ def _draw_case(draw, spec: OpSpec, budget: ShapeBudget, *, awkward_ratio, mixed_
     if "large" in spec.semantics:
         inputs = tuple(_constant_if_large(r) for r in inputs)
     variant = _draw_variant(draw, spec, main, allow_variants, inputs)
+    if variant == "autocast":
+        inputs = _autocast_inputs(draw, inputs)
     inputs = _not_expanded_where_written(inputs, _written_inputs(spec, variant))
     inputs = _draw_aliasing(draw, spec, inputs, variant, alias_ratio)
     return Case(op=spec.name, inputs=inputs, kwargs=tuple(sorted(kwargs.items())), variant=variant)
+
+
+def _autocast_inputs(draw, inputs: tuple) -> tuple:
+    """Under autocast a layer gets what the one before it gave: each float32 input after
+    the first is float16 in a third of the cases (mixed dtypes are what autocast's rules
+    are for: an attention whose query is float16 and whose key is float32)."""
+    return tuple(replace(r, dtype="float16") if i and r.dtype == "float32" and draw(integers_once(0, 2)) == 0
+                 else r for i, r in enumerate(inputs))
 
 
 def _not_expanded_where_written(inputs: tuple, written: set[int]) -> tuple:

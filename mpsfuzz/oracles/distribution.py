@@ -15,7 +15,9 @@ from kind to judge (:data:`JUDGES`). An op may instead carry a judge of its own
   continuous laws, chi-square on frequencies for discrete ones, Bernstein bounds on
   sums for samplers with per-element parameters (bernoulli(p), poisson(rates)); the
   tests and their false-alarm rates: :mod:`mpsfuzz.oracles.statistics`;
-- variety: a continuous sample of 16 or more values is not constant;
+- variety: a continuous sample of 16 or more values is not constant, and the slices of
+  a ``rand``/``randn`` output along a dim do not all repeat the first (where chance
+  could not explain it);
 - in-place samplers: the whole output is judged, and positions that still hold the
   case's initial value are counted, so a kernel that fills only part of a strided
   ``self`` is caught.
@@ -105,6 +107,26 @@ def _resolvable(mean: float, std: float, name: str) -> bool:
 def _variety(values: torch.Tensor) -> str | None:
     if values.numel() >= MIN_VARIETY and bool((values == values.reshape(-1)[0]).all()):
         return f"variety: all {values.numel()} samples equal {float(values.reshape(-1)[0])!r}"
+    return None
+
+
+def _repeated_slices(out: torch.Tensor) -> str | None:
+    """For the fixed laws of ``rand`` and ``randn``: no dim's slices all repeat the first
+    (pytorch#147667: MPS random ops repeated values for 5-D outputs). One value of these
+    laws takes a mass of at most q (2^-20 for float32 and float64, 1/16 for the 16-bit
+    floats, as :func:`_unchanged` bounds it), so k samples all equal to given others
+    happen with probability at most q^k: a dim is judged where q^k is below ALPHA shared
+    by the dims tested, k = (slice size) x (slices - 1)."""
+    if out.is_complex() or out.numel() < 2:
+        return None
+    q = 1.0 / 16 if _dtype_name(out) in LOW_BITS else 2.0 ** -20
+    dims = [d for d, size in enumerate(out.shape) if size > 1]
+    needed = math.ceil(math.log(ALPHA / max(1, len(dims))) / math.log(q))
+    for d in dims:
+        size = out.shape[d]
+        if (out.numel() // size) * (size - 1) >= needed and bool((out == out.narrow(d, 0, 1)).all()):
+            return (f"variety: the {size} slices along dim {d} of a {tuple(out.shape)} sample all repeat the "
+                    f"first ({out.numel() // size} value(s) each)")
     return None
 
 
@@ -203,7 +225,7 @@ def _rand_values(out):
     values = _real_parts(out)
     strict = name in ("float32", "float64", "complex64", "complex128")
     return _first(_nan(values), lambda: _uniform_checks("U[0,1)", values, 0.0, 1.0, name, strict_top=strict),
-                  lambda: _variety(values))
+                  lambda: _variety(values), lambda: _repeated_slices(out))
 
 
 def _judge_randn(out, inputs, kwargs, *, like=False):
@@ -217,7 +239,7 @@ def _randn_values(out):
     values = _real_parts(out)
     std = math.sqrt(0.5) if out.is_complex() else 1.0   # complex: variance 1 in total
     return _first(_nan(values), lambda: _normal_checks("N(0,1)", values / std, name, 1.0 / std),
-                  lambda: _variety(values))
+                  lambda: _variety(values), lambda: _repeated_slices(out))
 
 
 def _int_checks(name: str, values: torch.Tensor, low: int, high: int) -> str | None:

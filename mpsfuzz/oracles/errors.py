@@ -20,7 +20,7 @@ import torch
 
 from . import Failure, oracle
 from ..execution.observation import Observation, Raised
-from .values import compare_outputs, flatten_outputs
+from .values import compare_outputs, flatten_outputs, variant_phrase
 
 
 def _device_fault(message: str) -> bool:
@@ -58,7 +58,8 @@ def check_errors(obs: Observation) -> Failure | None:
                 dedup_key=("ref-resizes-self",))
         return Failure(
             oracle="errors", kind="dut-raises", severity="high",
-            title=f"`{obs.spec.name}` raises {obs.dut.type} on {obs.target_name} but works on CPU",
+            title=f"`{obs.spec.name}`{variant_phrase(obs.case)} raises {obs.dut.type} on {obs.target_name} "
+                  "but works on CPU",
             message=f"{obs.target_name} raised {obs.dut.type}: {obs.dut.message}\nCPU returned a result.",
             dedup_key=("dut-raises", obs.dut.type, normalise_message(obs.dut.message)))
     if ref_raised and not dut_raised and not obs.ref.unsupported:

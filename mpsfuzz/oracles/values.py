@@ -216,7 +216,8 @@ def variant_phrase(case) -> str:
     return {"functional": "", "method": " (method form)", "inplace": " (in-place form)",
             "out": " (out= form)", "out-strided": " (out= form, non-contiguous out)",
             "out-resized": " (out= form, out resized)",
-            "out-alias": " (out= form, out is input 0)", "grad": ""}.get(case.variant, f" ({case.variant})")
+            "out-alias": " (out= form, out is input 0)", "grad": "",
+            "autocast": " (under torch.autocast)"}.get(case.variant, f" ({case.variant})")
 
 
 def _conversions(case) -> bool:
@@ -266,7 +267,10 @@ def check_values(obs: Observation) -> Failure | None:
     kind, message = mismatch
     if kind == "wrong-structure":
         message = f"{obs.target_name} vs CPU: {message}"
-    if obs.ref_widened:
+    if obs.case.variant == "autocast":
+        message += ("\n(under torch.autocast: the CPU reference is float32 on the inputs as autocast rounds them, "
+                    "cast to the dtypes the device chose; tolerance widened)")
+    elif obs.ref_widened:
         message += "\n(the CPU reference was computed in a wider dtype and cast back; tolerance widened)"
     details = {}
     if kind == "wrong-values":

@@ -94,7 +94,7 @@ def load_template(kind: str, templates_dir: Path | None = None) -> string.Templa
 
 def device_tag(finding: Finding) -> str:
     if finding.target_name.endswith("-compiled"):
-        base = _DEVICE_TAGS.get(finding.target_name.removesuffix("-compiled"), "")
+        base = _DEVICE_TAGS.get(finding.target_name.removesuffix("-compiled").removesuffix("-dynamic"), "")
         return f"[inductor]{base}"
     kind = finding.device.split(":")[0]
     return _DEVICE_TAGS.get(kind, f"[{finding.target_name}]")

@@ -406,7 +406,7 @@ def kernel_file_loader(text: str, path: str) -> str:
 
 
 class _Builder:
-    def __init__(self, finding: Finding, device: str, compiled: bool):
+    def __init__(self, finding: Finding, device: str, compiled: bool, dynamic: bool = False):
         self.finding = finding
         self.case = finding.case
         try:
@@ -415,6 +415,7 @@ class _Builder:
             raise ReproError(f"op {self.case.op!r} is not in this mpsfuzz's catalogue") from None
         self.device = device
         self.compiled = compiled
+        self.dynamic = dynamic      # torch.compile(dynamic=True)
         self.names = input_names(self.case, self.spec)
         # Helpers copied into the script must not take a name the script binds.
         self.render = Rendering(reserved=(RESERVED - {"op", "canonical"}) | set(self.names)
@@ -428,6 +429,12 @@ class _Builder:
         kernel's declared reference, copied in, instead of the kernel)."""
         variant = variant or self.case.variant
         kwargs = dict(self.kwargs)
+        if variant == "autocast":
+            inner = self.call(args, variant="functional", out=out, reference=reference)
+            if reference:   # the reference never runs under autocast
+                return inner
+            self.render.helpers["autocast"] = _AUTOCAST_HELPER
+            return f"_autocast(lambda: {inner})"
         if variant == "method":
             return f"{args[0]}.{self.spec.method}({', '.join(args[1:] + [f'{k}={v}' for k, v in kwargs.items()])})"
         if variant == "inplace":
@@ -476,7 +483,21 @@ class _Builder:
         if not self.compiled:
             return expr
         params = ", ".join(self.names)
-        return f"torch.compile(lambda {params}: {expr})({params})"
+        dynamic = ", dynamic=True" if self.dynamic else ""
+        return f"torch.compile(lambda {params}: {expr}{dynamic})({params})"
+
+
+_AUTOCAST_HELPER = """def _autocast(call):
+    # the call as a model under torch.autocast makes it, on the device under test
+    with torch.autocast(device_type=torch.device(device).type):
+        return call()
+
+
+def _as_autocast_sees(t):
+    # a floating input as autocast hands it to the kernel (rounded to its dtype), in float32
+    low = torch.get_autocast_dtype(torch.device(device).type)
+    return t.to(low).float() if t.is_floating_point() else t
+"""
 
 
 def _tolerance(finding: Finding, spec, *, dut_alone: bool, grads: bool = False) -> tuple[float, float]:
@@ -531,7 +552,7 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     oracle, kind = finding.failure.oracle, finding.failure.kind
     if finding.failure.blame == "cpu":
         raise ReproError("a CPU-reference bug (the float64 arbiter blamed CPU): no device repro")
-    b = _Builder(finding, device, target_name.endswith("-compiled"))
+    b = _Builder(finding, device, target_name.endswith("-compiled"), target_name.endswith("-dynamic-compiled"))
     spec, case, names = b.spec, b.case, b.names
     body: list[str] = [f"device = {device!r}"]
     body += input_lines(case, names)
@@ -545,7 +566,8 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
         cpu_names = [f"torch.cat([{blocks}]).cpu()"] + cpu_names[1:]
     # The executor computed the CPU reference in a wider dtype where CPU has no kernel:
     # value findings say so; an error finding's script asks eager CPU itself.
-    widened = "wider dtype" in finding.failure.message or (oracle == "errors" and _cpu_lacks_kernel(b))
+    widened = case.variant != "autocast" and (
+        "wider dtype" in finding.failure.message or (oracle == "errors" and _cpu_lacks_kernel(b)))
 
     def reference(args: list[str], *, cast_back: bool = True) -> str:
         if widened:
@@ -553,6 +575,9 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
                     for a, r in zip(args, case.inputs)]
         if case.variant == "inplace" and not args[0].endswith(".clone()"):
             args = [f"{args[0]}.clone()"] + args[1:]
+        if case.variant == "autocast":
+            b.render.helpers["autocast"] = _AUTOCAST_HELPER
+            args = [f"_as_autocast_sees({a})" for a in args]
         expr = b.call(args, variant="functional" if case.variant.startswith("out") else case.variant, reference=True)
         if widened and cast_back:
             expr = f"{expr}.to({dt.to_torch(case.inputs[0].dtype)})"
@@ -624,7 +649,8 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     elif oracle == "grads":
         body += _grad_lines(b, finding)
     elif oracle == "distribution":
-        body += _distribution_lines(b)
+        repeated = re.search(r"the (\d+) slices along dim (\d+) of", finding.failure.message)
+        body += _repeated_slices_lines(b, int(repeated.group(2))) if repeated else _distribution_lines(b)
     elif oracle == "layout":
         # Inputs that share a storage get copies of their own, as the layout oracle's do.
         shared = case.shared_storage_inputs()
@@ -646,6 +672,10 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     elif oracle in ("values", "arbiter"):
         body.append(f"expected = {reference(cpu_names)}  # eager CPU reference")
         body += dut_variant()
+        if case.variant == "autocast":
+            # in the dtypes the device's autocast chose
+            body.append("expected = expected.to(actual.dtype) if isinstance(actual, torch.Tensor) else "
+                        "tuple(e.to(a.dtype) for e, a in zip(expected, actual))")
         if spec.canonicalise is not None:
             try:
                 helper = b.render.helper(spec.canonicalise, "canonical")
@@ -855,6 +885,16 @@ def _at(out, path: tuple):
 # fails shows a real difference in distribution, not bad luck.
 DISTRIBUTION_DRAWS = 2000
 KS_C_ALPHA = 2.69
+
+
+def _repeated_slices_lines(b: _Builder, dim: int) -> list[str]:
+    """A sample whose slices along ``dim`` all repeat the first (the distribution
+    oracle's variety check): one draw shows it, as it has no chance to happen by luck."""
+    variant = None if b.case.variant in ("functional", "method", "inplace") else "functional"
+    return [f"actual = {b.dut(b.call(b.names, variant=variant))}.to('cpu', copy=True)  {MARKER}",
+            f"repeats = bool((actual == actual.narrow({dim}, 0, 1)).all())",
+            f"print(f'{{tuple(actual.shape)}} sample; every slice along dim {dim} equals the first: {{repeats}}')",
+            f"assert not repeats, 'the slices along dim {dim} repeat one another: a random sample would not'"]
 
 
 def _distribution_lines(b: _Builder) -> list[str]:

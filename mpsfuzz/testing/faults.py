@@ -123,7 +123,7 @@ EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak
            "ignore_strides", "poison", "spill", "overflow_naively", "accumulate_in_dtype", "inflate",
            "leak_output", "cache_once", "split_transform", "split_transform_badly", "skip_bounds_check", "rewrite",
            "nudge_input", "pairwise_product", "fault_later",
-           "clobber_input", "corrupt_and_clobber", "skew", "wrap_int32")
+           "clobber_input", "corrupt_and_clobber", "skew", "wrap_int32", "repeat_slices")
 
 # What torch's C++ error messages call each dtype ("not implemented for 'Long'").
 _CPP_DTYPE_NAMES = {
@@ -216,6 +216,9 @@ class Fault:
             return _input(func, args, kwargs)
         if effect == "wrap_int32":
             return _wrapped_past_int32(_real_result(func, args, kwargs))
+        if effect == "repeat_slices":
+            out = _real_result(func, args, kwargs)
+            return out.copy_(out.narrow(0, 0, 1).expand_as(out)) if out.dim() and out.numel() else out
         if effect == "densify":
             out = _real_result(func, args, kwargs)
             return tree_map(lambda t: t.contiguous() if isinstance(t, torch.Tensor) else t, out)
@@ -363,6 +366,21 @@ def _any_noncontiguous(func, args, kwargs) -> bool:
 
 def _input_dim_above(n: int, func, args, kwargs) -> bool:
     return _input(func, args, kwargs).dim() > n
+
+
+def _size_rank_at_least(n: int, func, args, kwargs) -> bool:
+    """A factory (``rand(size)``) asked for an output of ``n`` or more dims."""
+    size = args[0] if args else kwargs.get("size")
+    return len(size) >= n
+
+
+def _conv3d_under_autocast(func, args, kwargs) -> bool:
+    """``torch.conv3d`` with a bias, called while autocast is on for the input's device
+    (a torch-function fault: below the function, autocast has already cast the inputs
+    and turned itself off)."""
+    x = args[0] if args else kwargs.get("input")
+    bias = args[2] if len(args) > 2 else kwargs.get("bias")
+    return bias is not None and torch.is_autocast_enabled(x.device.type)
 
 
 def _input_dtype_is(dtype: torch.dtype, func, args, kwargs) -> bool:
@@ -1030,6 +1048,12 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::smooth_l1_loss",), _is_empty, "raise", message="MPSGraph: placeholder tensor is empty"),
     Fault("mse_loss_empty_abort", "pytorch#148608: mse_loss crashed on inputs of 0 elements",
           ("aten::mse_loss",), _is_empty, "abort"),
+    Fault("rand_5d_repeat", "pytorch#147667: rand/randn repeated values for 5-D outputs (each slice of dim 0 "
+          "a copy of the first)", ("aten::rand", "aten::randn"), functools.partial(_size_rank_at_least, 5),
+          "repeat_slices"),
+    Fault("conv3d_autocast_bias", "pytorch#160423: conv3d under autocast failed on a bias dtype mismatch",
+          (torch.conv3d,), _conv3d_under_autocast, "raise",
+          message="conv3d: input type (c10::BFloat16) and bias type (float) should be the same"),
     Fault("multinomial_noncontig", "pytorch#141515: multinomial sampled wrongly from non-contiguous weights",
           ("aten::multinomial",), _input_noncontiguous, "ignore_strides"),
     Fault("avg_pool2d_half", "pytorch#136822: avg_pool2d wrong for float16",

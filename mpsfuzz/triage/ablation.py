@@ -258,7 +258,13 @@ def _ablations(case: Case, names: list[str]):
         yield "alias:out", "a separate `out=` tensor", replace(case, variant="out")
     for name, value in case.kwargs:
         yield f"kwarg:{name}", f"no `{name}` argument", edits.drop_kwarg(case, name)
-    if case.variant != "functional":
+    if case.variant == "autocast":
+        # outside autocast, the inputs as autocast would take them: all in the main dtype
+        main = inputs[main_input(case)].dtype if inputs else "float32"
+        same = [edits.with_dtype(r, main) if r.dtype in ("float16", "bfloat16") else r for r in inputs]
+        yield "variant:autocast", "outside autocast (inputs all float32)", replace(
+            edits.with_inputs(case, same), variant="functional")
+    elif case.variant != "functional":
         yield f"variant:{case.variant}", "the functional form", replace(case, variant="functional")
 
 
@@ -474,7 +480,8 @@ def _power_of_two(n: int) -> str:
 _VARIANT_WORDS = {"method": "called as a method", "inplace": "called in place",
                   "out": "writing into `out=`", "out-strided": "writing into a non-contiguous `out=`",
                   "out-resized": "writing into an `out=` that must be resized",
-                  "out-alias": "writing `out=` into the first input itself", "grad": "computing gradients"}
+                  "out-alias": "writing `out=` into the first input itself", "grad": "computing gradients",
+                  "autocast": "called under torch.autocast"}
 
 
 def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: float = 20.0) -> Explanation:

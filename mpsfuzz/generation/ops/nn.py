@@ -177,10 +177,10 @@ for _nd, _f, _ft in ((1, F.conv1d, F.conv_transpose1d), (2, F.conv2d, F.conv_tra
     register(
         nn(f"conv{_nd}d", _conv_fn(_f), _conv_shapes(_nd, False), FLOAT,
            _CONV_DOCS["conv"].format(n=_nd), args=_conv_args(_nd, False),
-           input_dtypes=(None, None, None), grad=True, **ACCUMULATES),
+           input_dtypes=(None, None, None), grad=True, autocast=True, **ACCUMULATES),
         nn(f"conv_transpose{_nd}d", _conv_fn(_ft), _conv_shapes(_nd, True), FLOAT,
            _CONV_DOCS["conv_transpose"].format(n=_nd), args=_conv_args(_nd, True),
-           input_dtypes=(None, None, None), grad=True, **ACCUMULATES),
+           input_dtypes=(None, None, None), grad=True, autocast=True, **ACCUMULATES),
     )
 
 
@@ -688,7 +688,7 @@ def _embedding_bag(idx, w, psw, *, offsets=None, per_sample_weights=False, **kw)
 
 register(
     nn("linear", _linear, _linear_shapes, FLOAT, "x @ W^T + b, 1-D to 4-D inputs, fan-in 0 included",
-       args=_bias_arg, input_dtypes=(None, None, None), grad=True, **ACCUMULATES),
+       args=_bias_arg, input_dtypes=(None, None, None), grad=True, autocast=True, **ACCUMULATES),
     nn("bilinear", _bilinear, _bilinear_shapes, FLOAT, "x1^T A x2 + b over matching batch dims",
        args=_bias_arg, input_dtypes=(None,) * 4, grad=True, **ACCUMULATES),
     nn("embedding", _embedding, _embedding_shapes, FLOAT,
