@@ -1025,7 +1025,7 @@ class Campaign:
                     if finding.status == "new":
                         self._credit_finding(finding.op)
                 self.stats.minimise_s += result.seconds if result is not None else 0.0
-                self.recorded.append((finding, path, new))
+                self.recorded.append((finding.without_bulk(), path, new))
                 self.emit(FindingRecorded(finding, path, new))
         if new:
             with self._lock:

@@ -13,7 +13,7 @@ import hashlib
 import json
 import platform
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -143,6 +143,20 @@ class Finding:
     # not-localised|error, kernel, divergence, call, repro, ...}; None before localisation
     # existed or for flaky findings. corpus/bugs.py groups findings into bugs by it.
     localisation: dict | None = None
+
+    def without_bulk(self) -> "Finding":
+        """A copy for what a campaign keeps of every finding until its summary: the
+        script texts, the environment dump, the error profile, the localised call and the
+        replay history left out (its file has them). A daemon keeps this for every finding
+        of a run that lasts weeks."""
+        loc = self.localisation if isinstance(self.localisation, dict) else None
+        details = self.failure.details if isinstance(self.failure.details, dict) else {}
+        return replace(
+            self, environment=None, history=[],
+            repro={k: v for k, v in self.repro.items() if k != "script"} if isinstance(self.repro, dict) else None,
+            localisation={k: v for k, v in loc.items() if k not in ("call", "repro", "divergent", "with")}
+            if loc is not None else None,
+            failure=replace(self.failure, details={k: v for k, v in details.items() if k != "error_profile"}))
 
     def __post_init__(self):
         if self.torch_version and self.torch_version not in self.torch_versions:

@@ -100,8 +100,14 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 #                           decomposition, as OpInfo's LAPACK-backed ops return them: no
 #                           canonical form): where float64 leaves any element of it
 #                           undetermined (a rank-deficient input), none gets a verdict
+#   zero-taps               a windowed op over implicit zeros (convolutions: zero padding,
+#                           and the holes of stride and dilation in transposed ones):
+#                           whether a backend multiplies those zeros by a non-finite value
+#                           (IEEE: NaN) or skips them (cuDNN, MPSGraph) is its choice, so
+#                           where an input holds nan/inf, a result that is non-finite on
+#                           CPU and finite on the device is not compared (the reverse is)
 SEMANTICS = ("mixed_dtypes_sometimes", "ties_unspecified", "undefined-values", "random", "order-dependent",
-             "accumulates", "structure-unknown", "determined-as-a-whole", "large")
+             "accumulates", "structure-unknown", "determined-as-a-whole", "large", "zero-taps")
 
 # The ``large`` family's inputs of more elements than this are drawn as stride-0 views
 # of one element (constant tensors of billions of elements that take a few bytes);

@@ -37,6 +37,7 @@ TIES = frozenset({"ties_unspecified"})
 RANDOM = frozenset({"random"})
 # Tolerances for ops that accumulate (convs, norms, pooling over windows).
 ACCUMULATES = dict(rtol_scale=16, atol_scale=32, semantics=frozenset({"accumulates"}))
+CONVOLVES = dict(ACCUMULATES, semantics=frozenset({"accumulates", "zero-taps"}))
 
 
 def nn(name: str, fn, shapes, dtypes, doc: str, **kw) -> OpSpec:
@@ -177,10 +178,10 @@ for _nd, _f, _ft in ((1, F.conv1d, F.conv_transpose1d), (2, F.conv2d, F.conv_tra
     register(
         nn(f"conv{_nd}d", _conv_fn(_f), _conv_shapes(_nd, False), FLOAT,
            _CONV_DOCS["conv"].format(n=_nd), args=_conv_args(_nd, False),
-           input_dtypes=(None, None, None), grad=True, autocast=True, **ACCUMULATES),
+           input_dtypes=(None, None, None), grad=True, autocast=True, **CONVOLVES),
         nn(f"conv_transpose{_nd}d", _conv_fn(_ft), _conv_shapes(_nd, True), FLOAT,
            _CONV_DOCS["conv_transpose"].format(n=_nd), args=_conv_args(_nd, True),
-           input_dtypes=(None, None, None), grad=True, autocast=True, **ACCUMULATES),
+           input_dtypes=(None, None, None), grad=True, autocast=True, **CONVOLVES),
     )
 
 

@@ -1,0 +1,59 @@
+"""The ``zero-taps`` rule (opspec.SEMANTICS): a convolution's implicit zeros (padding,
+the holes of stride and dilation) times nan/inf are NaN on CPU and skipped by cuDNN and
+MPSGraph. An H100 run filed six findings of that one choice (conv1d/2d/3d, transposed,
+their gradients, under autocast too): the rule excuses a non-finite reference where the
+device is finite, for convolutions whose inputs hold nan/inf; a NaN the device invents
+stays a finding, and other ops are judged as before."""
+from __future__ import annotations
+
+import torch
+
+from mpsfuzz.execution.targets import DeviceTarget
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.oracles import DEFAULT, worker_oracles
+from mpsfuzz.oracles.judge import judge_case
+
+
+class Rewriting(DeviceTarget):
+    """Eager CPU whose float results go through ``change`` (a backend's other choice)."""
+
+    def __init__(self, change):
+        super().__init__("rewriting-cpu", "cpu")
+        self.change = change
+
+    def run(self, fn, *args, **kwargs):
+        out = fn(*args, **kwargs)
+        return self.change(out) if isinstance(out, torch.Tensor) and out.is_floating_point() else out
+
+
+def t(shape, seed=1, specials=()):
+    return TensorRecipe(tuple(shape), "float32", Layout(), ValueRecipe(seed=seed, specials=tuple(specials)))
+
+
+def failures(case, change):
+    result = judge_case(case, Rewriting(change), worker_oracles(DEFAULT))
+    return [(f["oracle"], f["kind"]) for f in result["failures"]]
+
+
+NAN_WEIGHT_PADDED = Case("conv2d", (t((1, 1, 3, 3)), t((1, 1, 2, 2), 2, ((0, "nan"),)), t((1,), 3)),
+                         kwargs=(("padding", (1, 1)),))
+
+
+def test_a_device_that_skips_the_zero_taps_of_a_nan_weight_is_not_a_finding():
+    # where CPU's 0 x NaN made NaN, the device's finite value stands
+    assert failures(NAN_WEIGHT_PADDED, lambda out: out.nan_to_num(0.0)) == []
+
+
+def test_a_nan_the_device_invents_is_still_a_finding():
+    finite = Case("conv2d", (t((1, 1, 3, 3)), t((1, 1, 2, 2), 2), t((1,), 3)), kwargs=(("padding", (1, 1)),))
+    invent = lambda out: torch.where(torch.arange(out.numel()).view(out.shape) == 0, torch.nan, out)
+    assert ("values", "wrong-values") in failures(finite, invent)
+    # (the price: where CPU is NaN, any finite value of the device passes; where it is
+    # finite, every value is still compared)
+    nan_input = Case("conv2d", (t((1, 1, 3, 3), 1, ((4, "nan"),)), t((1, 1, 1, 1), 2), t((1,), 3)))
+    assert ("values", "wrong-values") in failures(nan_input, lambda out: out.nan_to_num(0.0) + 1)
+
+
+def test_other_ops_get_no_such_excuse():
+    nan_input = Case("exp", (t((4,), 1, ((0, "nan"),)),))
+    assert ("values", "wrong-values") in failures(nan_input, lambda out: out.nan_to_num(0.0))
