@@ -186,6 +186,9 @@ def build_parser() -> argparse.ArgumentParser:
                         dest="recycle_after", help="start a fresh worker after this many cases (default 5000)")
     daemon.add_argument("--max-worker-rss", type=_size("--max-worker-rss"), default=_size("--max-worker-rss")("8GB"),
                         dest="max_worker_rss", help="start a fresh worker once one uses more memory (default 8GB)")
+    daemon.add_argument("--no-large", action="store_true", dest="no_large",
+                        help="never add the large-size family (by default the daemon adds it where the device has "
+                             "8 GiB or more free)")
     daemon.add_argument("--no-replay", action="store_true",
                         help="do not replay the corpus at start after a torch upgrade")
 
@@ -711,6 +714,7 @@ def cmd_run(args, console) -> int:
         if args.devices and jobs < len(args.devices):
             jobs = len(args.devices)   # at least one lane per device named
         config = replace(config, draw_jobs=args.draw_jobs if args.draw_jobs is not None else default_draw_jobs(jobs))
+        config = _size_large_cases(args, config, target, jobs, console, auto=False)
         if jobs > 1:
             result = ParallelCampaign(config, listeners, jobs=jobs, verify=not args.no_verify_repros,
                                       verify_timeout_s=verify_timeout_s, target_name=target.name,
@@ -723,6 +727,37 @@ def cmd_run(args, console) -> int:
     finally:
         reporter.close()
     return _campaign_exit(result, errors.path)
+
+
+def _size_large_cases(args, config, target, jobs: int, console, *, auto: bool):
+    """The large family's bound per case from the device's free memory over the lanes
+    (campaign/sizing.py); the daemon (``auto``) also turns the family on where the
+    device has the memory. Returns the config, with the family's ops added if so."""
+    from dataclasses import replace
+
+    from .campaign import sizing
+    from .generation import catalogue, kernels
+
+    if not args.large and not auto:
+        return config
+    free = sizing.free_device_memory(str(target.device))
+    plan = sizing.plan(asked=bool(args.large), auto=auto, refused=bool(getattr(args, "no_large", False)),
+                       free=free, jobs=jobs, max_bytes=args.max_bytes)
+    if plan.note:
+        console.print(f"  {plan.note}", highlight=False)
+    if not plan.enabled:
+        return config
+    if plan.max_bytes is not None:
+        os.environ["MPSFUZZ_MAX_BYTES"] = str(plan.max_bytes)
+    if args.large:
+        return config     # the family (or the kernels' large inputs) already chosen
+    os.environ[kernels.LARGE_ENV] = "1"
+    if all(catalogue.get(op).family == kernels.FAMILY for op in config.ops):
+        return config     # users' kernels alone: their large inputs, not the family
+    added = catalogue.select(catalogue.LARGE_FAMILY)
+    if args.shard is not None:
+        added = catalogue.shard(added, *args.shard)
+    return replace(config, ops=list(config.ops) + [op for op in added if op not in config.ops])
 
 
 def cmd_daemon(args, console) -> int:
@@ -745,6 +780,7 @@ def cmd_daemon(args, console) -> int:
     if args.devices and jobs < len(args.devices):
         jobs = len(args.devices)   # at least one lane per device named
     config = replace(config, draw_jobs=args.draw_jobs if args.draw_jobs is not None else default_draw_jobs(jobs))
+    config = _size_large_cases(args, config, target, jobs, console, auto=True)
     errors = ErrorLog(corpus_dir)
     reporter = ConsoleReporter(console, live=False if args.no_progress else None, errors_log=errors.path)
     verify_timeout_s = max(args.timeout * 3, 60.0)

@@ -281,3 +281,27 @@ def test_a_case_past_the_host_bound_is_judged_on_the_device_and_never_built_on_t
     monkeypatch.setattr(TensorRecipe, "_generated_on", generated_on)
     result = judge_case(Case("clone_large", (recipe,)), load_target(FAULT_TARGET), DEFAULT)
     assert result["valid"] and calls == ["cpu"], result
+
+
+# -- sizing from the device's free memory (campaign/sizing.py) ----------------------------------
+
+def test_the_bound_per_case_is_half_the_free_memory_over_the_lanes():
+    from mpsfuzz.campaign.sizing import AUTO_MIN_FREE, plan
+    gib = 2**30
+    # two lanes of 40 GB each filled an 80 GB GPU: the bound is lowered, and says so
+    lowered = plan(asked=True, auto=False, refused=False, free=79 * gib, jobs=2, max_bytes=40 * gib)
+    assert lowered.enabled and lowered.max_bytes == 79 * gib // 4 and "--max-bytes lowered" in lowered.note
+    kept = plan(asked=True, auto=False, refused=False, free=79 * gib, jobs=1, max_bytes=8 * gib)
+    assert kept.max_bytes == 8 * gib and "lowered" not in kept.note
+    # the daemon turns the family on by itself where the device has the memory, not elsewhere
+    assert plan(asked=False, auto=True, refused=False, free=AUTO_MIN_FREE, jobs=1, max_bytes=None).enabled
+    for free, refused in ((AUTO_MIN_FREE - 1, False), (None, False), (79 * gib, True)):
+        off = plan(asked=False, auto=True, refused=refused, free=free, jobs=1, max_bytes=None)
+        assert not off.enabled and off.note.startswith("large sizes off"), off
+    # `run` never does without --large
+    assert not plan(asked=False, auto=False, refused=False, free=79 * gib, jobs=1, max_bytes=None).enabled
+
+
+def test_a_cpu_device_has_no_free_memory_figure():
+    from mpsfuzz.campaign.sizing import free_device_memory
+    assert free_device_memory("cpu") is None
