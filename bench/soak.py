@@ -68,9 +68,11 @@ def state(corpus: Path) -> dict:
         return {}
 
 
-def finding_files(corpus: Path) -> dict[str, tuple]:
+def finding_files(corpus: Path, *, merged: bool = True) -> dict[str, tuple]:
+    """Every finding file, with ``merged`` those folded into a more general finding too
+    (they move to ``merged/``: kept, not lost)."""
     out = {}
-    for path in corpus.glob("*.json"):
+    for path in [*corpus.glob("*.json"), *(corpus.glob("merged/*.json") if merged else ())]:
         if path.name.startswith("inflight-"):
             continue
         try:
@@ -167,7 +169,7 @@ def main() -> None:
             for key, out in (("rss_mb", flatness), ("daemon_rss_mb", own_flatness)):
                 values = [s[key] for s in steady]
                 out.append(round(max(values) / statistics.median(values), 3))
-    files = finding_files(corpus)
+    files = finding_files(corpus, merged=False)
     per_key: dict[tuple, int] = {}
     for key in files.values():
         per_key[key] = per_key.get(key, 0) + 1

@@ -319,6 +319,9 @@ def test_grad_inputs_are_differentiable_on_cpu():
         def check(case):
             if case.inputs[0].dtype not in NATIVE:
                 return
+            if "mixed_dtypes_sometimes" in spec.semantics and len(
+                    {r.dtype for r in case.inputs if r.dtype.startswith(("float", "bfloat"))}) > 1:
+                return   # drawn on purpose (a float16 input, a float32 weight): CPU refuses the call
             inputs = case.materialize()
             grad_at = spec.grad_inputs if spec.grad_inputs is not None else [
                 i for i, t in enumerate(inputs) if t.is_floating_point()]
