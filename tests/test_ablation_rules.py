@@ -10,19 +10,11 @@ from mpsfuzz.generation import kernels
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import Failure
 from mpsfuzz.triage import ablation
-from mpsfuzz.triage.probe import PASSES, SAME, Outcome
+
+from test_aliasing import FakeProber
 
 WRONG = Failure(oracle="values", kind="wrong-values", severity="high", title="t", message="m",
                 dedup_key=("wrong-values",))
-
-
-class FakeProber:
-    def __init__(self, fails):
-        self.fails, self.seen = fails, []
-
-    def classify(self, case, symptom):
-        self.seen.append(case)
-        return Outcome(SAME if self.fails(case) else PASSES, [], object())
 
 
 def vector(n: int, *, seed: int = 7, dtype: str = "float32", layout: Layout = Layout()) -> Case:

@@ -31,8 +31,8 @@ def check_grads(obs: Observation) -> Failure | None:
         return None
     if len(dut) != len(ref):
         return None
-    mismatch = compare_outputs(*excuse_skipped_zero_taps(obs.case, obs.spec, tuple(dut), tuple(ref)), obs.spec,
-                               widened=obs.ref_widened, scale=BACKWARD_SCALE)
+    mismatch = compare_outputs(tuple(dut), excuse_skipped_zero_taps(obs.case, obs.spec, tuple(dut), tuple(ref)),
+                               obs.spec, widened=obs.ref_widened, scale=BACKWARD_SCALE)
     if mismatch is None:
         return None
     why = undefined_here(obs, dut, ref)

@@ -222,20 +222,19 @@ def variant_phrase(case) -> str:
 
 
 def excuse_skipped_zero_taps(case, spec, dut, ref):
-    """(dut, ref) with ``ref`` taking the DUT's value where ``ref`` is non-finite and the
-    DUT's is finite, for a ``zero-taps`` op whose inputs hold nan/inf (see
-    opspec.SEMANTICS); unchanged otherwise. The reverse, a NaN the reference has not,
-    stays a finding."""
+    """``ref`` taking the DUT's value where ``ref`` is non-finite and the DUT's is finite,
+    for a ``zero-taps`` op whose inputs hold nan/inf (see opspec.SEMANTICS); ``ref``
+    itself otherwise. The reverse, a NaN the reference has not, stays a finding."""
     if "zero-taps" not in spec.semantics or not any(
             n in NONFINITE_SPECIALS for r in case.inputs for _, n in r.values.specials):
-        return dut, ref
+        return ref
     out = []
     for d, r in zip(flatten_outputs(dut), flatten_outputs(ref)):
         if (isinstance(d, torch.Tensor) and isinstance(r, torch.Tensor) and d.shape == r.shape
                 and d.dtype == r.dtype and d.is_floating_point()):
             r = torch.where(~torch.isfinite(r) & torch.isfinite(d), d, r)
         out.append(r)
-    return dut, tuple(out)
+    return tuple(out)
 
 
 def _conversions(case) -> bool:
@@ -274,11 +273,12 @@ def check_values(obs: Observation) -> Failure | None:
         return None
     if UNCOMPARABLE & set(obs.spec.semantics):
         return None
-    mismatch = compare_outputs(*excuse_skipped_zero_taps(obs.case, obs.spec, obs.dut, obs.ref), obs.spec,
-                               widened=obs.ref_widened, check_attributes="metadata" not in obs.enabled)
+    ref = excuse_skipped_zero_taps(obs.case, obs.spec, obs.dut, obs.ref)
+    mismatch = compare_outputs(obs.dut, ref, obs.spec, widened=obs.ref_widened,
+                               check_attributes="metadata" not in obs.enabled)
     if mismatch is not None and mismatch[0] == "wrong-values" and _conversions(obs.case):
         # Undefined float-to-integer conversions (NaN, inf, out of range) are not compared.
-        mismatch = compare_outputs(_mask_undefined(obs.case, obs.dut, obs.ref), obs.ref, obs.spec,
+        mismatch = compare_outputs(_mask_undefined(obs.case, obs.dut, ref), ref, obs.spec,
                                    widened=obs.ref_widened, check_attributes="metadata" not in obs.enabled)
     if mismatch is None:
         return None
@@ -292,7 +292,7 @@ def check_values(obs: Observation) -> Failure | None:
         message += "\n(the CPU reference was computed in a wider dtype and cast back; tolerance widened)"
     details = {}
     if kind == "wrong-values":
-        profile = error_profile(obs.dut, obs.ref, obs.spec, widened=obs.ref_widened)
+        profile = error_profile(obs.dut, ref, obs.spec, widened=obs.ref_widened)
         if profile is not None:
             details["error_profile"] = profile
     return Failure(oracle="values", kind=kind, severity="high",

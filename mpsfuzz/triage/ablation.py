@@ -290,6 +290,10 @@ DIVISIBILITY = "lastdim%"
 _WIDTHS = (2, 4, 8, 16)
 
 
+def _rounded_up(n: int, k: int) -> int:
+    return -(-n // k) * k
+
+
 def _with_last_dim(case: Case, size: int) -> Case:
     """``case`` with the main input's last dim set to ``size``, and each other input whose
     last dim matched it (same-shaped or broadcast operands) changed alike."""
@@ -323,7 +327,7 @@ def _divisibility_probes(case: Case, names: list[str], prober: Prober, symptom: 
         return verdict == want
 
     def rounding(k) -> bool:
-        return probe(k, -(-n // k) * k, f"the last dim of `{name}` a multiple of {k}", PASSES)
+        return probe(k, _rounded_up(n, k), f"the last dim of `{name}` a multiple of {k}", PASSES)
 
     if not rounding(widths[-1]):
         return probes, None
@@ -443,7 +447,7 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
     if condition.startswith(DIVISIBILITY):
         m = main_input(case)
         k, n = int(condition[len(DIVISIBILITY):]), case.inputs[m].shape[-1]
-        return f"the last dim of `{names[m]}` is not a multiple of {k} ({n} here; {-(-n // k) * k} passes)"
+        return f"the last dim of `{names[m]}` is not a multiple of {k} ({n} here; {_rounded_up(n, k)} passes)"
     if kind == "0-d":
         return f"`{names[int(arg)]}` is 0-d"
     if kind == "dtypes":
