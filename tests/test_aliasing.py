@@ -135,6 +135,21 @@ def test_edits_never_leave_a_broken_alias():
     assert edits.without_aliasing(Case("mul", (t((2,)), t((2,))), variant="out-alias")).variant == "out"
 
 
+def test_two_inputs_adjacent_to_one_source_are_disjoint_and_keep_their_values():
+    # binary_cross_entropy's target and weight both adjacent to the input: both were put
+    # right after it, so the weight's positive values overwrote the target (CI, 2026-11-26)
+    case = Case("binary_cross_entropy", (t((3,), 1), t((3,), 2, alias=Alias(0), distribution="uniform"),
+                                         t((2,), 3, alias=Alias(0), distribution="positive")))
+    assert case.storage_plan() == [(0, 0), (0, 3), (0, 6)]
+    footprints = [elements for _, elements in case.footprints()]
+    assert not footprints[1] & footprints[2] and not footprints[0] & footprints[1]
+    for recipe, tensor in zip(case.inputs, case.materialize("cpu")):
+        assert torch.equal(tensor, recipe.materialize("cpu"))
+    # an overlap still starts inside its source, and an adjacent input after it goes past both
+    spread = Case("add", (t((4,), 1), t((6,), 2, alias=Alias(0, "overlap", 2)), t((2,), 3, alias=Alias(0))))
+    assert spread.storage_plan() == [(0, 0), (0, 2), (0, 8)]
+
+
 # -- strategies --------------------------------------------------------------------------------
 
 ALIAS_OPS = ("add", "mm", "where", "gru", "lstm_cell", "index_add", "matmul", "linalg.solve")
@@ -156,8 +171,29 @@ def test_strategies_draw_aliasing_in_about_a_tenth_of_the_cases_that_can_have_it
                     assert r.alias.of < j and case.inputs[r.alias.of].dtype == r.dtype
                     if r.alias.how == "overlap":  # never under what the call writes
                         assert j not in written and r.alias.of not in written
+            assert_memory_is_shared_only_where_allowed(case, written)
     share = aliased / eligible
     assert 0.05 <= share <= 0.2, f"aliased: {share:.1%} of {eligible}"
+
+
+def assert_memory_is_shared_only_where_allowed(case: Case, written: set[int]) -> None:
+    """Inputs that share memory are never written by the call and hold values of one kind
+    (whatever chain of adjacent and overlapping inputs put them there)."""
+    footprints = case.footprints()
+    for j, (storage, elements) in enumerate(footprints):
+        for i in range(j):
+            if footprints[i][0] == storage and footprints[i][1] & elements:
+                assert i not in written and j not in written, case.describe()
+                assert strategies._may_overlap(case.inputs[i], case.inputs[j]), case.describe()
+
+
+def test_inputs_drawn_for_losses_and_rnns_share_memory_only_where_allowed():
+    # several aliased inputs per case: where two adjacent inputs met, a target took a
+    # weight's values; where an overlap ran past its source, it met what came after it
+    for op in ("binary_cross_entropy", "gru", "lstm", "addcmul", "index_add", "where"):
+        spec = catalogue.get(op)
+        for case in strategies.example_cases(spec, 200, seed=5, alias_ratio=1.0):
+            assert_memory_is_shared_only_where_allowed(case, strategies._written_inputs(spec, case.variant))
 
 
 def test_aliasing_shrinks_to_one_adjacent_input_and_away():

@@ -46,6 +46,7 @@ from ..triage.pipeline import DEFAULT_RERUNS, triage
 from .behaviour import behaviour_of
 from .drafts import (Draft, Drafter, GenerationFailed, Limits, draw_slice, error_line, family, leaves,
                      siblings_for, slice_test, strategy_for, traceback_of)
+from .interrupts import InterruptLatch
 from .scheduler import RoundRobin, YieldScheduler
 from .triage_desk import TriageDesk
 
@@ -295,6 +296,7 @@ class Campaign:
         # Events (threading or multiprocessing). ``stop``: end now (SIGTERM), failures
         # in triage abandoned; ``enough``: end as a budget does (lanes' --max-findings).
         self.stop, self.enough = stop, enough
+        self._interrupts = InterruptLatch()
         self.target_name = self.device = ""
         self.listeners = list(listeners)
         self.confirm = confirm
@@ -406,9 +408,9 @@ class Campaign:
         return None if self.config.budget_s is None else self._start + self.config.budget_s
 
     def _past_budget(self) -> bool:
-        """Whether cases still running are to be given up: told to stop, or past the
-        budget's end (a batch of hangs is not waited out, case after case)."""
-        if self.stop is not None and self.stop.is_set():
+        """Whether cases still running are to be given up: told to stop, interrupted, or
+        past the budget's end (a batch of hangs is not waited out, case after case)."""
+        if (self.stop is not None and self.stop.is_set()) or self._interrupts.pending:
             return True
         end = self._budget_end()
         return end is not None and time.monotonic() >= end
@@ -421,6 +423,7 @@ class Campaign:
         return max(0.0, end + stop_grace_s(self.config.budget_s) - time.monotonic())
 
     def _out_of_budget(self) -> str | None:
+        self._interrupts.check()   # a Ctrl-C that Python dropped where it was raised
         if self.stop is not None and self.stop.is_set():
             return "stopped"
         if self.enough is not None and self.enough.is_set():
@@ -1072,7 +1075,7 @@ class Campaign:
         with WorkerPool(self.config.target_spec, timeout_s=self.config.timeout_s,
                         inflight_dir=self.config.corpus_dir, compile_timeout_s=self.config.compile_timeout_s,
                         execute=judge_case, recycle_after=self.config.recycle_after,
-                        max_rss_mb=self.config.max_worker_rss_mb) as pool:
+                        max_rss_mb=self.config.max_worker_rss_mb) as pool, self._interrupts:
             self._device, self._target_name = pool.device, pool.target_name
             self.device, self.target_name = pool.device, pool.target_name
             self._desk = TriageDesk(self._triaged, self._triage_pool, fallback=self._recorded_untriaged)
@@ -1085,6 +1088,7 @@ class Campaign:
             except BudgetExhausted as stop:
                 stopped = str(stop) or "budget"
             except KeyboardInterrupt:
+                self._interrupts.acknowledge()
                 stopped = "interrupted"
             except _CorpusUnwritable as stop:
                 unwritable = stop.error

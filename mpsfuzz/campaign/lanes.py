@@ -28,6 +28,7 @@ from ..events import CampaignFinished, CampaignStarted, CaseFinished, FindingRec
 from ..execution.worker import limit_threads
 from . import reaper
 from .engine import Campaign, CampaignConfig, count_finding, stop_grace_s
+from .interrupts import InterruptLatch
 
 # How long the coordinator waits for lanes told to stop now (SIGTERM) before killing
 # them: the daemon exits within 10 s. (Lanes told they have enough finish their triage.)
@@ -247,56 +248,59 @@ class ParallelCampaign:
         new_findings = 0
         interrupted = False
         stop_asked = None
-        while len(results) + len(failures) < self.jobs:
-            try:
-                if time.monotonic() - noted > FAMILY_EVERY_S:
-                    noted = time.monotonic()
-                    for i, lane in enumerate(lanes):
-                        if lane.is_alive():
-                            families[i].update(reaper.descendants(lane.pid))
+        with InterruptLatch() as latch:
+            while len(results) + len(failures) < self.jobs:
                 try:
-                    kind, index, *payload = events.get(timeout=0.5)
-                except queue.Empty:
-                    dead = [i for i, lane in enumerate(lanes)
-                            if not lane.is_alive() and i not in results and lane.exitcode not in (None,)]
-                    for i in dead:
-                        if not any(f.startswith(f"lane {i}:") for f in failures):
-                            failures.append(f"lane {i}: exited ({lanes[i].exitcode}) without a result")
-                            # what it left running (a hung worker) goes with it
-                            reaper.kill_all(families[i], timeout=0)
-                    if stop.is_set() and stop_asked is None:
-                        stop_asked = time.monotonic()
-                    if stop.is_set() and time.monotonic() - stop_asked > STOP_GRACE_S:
-                        break
-                    if give_up_at is not None and time.monotonic() > give_up_at:
-                        break
-                    continue
-                if kind == "cases":
-                    seen = relayed.setdefault(index, Stats())
-                    for event in payload[0]:
-                        seen.cases += 1
-                        seen.valid += event.valid
-                        seen.unsupported += event.unsupported
+                    latch.check()   # a Ctrl-C that Python dropped where it was raised
+                    if time.monotonic() - noted > FAMILY_EVERY_S:
+                        noted = time.monotonic()
+                        for i, lane in enumerate(lanes):
+                            if lane.is_alive():
+                                families[i].update(reaper.descendants(lane.pid))
+                    try:
+                        kind, index, *payload = events.get(timeout=0.5)
+                    except queue.Empty:
+                        dead = [i for i, lane in enumerate(lanes)
+                                if not lane.is_alive() and i not in results and lane.exitcode not in (None,)]
+                        for i in dead:
+                            if not any(f.startswith(f"lane {i}:") for f in failures):
+                                failures.append(f"lane {i}: exited ({lanes[i].exitcode}) without a result")
+                                # what it left running (a hung worker) goes with it
+                                reaper.kill_all(families[i], timeout=0)
+                        if stop.is_set() and stop_asked is None:
+                            stop_asked = time.monotonic()
+                        if stop.is_set() and time.monotonic() - stop_asked > STOP_GRACE_S:
+                            break
+                        if give_up_at is not None and time.monotonic() > give_up_at:
+                            break
+                        continue
+                    if kind == "cases":
+                        seen = relayed.setdefault(index, Stats())
+                        for event in payload[0]:
+                            seen.cases += 1
+                            seen.valid += event.valid
+                            seen.unsupported += event.unsupported
+                            self.emit(event)
+                    elif kind == "event":
+                        event = payload[0]
+                        if isinstance(event, FindingRecorded) and event.new:
+                            count_finding(relayed.setdefault(index, Stats()), event.finding.status)
+                            relayed_findings.setdefault(index, []).append((event.finding, event.path, event.new))
+                        if isinstance(event, FindingRecorded) and event.new and event.finding.status == "new":
+                            new_findings += 1
+                            if config.max_findings is not None and new_findings >= config.max_findings:
+                                enough.set()
                         self.emit(event)
-                elif kind == "event":
-                    event = payload[0]
-                    if isinstance(event, FindingRecorded) and event.new:
-                        count_finding(relayed.setdefault(index, Stats()), event.finding.status)
-                        relayed_findings.setdefault(index, []).append((event.finding, event.path, event.new))
-                    if isinstance(event, FindingRecorded) and event.new and event.finding.status == "new":
-                        new_findings += 1
-                        if config.max_findings is not None and new_findings >= config.max_findings:
-                            enough.set()
-                    self.emit(event)
-                elif kind == "finished":
-                    results[index] = tuple(payload)
-                elif kind == "failed":
-                    failures.append(f"lane {index}: {payload[0]}")
-                    self.emit(HarnessError("hypothesis", None, None, payload[0], payload[1]))
-            except KeyboardInterrupt:
-                # The lanes got the Ctrl-C too: they record what they have and report.
-                interrupted = True
-                stop.set()
+                    elif kind == "finished":
+                        results[index] = tuple(payload)
+                    elif kind == "failed":
+                        failures.append(f"lane {index}: {payload[0]}")
+                        self.emit(HarnessError("hypothesis", None, None, payload[0], payload[1]))
+                except KeyboardInterrupt:
+                    # The lanes got the Ctrl-C too: they record what they have and report.
+                    latch.acknowledge()
+                    interrupted = True
+                    stop.set()
         late = [i for i in range(self.jobs) if i not in results and not any(
             f.startswith(f"lane {i}:") for f in failures)]
         failures += self._end_lanes(lanes, families, results)

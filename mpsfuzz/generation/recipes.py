@@ -140,6 +140,28 @@ class Layout:
         return "+".join(self.kinds()) or "contiguous"
 
 
+def storage_plan(inputs) -> list[tuple[int, int]]:
+    """(storage, start) per recipe of ``inputs``, as :meth:`Case.storage_plan` says. Two
+    inputs ``adjacent`` to one source each go after the storage's end as it stands (were
+    both put right after the source, they would share memory that the case calls
+    disjoint, and the second would overwrite the first's values: a target of
+    binary_cross_entropy out of [0, 1], an in-place write seen through another input)."""
+    plan: list[tuple[int, int]] = []
+    ends: dict[int, int] = {}
+    for i, r in enumerate(inputs):
+        if r.alias is None:
+            storage, start = i, 0
+        else:
+            storage, source_start = plan[r.alias.of]
+            if r.alias.how == "adjacent":
+                start = ends[storage]
+            else:
+                start = source_start + min(r.alias.at, max(inputs[r.alias.of].base_numel - 1, 0))
+        plan.append((storage, start))
+        ends[storage] = max(ends.get(storage, 0), start + r.base_numel)
+    return plan
+
+
 def _is_int(value) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
@@ -147,9 +169,11 @@ def _is_int(value) -> bool:
 @dataclass(frozen=True)
 class Alias:
     """The input's base buffer lies in the storage of input ``of`` (an earlier input of
-    the same dtype): right after ``of``'s base buffer (``adjacent``), or starting ``at``
-    elements into it (``overlap``; ``at`` is clamped to the last element of that buffer,
-    so it stays an overlap whatever sizes the reducer gives the two)."""
+    the same dtype): right after everything already in that storage, so after ``of``'s
+    base buffer and disjoint from every earlier input (``adjacent``), or starting ``at``
+    elements into ``of``'s base buffer (``overlap``; ``at`` is clamped to the last
+    element of that buffer, so it stays an overlap whatever sizes the reducer gives the
+    two)."""
 
     of: int
     how: str = "adjacent"
@@ -577,19 +601,7 @@ class Case:
     def storage_plan(self) -> list[tuple[int, int]]:
         """(storage, start) per input: the storage is named by the first input in it, and
         the input's base buffer begins ``start`` elements into it."""
-        plan: list[tuple[int, int]] = []
-        for i, r in enumerate(self.inputs):
-            if r.alias is None:
-                plan.append((i, 0))
-                continue
-            storage, start = plan[r.alias.of]
-            size = self.inputs[r.alias.of].base_numel
-            if r.alias.how == "adjacent":
-                start += size
-            else:
-                start += min(r.alias.at, max(size - 1, 0))
-            plan.append((storage, start))
-        return plan
+        return storage_plan(self.inputs)
 
     def storage_sizes(self) -> dict[int, int]:
         """Elements of each storage (named as in :meth:`storage_plan`)."""

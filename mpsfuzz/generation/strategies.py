@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from . import dtypes as dt
 from .opspec import GRAD_DTYPES, LARGE_REAL_NUMEL, OpSpec, ShapeBudget, integers_once, sampled_once, unique_lists_once
 from .recipes import (DEVICE_GENERATED, MATRIX_DISTRIBUTIONS, NONFINITE_SPECIALS, SPECIAL_NAMES, Alias, Case, Layout,
-                      TensorRecipe, ValueRecipe)
+                      TensorRecipe, ValueRecipe, storage_plan)
 
 # Ops that disallow non-finite values (BLAS, factorizations) also get no finite extremes
 # that overflow in any accumulation: the order of accumulation decides inf vs nan there.
@@ -287,7 +287,25 @@ def _draw_aliasing(draw, spec: OpSpec, inputs: tuple, variant: str, alias_ratio:
         how = draw(sampled_once(("adjacent", "overlap"))) if overlap_ok else "adjacent"
         at = draw(integers_once(0, MAX_OVERLAP_AT)) if how == "overlap" else 0
         out[j] = replace(out[j], alias=Alias(of=k, how=how, at=at))
+        if how == "overlap" and not _overlaps_allowed(out[:j + 1], j, written):
+            out[j] = replace(out[j], alias=Alias(of=k))
     return tuple(out)
+
+
+def _overlaps_allowed(inputs: tuple, j: int, written: set[int]) -> bool:
+    """Whether input ``j``'s base buffer meets only inputs it may overlap: an overlap that
+    runs past the end of its source reaches the inputs placed after it in the storage,
+    which may be written by the call or hold values of another kind."""
+    plan = storage_plan(inputs)
+    storage, start = plan[j]
+    end = start + inputs[j].base_numel
+    for i in range(j):
+        other, other_start = plan[i]
+        if other != storage or other_start >= end or other_start + inputs[i].base_numel <= start:
+            continue
+        if i in written or not _may_overlap(inputs[i], inputs[j]):
+            return False
+    return True
 
 
 def _constant_if_large(recipe: TensorRecipe) -> TensorRecipe:
