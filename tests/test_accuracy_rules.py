@@ -596,3 +596,28 @@ def test_cpu_resizing_self_in_place_is_cpus_bug_not_the_targets():
                                  TensorRecipe((2, 1, 2), **small)), variant="inplace")
     failures = judge_case(same_shape, RefusesInPlace(), ("errors",))["failures"]
     assert [(f["kind"], f["blame"]) for f in failures] == [("dut-raises", "target")], failures
+
+
+def test_the_other_infinity_is_excused_only_where_the_terms_of_its_sign_overflow():
+    """conv3d in bfloat16 on an H100 (torch 2.11), a weight of bfloat16's max over six
+    inputs: the exact sum is -3.8e38 (-inf in bfloat16, as CPU says), but the positive
+    products alone reach 3.6e38, past bfloat16's max, and cuDNN returned +inf. Some order
+    of evaluation gets there: not a finding. Where the positive terms cannot overflow,
+    +inf is still wrong."""
+    big = float(torch.finfo(torch.bfloat16).max)
+    inputs = [0.061767578125, 0.62109375, 0.380859375, -1.03125, -0.1953125, -0.96484375]
+    exact = torch.tensor([big * sum(inputs) + 4.0], dtype=torch.float64)
+    terms = torch.tensor([big * sum(abs(v) for v in inputs) + 4.0], dtype=torch.float64)
+    cpu = exact.to(torch.bfloat16)
+    assert cpu.item() == -INF
+    plus_inf = torch.tensor([INF], dtype=torch.bfloat16)
+    got, numbers = judge_leaf(plus_inf, cpu, exact, 1e-5, rtol=0.016, overflow=True, magnitude=terms, summands=7)
+    assert got == "overflow", numbers
+    # the same sum with positive terms of a quarter of that: they cannot overflow
+    quiet = [v / 4 if v > 0 else v for v in inputs]
+    exact = torch.tensor([big * sum(quiet) + 4.0], dtype=torch.float64)
+    terms = torch.tensor([big * sum(abs(v) for v in quiet) + 4.0], dtype=torch.float64)
+    cpu = exact.to(torch.bfloat16)
+    assert cpu.item() == -INF
+    got, numbers = judge_leaf(plus_inf, cpu, exact, 1e-5, rtol=0.016, overflow=True, magnitude=terms, summands=7)
+    assert got == "dut-wrong", numbers

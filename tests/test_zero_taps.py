@@ -44,6 +44,21 @@ def test_a_device_that_skips_the_zero_taps_of_a_nan_weight_is_not_a_finding():
     assert failures(NAN_WEIGHT_PADDED, lambda out: out.nan_to_num(0.0)) == []
 
 
+def test_an_infinity_from_the_other_taps_where_cpu_says_nan_is_not_a_finding():
+    # an inf input beside the padded NaN weight: skipping the 0 x NaN taps leaves inf
+    # (conv3d under autocast, H100: -inf where CPU said NaN)
+    inf_input = Case("conv2d", (t((1, 1, 3, 3), 1, ((4, "-inf"),)), t((1, 1, 2, 2), 2, ((0, "nan"),)),
+                                t((1,), 3)), kwargs=(("padding", (1, 1)),))
+    skipped = lambda out: torch.where(torch.isnan(out), -torch.inf, out)
+    assert failures(inf_input, skipped) == []
+    # where CPU is finite, the device's values are still compared
+    inf_only = Case("conv2d", (t((1, 1, 3, 3), 1, ((4, "-inf"),)), t((1, 1, 2, 2), 2), t((1,), 3)),
+                    kwargs=(("padding", (1, 1)),))
+    assert failures(inf_only, skipped) == []
+    assert ("values", "wrong-values") in failures(inf_only, lambda out: torch.where(
+        torch.isfinite(out), out + 1, out))
+
+
 def test_a_nan_the_device_invents_is_still_a_finding():
     finite = Case("conv2d", (t((1, 1, 3, 3)), t((1, 1, 2, 2), 2), t((1,), 3)), kwargs=(("padding", (1, 1)),))
     invent = lambda out: torch.where(torch.arange(out.numel()).view(out.shape) == 0, torch.nan, out)
