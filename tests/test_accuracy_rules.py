@@ -605,19 +605,89 @@ def test_the_other_infinity_is_excused_only_where_the_terms_of_its_sign_overflow
     of evaluation gets there: not a finding. Where the positive terms cannot overflow,
     +inf is still wrong."""
     big = float(torch.finfo(torch.bfloat16).max)
-    inputs = [0.061767578125, 0.62109375, 0.380859375, -1.03125, -0.1953125, -0.96484375]
-    exact = torch.tensor([big * sum(inputs) + 4.0], dtype=torch.float64)
-    terms = torch.tensor([big * sum(abs(v) for v in inputs) + 4.0], dtype=torch.float64)
-    cpu = exact.to(torch.bfloat16)
-    assert cpu.item() == -INF
     plus_inf = torch.tensor([INF], dtype=torch.bfloat16)
-    got, numbers = judge_leaf(plus_inf, cpu, exact, 1e-5, rtol=0.016, overflow=True, magnitude=terms, summands=7)
-    assert got == "overflow", numbers
+
+    def judged(inputs, **given):
+        exact = torch.tensor([big * sum(inputs) + 4.0], dtype=torch.float64)
+        terms = torch.tensor([big * sum(abs(v) for v in inputs) + 4.0], dtype=torch.float64)
+        cpu = exact.to(torch.bfloat16)
+        assert cpu.item() == -INF
+        return judge_leaf(plus_inf, cpu, exact, 1e-5, rtol=0.016, overflow=True, magnitude=terms, summands=7,
+                          **{k: terms for k in given})
+
+    inputs = [0.061767578125, 0.62109375, 0.380859375, -1.03125, -0.1953125, -0.96484375]
+    assert judged(inputs, terms=True)[0] == "overflow"
+    # a magnitude that is only a floor (a gradient's: the leaf's largest element) excuses nothing
+    assert judged(inputs)[0] == "dut-wrong"
+    # the same sum with positive terms of a quarter of that: they cannot overflow
+    quiet = [v / 4 if v > 0 else v for v in inputs]
+    assert judged(quiet, terms=True)[0] == "dut-wrong"
+
+
+class _FlipsNegativeInfinityInGrads(_CpuTarget):
+    """Eager CPU whose gradients turn -inf into ``into`` (cuDNN's order of evaluation)."""
+    name = "flipping-cpu"
+
+    def __init__(self, into: float):
+        self.into = into
+
+    def run(self, fn, *args, **kwargs):
+        out = fn(*args, **kwargs)
+        if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], list):
+            raw, grads = out
+            return raw, [g if g is None else torch.where(g == -INF, torch.full_like(g, self.into), g) for g in grads]
+        return out
+
+
+def test_a_gradients_other_infinity_is_judged_on_its_measured_terms():
+    """The gradient of conv_transpose2d in bfloat16 on an H100: a weight of bfloat16's
+    max, CPU -inf, cuDNN +inf for the second element of x's gradient (its positive terms
+    alone pass bfloat16's max). The terms are measured by a backward on |inputs| against
+    the absolute upstream gradient: no finding. A finite value there is still one."""
+    def small_ints(shape, seed, *, layout=Layout(), specials=()):
+        return TensorRecipe(shape, "bfloat16", layout, ValueRecipe("small_int", seed=seed, specials=specials))
+    case = Case("conv_transpose2d", (small_ints((1, 1, 3), 1),
+                                     small_ints((1, 3, 1, 2), 0, layout=Layout(expanded=(1,)), specials=((0, "max"),)),
+                                     small_ints((3,), 0)),
+                kwargs=(("output_padding", (0, 1)), ("stride", (1, 2))), variant="grad")
+    assert [f["oracle"] for f in judge_case(case, _FlipsNegativeInfinityInGrads(INF), DEFAULT)["failures"]] == []
+    assert "grads" in [f["oracle"] for f in judge_case(case, _FlipsNegativeInfinityInGrads(0.0), DEFAULT)["failures"]]
     # the same sum with positive terms of a quarter of that: they cannot overflow
     quiet = [v / 4 if v > 0 else v for v in inputs]
     exact = torch.tensor([big * sum(quiet) + 4.0], dtype=torch.float64)
     terms = torch.tensor([big * sum(abs(v) for v in quiet) + 4.0], dtype=torch.float64)
     cpu = exact.to(torch.bfloat16)
     assert cpu.item() == -INF
-    got, numbers = judge_leaf(plus_inf, cpu, exact, 1e-5, rtol=0.016, overflow=True, magnitude=terms, summands=7)
+    got, numbers = judge_leaf(plus_inf, cpu, exact, 1e-5, rtol=0.016, overflow=True, magnitude=terms, summands=7,
+                              terms=terms)
     assert got == "dut-wrong", numbers
+
+
+class _FlipsNegativeInfinityInGrads(_CpuTarget):
+    """Eager CPU whose gradients turn -inf into ``into`` (cuDNN's order of evaluation)."""
+    name = "flipping-cpu"
+
+    def __init__(self, into: float):
+        self.into = into
+
+    def run(self, fn, *args, **kwargs):
+        out = fn(*args, **kwargs)
+        if isinstance(out, tuple) and len(out) == 2 and isinstance(out[1], list):
+            raw, grads = out
+            return raw, [g if g is None else torch.where(g == -INF, torch.full_like(g, self.into), g) for g in grads]
+        return out
+
+
+def test_a_gradients_other_infinity_is_judged_on_its_measured_terms():
+    """The gradient of conv_transpose2d in bfloat16 on an H100: a weight of bfloat16's
+    max, CPU -inf, cuDNN +inf for the second element of x's gradient (its positive terms
+    alone pass bfloat16's max). The terms are measured by a backward on |inputs| against
+    the absolute upstream gradient: no finding. A finite value there is still one."""
+    def small_ints(shape, seed, *, layout=Layout(), specials=()):
+        return TensorRecipe(shape, "bfloat16", layout, ValueRecipe("small_int", seed=seed, specials=specials))
+    case = Case("conv_transpose2d", (small_ints((1, 1, 3), 1),
+                                     small_ints((1, 3, 1, 2), 0, layout=Layout(expanded=(1,)), specials=((0, "max"),)),
+                                     small_ints((3,), 0)),
+                kwargs=(("output_padding", (0, 1)), ("stride", (1, 2))), variant="grad")
+    assert [f["oracle"] for f in judge_case(case, _FlipsNegativeInfinityInGrads(INF), DEFAULT)["failures"]] == []
+    assert "grads" in [f["oracle"] for f in judge_case(case, _FlipsNegativeInfinityInGrads(0.0), DEFAULT)["failures"]]

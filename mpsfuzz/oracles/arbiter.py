@@ -237,7 +237,7 @@ def _nonfinite_verdicts(d, c, truth, d_ok, *, independent: bool, explicit_nan: b
 def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: float, *, rtol: float = 0.0,
                overflow: bool = False, magnitude: torch.Tensor | None = None, summands: int = 1,
                perturbed: list | None = None, explicit_nan: bool = False,
-               whole: bool = False) -> tuple[str, dict]:
+               whole: bool = False, terms: torch.Tensor | None = None) -> tuple[str, dict]:
     """'dut-wrong', 'cpu-wrong', 'both-close', 'within-bound', 'overflow' or
     'ill-conditioned' for one output, with the numbers.
 
@@ -248,7 +248,11 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
     than the tolerance are ill-conditioned (no verdict there). Low-precision outputs are
     held to the accumulation bound for ``summands`` terms of ``magnitude``. ``whole``: the
     output is determined only as a whole (a factor of a decomposition): where float64
-    leaves any of its elements undetermined (a rank-deficient input), none gets a verdict."""
+    leaves any of its elements undetermined (a rank-deficient input), none gets a verdict.
+    ``terms``: the sum of the terms' magnitudes of each element, measured (the op in
+    float64 on the inputs' absolute values), never a floor such as ``magnitude`` may be:
+    where the terms of one sign alone overflow, the infinity of that sign is excused
+    (see :func:`_other_infinity_reachable`)."""
     wide = torch.complex128 if cpu.is_complex() else torch.float64
     truth = exact.to(cpu.dtype).to(wide).reshape(-1)  # rounded to the output dtype
     d, c = dut.to(wide).reshape(-1), cpu.to(wide).reshape(-1)
@@ -281,7 +285,7 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
     if overflow:
         wrong_nf, overflowed = _nonfinite_verdicts(
             d, c, truth, d_ok, independent=independent, explicit_nan=explicit_nan,
-            reachable=_other_infinity_reachable(d, exact, magnitude, cpu.dtype))
+            reachable=_other_infinity_reachable(d, exact, terms, cpu.dtype))
         wrong_nf &= mismatch & ~excused
         excused |= mismatch & overflowed & ~wrong_nf
         numbers.update(overflow_rule=True, target_wrong_positions=int(wrong_nf.sum()),
@@ -337,6 +341,41 @@ def _abs_float64_outputs(obs: Observation, *, floor: float | None = None):
                 result = flatten_outputs(side.outputs)
     except Exception:  # best effort: the result's own magnitude is the floor
         result = None
+    obs.cache[key] = result
+    return result
+
+
+def _abs_float64_grads(obs: Observation):
+    """The gradients in float64 of the op on the inputs' absolute values against the
+    absolute upstream gradient (cached): for an op linear in each input (a convolution,
+    a matmul), each element is the sum of its terms' magnitudes. None where that call
+    fails."""
+    key = "float64_abs_grads"
+    if key in obs.cache:
+        return obs.cache[key]
+    from ..execution.executor import grad_inputs, leaves, upstream_gradient
+    result = None
+    case = obs.case
+    previous = torch.get_default_dtype()
+    try:
+        inputs = [t.to(_wide(t.dtype)).abs() if (t.is_floating_point() or t.is_complex()) else t
+                  for t in case.materialize("cpu")]
+        spec = obs.spec.as_reference()
+        wrt = grad_inputs(spec, inputs)
+        inputs = [t.detach().requires_grad_(True) if i in wrt else t for i, t in enumerate(inputs)]
+        kwargs = {k: (_wide(v) if isinstance(v, torch.dtype) else v) for k, v in case.kwargs_dict().items()}
+        torch.set_default_dtype(torch.float64)
+        out = spec.fn(*inputs, **kwargs)
+        diff = [o for o in leaves(out) if o.requires_grad and (o.is_floating_point() or o.is_complex())]
+        if diff and wrt:
+            seed = case.inputs[0].values.seed if case.inputs else 0
+            upstream = [upstream_gradient(o.shape, o.dtype, i, seed).abs() for i, o in enumerate(diff)]
+            grads = torch.autograd.grad(diff, [inputs[i] for i in wrt], upstream, allow_unused=True)
+            result = [None if g is None else g.detach() for g in grads]
+    except Exception:  # best effort: without it the other infinity is not excused
+        result = None
+    finally:
+        torch.set_default_dtype(previous)
     obs.cache[key] = result
     return result
 
@@ -406,6 +445,9 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
     # How large the partial sums and products may grow: magnitudes floored at 1, so that a
     # zero met late does not hide the overflow before it.
     growth = (_abs_float64_outputs(obs, floor=1.0) or []) if accumulates and not grads else None
+    # The terms' magnitudes of a gradient, measured: the backward on |inputs| against the
+    # absolute upstream gradient (the leaf bound below is only a floor).
+    grad_terms = (_abs_float64_grads(obs) or []) if accumulates and grads else None
     forward_numel = sum(o.numel() for o in flatten_outputs(obs.ref)
                         if isinstance(o, torch.Tensor)) if grads and not isinstance(obs.ref, Raised) else 0
     perturbed = None
@@ -423,6 +465,10 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
         if magnitudes and i < len(magnitudes) and isinstance(magnitudes[i], torch.Tensor) \
                 and magnitudes[i].shape == c.shape:
             magnitude = magnitudes[i]
+        terms = magnitude
+        if grad_terms and i < len(grad_terms) and isinstance(grad_terms[i], torch.Tensor) \
+                and grad_terms[i].shape == c.shape:
+            terms = grad_terms[i]
         n = summands(shapes, c.numel()) if accumulates or unknown_structure else 1
         if grads and c.dtype in LOW_PRECISION:
             magnitude, n = _terms_up_to_leaf_max(e, n, forward_numel)
@@ -438,7 +484,7 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
                                    magnitude=magnitude,
                                    summands=n,
                                    perturbed=leaf_perturbed,
-                                   explicit_nan=explicit_nan, whole=whole))
+                                   explicit_nan=explicit_nan, whole=whole, terms=terms))
     if not verdicts:
         return "undecided", {"reason": "no floating output to arbitrate"}
     for wanted in ("dut-wrong", "cpu-wrong"):
