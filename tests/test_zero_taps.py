@@ -72,3 +72,28 @@ def test_a_nan_the_device_invents_is_still_a_finding():
 def test_other_ops_get_no_such_excuse():
     nan_input = Case("exp", (t((4,), 1, ((0, "nan"),)),))
     assert ("values", "wrong-values") in failures(nan_input, lambda out: out.nan_to_num(0.0))
+
+
+def test_an_interpolation_tap_of_weight_zero_is_a_zero_tap():
+    # bilinear from 2x2 to 3x3 with aligned corners: output (0, 0) is 1 x x[0, 0] + 0 x inf,
+    # NaN on CPU; CUDA skips the tap (H100: inf where CPU said NaN, bilinear)
+    inf_input = Case("interpolate_linear", (t((1, 1, 2, 2), 1, ((1, "inf"),)),),
+                     kwargs=(("align_corners", True), ("mode", "bilinear"), ("size", (3, 3))))
+    skipped = lambda out: torch.where(torch.isnan(out), torch.zeros_like(out), out)
+    assert failures(inf_input, skipped) == []
+    # finite where CPU is finite: still compared
+    assert ("values", "wrong-values") in failures(inf_input, lambda out: torch.where(
+        torch.isfinite(out), out + 1, out))
+
+
+def test_under_autocast_an_extreme_rounded_to_inf_counts_as_non_finite():
+    # conv1d with padding under autocast on an H100: float32's max is inf once rounded to
+    # float16, CPU's 0 x inf over the padding is NaN, cuDNN skipped the padding
+    extreme = Case("conv1d", (t((1, 1, 3), 1), t((1, 1, 2), 2, ((0, "max"),)), t((1,), 3)),
+                   kwargs=(("padding", (1,)),), variant="autocast")
+    skipped = lambda out: torch.where(torch.isnan(out), torch.zeros_like(out), out)
+    assert failures(extreme, skipped) == []
+    # without autocast the same inputs are finite: a NaN-free device is judged as before
+    plain = Case("conv1d", (t((1, 1, 3), 1), t((1, 1, 2), 2), t((1,), 3)), kwargs=(("padding", (1,)),),
+                 variant="autocast")
+    assert ("values", "wrong-values") in failures(plain, lambda out: out + 1)

@@ -101,11 +101,14 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 #                           canonical form): where float64 leaves any element of it
 #                           undetermined (a rank-deficient input), none gets a verdict
 #   zero-taps               a windowed op over implicit zeros (convolutions: zero padding,
-#                           and the holes of stride and dilation in transposed ones):
+#                           and the holes of stride and dilation in transposed ones; linear
+#                           and cubic interpolation: taps of weight exactly 0):
 #                           whether a backend multiplies those zeros by a non-finite value
 #                           (IEEE: NaN) or skips them (cuDNN, MPSGraph) is its choice, so
-#                           where an input holds nan/inf, a result that is non-finite on
-#                           CPU and finite on the device is not compared (the reverse is)
+#                           where an input holds nan/inf (under autocast: once rounded), a
+#                           result that is non-finite on CPU and finite on the device, or
+#                           NaN on CPU and an infinity on the device, is not compared (a NaN
+#                           or an infinity the device invents is)
 SEMANTICS = ("mixed_dtypes_sometimes", "ties_unspecified", "undefined-values", "random", "order-dependent",
              "accumulates", "structure-unknown", "determined-as-a-whole", "large", "zero-taps")
 

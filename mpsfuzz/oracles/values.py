@@ -228,8 +228,7 @@ def excuse_skipped_zero_taps(case, spec, dut, ref):
     leaves what the other taps sum to, an infinity where they hold one: conv3d under
     autocast on an H100 returned -inf where CPU said NaN.) The reverse, a NaN the
     reference has not, stays a finding."""
-    if "zero-taps" not in spec.semantics or not any(
-            n in NONFINITE_SPECIALS for r in case.inputs for _, n in r.values.specials):
+    if "zero-taps" not in spec.semantics or not _kernel_got_nonfinite(case, dut):
         return ref
     out = []
     for d, r in zip(flatten_outputs(dut), flatten_outputs(ref)):
@@ -239,6 +238,21 @@ def excuse_skipped_zero_taps(case, spec, dut, ref):
             r = torch.where(skipped, d, r)
         out.append(r)
     return tuple(out)
+
+
+def _kernel_got_nonfinite(case, dut) -> bool:
+    """Whether the inputs the kernel got hold nan/inf: a special of the recipes, or under
+    autocast a float32 extreme that rounding to the autocast dtype (the dtype of the
+    DUT's half-precision outputs) made inf (conv1d with padding on an H100: float32's
+    max is inf in float16, CPU's 0 x inf is NaN, cuDNN skipped the padding)."""
+    if any(n in NONFINITE_SPECIALS for r in case.inputs for _, n in r.values.specials):
+        return True
+    if case.variant != "autocast":
+        return False
+    low = next((t.dtype for t in flatten_outputs(dut) if isinstance(t, torch.Tensor)
+                and t.dtype in (torch.float16, torch.bfloat16)), None)
+    return low is not None and any(bool((~torch.isfinite(t.to(low))).any())
+                                   for t in case.materialize("cpu") if t.is_floating_point())
 
 
 def _conversions(case) -> bool:

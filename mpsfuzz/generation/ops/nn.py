@@ -1022,7 +1022,9 @@ for _mode in ("nearest", "nearest-exact", "linear", "bicubic", "area"):
     register(
         nn("interpolate_" + _mode.replace("-", "_"), _interpolate, _interp_shapes(_mode), FLOAT,
            _INTERP_DOCS[_mode], args=_interp_args(_mode), grad=True,
-           **(ACCUMULATES if _mode in ("linear", "bicubic", "area") else {})),
+           # Linear and cubic weights are exactly 0 where an output falls on an input
+           # sample: CPU's 0 x inf is NaN there, CUDA skips the tap (H100, bilinear).
+           **(CONVOLVES if _mode in ("linear", "bicubic") else ACCUMULATES if _mode == "area" else {})),
     )
 
 
