@@ -25,7 +25,7 @@ from ..generation import catalogue
 from ..generation import dtypes as dt
 from ..generation.catalogue import LARGE_FAMILY
 from ..generation.opspec import LARGE_REAL_NUMEL
-from ..generation.recipes import Case, check_materialisable, host_max_bytes
+from ..generation.recipes import ALWAYS_MATERIALISABLE, Case, check_materialisable, host_max_bytes
 from . import cpu_kernels
 from .error_kinds import is_device_fault, is_unsupported
 from .observation import Observation, Raised, SideResult, output_meta
@@ -278,8 +278,10 @@ INPUTS_AFTER_MAX_NUMEL = 1 << 24
 
 
 def _small(t) -> bool:
-    return not isinstance(t, torch.Tensor) or (t.numel() <= INPUTS_AFTER_MAX_NUMEL
-                                                and t.numel() * t.element_size() <= host_max_bytes())
+    if not isinstance(t, torch.Tensor):
+        return True
+    size = t.numel() * t.element_size()
+    return t.numel() <= INPUTS_AFTER_MAX_NUMEL and (size <= ALWAYS_MATERIALISABLE or size <= host_max_bytes())
 
 
 def _detach(out):

@@ -203,10 +203,20 @@ class InputTooLarge(ValueError):
 def max_bytes() -> int:
     """The most one input may take on the device (``--max-bytes``, via MPSFUZZ_MAX_BYTES
     in every process; default 1 GiB): what the large family draws within."""
+    return _bytes_from_env("MPSFUZZ_MAX_BYTES") or DEFAULT_MAX_BYTES
+
+
+def _bytes_from_env(name: str) -> int:
+    """The integer in environment variable ``name``; 0 where unset or not an integer.
+    (Asked for every input and output of every case: an unset variable must not cost a
+    ValueError raised and caught each time.)"""
+    raw = os.environ.get(name)
+    if not raw:
+        return 0
     try:
-        return int(os.environ.get("MPSFUZZ_MAX_BYTES", "")) or DEFAULT_MAX_BYTES
+        return int(raw)
     except ValueError:
-        return DEFAULT_MAX_BYTES
+        return 0
 
 
 DEFAULT_MAX_BYTES = 1 << 30
@@ -222,18 +232,23 @@ def host_max_bytes() -> int:
     """The most one storage may take on the host: the smaller of --max-bytes and 1 GiB
     (MPSFUZZ_HOST_MAX_BYTES raises it, e.g. for a CPU target that is the device under
     test)."""
-    try:
-        bound = int(os.environ.get("MPSFUZZ_HOST_MAX_BYTES", "")) or HOST_MAX_BYTES
-    except ValueError:
-        bound = HOST_MAX_BYTES
-    return min(max_bytes(), bound)
+    return min(max_bytes(), _bytes_from_env("MPSFUZZ_HOST_MAX_BYTES") or HOST_MAX_BYTES)
+
+
+# Below any bound worth setting: every input and output of a small case is checked, and
+# reading the environment for each was a twentieth of a worker's time on small ops.
+ALWAYS_MATERIALISABLE = 1 << 16
 
 
 def check_materialisable(numel: int, dtype_name: str, bound: int | None = None, what: str = "a storage") -> None:
     """InputTooLarge where ``numel`` elements of ``dtype_name`` take more than ``bound``
-    bytes (default: the host's, host_max_bytes())."""
-    bound = host_max_bytes() if bound is None else bound
+    bytes (default: the host's, host_max_bytes(); a storage within ALWAYS_MATERIALISABLE
+    bytes is never refused by it, and costs no look at the environment)."""
     size = numel * dt.to_torch(dtype_name).itemsize
+    if bound is None:
+        if size <= ALWAYS_MATERIALISABLE:
+            return
+        bound = host_max_bytes()
     if size > bound:
         raise InputTooLarge(f"{what} of {numel} {dtype_name} elements ({size} bytes) is over max_bytes={bound}")
 
