@@ -330,3 +330,27 @@ def test_a_dtype_condition_speaks_of_its_own_class_only():
     assert holds("dtypes:int32+int64", case(dtype="float32"))
     assert holds("classes:float+integral", case(dtype="float32"))
     assert not holds("classes:integral", case(dtype="float32"))
+
+
+def _capability(message: str) -> Failure:
+    from mpsfuzz.oracles.errors import normalise_message
+    return Failure(oracle="errors", kind="capability", title="`isclose` accepts what CPU rejects",
+                   message=message, severity="low", dedup_key=("capability", "RuntimeError", normalise_message(message)))
+
+
+def test_an_error_keys_on_its_message_whatever_the_rank_of_the_shapes_in_it():
+    # isclose(0-d, x, equal_nan=True) on an H100 run: one record per rank of x's shape
+    ranks = [_capability(f"output with shape [] doesn't match the broadcast shape {list(shape)}")
+             for shape in ((1,), (1, 1), (6, 8, 1, 2))]
+    assert len({r.dedup_key for r in ranks}) == 1
+    assert len({signature_of(case("isclose"), r, ()) for r in ranks}) == 1
+    # numbers that are not a shape still do not split a key, and other messages stay apart
+    other = _capability("index 5 is out of bounds for dimension 0 with size 3")
+    assert other.dedup_key != ranks[0].dedup_key
+
+
+def test_a_key_written_before_shapes_were_collapsed_reads_as_now():
+    written = _capability("output with shape [] doesn't match the broadcast shape [1, 1]").to_json()
+    written["dedup_key"] = ["capability", "RuntimeError", "output with shape [] doesn't match the broadcast shape [N, N]"]
+    assert Failure.from_json(written).dedup_key == _capability(
+        "output with shape [1] doesn't match the broadcast shape [2, 3, 4]").dedup_key

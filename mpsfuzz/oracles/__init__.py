@@ -7,8 +7,19 @@ explicit deduplication key. ``case`` checks run inside the worker on an
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Callable
+
+# A shape or size list in an error message once its numbers are masked ("[N, N, N]",
+# "[]"): one cause raises with every rank (isclose with equal_nan=True, whose 0-d result
+# cannot take the broadcast shape, gave eleven records on an H100 run, one per rank).
+_SHAPE_LISTS = re.compile(r"[\[(](?:N, )*N[\])]|\[\]")
+
+
+def collapse_shapes(text: str) -> str:
+    """``text`` (a masked error message) with each shape list written ``[shape]``."""
+    return _SHAPE_LISTS.sub("[shape]", text)
 
 
 @dataclass(frozen=True)
@@ -33,7 +44,9 @@ class Failure:
     @classmethod
     def from_json(cls, d: dict) -> "Failure":
         return cls(oracle=d["oracle"], kind=d["kind"], title=d["title"], message=d["message"],
-                   severity=d["severity"], dedup_key=tuple(d.get("dedup_key", ())),
+                   severity=d["severity"],
+                   # keys written before shape lists were collapsed read as they are now
+                   dedup_key=tuple(collapse_shapes(k) if isinstance(k, str) else k for k in d.get("dedup_key", ())),
                    details=dict(d.get("details", {})), blame=str(d.get("blame", "target")))
 
 

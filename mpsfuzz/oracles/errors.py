@@ -18,7 +18,7 @@ import re
 
 import torch
 
-from . import Failure, oracle
+from . import Failure, collapse_shapes, oracle
 from ..execution.observation import Observation, Raised
 from .values import compare_outputs, flatten_outputs, variant_phrase
 
@@ -32,9 +32,10 @@ _NUMBERS = re.compile(r"0x[0-9a-fA-F]+|\d+(\.\d+)?")
 
 
 def normalise_message(message: str) -> str:
-    """First line of an error with addresses, sizes and numbers masked, for dedup keys."""
+    """First line of an error with addresses, sizes and numbers masked and shape lists
+    of any rank collapsed, for dedup keys."""
     first = (message.strip().splitlines() or [""])[0]
-    return _NUMBERS.sub("N", first)[:160]
+    return collapse_shapes(_NUMBERS.sub("N", first))[:160]
 
 
 @oracle("errors", stage="case", doc="the DUT raises where CPU does not, or the reverse")
