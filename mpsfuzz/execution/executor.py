@@ -211,19 +211,22 @@ def upstream_gradient(leaf_shape, dtype, index: int, seed: int) -> torch.Tensor:
     return torch.randn(tuple(leaf_shape), generator=gen, dtype=torch.float64).to(dtype)
 
 
-def _backward(case: Case, inputs: list, out, wrt: list[int]):
-    """Gradients of ``out`` w.r.t. ``inputs[wrt]`` with seeded upstream gradients;
-    None for an input that does not influence the output."""
+def _backward(case: Case, inputs: list, out, wrt: list[int], upstream=None):
+    """Gradients of ``out`` w.r.t. ``inputs[wrt]`` with seeded upstream gradients (passed
+    through ``upstream`` where given: the arbiter's absolute values); None for an input
+    that does not influence the output."""
     diff = [o for o in leaves(out) if o.requires_grad and (o.is_floating_point() or o.is_complex())]
     if not diff or not wrt:
         return [None] * len(wrt)
     seed = case.inputs[0].values.seed if case.inputs else 0
     grads_out = [upstream_gradient(o.shape, o.dtype, i, seed).to(o.device) for i, o in enumerate(diff)]
+    if upstream is not None:
+        grads_out = [upstream(g) for g in grads_out]
     return list(torch.autograd.grad(diff, [inputs[i] for i in wrt], grads_out, allow_unused=True))
 
 
 def run_side(spec, case: Case, kwargs: dict, device, runner=None, synchronize=None,
-             inputs=None, functional=None, keep_inputs: bool = False) -> SideResult:
+             inputs=None, functional=None, keep_inputs: bool = False, upstream=None) -> SideResult:
     """One side's run: outputs (CPU copies, canonicalised), their metadata, gradients
     for the grad variant, and with ``keep_inputs`` the inputs as the call left them (and
     an in-place call's whole base buffer): what the ``variants`` oracle reads of the
@@ -245,7 +248,7 @@ def run_side(spec, case: Case, kwargs: dict, device, runner=None, synchronize=No
             # compiling target sees the backward kernels too).
             def forward_backward(*a, **k):
                 out = spec.fn(*a, **k)
-                return out, _backward(case, list(a), out, wrt)
+                return out, _backward(case, list(a), out, wrt, upstream)
             raw, grads = (runner or (lambda fn, *a, **k: fn(*a, **k)))(forward_backward, *inputs, **kwargs)
         else:
             raw = call_variant(spec, case, inputs, kwargs, runner, functional)

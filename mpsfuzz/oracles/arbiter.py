@@ -316,12 +316,14 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
     return "both-close", numbers
 
 
-def _abs_float64_outputs(obs: Observation, *, floor: float | None = None):
+def _abs_float64_outputs(obs: Observation, *, floor: float | None = None, grads: bool = False):
     """The op in float64 on the inputs' absolute values (cached): the magnitude of the
     terms a sum-like op accumulates. With ``floor``, magnitudes below it are raised to it
-    (1: a product's partial products, whatever zeros it meets later). None where that
-    call fails or is meaningless."""
-    key = "float64_abs" if floor is None else f"float64_abs_floor{floor:g}"
+    (1: a product's partial products, whatever zeros it meets later). With ``grads``, the
+    gradients of that call against the absolute upstream gradient: for an op linear in
+    each input (a convolution, a matmul), each element is the sum of its terms'
+    magnitudes. None where that call fails or is meaningless."""
+    key = ("float64_abs_grads" if grads else "float64_abs") + ("" if floor is None else f"_floor{floor:g}")
     if key in obs.cache:
         return obs.cache[key]
     from ..execution.executor import run_side
@@ -334,48 +336,14 @@ def _abs_float64_outputs(obs: Observation, *, floor: float | None = None):
             inputs = [t.clamp(min=floor) if t.is_floating_point() else t for t in inputs]
         if all(t.dtype == _wide(t.dtype) or not (t.is_floating_point() or t.is_complex()) for t in inputs):
             kwargs = {k: (_wide(v) if isinstance(v, torch.dtype) else v) for k, v in case.kwargs_dict().items()}
-            side = run_side(obs.spec.as_reference(), Case(case.op, case.inputs, case.kwargs, "functional"), kwargs, "cpu",
-                            inputs=inputs)
+            variant = "grad" if grads else "functional"
+            side = run_side(obs.spec.as_reference(), Case(case.op, case.inputs, case.kwargs, variant), kwargs, "cpu",
+                            inputs=inputs, upstream=torch.abs if grads else None)
             side.raw = None
             if not isinstance(side.outputs, Raised):
-                result = flatten_outputs(side.outputs)
+                result = side.grads if grads else flatten_outputs(side.outputs)
     except Exception:  # best effort: the result's own magnitude is the floor
         result = None
-    obs.cache[key] = result
-    return result
-
-
-def _abs_float64_grads(obs: Observation):
-    """The gradients in float64 of the op on the inputs' absolute values against the
-    absolute upstream gradient (cached): for an op linear in each input (a convolution,
-    a matmul), each element is the sum of its terms' magnitudes. None where that call
-    fails."""
-    key = "float64_abs_grads"
-    if key in obs.cache:
-        return obs.cache[key]
-    from ..execution.executor import grad_inputs, leaves, upstream_gradient
-    result = None
-    case = obs.case
-    previous = torch.get_default_dtype()
-    try:
-        inputs = [t.to(_wide(t.dtype)).abs() if (t.is_floating_point() or t.is_complex()) else t
-                  for t in case.materialize("cpu")]
-        spec = obs.spec.as_reference()
-        wrt = grad_inputs(spec, inputs)
-        inputs = [t.detach().requires_grad_(True) if i in wrt else t for i, t in enumerate(inputs)]
-        kwargs = {k: (_wide(v) if isinstance(v, torch.dtype) else v) for k, v in case.kwargs_dict().items()}
-        torch.set_default_dtype(torch.float64)
-        out = spec.fn(*inputs, **kwargs)
-        diff = [o for o in leaves(out) if o.requires_grad and (o.is_floating_point() or o.is_complex())]
-        if diff and wrt:
-            seed = case.inputs[0].values.seed if case.inputs else 0
-            upstream = [upstream_gradient(o.shape, o.dtype, i, seed).abs() for i, o in enumerate(diff)]
-            grads = torch.autograd.grad(diff, [inputs[i] for i in wrt], upstream, allow_unused=True)
-            result = [None if g is None else g.detach() for g in grads]
-    except Exception:  # best effort: without it the other infinity is not excused
-        result = None
-    finally:
-        torch.set_default_dtype(previous)
     obs.cache[key] = result
     return result
 
@@ -447,7 +415,7 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
     growth = (_abs_float64_outputs(obs, floor=1.0) or []) if accumulates and not grads else None
     # The terms' magnitudes of a gradient, measured: the backward on |inputs| against the
     # absolute upstream gradient (the leaf bound below is only a floor).
-    grad_terms = (_abs_float64_grads(obs) or []) if accumulates and grads else None
+    grad_terms = (_abs_float64_outputs(obs, grads=True) or []) if accumulates and grads else None
     forward_numel = sum(o.numel() for o in flatten_outputs(obs.ref)
                         if isinstance(o, torch.Tensor)) if grads and not isinstance(obs.ref, Raised) else 0
     perturbed = None
