@@ -163,3 +163,16 @@ def test_reports_are_rendered_in_a_child_process_and_the_heap_is_trimmed(tmp_pat
     keeper.write_reports(wait=True)
     assert (corpus / "report.md").exists() and (corpus / "report.html").exists()
     assert keeper._reporter.pid != os.getpid() and keeper._reporter.exitcode == 0 and trimmed
+
+
+def test_a_restart_clears_the_in_flight_files_of_dead_processes_and_their_tmp_halves(tmp_path):
+    from mpsfuzz.campaign.daemon import clear_stale_inflight
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    mine = os.getpid()
+    names = [f"inflight-{dead.pid}.json", f"inflight-{dead.pid}-triage.tmp",   # killed between write and rename
+             f"inflight-{mine}.json", f"inflight-{mine}-triage.tmp", "add-values-0123456789abcdef.json"]
+    for name in names:
+        (tmp_path / name).write_text("{}")
+    clear_stale_inflight(tmp_path)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[2:])

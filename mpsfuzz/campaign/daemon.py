@@ -187,6 +187,22 @@ def _family(op: str) -> str:
         return "other"
 
 
+def clear_stale_inflight(corpus_dir: Path) -> None:
+    """In-flight files of processes that are gone (a killed daemon's): the case it was
+    running is not a finding (the process was killed from outside), and a stale file
+    would otherwise stay forever. Their ``.tmp`` halves too: a SIGKILL between writing
+    one and renaming it left ``inflight-PID-triage.tmp`` behind (CI, 2026-11-26)."""
+    for path in corpus_dir.glob("inflight-*"):
+        if path.suffix not in (".json", ".tmp"):
+            continue
+        pid = path.name[len("inflight-"):].split(".")[0].split("-")[0]
+        if pid.isdigit() and not pid_alive(int(pid)):
+            try:
+                path.unlink()
+            except OSError:
+                pass
+
+
 class Daemon:
     """Runs the campaign under the keeper; ``run()`` returns its CampaignFinished.
     ``listeners``: the console reporter and logs of the CLI."""
@@ -219,7 +235,7 @@ class Daemon:
         ops = list(cfg.campaign.ops)
         scheduler_state = state.scheduler if (state.scheduler or {}).get("kind") == "yield" else None
         scheduler = YieldScheduler(ops, seed=cfg.campaign.seed or 0, state=scheduler_state)
-        self._clear_stale_inflight(corpus_dir)
+        clear_stale_inflight(corpus_dir)
         state.mark_started(workers=cfg.jobs)
         save_state(corpus_dir, state)
         keeper = Keeper(cfg, state, scheduler)
@@ -258,18 +274,6 @@ class Daemon:
                     keeper.write_reports(wait=True)
                 except Exception as exc:
                     self.emit(Notice(f"could not write the reports: {type(exc).__name__}: {exc}"))
-
-    def _clear_stale_inflight(self, corpus_dir: Path) -> None:
-        """In-flight files of processes that are gone (a killed daemon's): the case it was
-        running is not a finding (the process was killed from outside), and a stale file
-        would otherwise stay forever."""
-        for path in corpus_dir.glob("inflight-*.json"):
-            pid = path.name[len("inflight-"):].split(".")[0].split("-")[0]
-            if pid.isdigit() and not pid_alive(int(pid)):
-                try:
-                    path.unlink()
-                except OSError:
-                    pass
 
     def _replay_if_torch_changed(self, state, corpus_dir: Path) -> None:
         """Replay every finding once per torch version: after an upgrade, which bugs are
