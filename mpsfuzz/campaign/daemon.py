@@ -35,6 +35,7 @@ from ..corpus.daemon_state import load_state, pid_alive, save_state
 from ..corpus.replay import replay_findings
 from ..corpus.store import Corpus, load_findings
 from ..events import CampaignFinished, CaseFinished, FindingRecorded, HarnessError, Notice, SliceFinished
+from ..execution.exit_status import guard_exit_status
 from ..generation import catalogue
 from .engine import Campaign, CampaignConfig
 from .events_log import EventsLog, enforce_disk_cap
@@ -142,6 +143,7 @@ class Keeper:
         self._reporter = _report_context().Process(target=write_reports, args=(str(self.corpus_dir),),
                                                    name="mpsfuzz-reports", daemon=True)
         self._reporter.start()
+        guard_exit_status(self._reporter)
         if wait:
             self._reporter.join(REPORT_TIMEOUT_S)
             if self._reporter.exitcode != 0:

@@ -25,6 +25,7 @@ import traceback
 from dataclasses import fields, replace
 
 from ..events import CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice, Stats
+from ..execution.exit_status import guard_exit_status
 from ..execution.worker import limit_threads
 from . import reaper
 from .engine import Campaign, CampaignConfig, count_finding, stop_grace_s
@@ -239,6 +240,7 @@ class ParallelCampaign:
                                   config.oracles, self.seed, config.budget_s, config.max_cases))
         for lane in lanes:
             lane.start()
+            guard_exit_status(lane)
         families: dict[int, set] = {i: set() for i in range(self.jobs)}   # processes seen below each lane
         noted = 0.0
         results: dict[int, tuple] = {}

@@ -29,6 +29,7 @@ import traceback
 from pathlib import Path
 
 from ..atomic import corpus_write
+from .exit_status import guard_exit_status
 from .observation import ProcessEvent
 
 STARTUP_TIMEOUT_S = 180.0
@@ -214,6 +215,7 @@ class Worker:
                                    args=(child, target_spec, str(self.log_path), env, self.compile_state),
                                    daemon=True)
         self.process.start()
+        guard_exit_status(self.process)   # read as SIGABRT, not 255, whatever other threads start
         child.close()
         if not self.conn.poll(STARTUP_TIMEOUT_S):
             self.kill()
