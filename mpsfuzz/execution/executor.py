@@ -481,8 +481,8 @@ def _rss_reader():
 
 def _memory(target, *, collect: bool = False) -> tuple[int, int]:
     """(target allocator bytes, process RSS bytes). Reference counting frees a case's
-    tensors at once; a full garbage collection (slow with torch loaded) only when the
-    numbers look like a leak."""
+    tensors at once; a full garbage collection only when the numbers look like a leak
+    (cheap in a worker, which froze what it loaded at start: worker.py)."""
     global _RSS
     if collect:
         gc.collect()

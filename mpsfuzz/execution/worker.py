@@ -18,6 +18,7 @@ The pool's callers (higher layers) hand it :func:`mpsfuzz.oracles.judge.judge_ca
 from __future__ import annotations
 
 import faulthandler
+import gc
 import importlib
 import json
 import multiprocessing
@@ -157,6 +158,12 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state
     except kernels.KernelFileError as exc:
         conn.send(("start-error", str(exc)))
         return
+    # What is loaded by now (torch, the target, the catalogue: some 180,000 objects) lives
+    # as long as the worker: out of the collector's sight, a full collection (the leak
+    # oracle's, or Python's own now and then) takes microseconds instead of 90-180 ms,
+    # which a 2-core run of elementwise cases paid about once in a thousand cases
+    # (0.84 -> 0.63 ms a case judged).
+    gc.freeze()
     conn.send(("ready", target.name, str(target.device)))
     while True:
         try:
