@@ -207,6 +207,15 @@ class _Slice:
     seconds: float = 0.0      # spent drawing them
 
 
+@dataclass
+class _InWorker:
+    """A slice sent to the worker: its batch (or the exception that kept the pool from
+    taking it), and its outcomes once collected (before they are judged)."""
+    slice: _Slice
+    batch: object
+    outcomes: list | None = None
+
+
 class FindingError(Exception):
     def __init__(self, case, failure: Failure, signature: str):
         super().__init__(failure.title)
@@ -652,25 +661,31 @@ class Campaign:
         return slice_test(strategy_for(prepared.op, self._limits), prepared.seed, self.config.slice_examples,
                           body, phases=phases, siblings=self._limits.siblings)
 
-    def _finish(self, prepared: "_Slice", batch, pool: WorkerPool, *, shrink: bool = True) -> None:
-        """Judge the outcomes of ``prepared``'s batch; if a case failed in a new way, run
+    def _finish(self, sent: _InWorker, pool: WorkerPool, *, shrink: bool = True,
+                in_flight: _InWorker | None = None) -> None:
+        """Judge the outcomes of ``sent``'s batch; if a case failed in a new way, run
         the slice's Hypothesis test again with the same seed: it draws the same cases
         (their verdicts remembered, nothing runs twice), fails where the batch did and
         shrinks from there. Without ``shrink`` (the budget ran out) a new failure is
-        recorded as it is, reduced by triage."""
+        recorded as it is, reduced by triage. ``in_flight``: the next slice, already in
+        the worker (it runs while this one is judged); collected first if the pool is
+        needed here."""
         self._shrink_started.clear()
         self._pending = {}
         self._memo = {}
+        prepared = sent.slice
         op = prepared.op
         finishing = time.monotonic()
         try:
-            outcomes = self._outcomes(prepared, batch, pool)
+            outcomes = self._collect(sent, pool)
             for case, outcome in zip(prepared.cases, outcomes):
                 self._judged(case, op, lambda c=case, o=outcome: self._outcome_failures(c, o), pool)
             self._slice_done(prepared, outcomes, prepared.seconds + time.monotonic() - finishing)
             failed = [(case, v) for case, vs in self._memo.items() for v in vs if v[0] == "new"]
             if not failed:
                 return
+            if in_flight is not None:
+                self._collect(in_flight, pool)   # the pool is free for the replay and the recording
             try:
                 if shrink:
                     self._replay_and_shrink(prepared, pool)
@@ -715,21 +730,26 @@ class Campaign:
                                   new_behaviours=len(fresh))
         self.emit(SliceFinished(prepared.op, len(outcomes), seconds, tuple(fresh)))
 
-    def _outcomes(self, prepared: "_Slice", batch, pool: WorkerPool) -> list:
-        """One outcome per case of ``prepared``: ``batch`` is what submitting it gave (a
-        Batch, or the exception that kept the pool from taking it)."""
-        n = len(prepared.cases)
+    def _collect(self, sent: _InWorker, pool: WorkerPool) -> list:
+        """One outcome per case of ``sent`` (collected once, kept on it): ``sent.batch``
+        is what submitting it gave (a Batch, or the exception that kept the pool from
+        taking it)."""
+        if sent.outcomes is not None:
+            return sent.outcomes
+        n, batch = len(sent.slice.cases), sent.batch
         if isinstance(batch, BaseException):
-            return [batch] * n
-        if batch is None:
-            return []
-        try:
-            # Past the budget, the cases still to run are given up (fewer outcomes).
-            return pool.collect(batch, give_up=self._past_budget)
-        except CorpusWriteError:
-            raise
-        except Exception as exc:  # the pool could not run them (a worker that cannot start...)
-            return batch.outcomes + [exc] * (n - len(batch.outcomes))
+            sent.outcomes = [batch] * n
+        elif batch is None:
+            sent.outcomes = []
+        else:
+            try:
+                # Past the budget, the cases still to run are given up (fewer outcomes).
+                sent.outcomes = pool.collect(batch, give_up=self._past_budget)
+            except CorpusWriteError:
+                raise
+            except Exception as exc:  # the pool could not run them (a worker that cannot start...)
+                sent.outcomes = batch.outcomes + [exc] * (n - len(batch.outcomes))
+        return sent.outcomes
 
     def _replay_and_shrink(self, prepared: "_Slice", pool: WorkerPool) -> None:
         op = prepared.op
@@ -1215,8 +1235,11 @@ class Campaign:
 
     def _fuzz(self, pool: WorkerPool) -> None:
         """Run slices until the budget says stop, in a pipeline: the next slice's cases
-        are drawn while the worker runs the previous slice's batch."""
-        running = None          # (slice, batch) in the worker
+        are drawn while the worker runs the previous slice's batch, and a slice's
+        outcomes are judged while the worker runs the next one (the worker waits only
+        for its next batch to be sent)."""
+        running = None          # the _InWorker in the worker
+        finishing = None        # collected, not yet judged
         slices = self._slices()
         self._limits = Limits(self.config.max_rank, self.config.max_side, self.config.max_numel,
                               self.config.allow_variants, self.config.slice_examples,
@@ -1237,11 +1260,14 @@ class Campaign:
                     prepared = self._prepare(draft)
                     if prepared is not None:
                         prepared.cases = prepared.cases[:self._cases_left(running)]
-                    if running is not None:
-                        finishing, running = running, None
-                        self._finish(*finishing, pool)
+                    finishing, running = running, None
+                    if finishing is not None:
+                        self._collect(finishing, pool)
                     if prepared is not None and prepared.cases:
-                        running = (prepared, self._submit(prepared, pool))
+                        running = _InWorker(prepared, self._submit(prepared, pool))
+                    if finishing is not None:
+                        judging, finishing = finishing, None
+                        self._finish(judging, pool, in_flight=running)
                 except CorpusWriteError:
                     raise
                 except (_CorpusUnwritable, BudgetExhausted, KeyboardInterrupt):
@@ -1252,11 +1278,14 @@ class Campaign:
         except (BudgetExhausted, KeyboardInterrupt) as stop:
             if str(stop) == "stopped":
                 pool.abandoned = True   # the daemon must be gone within seconds
-            if running is not None and str(stop) != "stopped":
-                # Its cases ran (or are running): count and judge them; a new failure is
-                # recorded unshrunk rather than lost. (Told to stop now, the daemon
+            if str(stop) != "stopped":
+                # Their cases ran (or are running): count and judge them; a new failure
+                # is recorded unshrunk rather than lost. (Told to stop now, the daemon
                 # abandons them: they are only cases, and it must exit within seconds.)
-                self._finish(*running, pool, shrink=False)
+                if finishing is not None:
+                    self._finish(finishing, pool, shrink=False, in_flight=running)
+                if running is not None:
+                    self._finish(running, pool, shrink=False)
             raise
         finally:
             if self._drafter is not None:
@@ -1268,7 +1297,7 @@ class Campaign:
         (None: no limit; a slice is drawn at its size)."""
         if self.config.max_cases is None:
             return None
-        in_flight = len(running[0].cases) if running is not None else 0
+        in_flight = len(running.slice.cases) if running is not None else 0
         return max(0, self.config.max_cases - self.stats.cases - in_flight)
 
     def _submit(self, prepared: _Slice, pool: WorkerPool):
