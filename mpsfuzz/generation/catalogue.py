@@ -43,15 +43,17 @@ def families() -> dict[str, list[str]]:
 
 
 def get(name: str) -> OpSpec:
-    ops = all_ops()
-    if name not in ops and name.startswith("opinfo:"):
+    # (No copy of the registry: a worker looks an op up for every case.)
+    _load()
+    spec = REGISTRY.get(name)
+    if spec is None and name.startswith("opinfo:"):
         # OpInfo specs are built on request only (importing torch's test database costs
         # seconds): a worker asked for one builds it here.
         from . import opinfo
-        ops[name] = REGISTRY.setdefault(name, opinfo.spec(name))  # KeyError if unknown/unavailable
-    if name not in ops:
+        spec = REGISTRY.setdefault(name, opinfo.spec(name))  # KeyError if unknown/unavailable
+    if spec is None:
         raise KeyError(name)
-    return ops[name]
+    return spec
 
 
 class UnknownOpError(ValueError):
