@@ -102,6 +102,29 @@ def test_inplace_write_outside_a_gapped_view_is_caught(registered):
         del torch.Tensor.test_sloppy_add_
 
 
+def test_a_spill_into_an_input_sharing_selfs_storage_is_the_spill_not_a_modified_input(registered):
+    """An in-place write past self's view that lands on another input carved from the
+    same storage changes that input: one bug, reported as the write outside the view
+    (a fault campaign filed it twice: writes-outside-view and "modifies input 1")."""
+    from mpsfuzz.generation.recipes import Alias
+
+    def spilling_add_(a, b):
+        result = a.add_(b)
+        flat = a._base.view(-1)
+        flat[a.numel()] = 99.0   # just past self's buffer: where the adjacent input lives
+        return result
+    torch.Tensor.test_spilling_add_ = spilling_add_
+    try:
+        registered(_spec("test.spill", inplace="test_spilling_add_", shapes=any_shape(min_rank=2)))
+        self_ = t((2, 2), layout=Layout(permutation=(1, 0)))
+        adjacent = TensorRecipe((), "float32", Layout(), ValueRecipe(seed=2), alias=Alias(of=0))
+        case = Case("test.spill", (self_, adjacent), variant="inplace")
+        kinds = [f["kind"] for f in failures(case, CleanTarget(), ("variants",))]
+        assert kinds == ["writes-outside-view"]
+    finally:
+        del torch.Tensor.test_spilling_add_
+
+
 def test_layout_oracle_needs_no_cpu_reference(registered):
     # The op is wrong on non-contiguous inputs AND CPU cannot run it (it raises there):
     # only the DUT-alone layout comparison can see the bug.
