@@ -255,3 +255,20 @@ def test_well_conditioned_inputs_stay_well_conditioned(op):
 
     run()
     assert bad == []
+
+
+def test_cached_strategies_tell_equal_options_of_other_types_apart():
+    """1 == 1.0 == True and 0.0 == -0.0 hash alike: keyed on values alone, a norm's cached
+    (1.0, 2.0) answered a later index choice (1, 2), and a gru case drew a float index
+    (a generation error that showed only in some test orders)."""
+    from mpsfuzz.generation.opspec import integers_once, sampled_once, unique_lists_once
+    floats, ints = sampled_once((1.0, 2.0)), sampled_once((1, 2))
+    assert [type(x) for x in ints.elements] == [int, int] and [type(x) for x in floats.elements] == [float, float]
+    assert sampled_once((1, 2)) is ints                                   # still cached
+    sampled_once((True, False))
+    assert [type(x) for x in sampled_once((1, 0)).elements] == [int, int]
+    assert [repr(x) for x in sampled_once((-0.0,)).elements] == ["-0.0"]
+    assert [repr(x) for x in sampled_once((0.0,)).elements] == ["0.0"]
+    assert integers_once(0, 3) is not integers_once(0.0, 3.0)
+    lists = unique_lists_once((1, 2), min_size=1, max_size=2)
+    assert lists is not unique_lists_once((1.0, 2.0), min_size=1, max_size=2)

@@ -22,28 +22,38 @@ from . import dtypes as dt
 # a ``sampled_from`` per choice), and Hypothesis' own strategy cache costs more than the
 # draw itself. These keep one strategy per argument tuple: the same strategies, so a
 # seed draws what it drew before.
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=4096, typed=True)
 def integers_once(low: int, high: int) -> st.SearchStrategy[int]:
     return st.integers(low, high)
 
 
+def option_kinds(options: tuple) -> tuple:
+    """What tells ``options`` apart from equal tuples of other values, for a cache key:
+    1, 1.0 and True are equal and hash alike, and so are 0.0 and -0.0. Keyed on the
+    values alone, a cached ``(1.0, 2.0)`` (a norm's p) answered a later ``(1, 2)`` (an
+    index) and a gru case drew a float index (a harness error, in a parallel test run)."""
+    return tuple((float, repr(o)) if isinstance(o, float) else type(o) for o in options)
+
+
 def sampled_once(options) -> st.SearchStrategy:
     """``st.sampled_from(options)``, made once per distinct ``options``."""
-    return _sampled_once(tuple(options))
+    options = tuple(options)
+    return _sampled_once(options, option_kinds(options))
 
 
 @functools.lru_cache(maxsize=4096)
-def _sampled_once(options: tuple) -> st.SearchStrategy:
+def _sampled_once(options: tuple, _kinds: tuple) -> st.SearchStrategy:
     return st.sampled_from(options)
 
 
 def unique_lists_once(options, *, min_size: int, max_size: int) -> st.SearchStrategy[list]:
     """``st.lists(st.sampled_from(options), unique=True, ...)``, made once per arguments."""
-    return _unique_lists(tuple(options), min_size, max_size)
+    options = tuple(options)
+    return _unique_lists(options, option_kinds(options), min_size, max_size)
 
 
 @functools.lru_cache(maxsize=4096)
-def _unique_lists(options: tuple, min_size: int, max_size: int) -> st.SearchStrategy[list]:
+def _unique_lists(options: tuple, _kinds: tuple, min_size: int, max_size: int) -> st.SearchStrategy[list]:
     return st.lists(st.sampled_from(options), min_size=min_size, max_size=max_size, unique=True)
 
 
