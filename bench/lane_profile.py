@@ -1,0 +1,105 @@
+"""Where one lane's time goes (issue 13): a `--jobs 1` campaign, instrumented per batch.
+
+    PYTHONPATH=. python bench/lane_profile.py [--families elementwise] [--draw-jobs 2]
+        [--seconds 30] [--target mpsfuzz.testing.faults:target]
+
+For the batches after the first ten (start-up left out) it prints the campaign's rate
+and, per case: how long its worker was busy (from a batch's sending to its last case's
+reply, by the worker's clock) and how much of that judge_case took (timed inside the
+worker, bench/timed_judge.py), how long the worker idled between batches, and what the
+driver spent taking slices from its drafters (or drawing them), collecting, judging and
+sending. A worker busy most of the time with judge_case most of that is bound by
+judging; one idle half the time waits for drawing.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+SKIP_BATCHES = 10
+
+
+def instrument():
+    """Patch the pool and the campaign to record each batch's times and the driver's."""
+    from mpsfuzz.campaign import engine
+    from mpsfuzz.execution import worker
+
+    batches, driver = [], {}
+    submit, collect = worker.WorkerPool.submit, worker.WorkerPool.collect
+
+    def timed_submit(self, case_jsons, *args, **kwargs):
+        sent = time.monotonic()
+        batch = submit(self, case_jsons, *args, **kwargs)
+        batch.sent_at = sent
+        return batch
+
+    def timed_collect(self, batch, *args, **kwargs):
+        outcomes = collect(self, batch, *args, **kwargs)
+        if hasattr(batch, "sent_at"):
+            judged = sum(o.get("judge_s", 0.0) for o in outcomes if isinstance(o, dict))
+            batches.append((batch.sent_at, batch.started, len(batch.case_jsons), judged))
+        return outcomes
+    worker.WorkerPool.submit, worker.WorkerPool.collect = timed_submit, timed_collect
+
+    for name in ("_next_draft", "_collect", "_submit", "_finish"):
+        method = getattr(engine.Campaign, name)
+
+        def timed(*args, _method=method, _name=name, **kwargs):
+            started = time.monotonic()
+            try:
+                return _method(*args, **kwargs)
+            finally:
+                driver[_name] = driver.get(_name, 0.0) + time.monotonic() - started
+        setattr(engine.Campaign, name, timed)
+    from timed_judge import timed_judge
+    engine.judge_case = timed_judge   # what the campaign hands its fuzzing pool
+    return batches, driver
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--families", default="elementwise")
+    parser.add_argument("--draw-jobs", type=int, default=None, dest="draw_jobs",
+                        help="drafter processes (default: as `run --jobs 1` picks)")
+    parser.add_argument("--seconds", type=float, default=30.0)
+    parser.add_argument("--target", default="mpsfuzz.testing.faults:target")
+    args = parser.parse_args()
+    os.environ.setdefault("MPSFUZZ_FAULTS", "none")
+
+    from mpsfuzz.campaign.engine import Campaign, CampaignConfig
+    from mpsfuzz.campaign.lanes import default_draw_jobs
+    from mpsfuzz.generation import catalogue
+
+    draw_jobs = default_draw_jobs(1) if args.draw_jobs is None else args.draw_jobs
+    batches, driver = instrument()
+    for family in args.families.split(","):
+        batches.clear()
+        driver.clear()
+        config = CampaignConfig(ops=catalogue.select(family), target_spec=args.target,
+                                corpus_dir=Path(tempfile.mkdtemp(prefix="mpsfuzz-lane-")), seed=0,
+                                budget_s=args.seconds, draw_jobs=draw_jobs)
+        result = Campaign(config, []).run()
+        kept = batches[SKIP_BATCHES:]
+        if len(kept) < 2:
+            print(f"{family}: too few batches ({len(batches)}) in {args.seconds:g} s")
+            continue
+        cases = sum(n for _, _, n, _ in kept)
+        window = kept[-1][1] - kept[0][0]
+        busy = sum(done - sent for sent, done, _, _ in kept)
+        idle = sum(kept[i + 1][0] - kept[i][1] for i in range(len(kept) - 1))
+        judged = sum(j for *_, j in kept)
+        per = lambda s: f"{1000 * s / cases:.3f}"   # noqa: E731
+        total = result.stats.cases or 1
+        print(f"{family} (draw-jobs {draw_jobs}): {cases} cases in {window:.1f} s = {cases / window:.0f}/s; "
+              f"worker busy {per(busy)} ms/case ({100 * busy / window:.0f}%), of which judge_case {per(judged)}; "
+              f"idle {per(idle)} ms/case; driver (whole run, ms/case): "
+              + ", ".join(f"{name.strip('_')} {1000 * s / total:.3f}" for name, s in driver.items()))
+
+
+if __name__ == "__main__":
+    main()
