@@ -281,3 +281,49 @@ def test_bad_devices_are_a_one_line_usage_error(bad, tmp_path):
     assert run.returncode == 2, run.stdout + run.stderr
     lines = [ln for ln in run.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and "--devices=" in lines[0] and "Traceback" not in run.stderr
+
+
+# A coordinator that starts a lane stuck where it never looks at ``stop`` (as one still
+# importing or starting its worker is), holding the stop event's lock as it is killed.
+_STUCK_LANE = r"""
+import multiprocessing, sys, time
+from mpsfuzz.campaign import lanes
+
+def lane(stop):
+    lanes.ORPHAN_GRACE_S = float(sys.argv[1])
+    lanes._watch_parent(stop)
+    time.sleep(600)
+
+if __name__ == "__main__":
+    context = multiprocessing.get_context("fork")
+    stop = context.Event()
+    child = context.Process(target=lane, args=(stop,))
+    child.start()
+    stop._cond.acquire()   # the coordinator dies holding it
+    print(child.pid, flush=True)
+    time.sleep(600)
+"""
+
+
+def test_an_orphaned_lane_exits_by_its_deadline_even_stuck_and_unable_to_set_stop(tmp_path):
+    import psutil
+    script = tmp_path / "coordinator.py"
+    script.write_text(_STUCK_LANE)
+    coordinator = subprocess.Popen([sys.executable, str(script), "1.0"], stdout=subprocess.PIPE, text=True,
+                                   cwd=Path(__file__).resolve().parents[1])
+    try:
+        lane = psutil.Process(int(coordinator.stdout.readline()))
+        time.sleep(1.5)
+        assert lane.is_running()   # a live coordinator: the lane goes on
+        coordinator.kill()
+        coordinator.wait(timeout=10)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline and lane.is_running() and lane.status() != psutil.STATUS_ZOMBIE:
+            time.sleep(0.1)
+        assert not lane.is_running() or lane.status() == psutil.STATUS_ZOMBIE, "the orphaned lane lives on"
+    finally:
+        coordinator.kill()
+        try:
+            psutil.Process(lane.pid).kill()
+        except Exception:
+            pass

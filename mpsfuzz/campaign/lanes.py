@@ -41,6 +41,10 @@ LANE_REPORT_S = 10.0
 # How often the coordinator notes each lane's processes (reaper.py: to kill them even
 # once the lane died and they were re-parented).
 FAMILY_EVERY_S = 2.0
+# A lane whose coordinator died (SIGKILL, the OOM killer) has this long to stop as told
+# before it kills its processes and exits (_watch_parent), with this status.
+ORPHAN_GRACE_S = 8.0
+EXIT_ORPHANED = 75
 
 
 def default_jobs() -> int:
@@ -100,13 +104,26 @@ class _Forward:
 
 
 def _watch_parent(stop) -> None:
-    """Stop the lane if the coordinator dies (SIGKILL): a lane never fuzzes on alone."""
+    """Stop the lane if the coordinator dies (SIGKILL): a lane never fuzzes on alone.
+
+    It is told to stop as SIGTERM would (what it kept pending goes to disk), and given
+    ORPHAN_GRACE_S for it; past that it kills its processes and exits, whatever it was
+    doing. A lane still starting (its imports, its worker's) only looks at ``stop`` once
+    its campaign runs: under a loaded CI machine one took over 30 s to go. And the
+    coordinator may have died holding the stop event's lock, so ``stop.set()`` itself
+    could wait for ever: the deadline is armed before it."""
     parent = multiprocessing.parent_process()
     if parent is None:
         return
 
+    def exit_orphaned():
+        time.sleep(ORPHAN_GRACE_S)
+        reaper.kill_all(reaper.descendants(), timeout=2.0)
+        os._exit(EXIT_ORPHANED)
+
     def watch():
         parent.join()
+        threading.Thread(target=exit_orphaned, name="mpsfuzz-orphan-deadline", daemon=True).start()
         stop.set()
     threading.Thread(target=watch, name="mpsfuzz-parent-watch", daemon=True).start()
 
