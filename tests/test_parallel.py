@@ -327,3 +327,29 @@ def test_an_orphaned_lane_exits_by_its_deadline_even_stuck_and_unable_to_set_sto
             psutil.Process(lane.pid).kill()
         except Exception:
             pass
+
+
+def test_a_campaign_that_its_finding_ends_gives_up_the_batch_in_flight(faults, tmp_path, monkeypatch):
+    """--max-findings 1: the slice already in the worker when the finding shows would only
+    run past the campaign's end (a hanging op's batch costs a timeout per case), so it is
+    given up, not waited out; a campaign that goes on waits for it as before."""
+    faults("unary_offset")
+    asked = []
+    collect = WorkerPool.collect
+
+    def spying_collect(self, batch, timeout_s=None, give_up=None):
+        asked.append((len(batch.case_jsons), give_up is not None and give_up()))
+        return collect(self, batch, timeout_s, give_up)
+    monkeypatch.setattr(WorkerPool, "collect", spying_collect)
+
+    def run(max_findings):
+        asked.clear()
+        config = CampaignConfig(ops=["neg"], target_spec=FAULT_TARGET, corpus_dir=tmp_path / f"corpus{max_findings}",
+                                seed=1, max_cases=400, timeout_s=5, max_findings=max_findings)
+        return Campaign(config, []).run(), [size for size, given_up in asked if given_up and size > 1]
+
+    result, given_up = run(1)
+    assert result.stopped_because == "max-findings" and result.stats.new_findings == 1
+    assert given_up, "the batch in flight was waited out"
+    result, given_up = run(None)
+    assert result.stats.new_findings >= 1 and not given_up

@@ -685,7 +685,10 @@ class Campaign:
             if not failed:
                 return
             if in_flight is not None:
-                self._collect(in_flight, pool)   # the pool is free for the replay and the recording
+                # The replay and the recording need the pool. A campaign that these
+                # failures end (--max-findings) gives the batch up rather than wait for
+                # cases that would run past its end (a hanging op's batch of hangs, 3 s each).
+                self._collect(in_flight, pool, give_up=self._ends_with(failed))
             try:
                 if shrink:
                     self._replay_and_shrink(prepared, pool)
@@ -730,10 +733,20 @@ class Campaign:
                                   new_behaviours=len(fresh))
         self.emit(SliceFinished(prepared.op, len(outcomes), seconds, tuple(fresh)))
 
-    def _collect(self, sent: _InWorker, pool: WorkerPool) -> list:
+    def _ends_with(self, failed: list) -> bool:
+        """Whether recording ``failed`` (new failures, one finding per signature) reaches
+        --max-findings. (A failure the replay merges into another finding leaves the
+        campaign going, short of a batch it gave up: cases, nothing found.)"""
+        if self.config.max_findings is None:
+            return False
+        in_triage = self._desk.pending if self._desk is not None else 0
+        signatures = {signature for _, (_, _, signature) in failed}
+        return self.stats.new_findings + in_triage + len(signatures) >= self.config.max_findings
+
+    def _collect(self, sent: _InWorker, pool: WorkerPool, *, give_up: bool = False) -> list:
         """One outcome per case of ``sent`` (collected once, kept on it): ``sent.batch``
         is what submitting it gave (a Batch, or the exception that kept the pool from
-        taking it)."""
+        taking it). ``give_up``: the cases without a reply yet are given up now."""
         if sent.outcomes is not None:
             return sent.outcomes
         n, batch = len(sent.slice.cases), sent.batch
@@ -744,7 +757,7 @@ class Campaign:
         else:
             try:
                 # Past the budget, the cases still to run are given up (fewer outcomes).
-                sent.outcomes = pool.collect(batch, give_up=self._past_budget)
+                sent.outcomes = pool.collect(batch, give_up=(lambda: True) if give_up else self._past_budget)
             except CorpusWriteError:
                 raise
             except Exception as exc:  # the pool could not run them (a worker that cannot start...)
