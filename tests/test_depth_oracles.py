@@ -295,6 +295,22 @@ def test_variants_oracle_does_not_blame_a_right_variant_for_a_wrong_functional_f
     assert [f["oracle"] for f in failures(functional, FaultTarget([neg_fault]))] == ["values"]
 
 
+def test_the_cpu_functional_form_runs_only_for_a_variant_that_disagrees_with_the_dut_s(registered):
+    """The variants oracle asks CPU's functional form only to tell a wrong functional form
+    from a wrong variant: a variant that agrees with the DUT's functional form (almost
+    every case) costs no CPU call for it."""
+    from mpsfuzz.execution.executor import observe
+    from mpsfuzz.oracles.judge import run_case_oracles
+    registered(_spec("test.neg3", fn=torch.neg, shapes=any_shape(1), inplace="neg_"))
+    case = Case("test.neg3", (t((3,)),), variant="inplace")
+    agreeing = observe(case, FaultTarget([]), DEFAULT)
+    assert run_case_oracles(agreeing, DEFAULT) == [] and "ref_functional" not in agreeing.cache
+    wrong_functional = observe(case, FaultTarget([Fault("neg", "test", ("aten::neg",), lambda f, a, k: True,
+                                                        "corrupt")]), DEFAULT)
+    assert run_case_oracles(wrong_functional, DEFAULT) == []
+    assert wrong_functional.cache["ref_functional"] is not None   # asked, and it cleared the variant
+
+
 @pytest.mark.parametrize("message, unsupported", [
     # seen on CUDA (torch 2.11): a documented limitation, not a bug
     ("torch.linalg.ldl_solve: complex tensors with hermitian=True flag are not supported on CUDA.", True),

@@ -587,6 +587,23 @@ def unsupported_here(case: Case, exc: BaseException) -> str | None:
     return f"{first} (eager CPU of torch {torch.__version__} lacks: {lacking})" if lacking else first
 
 
+def functional_reference(obs: Observation) -> SideResult | None:
+    """The functional form on CPU (the ``variants`` oracle's), or None where the case ran
+    no functional form on the DUT. Run on first use and kept in ``obs.cache``: only a
+    variant that disagrees with the DUT's functional form needs it (it tells whether the
+    functional form is the wrong one), and running it for every case cost a CPU call and
+    its inputs in a fifth of the cases."""
+    if "ref_functional" not in obs.cache:
+        side = None
+        if obs.dut_functional is not None and _wants_functional(obs.case, obs.enabled):
+            case = obs.case
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                side, _ = run_reference(Case(case.op, case.inputs, case.kwargs), obs.spec, case.kwargs_dict())
+        obs.cache["ref_functional"] = side
+    return obs.cache["ref_functional"]
+
+
 def observe(case: Case, target, enabled) -> Observation | None:
     """Run ``case`` on both sides: the DUT (plus its functional form and contiguous
     copies where the ``variants`` and ``layout`` oracles, named in ``enabled``, need
@@ -616,13 +633,9 @@ def observe(case: Case, target, enabled) -> Observation | None:
             ref, widened = run_reference(case, spec, kwargs, dut_outputs=dut.outputs, dut_device=target.device)
         except VariantNotApplicable:
             return None
-        ref_functional = None
-        if functional is not None and _wants_functional(case, enabled):
-            ref_functional, _ = run_reference(Case(case.op, case.inputs, case.kwargs), spec, kwargs)
     obs = Observation(case=case, spec=spec, target_name=target.name, dut=dut.outputs, ref=ref.outputs,
                       ref_widened=widened, enabled=enabled, dut_side=dut, ref_side=ref,
-                      dut_functional=functional, dut_contiguous=contiguous, ref_functional=ref_functional,
-                      poisoned=faulted)
+                      dut_functional=functional, dut_contiguous=contiguous, poisoned=faulted)
     if leak is not None:
         obs.cache["leak"] = leak
     return obs

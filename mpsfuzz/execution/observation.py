@@ -69,9 +69,9 @@ class Observation:
     ref_side: SideResult | None = None
     dut_functional: SideResult | None = None   # the functional form on the DUT (variants)
     dut_contiguous: SideResult | None = None   # the DUT on .contiguous() inputs (layout)
-    ref_functional: SideResult | None = None   # the functional form on CPU (variants)
     # extras: the leak measurement ("leak", by the executor), computed on demand: the
-    # float64 result ("float64"), why the gradients got no verdict ("grad_undefined")
+    # float64 result ("float64"), the functional form on CPU ("ref_functional",
+    # executor.functional_reference), why the gradients got no verdict ("grad_undefined")
     cache: dict = field(default_factory=dict)
     # a side raised a sticky device error: the device context is unusable (the worker is
     # replaced after this case)

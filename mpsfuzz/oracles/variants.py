@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from . import Failure, oracle
+from ..execution.executor import functional_reference
 from ..execution.observation import Observation, Raised
 from .values import UNCOMPARABLE, compare_outputs, dut_alone_scale, variant_phrase
 
@@ -105,12 +106,6 @@ def check_variants(obs: Observation) -> Failure | None:
     functional = obs.dut_functional
     if functional is None or isinstance(functional.outputs, Raised):
         return None
-    reference = obs.ref_functional
-    if reference is not None and not isinstance(reference.outputs, Raised):
-        if compare_outputs(functional.outputs, reference.outputs, obs.spec, widened=obs.ref_widened) is not None:
-            # The DUT's functional form is the wrong one (it disagrees with CPU's): a
-            # functional case reports that; this variant is not to blame.
-            return None
     if UNCOMPARABLE & set(obs.spec.semantics):
         return None
     expected = functional.outputs
@@ -119,6 +114,12 @@ def check_variants(obs: Observation) -> Failure | None:
     mismatch = compare_outputs(obs.dut, expected, obs.spec, scale=dut_alone_scale(obs.spec, obs.dut))
     if mismatch is None:
         return None
+    reference = functional_reference(obs)
+    if reference is not None and not isinstance(reference.outputs, Raised):
+        if compare_outputs(functional.outputs, reference.outputs, obs.spec, widened=obs.ref_widened) is not None:
+            # The DUT's functional form is the wrong one (it disagrees with CPU's): a
+            # functional case reports that; this variant is not to blame.
+            return None
     kind, message = mismatch
     return failure(f"variant-{kind}", "differs from the functional form",
                    f"{obs.case.variant} vs functional on {target}:\n{message}")
