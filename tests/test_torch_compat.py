@@ -106,3 +106,35 @@ def test_cuda_flags_can_be_set_after_torch_test_modules_froze_them():
         torch.backends.cudnn.allow_tf32 = False
     _cuda_full_precision()
     assert torch.backends.cudnn.allow_tf32 is False and torch.backends.flags_frozen()
+
+
+def test_a_cuda_target_syncs_and_reads_its_allocator_through_the_raw_calls_where_torch_has_them(monkeypatch):
+    """The public wrappers cost device lookups three times a case; a torch without the raw
+    calls (a build without CUDA here) gets the public ones."""
+    from mpsfuzz.execution.targets import DeviceTarget
+    calls = []
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: calls.append("public sync"))
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda: calls.append("public allocated") or 7)
+    target = DeviceTarget("cuda", "cuda")
+    for name in ("_cuda_synchronize", "_cuda_getDevice", "_cuda_memoryStats"):
+        monkeypatch.delattr(torch._C, name, raising=False)
+    target.synchronize()
+    assert target.memory_allocated() == 7
+    assert calls == ["public sync", "public allocated"]
+    calls.clear()
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 3)
+    monkeypatch.setattr(torch._C, "_cuda_synchronize", lambda: calls.append("raw sync"), raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getDevice", lambda: 3, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_memoryStats",
+                        lambda device: {"allocated_bytes": {"all": {"current": 100 + device}}}, raising=False)
+    # Before CUDA is initialised the public calls run (they initialise it as torch does).
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: False)
+    target.synchronize()
+    assert target.memory_allocated() == 103
+    assert calls == ["public sync"]
+    calls.clear()
+    monkeypatch.setattr(torch.cuda, "is_initialized", lambda: True)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 5)   # not asked once initialised
+    target.synchronize()
+    assert target.memory_allocated() == 103
+    assert calls == ["raw sync"]

@@ -23,9 +23,23 @@ def _cuda_allocated() -> int:
     a dict first (half a millisecond, twice per case: a fifth of a worker's time on an
     H100); the public call where the raw statistics are not there."""
     try:
-        return int(torch._C._cuda_memoryStats(torch.cuda.current_device())["allocated_bytes"]["all"]["current"])
+        raw = getattr(torch._C, "_cuda_getDevice", None)
+        device = raw() if raw is not None and torch.cuda.is_initialized() else torch.cuda.current_device()
+        return int(torch._C._cuda_memoryStats(device)["allocated_bytes"]["all"]["current"])
     except Exception:
         return int(torch.cuda.memory_allocated())
+
+
+def _cuda_synchronize() -> None:
+    """torch.cuda.synchronize() of the current device, without its Python wrapper's
+    device lookups (three of them a case, a tenth of a small op's judging on an H100);
+    the public call where the raw one is not there, and before CUDA is initialised (the
+    public call initialises it as torch does, the raw one would not)."""
+    raw = getattr(torch._C, "_cuda_synchronize", None)
+    if raw is None or not torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+    else:
+        raw()
 
 
 class TargetError(ValueError):
@@ -58,11 +72,19 @@ class DeviceTarget:
     def __init__(self, name: str, device: str):
         self.name = name
         self.device = device
-        if torch.device(device).type == "cuda":
+        if self._device_type() == "cuda":
             _cuda_full_precision()
 
+    def _device_type(self) -> str:
+        """The device type ("cuda", "mps", "cpu"), parsed once per device string (a
+        subclass may set ``device`` itself)."""
+        cached = self.__dict__.get("_kind")
+        if cached is None or cached[0] != self.device:
+            cached = self.__dict__["_kind"] = (self.device, torch.device(self.device).type)
+        return cached[1]
+
     def is_available(self) -> bool:
-        kind = torch.device(self.device).type
+        kind = self._device_type()
         if kind == "cpu":
             return True
         if kind == "mps":
@@ -75,17 +97,15 @@ class DeviceTarget:
         return fn(*args, **kwargs)
 
     def synchronize(self) -> None:
-        kind = torch.device(self.device).type
-        if kind == "cuda":
-            torch.cuda.synchronize()
-        elif kind == "mps":
+        if self._device_type() == "cuda":
+            _cuda_synchronize()
+        elif self._device_type() == "mps":
             torch.mps.synchronize()
 
     def memory_allocated(self) -> int:
-        kind = torch.device(self.device).type
-        if kind == "cuda":
+        if self._device_type() == "cuda":
             return _cuda_allocated()
-        if kind == "mps":
+        if self._device_type() == "mps":
             return int(torch.mps.current_allocated_memory())
         return 0
 
