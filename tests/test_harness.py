@@ -73,7 +73,7 @@ class ScriptedPool:
     def submit(self, case_jsons, oracle_names, ops):
         return list(zip(case_jsons, ops))
 
-    def collect(self, batch, timeout_s=None, give_up=None):
+    def collect(self, batch, timeout_s=None, give_up=None, stop_at_hang=False):
         # A case the pool could not run: the real pool raises for the whole batch; the
         # engine judges what it gets back per case the same way.
         outcomes = []

@@ -80,6 +80,31 @@ def test_a_hang_inside_a_batch_is_timed_from_the_case_before_it(faults, tmp_path
     assert not isinstance(outcomes[0], ProcessEvent) and not isinstance(outcomes[2], ProcessEvent)
 
 
+def test_a_hang_can_end_its_batch_instead_of_running_the_rest(faults):
+    """With stop_at_hang the cases after a hang are given up (a campaign's batch is one
+    op's cases: they would mostly hang too, a timeout each)."""
+    faults("prod_hang_5d")
+    batch = [_prod(2), _prod(5), _prod(3), _prod(5)]
+    with WorkerPool(FAULT_TARGET, timeout_s=1, execute=judge_case) as pool:
+        handle = pool.submit(batch, ["values"], ["prod"] * 4)
+        outcomes = pool.collect(handle, stop_at_hang=True)
+        assert len(outcomes) == 2 and handle.given_up
+        assert not isinstance(outcomes[0], ProcessEvent) and outcomes[1].kind == "timeout"
+        # The pool goes on with a fresh worker.
+        assert len(pool.collect(pool.submit(batch[2:3], ["values"], ["prod"]))) == 1
+
+
+def test_a_campaign_waits_one_timeout_for_a_batch_of_hangs(faults, tmp_path):
+    """The first hang of a slice's batch ends it: with no shrinking, it is the only hang
+    the fuzzing pool waits out (four without stop_at_hang)."""
+    faults("prod_hang_5d")
+    config = CampaignConfig(ops=["prod"], target_spec=FAULT_TARGET, corpus_dir=tmp_path / "corpus", seed=1,
+                            max_cases=400, timeout_s=1, shrink_budget_s=0, minimise_budget_s=0, max_findings=1)
+    result = Campaign(config, []).run()
+    assert result.stats.new_findings == 1
+    assert result.stats.restarts == 1, "more than one hang waited out by the fuzzing pool"
+
+
 def test_desk_hands_jobs_to_its_thread_and_drains():
     seen, made = [], []
 
@@ -337,9 +362,9 @@ def test_a_campaign_that_its_finding_ends_gives_up_the_batch_in_flight(faults, t
     asked = []
     collect = WorkerPool.collect
 
-    def spying_collect(self, batch, timeout_s=None, give_up=None):
+    def spying_collect(self, batch, timeout_s=None, give_up=None, **kwargs):
         asked.append((len(batch.case_jsons), give_up is not None and give_up()))
-        return collect(self, batch, timeout_s, give_up)
+        return collect(self, batch, timeout_s, give_up, **kwargs)
     monkeypatch.setattr(WorkerPool, "collect", spying_collect)
 
     def run(max_findings):
@@ -353,3 +378,19 @@ def test_a_campaign_that_its_finding_ends_gives_up_the_batch_in_flight(faults, t
     assert given_up, "the batch in flight was waited out"
     result, given_up = run(None)
     assert result.stats.new_findings >= 1 and not given_up
+
+
+def test_a_hang_is_shrunk_only_while_one_more_timeout_fits_the_shrink_budget(tmp_path):
+    """A smaller variant of a hang that still hangs costs a whole timeout: past
+    budget - timeout none is tried (the shrink would end past --shrink-budget); other
+    failures' variants cost milliseconds and are tried up to the budget."""
+    config = CampaignConfig(ops=["prod"], target_spec=FAULT_TARGET, corpus_dir=tmp_path / "corpus",
+                            timeout_s=3, shrink_budget_s=10)
+    campaign = Campaign(config, [])
+    eight_seconds_ago = time.monotonic() - 8
+    campaign._shrink_started = {("prod", "hang", "timeout"): eight_seconds_ago}
+    assert campaign._shrink_budget_spent()
+    campaign._shrink_started = {("prod", "values", "wrong-values"): eight_seconds_ago}
+    assert not campaign._shrink_budget_spent()
+    campaign._shrink_started = {("prod", "hang", "timeout"): time.monotonic() - 5}
+    assert not campaign._shrink_budget_spent()

@@ -555,8 +555,7 @@ class Campaign:
                 if self._shrink_started:
                     return  # let Hypothesis finish shrinking the failures it has
                 raise _SetAside()
-            if any(time.monotonic() - t > self.config.shrink_budget_s
-                   for t in self._shrink_started.values()):
+            if self._shrink_budget_spent():
                 return  # shrink budget spent: smaller variants are no longer tried
             verdicts = self._judged(case, op, lambda: self._failures_of(case, pool), pool)
         for verdict, failure, signature in verdicts:
@@ -566,6 +565,14 @@ class Campaign:
                 error = _error_type(*key)(case, failure, signature)
                 self._pending[key] = error   # the smallest so far: Hypothesis shrinks towards it
                 raise error
+
+    def _shrink_budget_spent(self) -> bool:
+        """Whether running one more case would take a shrink past --shrink-budget. A
+        smaller variant of a hang that still hangs costs a whole timeout: it is tried
+        only if that still fits."""
+        now = time.monotonic()
+        return any(now - started + (self.config.timeout_s if oracle == "hang" else 0.0) > self.config.shrink_budget_s
+                   for (_op, oracle, _kind), started in self._shrink_started.items())
 
     def _generation_failed(self, op: str, failed: GenerationFailed) -> None:
         self.harness_error("generate", op, None, error=failed.error, trace=failed.traceback)
@@ -756,8 +763,12 @@ class Campaign:
             sent.outcomes = []
         else:
             try:
-                # Past the budget, the cases still to run are given up (fewer outcomes).
-                sent.outcomes = pool.collect(batch, give_up=(lambda: True) if give_up else self._past_budget)
+                # Past the budget, the cases still to run are given up (fewer outcomes);
+                # so are those after a hang (the op's other cases would mostly hang too,
+                # a timeout each, for the one finding). Hypothesis' replay stops drawing at
+                # the hang, before them.
+                sent.outcomes = pool.collect(batch, give_up=(lambda: True) if give_up else self._past_budget,
+                                             stop_at_hang=True)
             except CorpusWriteError:
                 raise
             except Exception as exc:  # the pool could not run them (a worker that cannot start...)

@@ -437,7 +437,8 @@ class WorkerPool:
         except (OSError, BrokenPipeError):
             pass  # the worker is gone: collect() finds it dead and attributes the case
 
-    def collect(self, batch: "Batch", timeout_s: float | None = None, give_up=None) -> list:
+    def collect(self, batch: "Batch", timeout_s: float | None = None, give_up=None,
+                stop_at_hang: bool = False) -> list:
         """The outcome of each case of ``batch``, in order: the result dict (with
         ``internal_error`` where the executor raised) or a :class:`ProcessEvent`. A death
         or hang is the first case without a reply (the worker runs them one after the
@@ -446,7 +447,12 @@ class WorkerPool:
         ``give_up()``, asked while no reply is waiting: once true, the cases still
         running or queued are given up (the worker is killed, the next batch starts a
         fresh one) and only the outcomes so far are returned (``batch.given_up``). A
-        campaign past its budget, or told to stop, does not wait out a batch of hangs."""
+        campaign past its budget, or told to stop, does not wait out a batch of hangs.
+
+        ``stop_at_hang``: the cases after a hang are given up too (``batch.given_up``)
+        rather than run in a fresh worker. A campaign's batch is one op's cases, and an
+        op that hangs once mostly hangs again: each such case would cost a whole timeout
+        for what is one finding (a hang keys on the target and the op)."""
         timeout = self.timeout_s if timeout_s is None else timeout_s
         while batch.done < len(batch.case_jsons):
             worker = batch.worker
@@ -484,6 +490,9 @@ class WorkerPool:
             batch.done += 1
             self._replace(worker)
             if batch.done < len(batch.case_jsons):
+                if stop_at_hang and event.kind == "timeout":
+                    batch.given_up = True
+                    break
                 self._send_rest(batch)
         return batch.outcomes
 
