@@ -14,6 +14,7 @@ judging; one idle half the time waits for drawing.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import tempfile
@@ -22,6 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 SKIP_BATCHES = 10
+SLOW_CASE_S = 0.010
 
 
 def instrument():
@@ -29,7 +31,7 @@ def instrument():
     from mpsfuzz.campaign import engine
     from mpsfuzz.execution import worker
 
-    batches, driver = [], {}
+    batches, driver, per_case = [], {}, []
     submit, collect = worker.WorkerPool.submit, worker.WorkerPool.collect
 
     def timed_submit(self, case_jsons, *args, **kwargs):
@@ -41,7 +43,9 @@ def instrument():
     def timed_collect(self, batch, *args, **kwargs):
         outcomes = collect(self, batch, *args, **kwargs)
         if hasattr(batch, "sent_at"):
-            judged = sum(o.get("judge_s", 0.0) for o in outcomes if isinstance(o, dict))
+            times = [(o.get("judge_s", 0.0), o.get("judged", "?")) for o in outcomes if isinstance(o, dict)]
+            judged = sum(t for t, _ in times)
+            per_case.extend(times)
             batches.append((batch.sent_at, batch.started, len(batch.case_jsons), judged))
         return outcomes
     worker.WorkerPool.submit, worker.WorkerPool.collect = timed_submit, timed_collect
@@ -58,7 +62,7 @@ def instrument():
         setattr(engine.Campaign, name, timed)
     from timed_judge import timed_judge
     engine.judge_case = timed_judge   # what the campaign hands its fuzzing pool
-    return batches, driver
+    return batches, driver, per_case
 
 
 def main() -> None:
@@ -68,6 +72,10 @@ def main() -> None:
                         help="drafter processes (default: as `run --jobs 1` picks)")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--target", default="mpsfuzz.testing.faults:target")
+    parser.add_argument("--slowest", type=int, default=0, help="list the N slowest cases judged")
+    parser.add_argument("--warm-up", type=float, default=0.0, dest="warm_up",
+                        help="first run the campaign unmeasured for this many seconds, same seed "
+                             "(fills the device's on-disk kernel caches: bench/throughput.py)")
     args = parser.parse_args()
     os.environ.setdefault("MPSFUZZ_FAULTS", "none")
 
@@ -76,13 +84,21 @@ def main() -> None:
     from mpsfuzz.generation import catalogue
 
     draw_jobs = default_draw_jobs(1) if args.draw_jobs is None else args.draw_jobs
-    batches, driver = instrument()
+    batches, driver, per_case = instrument()
     for family in args.families.split(","):
         batches.clear()
         driver.clear()
+        per_case.clear()
         config = CampaignConfig(ops=catalogue.select(family), target_spec=args.target,
                                 corpus_dir=Path(tempfile.mkdtemp(prefix="mpsfuzz-lane-")), seed=0,
                                 budget_s=args.seconds, draw_jobs=draw_jobs)
+        if args.warm_up > 0:
+            warm = dataclasses.replace(config, budget_s=args.warm_up,
+                                       corpus_dir=Path(tempfile.mkdtemp(prefix="mpsfuzz-lane-")))
+            Campaign(warm, []).run()
+            batches.clear()
+            driver.clear()
+            per_case.clear()
         result = Campaign(config, []).run()
         kept = batches[SKIP_BATCHES:]
         if len(kept) < 2:
@@ -99,6 +115,18 @@ def main() -> None:
               f"worker busy {per(busy)} ms/case ({100 * busy / window:.0f}%), of which judge_case {per(judged)}; "
               f"idle {per(idle)} ms/case; driver (whole run, ms/case): "
               + ", ".join(f"{name.strip('_')} {1000 * s / total:.3f}" for name, s in driver.items()))
+        # A case far slower than the median is mostly a first use (a kernel loaded or
+        # compiled, a library initialised): its share says what a longer run would save.
+        ordered = sorted(t for t, _ in per_case)
+        if ordered:
+            slow = [t for t in ordered if t > SLOW_CASE_S]
+            print(f"  judge_case per case (all batches): median {1000 * ordered[len(ordered) // 2]:.3f} ms, "
+                  f"p90 {1000 * ordered[int(0.9 * (len(ordered) - 1))]:.3f} ms, max {1000 * ordered[-1]:.1f} ms; "
+                  f"{len(slow)} cases over {1000 * SLOW_CASE_S:.0f} ms take "
+                  f"{100 * sum(slow) / max(sum(ordered), 1e-9):.0f}% of judging")
+            if args.slowest:
+                print("  slowest: " + "; ".join(f"{1000 * t:.0f} ms {what}"
+                                               for t, what in sorted(per_case, reverse=True)[:args.slowest]))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python bench/throughput.py [--families linalg,elementwise,reduction]
         [--seconds 30] [--jobs 2,4] [--target mpsfuzz.testing.faults:target] [--faults NAMES]
-        [--slice 30] [--seed 0] [--json FILE]
+        [--slice 30] [--seed 0] [--warm-up S] [--json FILE]
 
 For each family it runs, one after the other, each fuzzing for about ``--seconds``:
 
@@ -52,6 +52,15 @@ Figures (the table prints one row per family):
     ms/case. Drawing overlaps the worker's run of the previous slice, so a campaign near
     ``max(generate, judge)`` per case overlaps well, one near their sum does not.
 
+``--warm-up S`` first runs every campaign of the family (jobs1 and each jobsN, the same
+seeds) for S seconds, unmeasured. A device compiles some kernels the first time a
+machine runs them and keeps them on disk (CUDA's jiterator: an NVRTC compile of 1-2 s per
+op, dtype and vectorisation, cached under ``~/.cache/torch/kernels``): on a fresh machine
+a campaign pays each compile and the bare loop, which runs the same cases after it, pays
+none. A daemon pays them once per machine; the warm-up makes the measured campaigns and
+the bare loop alike (both still pay what every new process pays, such as loading a
+kernel's module on first use).
+
 The default target is the fault-injecting CPU target with no faults (``MPSFUZZ_FAULTS``
 is set to ``none`` unless ``--faults`` is given): a clean target, so no findings, no
 shrinking and no triage take time. ``--target mps`` / ``cuda`` / ``module:attr`` measure
@@ -61,6 +70,7 @@ loop and the profile run cases in this process: with faults that crash or hang, 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -267,6 +277,9 @@ def main() -> None:
     parser.add_argument("--draw-jobs", type=int, default=None, dest="draw_jobs", metavar="D",
                         help="drafter processes per lane (default: as `run` picks for each --jobs)")
     parser.add_argument("--seed", type=int, default=0, help="campaign seed (lanes: seed + lane index)")
+    parser.add_argument("--warm-up", type=float, default=0.0, dest="warm_up", metavar="S",
+                        help="first run each campaign unmeasured for S seconds, same seeds (default 0: "
+                             "none); see the module docstring")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="write every figure to FILE")
     args = parser.parse_args()
 
@@ -305,14 +318,22 @@ def main() -> None:
               "budget_s": {str(n): args.seconds + a for n, a in allowance.items()}, "families": {}}
     missed: list[str] = []
     for family in families:
+        warm_line = None
         with tempfile.TemporaryDirectory(prefix="mpsfuzz-bench-") as tmp:
-            def config(jobs: int) -> CampaignConfig:
-                corpus = Path(tmp) / f"jobs{jobs}"
+            def config(jobs: int, name: str = "jobs") -> CampaignConfig:
+                corpus = Path(tmp) / f"{name}{jobs}"
                 corpus.mkdir()
                 draw_jobs = args.draw_jobs if args.draw_jobs is not None else default_draw_jobs(jobs)
                 return CampaignConfig(ops=catalogue.select(family), target_spec=args.target, corpus_dir=corpus,
                                       seed=args.seed, budget_s=args.seconds + allowance[jobs],
                                       slice_examples=args.slice_examples, draw_jobs=draw_jobs)
+            if args.warm_up > 0:
+                warm_rates = {}
+                for n in [1, *jobs_list]:
+                    cfg = dataclasses.replace(config(n, "warm"), budget_s=args.warm_up + allowance[n])
+                    warm_rates[n] = run_campaign(cfg, n, target)[0]["rate"]
+                warm_line = (f"  warm-up ({args.warm_up:g} s each, unmeasured, same seeds): "
+                             + ", ".join(f"jobs{n} {fmt(r, 0)}/s" for n, r in warm_rates.items()))
             base = config(1)
             runs = {}
             runs[1], ran = run_campaign(base, 1, target)
@@ -338,6 +359,8 @@ def main() -> None:
         print(f"{family:<12} {fmt(bare_rate, 8)} {fmt(rate1, 8)} "
               + " ".join(fmt(runs[n]["rate"], 8) for n in jobs_list)
               + f" {fmt(over_bare, 10, 2)} " + " ".join(fmt(eff[n], 6, 2) for n in jobs_list))
+        if warm_line:
+            print(warm_line)
         first = ", ".join(f"jobs{n} {fmt(runs[n]['first_case_s'], 0)}" for n in [1, *jobs_list])
         window = ", ".join(f"jobs{n} {fmt(runs[n]['steady_s'], 0)}" for n in [1, *jobs_list])
         short = [n for n in [1, *jobs_list] if (runs[n]["steady_s"] or 0) < 0.5 * args.seconds]

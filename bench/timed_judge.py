@@ -12,4 +12,5 @@ def timed_judge(case, target, oracle_names) -> dict:
     started = time.perf_counter()
     summary = dict(judge_case(case, target, oracle_names))
     summary["judge_s"] = time.perf_counter() - started
+    summary["judged"] = f"{case.op} {case.variant} {','.join(r.dtype for r in case.inputs)}"
     return summary
