@@ -1,9 +1,17 @@
 """Shared fixtures."""
 from __future__ import annotations
 
+import signal
+
 import pytest
 
 from mpsfuzz.generation import catalogue
+
+# A suite started in the background of a non-interactive shell (`cmd &`) inherits SIGINT
+# ignored, and Python then keeps it ignored: the Ctrl-C tests would see nothing. Each
+# test process takes Python's usual handler back (children then start with the default).
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.fixture

@@ -85,7 +85,7 @@ def test_a_hang_can_end_its_batch_instead_of_running_the_rest(faults):
     op's cases: they would mostly hang too, a timeout each)."""
     faults("prod_hang_5d")
     batch = [_prod(2), _prod(5), _prod(3), _prod(5)]
-    with WorkerPool(FAULT_TARGET, timeout_s=1, execute=judge_case) as pool:
+    with WorkerPool(FAULT_TARGET, timeout_s=2, execute=judge_case) as pool:
         handle = pool.submit(batch, ["values"], ["prod"] * 4)
         outcomes = pool.collect(handle, stop_at_hang=True)
         assert len(outcomes) == 2 and handle.given_up
@@ -99,7 +99,7 @@ def test_a_campaign_waits_one_timeout_for_a_batch_of_hangs(faults, tmp_path):
     the fuzzing pool waits out (four without stop_at_hang)."""
     faults("prod_hang_5d")
     config = CampaignConfig(ops=["prod"], target_spec=FAULT_TARGET, corpus_dir=tmp_path / "corpus", seed=1,
-                            max_cases=400, timeout_s=1, shrink_budget_s=0, minimise_budget_s=0, max_findings=1)
+                            max_cases=400, timeout_s=2, shrink_budget_s=0, minimise_budget_s=0, max_findings=1)
     result = Campaign(config, []).run()
     assert result.stats.new_findings == 1
     assert result.stats.restarts == 1, "more than one hang waited out by the fuzzing pool"
