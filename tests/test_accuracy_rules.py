@@ -258,6 +258,24 @@ def test_without_a_wider_reference_float64_nonfinite_differences_need_an_input_n
     assert got == "dut-wrong"
 
 
+def test_a_nan_dropped_only_beside_the_dtypes_extremes_is_excused():
+    """An H100's float16 multi_margin_loss of inputs at 65504 and a NaN weight returned 0
+    where CPU (in float32) and float64 return NaN: its hinge 1 - 65504 + 65504 rounds to
+    0 in float16, so the NaN weight is skipped. Beside the dtype's extremes, a dropped
+    NaN is rounding's doing; without them it is still the target's bug."""
+    f16, f64 = dict(dtype=torch.float16), dict(dtype=torch.float64)
+    near_max = dict(overflow=True, explicit_nan=True, extremes=True)
+    assert judge_leaf(_t(0.0, **f16), _t(NAN, **f16), _t(NAN, **f64), 4e-5, rtol=4e-3, **near_max)[0] == "overflow"
+    got, numbers = judge_leaf(_t(0.0, **f16), _t(NAN, **f16), _t(NAN, **f64), 4e-5, rtol=4e-3,
+                              overflow=True, explicit_nan=True)
+    assert got == "dut-wrong" and numbers["target_wrong_positions"] == 1
+    # Extremes excuse only the NaN: a finite value off where both agree is still wrong,
+    # and so is a finite value where float64 and CPU say inf.
+    assert judge_leaf(_t(3.0, 0.0, **f16), _t(NAN, 1.0, **f16), _t(NAN, 1.0, **f64), 4e-5, rtol=4e-3,
+                      **near_max)[0] == "dut-wrong"
+    assert judge_leaf(_t(1.0, **f16), _t(INF, **f16), _t(INF, **f64), 4e-5, rtol=4e-3, **near_max)[0] == "dut-wrong"
+
+
 def test_terms_beyond_the_dtype_make_overflow_possible_without_special_inputs():
     from mpsfuzz.oracles.arbiter import _terms_overflow
     assert _terms_overflow(torch.tensor([1e60], dtype=torch.float64), torch.complex64)

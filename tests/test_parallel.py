@@ -17,7 +17,7 @@ import pytest
 
 from mpsfuzz.campaign.drafts import Drafter, Limits, draw_slice
 from mpsfuzz.campaign.engine import Campaign, CampaignConfig
-from mpsfuzz.campaign.lanes import _lane_config, merge_stats
+from mpsfuzz.campaign.lanes import _lane_config, default_draw_jobs, merge_stats
 from mpsfuzz.campaign.triage_desk import TriageDesk
 from mpsfuzz.events import CaseFinished, FindingRecorded, Notice, Stats
 from mpsfuzz.execution.observation import ProcessEvent
@@ -290,6 +290,17 @@ def test_a_campaign_with_drafters_finds_and_shrinks_the_fault(faults, tmp_path):
     assert [(f.op, f.oracle) for f in found] == [("bitwise_and", "values")]
     case = found[0].case
     assert max(r.numel for r in case.inputs) <= 4   # shrunk, as without drafters
+
+
+@pytest.mark.parametrize("cores, jobs, drafters", [
+    (16, 1, 2), (16, 4, 2), (16, 8, 2),    # lanes of 2+ cores on a big machine: two drafters each
+    (16, 16, 0), (16, 12, 0),              # a core a lane: the driver draws
+    (2, 1, 0), (4, 2, 0), (4, 1, 2),       # small machines: drafters only where 4 cores a lane
+    (8, 4, 2), (6, 3, 0),
+])
+def test_drafters_per_lane_follow_the_cores(monkeypatch, cores, jobs, drafters):
+    monkeypatch.setattr(os, "cpu_count", lambda: cores)
+    assert default_draw_jobs(jobs) == drafters
 
 
 def test_devices_are_taken_in_turn_by_the_lanes():

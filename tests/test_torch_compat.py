@@ -67,6 +67,19 @@ def test_unsigned_values_compare_without_the_kernels_old_cpus_lack(dtype):
     assert problem is not None and "Mismatched elements: 1 / 3" in problem
 
 
+def test_complex32_compares_though_cpu_has_no_equal_for_it():
+    """compare_tensors tries torch.equal first (equal results need nothing more); eager
+    CPU has no equal kernel for complex32, which takes the tolerance path instead."""
+    a = torch.tensor([1 + 2j, 3 - 1j], dtype=torch.complex64).to(torch.complex32)
+    assert compare_tensors(a, a.clone(), 1e-3, 1e-5) is None
+    off = torch.tensor([1 + 2j, 3 + 1j], dtype=torch.complex64).to(torch.complex32)
+    problem = compare_tensors(off, a, 1e-3, 1e-5)
+    assert problem is not None and "Mismatched elements: 1 / 2" in problem
+    # equal floats with a NaN are not torch.equal: NaN against NaN still agrees
+    nan = torch.tensor([float("nan"), 1.0])
+    assert compare_tensors(nan, nan.clone(), 0.0, 0.0) is None
+
+
 def _uint_case(op, dtype="uint32"):
     return Case(op, (TensorRecipe((3,), dtype, Layout(), ValueRecipe("int_range", 7)),))
 

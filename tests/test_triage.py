@@ -14,7 +14,7 @@ import pytest
 from mpsfuzz.corpus.finding import Finding, symptom_key
 from mpsfuzz.execution.worker import WorkerPool
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
-from mpsfuzz.oracles import DEFAULT
+from mpsfuzz.oracles import DEFAULT, Failure
 from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.triage.pipeline import triage
 from mpsfuzz.triage.probe import Prober
@@ -172,6 +172,44 @@ def test_hang_is_reduced_within_its_time_budget(pool_for):
     # the budget bounds reduction + ablation; the re-run, the fresh-worker check and the
     # attempt in flight when the budget ran out (1 s each) come on top
     assert elapsed < 12.0 + 4 * 1.0 + 3.0, elapsed
+
+
+class HangingProber:
+    """Every case hangs again (the same symptom), each probe costing ``timeout`` seconds of
+    a fake clock; ``probe_cost_s`` as triage sets it for a hang."""
+
+    def __init__(self, clock, timeout, *, charged=True):
+        self.clock, self.timeout, self.probes = clock, timeout, 0
+        self.probe_cost_s = timeout if charged else 0.0
+
+    def classify(self, case, symptom):
+        from mpsfuzz.triage.probe import SAME, Outcome
+        self.probes += 1
+        self.clock[0] += self.timeout
+        return Outcome(SAME, [], object(), True)
+
+
+@pytest.mark.parametrize("stage", ["reduce", "explain"])
+def test_a_hang_probe_starts_only_while_its_timeout_fits_the_budget(monkeypatch, stage):
+    """A probe of a hang that hangs again costs the whole timeout: reduction and ablation
+    start one only where it can end within their budget (5 s, timeouts of 2 s: two
+    probes, done at 4 s; without the rule a third starts at 4 s and ends at 6 s)."""
+    from mpsfuzz.triage import ablation, reduce
+    clock = [100.0]
+    monkeypatch.setattr(time, "monotonic", lambda: clock[0])
+    big = Case("prod", (tensor((2, 1, 2, 1, 1, 2), gaps=(1, 1, 1, 1, 1, 2)),), (("dim", 1),))
+
+    def run(prober):
+        clock[0] = 100.0
+        if stage == "reduce":
+            reduce.reduce_case(big, None, (), prober, budget_s=5.0)
+        else:
+            hang = Failure(oracle="hang", kind="hang", severity="high", title="t", message="m", dedup_key=("hang",))
+            ablation.explain(big, hang, (), prober, budget_s=5.0)
+        return prober.probes, clock[0] - 100.0
+
+    assert run(HangingProber(clock, 2.0)) == (2, 4.0)
+    assert run(HangingProber(clock, 2.0, charged=False)) == (3, 6.0)
 
 
 # -- one cause, one signature; two causes, two ------------------------------------------------

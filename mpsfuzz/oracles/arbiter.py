@@ -31,7 +31,7 @@ from ..execution.observation import Observation, Raised
 from ..generation.dtypes import name_of
 from ..generation.opspec import LARGE_REAL_NUMEL
 from ..generation.recipes import Case, DtypeArg
-from .accuracy import LOW_PRECISION, accumulation_bound, overflow_possible, summands
+from .accuracy import LOW_PRECISION, OVERFLOWING_SPECIALS, accumulation_bound, overflow_possible, summands
 from .grads import BACKWARD_SCALE
 from .values import compare_tensors, dut_alone_scale, flatten_outputs, leaf_tolerance
 
@@ -213,17 +213,27 @@ def _other_infinity_reachable(d, exact, magnitude, dtype) -> torch.Tensor:
     return torch.isinf(d) & torch.isfinite(s) & torch.isfinite(m) & (mass_of_its_sign > torch.finfo(dtype).max)
 
 
-def _nonfinite_verdicts(d, c, truth, d_ok, *, independent: bool, explicit_nan: bool, reachable=None):
+def _nonfinite_verdicts(d, c, truth, d_ok, *, independent: bool, explicit_nan: bool, reachable=None,
+                        extremes: bool = False):
     """Under overflow (inputs with non-finite values or extremes, or terms whose
     magnitudes exceed the dtype): (positions where the DUT is wrong whatever the order of
     evaluation, positions excused as overflow of intermediates). The DUT is wrong where
     it drops a NaN that float64 and CPU keep, or returns a finite value (or the other
     infinity, unless ``reachable`` says some order of evaluation gets there) where both
     say inf. A float64 output has no wider reference: float64 is CPU itself, so only a
-    NaN the inputs hold and CPU keeps is held against the DUT."""
+    NaN the inputs hold and CPU keeps is held against the DUT.
+
+    ``extremes``: the inputs also hold the dtype's largest values. Then a dropped NaN is
+    excused: whether a NaN input reaches the result can hang on a branch that rounding
+    at those magnitudes decides (an H100's float16 ``multi_margin_loss`` of inputs at
+    65504 and a NaN weight: the hinge ``1 - 65504 + 65504`` is 0 in float16, 1 in
+    CPU's float32, so the NaN weight is skipped on one side only). A kernel that drops
+    NaNs drops them without extremes too, where the rule still holds."""
     finite_d = torch.isfinite(d)
     if independent:
         lost_nan = torch.isnan(truth) & ~torch.isnan(d) & torch.isnan(c)
+        if extremes:
+            lost_nan = torch.zeros_like(lost_nan)
         wrong_for_inf = torch.isinf(truth) & ~torch.isnan(d) & (d != truth) & (c == truth)
         if reachable is not None:
             wrong_for_inf &= ~reachable
@@ -236,7 +246,7 @@ def _nonfinite_verdicts(d, c, truth, d_ok, *, independent: bool, explicit_nan: b
 
 def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: float, *, rtol: float = 0.0,
                overflow: bool = False, magnitude: torch.Tensor | None = None, summands: int = 1,
-               perturbed: list | None = None, explicit_nan: bool = False,
+               perturbed: list | None = None, explicit_nan: bool = False, extremes: bool = False,
                whole: bool = False, terms: torch.Tensor | None = None) -> tuple[str, dict]:
     """'dut-wrong', 'cpu-wrong', 'both-close', 'within-bound', 'overflow' or
     'ill-conditioned' for one output, with the numbers.
@@ -252,7 +262,8 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
     ``terms``: the sum of the terms' magnitudes of each element, measured (the op in
     float64 on the inputs' absolute values), never a floor such as ``magnitude`` may be:
     where the terms of one sign alone overflow, the infinity of that sign is excused
-    (see :func:`_other_infinity_reachable`)."""
+    (see :func:`_other_infinity_reachable`). ``extremes``: the inputs hold the dtype's
+    largest values (see :func:`_nonfinite_verdicts`)."""
     wide = torch.complex128 if cpu.is_complex() else torch.float64
     truth = exact.to(cpu.dtype).to(wide).reshape(-1)  # rounded to the output dtype
     d, c = dut.to(wide).reshape(-1), cpu.to(wide).reshape(-1)
@@ -285,7 +296,7 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
     if overflow:
         wrong_nf, overflowed = _nonfinite_verdicts(
             d, c, truth, d_ok, independent=independent, explicit_nan=explicit_nan,
-            reachable=_other_infinity_reachable(d, exact, terms, cpu.dtype))
+            reachable=_other_infinity_reachable(d, exact, terms, cpu.dtype), extremes=extremes)
         wrong_nf &= mismatch & ~excused
         excused |= mismatch & overflowed & ~wrong_nf
         numbers.update(overflow_rule=True, target_wrong_positions=int(wrong_nf.sum()),
@@ -401,6 +412,7 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
         return "undecided", {"reason": "float64 result has a different structure"}
     specials = overflow_possible(obs.case)
     explicit_nan = any(name == "nan" for r in obs.case.inputs for _, name in r.values.specials)
+    extremes = any(name in OVERFLOWING_SPECIALS for r in obs.case.inputs for _, name in r.values.specials)
     shapes = [r.shape for r in obs.case.inputs]
     # Only where each output element combines several terms do their number and
     # magnitudes matter (exp(|x|) says nothing about exp(x)).
@@ -452,7 +464,7 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
                                    magnitude=magnitude,
                                    summands=n,
                                    perturbed=leaf_perturbed,
-                                   explicit_nan=explicit_nan, whole=whole, terms=terms))
+                                   explicit_nan=explicit_nan, extremes=extremes, whole=whole, terms=terms))
     if not verdicts:
         return "undecided", {"reason": "no floating output to arbitrate"}
     for wanted in ("dut-wrong", "cpu-wrong"):

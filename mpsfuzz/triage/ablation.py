@@ -47,7 +47,7 @@ from ..generation import catalogue
 from ..generation import dtypes as dt
 from ..generation.recipes import NONFINITE_SPECIALS, Case, main_input
 from . import edits
-from .probe import PASSES, SAME, Prober
+from .probe import PASSES, SAME, Prober, out_of_time
 from .reduce import DTYPE_PREFERENCE
 
 
@@ -332,7 +332,7 @@ def _divisibility_probes(case: Case, names: list[str], prober: Prober, symptom: 
     if not rounding(widths[-1]):
         return probes, None
     for k in widths:
-        if time.monotonic() > deadline:
+        if out_of_time(prober, deadline):
             break
         if k != widths[-1] and not rounding(k):
             continue
@@ -354,7 +354,7 @@ def _verdict(prober: Prober, case: Case, symptom: tuple, deadline: float, negati
     luck would misname the bug. A "same" verdict needs no second run."""
     verdict = prober.classify(case, symptom).verdict
     for step in range(1, RESEEDS + 1):
-        if verdict != PASSES or time.monotonic() > deadline:
+        if verdict != PASSES or out_of_time(prober, deadline):
             break
         fresh = _reseeded(case, step)
         verdict = prober.classify(_holding_negatives(fresh) if negative else fresh, symptom).verdict
@@ -495,7 +495,7 @@ def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: fl
     probes: list[Probe] = []
     incomplete = False
     for condition, question, ablated in _ablations(case, names):
-        if time.monotonic() - start > budget_s:
+        if out_of_time(prober, start + budget_s):
             incomplete = True
             break
         verdict = _verdict(prober, ablated, symptom, start + budget_s)
@@ -517,7 +517,7 @@ def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: fl
         label of each that still runs to ``tested`` and of each that fails to
         ``failing``. False when the budget ran out."""
         for other in alternatives:
-            if time.monotonic() - start > budget_s:
+            if out_of_time(prober, start + budget_s):
                 return False
             ablated = edits.with_inputs(case, [edits.with_dtype(r, other) if r.dtype == main else r
                                                for r in case.inputs])

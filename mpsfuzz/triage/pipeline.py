@@ -111,6 +111,8 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
     start = time.monotonic()
     symptom = symptom_key(case, failure)
     prober = Prober(pool, tuple(oracles), fresh=_process_kind(failure), timeout_s=timeout_s)
+    if failure.oracle == "hang":
+        prober.probe_cost_s = timeout_s if timeout_s is not None else getattr(pool, "timeout_s", 0.0)
     repro = reproduce(case, symptom, prober, max(1, reruns))
     if not repro.reliable:
         return Triage(case, failure, repro, None, None, case, time.monotonic() - start)

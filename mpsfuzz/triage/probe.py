@@ -37,6 +37,12 @@ class Outcome:
     process_event: bool = False       # the worker died or hung
 
 
+def out_of_time(prober, deadline: float) -> bool:
+    """Whether one more probe by ``prober`` could run past ``deadline`` (time.monotonic):
+    it may cost ``probe_cost_s`` (a hang's probe, the whole timeout)."""
+    return time.monotonic() + getattr(prober, "probe_cost_s", 0.0) > deadline
+
+
 @dataclass
 class Prober:
     """Runs cases in ``pool`` with ``oracles`` and classifies them against a symptom.
@@ -57,6 +63,9 @@ class Prober:
     reference_rejected: bool = False
     # why the last case's gradients got no verdict (the point has no derivative), if so
     last_grad_undefined: str | None = None
+    # What one more probe may cost: a hang's probe that hangs again costs the whole
+    # timeout, so a budget starts none that could not end within it (triage sets it).
+    probe_cost_s: float = 0.0
     _process_oracles: tuple[str, ...] = field(init=False)
     _worker_oracles: tuple[str, ...] = field(init=False)
 

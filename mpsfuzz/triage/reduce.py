@@ -22,7 +22,7 @@ from ..generation import catalogue
 from ..generation import dtypes as dt
 from ..generation.recipes import SPECIAL_NAMES, Case, main_input
 from . import edits
-from .probe import SAME, Prober
+from .probe import SAME, Prober, out_of_time
 
 # The simplest dtype of each class first: torch's defaults, then the wide ones, then
 # the reduced precisions (a repro in float32 is what a maintainer reaches for first).
@@ -249,7 +249,7 @@ def reduce_case(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s
         improved = False
         for proposals in PASSES:
             for candidate in proposals(current):
-                if time.monotonic() - start > budget_s or attempts >= max_attempts:
+                if out_of_time(prober, start + budget_s) or attempts >= max_attempts:
                     return Reduction(current, failure, attempts, accepted, time.monotonic() - start, True)
                 if candidate in tried:
                     continue
