@@ -258,22 +258,40 @@ def test_without_a_wider_reference_float64_nonfinite_differences_need_an_input_n
     assert got == "dut-wrong"
 
 
-def test_a_nan_dropped_only_beside_the_dtypes_extremes_is_excused():
-    """An H100's float16 multi_margin_loss of inputs at 65504 and a NaN weight returned 0
-    where CPU (in float32) and float64 return NaN: its hinge 1 - 65504 + 65504 rounds to
-    0 in float16, so the NaN weight is skipped. Beside the dtype's extremes, a dropped
-    NaN is rounding's doing; without them it is still the target's bug."""
+def test_a_nonfinite_input_dropped_beside_the_dtypes_extremes_is_excused():
+    """An H100's float16 multi_margin_loss of inputs at 65504 and a NaN (or inf) weight
+    returned 0 where CPU (in float32) and float64 return NaN (inf): its hinge
+    1 - 65504 + 65504 rounds to 0 in float16, so the weight is skipped. Where the inputs
+    hold a non-finite value beside the dtype's extremes, a dropped NaN or infinity is
+    rounding's doing; without the extremes it is still the target's bug."""
     f16, f64 = dict(dtype=torch.float16), dict(dtype=torch.float64)
     near_max = dict(overflow=True, explicit_nan=True, extremes=True)
-    assert judge_leaf(_t(0.0, **f16), _t(NAN, **f16), _t(NAN, **f64), 4e-5, rtol=4e-3, **near_max)[0] == "overflow"
-    got, numbers = judge_leaf(_t(0.0, **f16), _t(NAN, **f16), _t(NAN, **f64), 4e-5, rtol=4e-3,
-                              overflow=True, explicit_nan=True)
-    assert got == "dut-wrong" and numbers["target_wrong_positions"] == 1
-    # Extremes excuse only the NaN: a finite value off where both agree is still wrong,
-    # and so is a finite value where float64 and CPU say inf.
+    for lost in (NAN, INF):
+        assert judge_leaf(_t(0.0, **f16), _t(lost, **f16), _t(lost, **f64), 4e-5, rtol=4e-3,
+                          **near_max)[0] == "overflow"
+        got, numbers = judge_leaf(_t(0.0, **f16), _t(lost, **f16), _t(lost, **f64), 4e-5, rtol=4e-3,
+                                  overflow=True, explicit_nan=True)
+        assert got == "dut-wrong" and numbers["target_wrong_positions"] == 1
+    # Only the dropped value is excused: a finite value off where both agree is still
+    # wrong, and so is the other infinity where no order of evaluation reaches it.
     assert judge_leaf(_t(3.0, 0.0, **f16), _t(NAN, 1.0, **f16), _t(NAN, 1.0, **f64), 4e-5, rtol=4e-3,
                       **near_max)[0] == "dut-wrong"
-    assert judge_leaf(_t(1.0, **f16), _t(INF, **f16), _t(INF, **f64), 4e-5, rtol=4e-3, **near_max)[0] == "dut-wrong"
+    assert judge_leaf(_t(-INF, **f16), _t(INF, **f16), _t(INF, **f64), 4e-5, rtol=4e-3, **near_max)[0] == "dut-wrong"
+
+
+def test_the_arbiter_reads_which_nonfinite_values_the_inputs_hold_from_the_tensors():
+    """An H100 bilinear in float64 whose drawn "nan" sat under a "max" (both at one
+    position) returned inf where CPU's sum of inf and -inf gave NaN: with no NaN in the
+    inputs, float64 (CPU itself) decides nothing, and it is overflow."""
+    from mpsfuzz.oracles.arbiter import _held_nonfinite
+    under = TensorRecipe((2, 1, 2), "float64", Layout(), ValueRecipe("normal", 3, specials=((0, "nan"), (0, "max"))))
+    plain = TensorRecipe((2, 1, 2), "float64", Layout(), ValueRecipe("normal", 4))
+    assert _held_nonfinite(Case("add", (under, plain))) == set()
+    held = TensorRecipe((2, 1, 2), "float64", Layout(), ValueRecipe("normal", 3, specials=((1, "inf"), (0, "max"))))
+    assert _held_nonfinite(Case("add", (held, plain))) == {"inf"}
+    f64 = dict(dtype=torch.float64)
+    # float64 outputs: what CPU's NaN is held against the target for depends on it
+    assert judge_leaf(_t(INF, **f64), _t(NAN, **f64), _t(NAN, **f64), 1e-7, rtol=1e-7, overflow=True)[0] == "overflow"
 
 
 def test_terms_beyond_the_dtype_make_overflow_possible_without_special_inputs():

@@ -30,7 +30,7 @@ from . import Failure, oracle
 from ..execution.observation import Observation, Raised
 from ..generation.dtypes import name_of
 from ..generation.opspec import LARGE_REAL_NUMEL
-from ..generation.recipes import Case, DtypeArg
+from ..generation.recipes import NONFINITE_SPECIALS, Case, DtypeArg
 from .accuracy import LOW_PRECISION, OVERFLOWING_SPECIALS, accumulation_bound, overflow_possible, summands
 from .grads import BACKWARD_SCALE
 from .values import compare_tensors, dut_alone_scale, flatten_outputs, leaf_tolerance
@@ -223,18 +223,21 @@ def _nonfinite_verdicts(d, c, truth, d_ok, *, independent: bool, explicit_nan: b
     say inf. A float64 output has no wider reference: float64 is CPU itself, so only a
     NaN the inputs hold and CPU keeps is held against the DUT.
 
-    ``extremes``: the inputs also hold the dtype's largest values. Then a dropped NaN is
-    excused: whether a NaN input reaches the result can hang on a branch that rounding
-    at those magnitudes decides (an H100's float16 ``multi_margin_loss`` of inputs at
-    65504 and a NaN weight: the hinge ``1 - 65504 + 65504`` is 0 in float16, 1 in
-    CPU's float32, so the NaN weight is skipped on one side only). A kernel that drops
-    NaNs drops them without extremes too, where the rule still holds."""
+    ``extremes``: the inputs hold a NaN or an infinity *and* the dtype's largest values.
+    Then a NaN or infinity the DUT drops (a finite value where float64 and CPU have it) is
+    excused: whether a non-finite input reaches the result can hang on a branch that
+    rounding at those magnitudes decides (an H100's float16 ``multi_margin_loss`` of
+    inputs at 65504 and a NaN or inf weight: the hinge ``1 - 65504 + 65504`` is 0 in
+    float16, 1 in CPU's float32, so the weight is skipped on one side only). A kernel
+    that drops NaNs drops them without extremes too, and one that saturates where the
+    result overflows does so without non-finite inputs: there the rule still holds."""
     finite_d = torch.isfinite(d)
     if independent:
         lost_nan = torch.isnan(truth) & ~torch.isnan(d) & torch.isnan(c)
+        wrong_for_inf = torch.isinf(truth) & ~torch.isnan(d) & (d != truth) & (c == truth)
         if extremes:
             lost_nan = torch.zeros_like(lost_nan)
-        wrong_for_inf = torch.isinf(truth) & ~torch.isnan(d) & (d != truth) & (c == truth)
+            wrong_for_inf &= ~finite_d     # the other infinity is still judged (``reachable``)
         if reachable is not None:
             wrong_for_inf &= ~reachable
         wrong = lost_nan | wrong_for_inf
@@ -263,7 +266,7 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
     float64 on the inputs' absolute values), never a floor such as ``magnitude`` may be:
     where the terms of one sign alone overflow, the infinity of that sign is excused
     (see :func:`_other_infinity_reachable`). ``extremes``: the inputs hold the dtype's
-    largest values (see :func:`_nonfinite_verdicts`)."""
+    largest values and a NaN or an infinity (see :func:`_nonfinite_verdicts`)."""
     wide = torch.complex128 if cpu.is_complex() else torch.float64
     truth = exact.to(cpu.dtype).to(wide).reshape(-1)  # rounded to the output dtype
     d, c = dut.to(wide).reshape(-1), cpu.to(wide).reshape(-1)
@@ -383,6 +386,21 @@ def _terms_up_to_leaf_max(exact: torch.Tensor, n: int, forward_numel: int) -> tu
     return torch.full(exact.shape, top, dtype=torch.float64), max(1, n)
 
 
+def _held_nonfinite(case) -> set[str]:
+    """Which of "nan" and "inf" the case's inputs (as materialised) hold."""
+    held = set()
+    if not any(name in NONFINITE_SPECIALS for r in case.inputs for _, name in r.values.specials):
+        return held
+    for t in case.materialize("cpu"):
+        if not (t.is_floating_point() or t.is_complex()) or not t.numel():
+            continue
+        if bool(torch.isnan(t).any()):
+            held.add("nan")
+        if bool(torch.isinf(t).any()):
+            held.add("inf")
+    return held
+
+
 def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
     """Arbitrate every mismatching floating output of the failure's comparison."""
     side = float64_side(obs)
@@ -411,8 +429,13 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
     if not (len(dut) == len(cpu) == len(exact)):
         return "undecided", {"reason": "float64 result has a different structure"}
     specials = overflow_possible(obs.case)
-    explicit_nan = any(name == "nan" for r in obs.case.inputs for _, name in r.values.specials)
-    extremes = any(name in OVERFLOWING_SPECIALS for r in obs.case.inputs for _, name in r.values.specials)
+    # What the inputs hold, read from their values: a special drawn into a gap, or under
+    # another special, is not in the tensor (an H100 bilinear whose "nan" was nowhere in
+    # its inputs was held to CPU's NaN from inf - inf).
+    held = _held_nonfinite(obs.case)
+    explicit_nan = "nan" in held
+    extremes = bool(held) and any(name in OVERFLOWING_SPECIALS for r in obs.case.inputs
+                                  for _, name in r.values.specials)
     shapes = [r.shape for r in obs.case.inputs]
     # Only where each output element combines several terms do their number and
     # magnitudes matter (exp(|x|) says nothing about exp(x)).
