@@ -230,7 +230,9 @@ def _nonfinite_verdicts(d, c, truth, d_ok, *, independent: bool, explicit_nan: b
     inputs at 65504 and a NaN or inf weight: the hinge ``1 - 65504 + 65504`` is 0 in
     float16, 1 in CPU's float32, so the weight is skipped on one side only). A kernel
     that drops NaNs drops them without extremes too, and one that saturates where the
-    result overflows does so without non-finite inputs: there the rule still holds."""
+    result overflows does so without non-finite inputs: there the rule still holds. The
+    same holds for a float64 output (an H100's float64 SDPA gradient with a NaN query
+    and a value at float64's max: -inf where CPU's inf - inf gave NaN)."""
     finite_d = torch.isfinite(d)
     if independent:
         lost_nan = torch.isnan(truth) & ~torch.isnan(d) & torch.isnan(c)
@@ -242,7 +244,8 @@ def _nonfinite_verdicts(d, c, truth, d_ok, *, independent: bool, explicit_nan: b
             wrong_for_inf &= ~reachable
         wrong = lost_nan | wrong_for_inf
     else:
-        wrong = (torch.isnan(c) & ~torch.isnan(d)) if explicit_nan else torch.zeros_like(finite_d)
+        wrong = ((torch.isnan(c) & ~torch.isnan(d)) if explicit_nan and not extremes
+                 else torch.zeros_like(finite_d))
     nonfinite_any = ~finite_d | ~torch.isfinite(c) | ~torch.isfinite(truth)
     return wrong, ~d_ok & nonfinite_any & ~wrong
 
