@@ -16,9 +16,10 @@ import os
 import platform
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+from ..atomic import CorpusWriteError, atomic_write_text
 
 COLLECT_ENV_TIMEOUT_S = 120.0
 CACHE_MAX_AGE_S = 24 * 3600.0
@@ -88,11 +89,8 @@ class EnvironmentCapture:
         """Best effort: an unwritable cache only means the next campaign runs collect_env."""
         try:
             self._cached.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self._cached.parent, prefix=".collect_env-")
-            with os.fdopen(fd, "w") as f:
-                f.write(text)
-            os.replace(tmp, self._cached)
-        except OSError:
+            atomic_write_text(self._cached, text)
+        except (OSError, CorpusWriteError):
             pass
 
     def close(self) -> None:
