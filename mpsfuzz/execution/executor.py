@@ -297,28 +297,38 @@ def _detach(out):
 
 # -- the CPU reference ----------------------------------------------------------------------
 
-# Output dtypes by (op function, arguments, input dtypes and shapes). Running an op on
-# the meta device goes through Python decompositions: milliseconds a case, a tenth of all
-# judging on elementwise and reduction (where CPU lacks many half and unsigned kernels);
-# and a case's value siblings (drafts.py) share the key. Bounded.
+# Output dtypes by (op function, arguments, input dtypes and ranks). Running an op on
+# the meta device goes through Python decompositions: half a millisecond a case, a tenth
+# of all judging on elementwise and reduction (where CPU lacks many half and unsigned
+# kernels). Dtypes follow from the input dtypes, the arguments, which inputs are 0-dim
+# (they promote as scalars) and the kinds of scalar arguments (bool, int, float,
+# complex promote by kind, not by value), not from sizes or values: keyed on those,
+# most fresh cases hit the cache (keyed on shapes and values, nearly all missed it). A
+# case the meta run rejects (no dtypes) is remembered for its shapes and values alone.
+# Bounded.
 _EXPECTED: dict = {}
 _EXPECTED_MAX = 4096
+
+
+def _scalar_kind(value):
+    return type(value) if isinstance(value, (bool, int, float, complex)) else value
 
 
 def _expected_dtypes(spec, case: Case, kwargs) -> list:
     """The output dtypes the op has at the original dtypes, from the meta device (no
     kernels run); where meta cannot run the op, widened dtypes map back by name."""
-    key = (spec.fn, spec.canonicalise, case.kwargs, tuple((r.dtype, r.shape) for r in case.inputs))
+    by_kind = (spec.fn, spec.canonicalise, tuple((k, _scalar_kind(v)) for k, v in case.kwargs),
+               tuple((r.dtype, r.rank == 0) for r in case.inputs))
+    by_shape = (spec.fn, spec.canonicalise, case.kwargs, tuple((r.dtype, r.shape) for r in case.inputs))
     try:
-        known = _EXPECTED.get(key)
+        known = _EXPECTED.get(by_kind) or _EXPECTED.get(by_shape)
     except TypeError:   # an argument that cannot be hashed: worked out every time
-        key = known = None
+        return list(_meta_dtypes(spec, case, kwargs))
     if known is None:
         known = _meta_dtypes(spec, case, kwargs)
-        if key is not None:
-            if len(_EXPECTED) >= _EXPECTED_MAX:
-                _EXPECTED.clear()
-            _EXPECTED[key] = known
+        if len(_EXPECTED) >= _EXPECTED_MAX:
+            _EXPECTED.clear()
+        _EXPECTED[by_kind if known else by_shape] = known
     return list(known)
 
 
