@@ -67,6 +67,92 @@ def test_a_crash_inside_a_batch_is_the_case_that_crashed(faults, tmp_path):
         assert [c["kwargs"] for c in inflight["then"]] == [{"alpha": 2}]
 
 
+def test_a_batch_queued_behind_a_crash_runs_whole_and_the_crash_is_the_right_case(faults, tmp_path):
+    """A second batch sent while the first runs queues behind it in the worker. The
+    worker's death in the first is its case's, the rest of the first runs in a fresh
+    worker, and the queued batch (lost with the dead worker) is sent again: every case
+    of both has its own outcome, in order."""
+    faults("add_alpha_abort")   # alpha != 1 aborts
+    first, second = [_add(1), _add(0), _add(1)], [_add(1), _add(2), _add(1)]
+    with WorkerPool(FAULT_TARGET, timeout_s=20, inflight_dir=tmp_path, execute=judge_case) as pool:
+        a = pool.submit(first, ["values"], ["add"] * 3)
+        b = pool.submit(second, ["values"], ["add"] * 3)
+        # Both in flight: the in-flight file lists every case not answered yet, in order.
+        inflight = json.loads(next(tmp_path.glob("inflight-*.json")).read_text())
+        assert [inflight["case"]["kwargs"]] + [c["kwargs"] for c in inflight["then"]] == \
+            [{"alpha": x} for x in (1, 0, 1, 1, 2, 1)]
+        outcomes_b = pool.collect(b)   # collects the first on the way, keeping its outcomes
+        outcomes_a = pool.collect(a)
+    assert [isinstance(o, ProcessEvent) for o in outcomes_a] == [False, True, False]
+    assert [isinstance(o, ProcessEvent) for o in outcomes_b] == [False, True, False]
+    assert outcomes_a[1].kind == "died" and outcomes_b[1].kind == "died"
+    assert pool.restarts == 2
+
+
+def test_a_batch_sent_after_a_crash_runs_after_the_batch_the_crash_orphaned(faults):
+    """Batch b was queued on a worker that died in batch a; batch c, submitted before b is
+    collected, goes to the fresh worker: b is sent there again first, so that the worker
+    runs b before c and b's replies are b's (run the other way, b would read c's death as
+    its own second case's)."""
+    faults("add_alpha_abort")   # alpha != 1 aborts
+    with WorkerPool(FAULT_TARGET, timeout_s=20, execute=judge_case) as pool:
+        a = pool.submit([_add(1), _add(0)], ["values"], ["add"] * 2)
+        b = pool.submit([_add(1), _add(1)], ["values"], ["add"] * 2)
+        outcomes_a = pool.collect(a)
+        c = pool.submit([_add(1), _add(3)], ["values"], ["add"] * 2)
+        outcomes_b, outcomes_c = pool.collect(b), pool.collect(c)
+    assert [isinstance(o, ProcessEvent) for o in outcomes_a] == [False, True]
+    assert [isinstance(o, ProcessEvent) for o in outcomes_b] == [False, False]
+    assert [isinstance(o, ProcessEvent) for o in outcomes_c] == [False, True]
+
+
+def test_a_batch_that_could_not_be_sent_is_not_waited_for(faults, tmp_path):
+    """A submit that fails (its in-flight file cannot be written) raises and leaves
+    nothing in flight: the next batch's outcomes are its own."""
+    from mpsfuzz.corpus.store import CorpusWriteError
+    faults("none")
+    with WorkerPool(FAULT_TARGET, timeout_s=20, inflight_dir=tmp_path, execute=judge_case) as pool:
+        write = pool._write_inflight
+
+        def full_disk(*args, **kwargs):
+            pool._write_inflight = write
+            raise CorpusWriteError(tmp_path / "inflight.json", "No space left on device")
+        pool._write_inflight = full_disk
+        with pytest.raises(CorpusWriteError):
+            pool.submit([_add(1)], ["values"], ["add"])
+        outcomes = pool.collect(pool.submit([_add(1), _add(2)], ["values"], ["add"] * 2))
+        assert pool._worker.cases == 2   # the batch that failed to go was never run
+    assert len(outcomes) == 2 and all(isinstance(o, dict) and o["valid"] for o in outcomes)
+
+
+def test_a_queued_batch_is_timed_from_the_end_of_the_one_before(faults):
+    """The queued batch's first case is timed from when the batch before it ended (by
+    the worker's clock), not from its sending: a slow first batch does not make its
+    first case a hang, and a hang in the first does not stop the second from running."""
+    faults("prod_hang_5d")
+    with WorkerPool(FAULT_TARGET, timeout_s=2, execute=judge_case) as pool:
+        a = pool.submit([_prod(5), _prod(2)], ["values"], ["prod"] * 2)
+        b = pool.submit([_prod(3), _prod(1)], ["values"], ["prod"] * 2)
+        outcomes_a = pool.collect(a, stop_at_hang=True)
+        outcomes_b = pool.collect(b, stop_at_hang=True)
+    assert len(outcomes_a) == 1 and outcomes_a[0].kind == "timeout" and a.given_up
+    assert len(outcomes_b) == 2 and not any(isinstance(o, ProcessEvent) for o in outcomes_b)
+
+
+def test_a_queued_batch_is_given_up_unsent_once_the_caller_gives_up(faults):
+    """Past the budget, a batch queued behind one that was given up is not sent to a
+    fresh worker just to be given up."""
+    faults("prod_hang_5d")
+    with WorkerPool(FAULT_TARGET, timeout_s=30, execute=judge_case) as pool:
+        a = pool.submit([_prod(5)], ["values"], ["prod"])
+        b = pool.submit([_prod(2)], ["values"], ["prod"])
+        stop = time.monotonic() + 1.0
+        assert pool.collect(a, give_up=lambda: time.monotonic() > stop) == [] and a.given_up
+        started = pool._started
+        assert pool.collect(b, give_up=lambda: True) == [] and b.given_up
+        assert pool._started == started   # no worker started for it
+
+
 def test_a_hang_inside_a_batch_is_timed_from_the_case_before_it(faults, tmp_path):
     """The case after a slow-to-read reply is not blamed for the time the driver spent
     elsewhere: the hang is the 5-D prod, and the cases after it still run."""
@@ -293,7 +379,8 @@ def test_a_campaign_with_drafters_finds_and_shrinks_the_fault(faults, tmp_path):
 
 
 @pytest.mark.parametrize("cores, jobs, drafters", [
-    (16, 1, 2), (16, 4, 2), (16, 8, 2),    # lanes of 2+ cores on a big machine: two drafters each
+    (16, 1, 4), (16, 2, 4), (16, 3, 3),    # lanes with cores to spare on a big machine: up to four
+    (16, 4, 2), (16, 8, 2), (8, 2, 2),     # lanes of 2-4 cores on a big machine: two drafters each
     (16, 16, 0), (16, 12, 0),              # a core a lane: the driver draws
     (2, 1, 0), (4, 2, 0), (4, 1, 2),       # small machines: drafters only where 4 cores a lane
     (8, 4, 2), (6, 3, 0),

@@ -1259,9 +1259,9 @@ class Campaign:
 
     def _fuzz(self, pool: WorkerPool) -> None:
         """Run slices until the budget says stop, in a pipeline: the next slice's cases
-        are drawn while the worker runs the previous slice's batch, and a slice's
-        outcomes are judged while the worker runs the next one (the worker waits only
-        for its next batch to be sent)."""
+        are drawn while the worker runs the previous slice's batch, sent to queue behind
+        it, and a slice's outcomes are judged while the worker runs the next one (the
+        worker never waits for the driver while the drawing keeps up)."""
         running = None          # the _InWorker in the worker
         finishing = None        # collected, not yet judged
         slices = self._slices()
@@ -1285,11 +1285,13 @@ class Campaign:
                     if prepared is not None:
                         prepared.cases = prepared.cases[:self._cases_left(running)]
                     finishing, running = running, None
-                    if finishing is not None:
-                        self._collect(finishing, pool)
+                    # Sent before the last batch is collected: it queues behind that
+                    # one in the worker, which goes from one to the next without
+                    # waiting for the driver to read, write the in-flight file and send.
                     if prepared is not None and prepared.cases:
                         running = _InWorker(prepared, self._submit(prepared, pool))
                     if finishing is not None:
+                        self._collect(finishing, pool)
                         judging, finishing = finishing, None
                         self._finish(judging, pool, in_flight=running)
                 except CorpusWriteError:

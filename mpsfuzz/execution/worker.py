@@ -321,6 +321,10 @@ class WorkerPool:
         # takes the pool from under a thread still using it).
         self._closed = False
         self._worker: Worker | None = None
+        # Batches sent and not yet collected, oldest first: the worker runs them in
+        # this order, so a second batch queued behind the first starts the moment the
+        # first ends (no round trip to the driver in between).
+        self._queue: list[Batch] = []
         self._started = 0
         self._ensure()
         self.target_name = self._worker.target_name
@@ -333,6 +337,14 @@ class WorkerPool:
             self._worker = Worker(self.target_spec, self.workdir, self._started, self._warm)
             self._started += 1
         return self._worker
+
+    def _write_queue_inflight(self) -> None:
+        """The in-flight file for every case sent and not yet answered, in the order the
+        worker runs them (answers not read yet are counted as unanswered: it may list
+        a case that has finished, never miss one that has not)."""
+        rest = [c for b in self._queue for c in b.case_jsons[b.done:]]
+        if rest:
+            self._write_inflight(rest[0], more=rest[1:])
 
     def _write_inflight(self, case_json: dict, more=()) -> None:
         """Raises CorpusWriteError where the corpus cannot be written (a full disk): not
@@ -399,13 +411,30 @@ class WorkerPool:
     def submit(self, case_jsons: list[dict], oracle_names, ops: list[str]) -> "Batch":
         """Send ``case_jsons`` to the worker as one batch and return at once; the worker
         runs them in order while the caller (the campaign generating its next cases) goes
-        on. :meth:`collect` takes the outcomes. One batch is in flight at a time."""
+        on. :meth:`collect` takes the outcomes. A batch submitted while another is in
+        flight queues behind it in the worker (it starts as soon as that one ends);
+        batches are collected oldest first (collecting a later one collects the earlier
+        ones and keeps their outcomes for their own :meth:`collect`)."""
         if self.execute is None:
             raise TypeError("WorkerPool.submit needs the pool's execute function (WorkerPool(..., execute=...))")
         batch = Batch(list(case_jsons), [list(oracle_names)], list(ops))
-        self._recycle_if_due()
-        self._send_rest(batch)
+        if not self._queue:
+            self._recycle_if_due()   # never under a batch still running
+        self._queue.append(batch)
+        try:
+            self._send_rest(batch)
+        except BaseException:
+            # Not sent (no worker could start, the in-flight file could not be written):
+            # the caller gets the error, and the pool does not wait for the batch.
+            self._queue.remove(batch)
+            raise
         return batch
+
+    def _drain(self) -> None:
+        """Collect every batch in flight (their outcomes kept for their own collect()):
+        a request outside the batches (:meth:`call`) must not read a batch's replies."""
+        while self._queue:
+            self.collect(self._queue[-1])
 
     def _recycle_if_due(self) -> None:
         worker = self._worker
@@ -424,16 +453,25 @@ class WorkerPool:
 
     def _send_rest(self, batch: "Batch") -> None:
         """(Re)send the cases of ``batch`` without an outcome yet, to the current worker
-        (a fresh one after a death or hang), with their in-flight file written first."""
+        (a fresh one after a death or hang), with their in-flight file written first.
+        The worker runs what it is sent in order: an earlier batch in flight that lost
+        its worker (queued behind a batch whose worker died) is sent again first, or
+        its replies would be read as this batch's."""
         worker = self._ensure()
-        rest = batch.case_jsons[batch.done:]
         if self.inflight_path is not None:
-            self._write_inflight(rest[0], more=rest[1:])
+            self._write_queue_inflight()
+        earlier = self._queue[:self._queue.index(batch)] if batch in self._queue else []
+        for other in earlier:
+            if other.done < len(other.case_jsons) and not other.given_up and other.worker is not worker:
+                self._send(other, worker)
+        self._send(batch, worker)
+
+    def _send(self, batch: "Batch", worker: Worker) -> None:
         batch.worker = worker
         batch.started = time.monotonic()
         batch.compiled_before = (worker.compile_state or (0.0, 0.0))[1]
         try:
-            worker.conn.send(("batch", function_name(self.execute), rest, batch.args, {}))
+            worker.conn.send(("batch", function_name(self.execute), batch.case_jsons[batch.done:], batch.args, {}))
         except (OSError, BrokenPipeError):
             pass  # the worker is gone: collect() finds it dead and attributes the case
 
@@ -453,8 +491,26 @@ class WorkerPool:
         rather than run in a fresh worker. A campaign's batch is one op's cases, and an
         op that hangs once mostly hangs again: each such case would cost a whole timeout
         for what is one finding (a hang keys on the target and the op)."""
+        # The worker answers in the order it was sent: earlier batches first.
+        while self._queue and self._queue[0] is not batch and batch in self._queue:
+            self.collect(self._queue[0], timeout_s, give_up, stop_at_hang)
+        try:
+            return self._collect(batch, timeout_s, give_up, stop_at_hang)
+        finally:
+            if batch in self._queue and (batch.done >= len(batch.case_jsons) or batch.given_up):
+                self._queue.remove(batch)
+
+    def _collect(self, batch: "Batch", timeout_s, give_up, stop_at_hang) -> list:
         timeout = self.timeout_s if timeout_s is None else timeout_s
-        while batch.done < len(batch.case_jsons):
+        if batch.done < len(batch.case_jsons) and not batch.given_up and \
+                (batch.worker is None or batch.worker is not self._worker):
+            # Queued behind a batch whose worker died, hung or was given up: its
+            # message went with that worker. Sent again, unless the caller gives up.
+            if give_up is not None and give_up():
+                batch.given_up = True
+                return batch.outcomes
+            self._send_rest(batch)
+        while batch.done < len(batch.case_jsons) and not batch.given_up:
             worker = batch.worker
             op = batch.ops[batch.done]
             try:
@@ -472,9 +528,12 @@ class WorkerPool:
                     batch.outcomes.append(payload)
                     batch.done += 1
                     worker.cases += 1
-                    # The next case started when this one finished, however late we read it.
-                    batch.started = finished
-                    batch.compiled_before = (worker.compile_state or (0.0, 0.0))[1]
+                    # The next case started when this one finished, however late we read
+                    # it: this batch's next case, or the first of the batch queued behind.
+                    following = self._following(batch) if batch.done == len(batch.case_jsons) else batch
+                    if following is not None and following.worker is worker:
+                        following.started = finished
+                        following.compiled_before = (worker.compile_state or (0.0, 0.0))[1]
                     if payload.get("poisoned"):
                         self._replace(worker)
                         if batch.done < len(batch.case_jsons):
@@ -495,6 +554,13 @@ class WorkerPool:
                     break
                 self._send_rest(batch)
         return batch.outcomes
+
+    def _following(self, batch: "Batch") -> "Batch | None":
+        try:
+            index = self._queue.index(batch)
+        except ValueError:
+            return None
+        return self._queue[index + 1] if index + 1 < len(self._queue) else None
 
     def _wait_from(self, worker: Worker, timeout: float, batch: "Batch", give_up=None) -> str | None:
         """Wait for the reply to the current case of ``batch``: None once it is there,
@@ -523,6 +589,7 @@ class WorkerPool:
         returning a dict, imported there by name: the localiser, say): its result, a dict
         with ``internal_error`` (the traceback) if it raised, or a :class:`ProcessEvent`
         if the worker died or did not answer within ``timeout_s`` (compilation counts)."""
+        self._drain()
         worker = self._ensure()
         self._write_inflight(case_json)
         return self._exchange(worker, ("call", function_name(fn), case_json, list(args), dict(kwargs or {})),
@@ -530,9 +597,13 @@ class WorkerPool:
                               internal=lambda tb: {"internal_error": tb})
 
     def fresh(self) -> None:
-        """Make the next case run in a new worker process (no state from earlier calls)."""
+        """Make the next case run in a new worker process (no state from earlier calls).
+        Batches still in flight run again in it when collected."""
         if self._worker is not None:
-            self._worker.stop()
+            if self._queue:
+                self._worker.kill()
+            else:
+                self._worker.stop()
             self._worker = None
 
     def abandon(self) -> None:
