@@ -138,8 +138,8 @@ def _campaign_arguments(p, *, budget_help: str) -> None:
                         "as cuda:0); default: every lane on the one device the target names")
     p.add_argument("--draw-jobs", type=_int_at_least("--draw-jobs", 0), default=None, dest="draw_jobs",
                    help="processes per lane drawing the next slices' cases while the worker runs "
-                        "(default: the cores a lane has beyond its driver and worker, at most 2; 0: none, the "
-                        "lane draws, each Hypothesis example giving a case and a value sibling)")
+                        "(default: the cores a lane has beyond its driver and worker, at most 2, or 4 on a machine "
+                        "of 8 cores or more, where a lane of 2 cores gets 2; 0: none, the lane draws)")
     p.add_argument("--no-progress", action="store_true", help="no live status line")
     p.add_argument("--known", action="append", default=[], metavar="FILE",
                      help="extra known-failure table (JSON, the format of mpsfuzz/data/known_failures.json); repeatable")

@@ -54,25 +54,29 @@ def default_jobs() -> int:
 
 
 # Where lanes have two cores each on a machine of at least this many, each still gets two
-# drafters (see default_draw_jobs).
+# drafters, and a lane with more cores up to MAX_DRAFTERS (see default_draw_jobs).
 MANY_CORES = 8
+MAX_DRAFTERS = 4
 
 
 def default_draw_jobs(jobs: int) -> int:
     """Drafter processes per lane (drafts.py): the cores each of ``jobs`` lanes has beyond
-    its driver and worker, at most 2 (drawing is then no longer the bottleneck).
+    its driver and worker, at most 2, or MAX_DRAFTERS on a machine of MANY_CORES.
 
     On a machine of MANY_CORES or more, a lane of two cores gets two drafters too, more
     processes than cores: drawing a case costs about twice judging it, so a lane drawing
     in its driver leaves its worker idle half the time, and the drafters fill those
     cores. Measured on a 16-core machine, 8 lanes on elementwise ops: 2,700 and 2,910
-    cases/s without drafters, 3,530 and 3,894 with two each (runs taking turns). On a
-    2-core machine one drafter for the one lane changed nothing (512 and 518 against
-    494 and 514 cases/s), so small machines keep none."""
+    cases/s without drafters, 3,530 and 3,894 with two each (runs taking turns). A lane
+    with cores to spare there takes up to MAX_DRAFTERS: with two, the worker of one lane
+    (elementwise) still waited a fifth of its time for its next slice (0.27 ms a case
+    between batches, 0.94 judging). On a 2-core machine one drafter for the one lane
+    changed nothing (512 and 518 against 494 and 514 cases/s), so small machines keep
+    none."""
     cores = os.cpu_count() or 2
     per_lane = cores // max(1, jobs)
     if cores >= MANY_CORES and per_lane >= 2:
-        return 2
+        return max(2, min(MAX_DRAFTERS, per_lane - 2))
     return max(0, min(2, per_lane - 2))
 
 
