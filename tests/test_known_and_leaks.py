@@ -58,6 +58,25 @@ def test_entries_match_only_their_variant():
     assert upstream.match(table, variant="out", **common) is None
 
 
+def test_eager_cpus_strided_i0e_in_half_precision_is_known_on_cpu_only(monkeypatch):
+    """A real CPU bug the clean target met (a 90 s elementwise run, 2026-11-27): eager
+    CPU's strided special.i0e is ulps off in float16 where the vectorised path is exact.
+    The layout oracle sees it on the clean CPU target, and the shipped table marks it
+    known there and only there (the same difference on MPS would be MPS's to explain)."""
+    monkeypatch.setenv("MPSFUZZ_FAULTS", "none")
+    gapped = TensorRecipe((6, 6), "float16", Layout(gaps=(1, 2)), ValueRecipe("normal", seed=0))
+    case = Case("special.i0e", (gapped,), ())
+    summary = judge_case(case, FaultTarget(), ("values", "layout"))
+    [failure] = summary["failures"]
+    assert (failure["oracle"], failure["kind"]) == ("layout", "layout-wrong-values")
+    table = upstream.builtin_table()
+    common = dict(op="special.i0e", dtypes=["float16"], oracle="layout", kind="layout-wrong-values",
+                  layout_class="strided", torch_version="2.13.0")
+    assert upstream.match(table, device="cpu", **common).id == "cpu-i0e-half-strided-layout"
+    assert upstream.match(table, device="mps", **common) is None
+    assert upstream.match(table, device="cpu", **dict(common, dtypes=["float32"])) is None
+
+
 def test_a_broad_known_table_is_a_one_line_usage_error(tmp_path):
     table = tmp_path / "known.json"
     table.write_text(json.dumps(_entry(oracle="*", kind="*")))
