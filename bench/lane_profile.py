@@ -4,12 +4,12 @@
         [--seconds 30] [--target mpsfuzz.testing.faults:target]
 
 For the batches after the first ten (start-up left out) it prints the campaign's rate
-and, per case: how long its worker was busy (from a batch's sending to its last case's
-reply, by the worker's clock) and how much of that judge_case took (timed inside the
-worker, bench/timed_judge.py), how long the worker idled between batches, and what the
-driver spent taking slices from its drafters (or drawing them), collecting, judging and
-sending. A worker busy most of the time with judge_case most of that is bound by
-judging; one idle half the time waits for drawing.
+and, per case: how much of the time judge_case took in the worker (timed there,
+bench/timed_judge.py), how much went between two cases of a batch (the reply sent, the
+next case parsed) and between batches (the driver sending the next one, or the worker
+waiting for it), and what the driver spent taking slices from its drafters (or drawing
+them), collecting, judging and sending. A worker judging most of the time is bound by
+judging; a large gap between batches is a worker waiting for drawing.
 """
 from __future__ import annotations
 
@@ -46,7 +46,10 @@ def instrument():
             times = [(o.get("judge_s", 0.0), o.get("judged", "?")) for o in outcomes if isinstance(o, dict)]
             judged = sum(t for t, _ in times)
             per_case.extend(times)
-            batches.append((batch.sent_at, batch.started, len(batch.case_jsons), judged))
+            # When each case's judge_case started and how long it took (the worker's clock):
+            # the worker's time outside judge_case is between them.
+            starts = [(o["judge_at"], o["judge_s"]) for o in outcomes if isinstance(o, dict) and "judge_at" in o]
+            batches.append((batch.sent_at, batch.started, len(batch.case_jsons), judged, starts))
         return outcomes
     worker.WorkerPool.submit, worker.WorkerPool.collect = timed_submit, timed_collect
 
@@ -104,16 +107,19 @@ def main() -> None:
         if len(kept) < 2:
             print(f"{family}: too few batches ({len(batches)}) in {args.seconds:g} s")
             continue
-        cases = sum(n for _, _, n, _ in kept)
+        cases = sum(b[2] for b in kept)
         window = kept[-1][1] - kept[0][0]
-        busy = sum(done - sent for sent, done, _, _ in kept)
-        idle = sum(kept[i + 1][0] - kept[i][1] for i in range(len(kept) - 1))
-        judged = sum(j for *_, j in kept)
+        judged = sum(b[3] for b in kept)
+        # Between two cases of a batch: the reply sent, the next case parsed. Between
+        # batches: from the last case of one to the first of the next (the driver's
+        # sending and, when the next batch was not queued yet, the wait for it).
+        between = sum(b[0] - (a[0] + a[1]) for k in kept for a, b in zip(k[4], k[4][1:]))
+        across = sum(k[4][0][0] - (j[4][-1][0] + j[4][-1][1]) for j, k in zip(kept, kept[1:]) if j[4] and k[4])
         per = lambda s: f"{1000 * s / cases:.3f}"   # noqa: E731
         total = result.stats.cases or 1
-        print(f"{family} (draw-jobs {draw_jobs}): {cases} cases in {window:.1f} s = {cases / window:.0f}/s; "
-              f"worker busy {per(busy)} ms/case ({100 * busy / window:.0f}%), of which judge_case {per(judged)}; "
-              f"idle {per(idle)} ms/case; driver (whole run, ms/case): "
+        print(f"{family} (draw-jobs {draw_jobs}): {cases} cases in {window:.1f} s = {cases / window:.0f}/s, "
+              f"{per(window)} ms/case: judge_case {per(judged)} ({100 * judged / window:.0f}% of the time), "
+              f"between cases {per(between)}, between batches {per(across)}; driver (whole run, ms/case): "
               + ", ".join(f"{name.strip('_')} {1000 * s / total:.3f}" for name, s in driver.items()))
         # A case far slower than the median is mostly a first use (a kernel loaded or
         # compiled, a library initialised): its share says what a longer run would save.

@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python bench/throughput.py [--families linalg,elementwise,reduction]
         [--seconds 30] [--jobs 2,4] [--target mpsfuzz.testing.faults:target] [--faults NAMES]
-        [--slice 30] [--seed 0] [--warm-up S] [--json FILE]
+        [--slice 30] [--seed 0] [--warm-up S] [--no-profile] [--json FILE]
 
 For each family it runs, one after the other, each fuzzing for about ``--seconds``:
 
@@ -280,6 +280,9 @@ def main() -> None:
     parser.add_argument("--warm-up", type=float, default=0.0, dest="warm_up", metavar="S",
                         help="first run each campaign unmeasured for S seconds, same seeds (default 0: "
                              "none); see the module docstring")
+    parser.add_argument("--no-profile", action="store_false", dest="profile",
+                        help="skip the profile line (drawing the jobs1 cases again takes about as long "
+                             "as the campaigns)")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="write every figure to FILE")
     args = parser.parse_args()
 
@@ -341,8 +344,11 @@ def main() -> None:
                 runs[n], _ = run_campaign(config(n), n, target)
         bare_s = bare_loop(ran, target)
         bare_rate = len(ran) / bare_s if bare_s > 0 and ran else None
-        gen_s, gen_cases = generation_time(Counter(case.op for case in ran), base)
-        judge_s = judge_time(ran, target)
+        if args.profile:
+            gen_s, gen_cases = generation_time(Counter(case.op for case in ran), base)
+            judge_s = judge_time(ran, target)
+        else:
+            gen_s, gen_cases, judge_s = None, 0, None
 
         rate1 = runs[1]["rate"]
         over_bare = ratio(rate1, bare_rate)
@@ -369,9 +375,10 @@ def main() -> None:
               + (f" (SHORT: {', '.join(f'jobs{n}' for n in short)}; their rates mean little)" if short else ""))
         print(f"  jobs1: {runs[1]['cases']} cases, {100 * runs[1]['valid_ratio']:.0f}% valid, "
               f"{runs[1]['harness_errors']} harness errors, {runs[1]['new_findings']} new findings")
-        print(f"  profile (jobs1's {len(ran)} cases): generate {fmt(profile['generate_ms'], 0)} ms/case (driver), "
-              f"judge {fmt(profile['judge_ms'], 0)} ms/case (worker's judge_case, in-process); "
-              f"bare {fmt(profile['bare_ms'], 0)}, campaign {fmt(profile['campaign_ms'], 0)} ms/case")
+        if args.profile:
+            print(f"  profile (jobs1's {len(ran)} cases): generate {fmt(profile['generate_ms'], 0)} ms/case (driver), "
+                  f"judge {fmt(profile['judge_ms'], 0)} ms/case (worker's judge_case, in-process); "
+                  f"bare {fmt(profile['bare_ms'], 0)}, campaign {fmt(profile['campaign_ms'], 0)} ms/case")
         if family in GOAL_BARE_FAMILIES and (over_bare is None or over_bare < GOAL_BARE):
             missed.append(f"{family} jobs1/bare {fmt(over_bare, 0, 3)}")
         missed += [f"{family} eff{n} {fmt(e, 0, 3)}" for n, e in eff.items() if e is None or e < GOAL_EFFICIENCY]
