@@ -618,3 +618,25 @@ def test_a_worker_keeps_what_it_loaded_out_of_the_collectors_sight():
 def collector_view(case, target):
     import gc
     return {"frozen": gc.get_freeze_count(), "tracked": len(gc.get_objects())}
+
+
+def test_output_dtypes_from_the_meta_device_are_shared_across_sizes_and_values(monkeypatch):
+    """The widened reference's output dtypes come from one meta run per input dtypes,
+    0-dim inputs and scalar-argument kinds: other sizes and values reuse it, while a
+    0-dim input, which promotes as a scalar, gets its own (and its own dtype)."""
+    from mpsfuzz.execution import executor
+    from mpsfuzz.generation import catalogue
+    calls = []
+    real = executor._meta_dtypes
+    monkeypatch.setattr(executor, "_meta_dtypes", lambda spec, case, kw: calls.append(case) or real(spec, case, kw))
+    monkeypatch.setattr(executor, "_EXPECTED", {})
+    spec = catalogue.get("add")
+
+    def dtypes(shapes, alpha):
+        case = Case("add", (TensorRecipe(shapes[0], "float16"), TensorRecipe(shapes[1], "float32")),
+                    (("alpha", alpha),))
+        return executor._expected_dtypes(spec, case, {"alpha": alpha})
+    assert dtypes([(3,), (3,)], 2) == dtypes([(2, 5), (5,)], 7) == [torch.float32]
+    assert len(calls) == 1
+    assert dtypes([(3,), ()], 2) == [torch.float16]   # the 0-dim float32 promotes as a scalar
+    assert len(calls) == 2

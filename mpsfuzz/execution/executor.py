@@ -297,7 +297,7 @@ def _detach(out):
 
 # -- the CPU reference ----------------------------------------------------------------------
 
-# Output dtypes by (op function, arguments, input dtypes and ranks). Running an op on
+# Output dtypes by (op function, argument kinds, input dtypes, 0-dim inputs). Running an op on
 # the meta device goes through Python decompositions: half a millisecond a case, a tenth
 # of all judging on elementwise and reduction (where CPU lacks many half and unsigned
 # kernels). Dtypes follow from the input dtypes, the arguments, which inputs are 0-dim
