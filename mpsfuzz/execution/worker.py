@@ -288,6 +288,11 @@ class Batch:
         self.compiled_before = 0.0
         self.given_up = False         # collect() gave up the cases without an outcome
 
+    @property
+    def open(self) -> bool:
+        """Cases still to answer (none given up)."""
+        return self.done < len(self.case_jsons) and not self.given_up
+
 
 class WorkerPool:
     """Runs cases in a persistent worker, replacing it when it dies or hangs.
@@ -462,7 +467,7 @@ class WorkerPool:
             self._write_queue_inflight()
         earlier = self._queue[:self._queue.index(batch)] if batch in self._queue else []
         for other in earlier:
-            if other.done < len(other.case_jsons) and not other.given_up and other.worker is not worker:
+            if other.open and other.worker is not worker:
                 self._send(other, worker)
         self._send(batch, worker)
 
@@ -497,20 +502,19 @@ class WorkerPool:
         try:
             return self._collect(batch, timeout_s, give_up, stop_at_hang)
         finally:
-            if batch in self._queue and (batch.done >= len(batch.case_jsons) or batch.given_up):
+            if batch in self._queue and not batch.open:
                 self._queue.remove(batch)
 
     def _collect(self, batch: "Batch", timeout_s, give_up, stop_at_hang) -> list:
         timeout = self.timeout_s if timeout_s is None else timeout_s
-        if batch.done < len(batch.case_jsons) and not batch.given_up and \
-                (batch.worker is None or batch.worker is not self._worker):
+        if batch.open and (batch.worker is None or batch.worker is not self._worker):
             # Queued behind a batch whose worker died, hung or was given up: its
             # message went with that worker. Sent again, unless the caller gives up.
             if give_up is not None and give_up():
                 batch.given_up = True
                 return batch.outcomes
             self._send_rest(batch)
-        while batch.done < len(batch.case_jsons) and not batch.given_up:
+        while batch.open:
             worker = batch.worker
             op = batch.ops[batch.done]
             try:
