@@ -1,57 +1,114 @@
-"""Where a campaign draws in its own process, each Hypothesis example of a slice runs as
-a family: the drawn case and its value siblings (the same recipe with fresh value seeds,
-drafts.family). A sibling is drawn at no Hypothesis cost, replays with its slice and,
-failing, is shrunk and recorded as a drawn case is."""
+"""Siblings: each Hypothesis example of a slice can stand for a family, the drawn case and
+cases with its skeleton (op, shapes, dtypes, arguments, variant) dressed again by a
+seeded PRNG (layouts, values, aliasing: strategies.siblings). A sibling costs tens of
+microseconds where a draw costs a millisecond or two; it replays with its slice and,
+failing, is shrunk, reduced and recorded as a drawn case is. How many a campaign wants
+is lanes.default_siblings' to say: enough for drawing to keep the worker busy."""
 from __future__ import annotations
 
+import json
+import os
 from dataclasses import replace
 
+import pytest
+from test_fault_campaigns import FAULT_TARGET, CASES, assert_repro_proves_the_fault, findings_in, mpsfuzz
 from test_harness import CLEAN, _spec, campaign, notices, scripted, wrong_values  # noqa: F401 (fixture)
 
-from mpsfuzz.campaign import drafts, engine
+from mpsfuzz.campaign import drafts, engine, lanes
 from mpsfuzz.campaign.drafts import Limits, draw_slice, family
 from mpsfuzz.generation import catalogue
-from mpsfuzz.generation.strategies import example_cases, value_siblings
+from mpsfuzz.generation.recipes import MATRIX_DISTRIBUTIONS, Layout
+from mpsfuzz.generation.strategies import _written_inputs, example_cases, siblings
 
 # A value no drawn recipe has: marks the cases that are siblings.
 MARK = -7.0
 
 
-def test_siblings_differ_from_their_case_in_value_seeds_alone_and_are_the_same_every_time():
-    spec = catalogue.get("add")
-    for case in example_cases(spec, 20, seed=4):
-        sibling, = value_siblings(case, 123, 1)
-        assert value_siblings(case, 123, 1) == [sibling]
-        assert value_siblings(case, 124, 1) != [sibling]   # another slice: other values
-        assert (sibling.op, sibling.kwargs, sibling.variant) == (case.op, case.kwargs, case.variant)
-        for mine, theirs in zip(case.inputs, sibling.inputs):
-            assert mine.values.seed != theirs.values.seed
-            assert replace(theirs, values=replace(theirs.values, seed=mine.values.seed)) == mine
+def skeleton(case):
+    return (case.op, case.kwargs, case.variant, tuple((r.shape, r.dtype) for r in case.inputs))
+
+
+@pytest.mark.parametrize("op", ["add", "sum", "index_select", "linalg.solve", "mul"])
+def test_siblings_keep_the_skeleton_and_dress_it_again_the_same_way_every_time(op):
+    spec = catalogue.get(op)
+    layouts_changed = seeds_changed = 0
+    for case in example_cases(spec, 30, seed=4):
+        family_ = siblings(spec, case, 123, 2)
+        assert siblings(spec, case, 123, 2) == family_              # a replay derives them again
+        if any(r.numel for r in case.inputs):
+            assert family_ and siblings(spec, case, 124, 2) != family_   # another slice: another dressing
+        assert case not in family_ and len(set(family_)) == len(family_)
+        written = _written_inputs(spec, case.variant)
+        for sib in family_:
+            assert skeleton(sib) == skeleton(case)
+            for i, (mine, theirs) in enumerate(zip(case.inputs, sib.inputs)):
+                # what the op's value options fixed stays: index bounds, matrix kinds
+                assert (theirs.values.low, theirs.values.high) == (mine.values.low, mine.values.high)
+                if mine.values.distribution in MATRIX_DISTRIBUTIONS:
+                    assert theirs.values.distribution == mine.values.distribution
+                    assert not set(theirs.layout.expanded) & {len(mine.shape) - 1, len(mine.shape) - 2}
+                if i in written:
+                    assert not theirs.layout.expanded
+                if i in spec.contiguous_inputs:
+                    assert theirs.layout == Layout()
+                layouts_changed += theirs.layout != mine.layout
+                seeds_changed += theirs.values.seed != mine.values.seed
+    assert layouts_changed > 10 and seeds_changed > 20
+
+
+def test_a_users_kernel_input_declared_contiguous_stays_contiguous_in_siblings():
+    spec = replace(_spec("test.contiguous_first", shapes=lambda draw, budget: [(3, 4), (3, 4)]),
+                   contiguous_inputs=(0,))
+    for case in example_cases(spec, 20, seed=2):
+        for sib in siblings(spec, case, 9, 3):
+            assert sib.inputs[0].layout == Layout()
+    assert any(s.inputs[1].layout != Layout() for c in example_cases(spec, 20, seed=2) for s in siblings(spec, c, 9, 3))
 
 
 def test_a_slice_holds_each_draw_followed_by_its_siblings():
-    limits = Limits(max_rank=8, max_side=8, max_numel=4096, allow_variants=True, examples=20, siblings=1)
+    limits = Limits(max_rank=8, max_side=8, max_numel=4096, allow_variants=True, examples=30, siblings=2)
     draft = draw_slice("add", 2, 9, limits)
-    assert len(draft.cases) >= 12
-    # the slice's cases are families, in order (duplicates left out)
-    drawn = draft.cases[0::2]
-    assert draft.cases[1::2] == [family(c, draft.seed, 1)[1] for c in drawn][:len(draft.cases[1::2])]
-    assert drafts.draws_for(20, 1) == 10 and drafts.draws_for(1, 1) == 1 and drafts.draws_for(20, 0) == 20
-    # drafters drawing ahead: every case is a draw of its own
-    assert drafts.siblings_for(0) == drafts.VALUE_SIBLINGS and drafts.siblings_for(2) == 0
-    assert family(drawn[0], draft.seed, 0) == [drawn[0]]
+    assert len(draft.cases) >= 24
+    # the slice's cases are families, in order: each drawn case, then its siblings
+    # (duplicates left out)
+    groups: list[list] = []
+    for case in draft.cases:
+        if groups and case in family(groups[-1][0], draft.seed, 2)[1:]:
+            groups[-1].append(case)
+        else:
+            groups.append([case])
+    assert len(groups) <= drafts.draws_for(30, 2)
+    assert sum(len(g) == 3 for g in groups) >= len(groups) - 2, [len(g) for g in groups]
+    assert drafts.draws_for(30, 2) == 10 and drafts.draws_for(1, 1) == 1 and drafts.draws_for(20, 0) == 20
+    assert family(groups[0][0], draft.seed, 0) == [groups[0][0]]
+
+
+def test_siblings_default_to_what_keeps_a_lanes_worker_busy(monkeypatch):
+    """Enough siblings that a lane's drawing keeps up with its worker: none where a lane
+    has drafters on cores of their own, some where lanes share few cores, never more than
+    MAX_SIBLINGS; none for a campaign bounded by cases alone."""
+    def default(cores, jobs, **bounds):
+        monkeypatch.setattr(os, "cpu_count", lambda: cores)
+        bounds = bounds or dict(budget_s=60.0, max_cases=None)
+        return lanes.default_siblings(jobs, lanes.default_draw_jobs(jobs), **bounds)
+    assert default(16, 1) == default(16, 2) == 0                          # four drafters each
+    assert default(16, 8) >= 1 and default(2, 1) >= 1
+    assert default(16, 16) == lanes.MAX_SIBLINGS
+    assert [default(16, j) for j in (1, 4, 5, 8, 15)] == sorted(default(16, j) for j in (1, 4, 5, 8, 15))
+    assert default(2, 1, budget_s=None, max_cases=500) == 0
+    assert default(2, 1, budget_s=None, max_cases=None) >= 1               # the daemon: until stopped
+    assert default(2, 1, budget_s=30.0, max_cases=500) >= 1
 
 
 def test_a_failure_only_a_sibling_shows_is_replayed_shrunk_and_recorded(tmp_path, scripted, registered, monkeypatch):
-    """A bug of some values: only siblings (marked) of 2+ elements fail. The replay of
+    """A bug of some dressings: only siblings (marked) of 2+ elements fail. The replay of
     the slice runs each draw's family, so Hypothesis shrinks the draw and the sibling
-    follows it, to 2 elements."""
-    def marked(case, salt, count):
+    dressed from it follows, to 2 elements."""
+    def marked(spec, case, salt, count):
         return [replace(s, inputs=(replace(s.inputs[0], values=replace(s.inputs[0].values, low=MARK)),
                                    *s.inputs[1:]))
-                for s in value_siblings(case, salt, count)]
-    monkeypatch.setattr(drafts, "value_siblings", marked)
-    monkeypatch.setattr(drafts, "VALUE_SIBLINGS", 1)   # (off by default)
+                for s in siblings(spec, case, salt, count)]
+    monkeypatch.setattr(drafts, "dressed_siblings", marked)
     registered(_spec("test.fails_some_values"))
 
     def fails_when_marked(case_json):
@@ -67,12 +124,33 @@ def test_a_failure_only_a_sibling_shows_is_replayed_shrunk_and_recorded(tmp_path
     def no_triage(*args, **kwargs):   # the finding is stored as Hypothesis shrank it
         raise RuntimeError("triage left out")
     monkeypatch.setattr(engine, "triage", no_triage)
-    c, events = campaign(tmp_path, ["test.fails_some_values"], max_cases=200, max_findings=1)
+    c, events = campaign(tmp_path, ["test.fails_some_values"], max_cases=200, max_findings=1, siblings=1)
     result = c.run()
     found = [f for f, _, new in result.findings if new]
     assert [f.op for f in found] == ["test.fails_some_values"], notices(events)
     case = found[0].case
     assert case.inputs[0].values.low == MARK
     # shrunk by Hypothesis (triage, which would reduce it too, is left out)
-    first = case.inputs[0]
-    assert first.numel == 2 and first.layout == type(first.layout)() and not first.values.specials, case
+    assert case.inputs[0].numel == 2, case
+
+
+@pytest.mark.parametrize("fault", ["unary_offset", "bitwise_noncontig"])
+def test_a_campaign_with_siblings_finds_minimises_and_proves_a_layout_fault(fault, tmp_path):
+    """The fuzzer with two siblings per draw, on faults that need a layout feature: found
+    by the right oracle, reduced to the minimal case, its repro verified."""
+    op, oracle, is_minimal = CASES[fault]
+    corpus = tmp_path / "corpus"
+    run = mpsfuzz("run", "--ops", op, "--target", FAULT_TARGET, "--max-cases", "900", "--seed", "3",
+                  "--siblings", "2", "--corpus", str(corpus), "--timeout", "3", "--shrink-budget", "30",
+                  "--max-findings", "1", "--no-progress", faults=fault, cwd=tmp_path)
+    assert run.returncode == 1, run.stdout + run.stderr
+    found = findings_in(corpus)
+    assert [f["oracle"] for f in found] == [oracle], run.stdout
+    assert is_minimal(found[0]), json.dumps(found[0]["case"], indent=1)
+    assert_repro_proves_the_fault(found[0], fault, tmp_path)
+
+
+def test_run_takes_siblings_and_refuses_a_negative_count(tmp_path):
+    bad = mpsfuzz("run", "--ops", "neg", "--siblings", "-1", "--corpus", str(tmp_path / "c"), faults="none",
+                  cwd=tmp_path)
+    assert bad.returncode == 2 and "--siblings" in bad.stderr and "Traceback" not in bad.stderr

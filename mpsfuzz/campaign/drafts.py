@@ -29,7 +29,7 @@ from hypothesis.errors import HypothesisException, Unsatisfiable
 
 from ..execution.worker import limit_threads
 from ..generation import catalogue
-from ..generation.strategies import cases, value_siblings
+from ..generation.strategies import cases, siblings as dressed_siblings
 
 
 def _drafter_started() -> None:
@@ -104,29 +104,12 @@ class Limits:
     max_numel: int
     allow_variants: bool
     examples: int
-    siblings: int = 0                 # value siblings per drawn case (siblings_for)
+    siblings: int = 0                 # siblings per drawn case (CampaignConfig.siblings)
 
 
-# Where a campaign draws its slices in its own process (no drafters), each Hypothesis
-# example gives its case and VALUE_SIBLINGS more with fresh value seeds
-# (strategies.value_siblings): Hypothesis' engine costs about a millisecond per example
-# whatever is drawn, more than judging a small op, so there drawing is what bounds the
-# campaign's rate. With drafters drawing ahead, the worker bounds it and every case is a
-# draw of its own (siblings would only trade structures for values). A slice of
-# ``examples`` cases asks Hypothesis for ``draws_for(examples, siblings)`` examples.
-# Off (0) for now: with one sibling a slice holds half as many structures, and campaigns
-# of a fixed number of cases (the fault campaigns of the tests, CI's corpus jobs) found
-# fewer of the faults that need a structure (fftn_splits_dims in 400 cases of fft.fftn,
-# a neg fault in 120): more cases per second, fewer structures per case. The mechanism
-# stays (tests/test_siblings.py) for a scheduler that turns it on where values matter.
-VALUE_SIBLINGS = 0
-
-
-def siblings_for(draw_jobs: int) -> int:
-    """Value siblings per drawn case for a campaign with ``draw_jobs`` drafters."""
-    return VALUE_SIBLINGS if draw_jobs == 0 else 0
-
-
+# A slice of ``examples`` cases with ``siblings`` per drawn case (strategies.siblings: the
+# drawn skeleton dressed again) asks Hypothesis for ``draws_for(examples, siblings)``
+# examples. How many siblings a campaign wants is lanes.default_siblings' to say.
 def draws_for(cases: int, siblings: int) -> int:
     """Hypothesis examples for a slice of ``cases`` cases."""
     return max(1, -(-cases // (1 + siblings)))
@@ -157,10 +140,11 @@ def runs_of(seed: int, examples: int, siblings: int) -> list[tuple[int, int]]:
 
 def family(case, seed: int, siblings: int) -> list:
     """The cases one example of the slice seeded ``seed`` stands for, in the order they
-    run: the drawn case, then its siblings. A failing sibling shrinks as the drawn case
-    does (Hypothesis shrinks the draw; the siblings follow it) and triage reduces the
-    case that failed, not the draw."""
-    return [case, *value_siblings(case, seed, siblings)] if siblings else [case]
+    run: the drawn case, then its siblings. A replay that shrinks a sibling's failure
+    shrinks the draw and dresses each smaller draw again (the same dressing as long as
+    the input values' seeds stand: they seed the PRNG); triage then reduces the case
+    that failed, not the draw."""
+    return [case, *dressed_siblings(catalogue.get(case.op), case, seed, siblings)] if siblings else [case]
 
 
 def slice_seed(seed: int, op: str, round_no: int) -> int:

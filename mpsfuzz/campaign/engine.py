@@ -45,7 +45,7 @@ from ..triage.ablation import holds_all
 from ..triage.pipeline import DEFAULT_RERUNS, triage
 from .behaviour import behaviour_of
 from .drafts import (Draft, Drafter, GenerationFailed, Limits, draw_slice, error_line, family, leaves,
-                     siblings_for, slice_test, strategy_for, traceback_of)
+                     slice_test, strategy_for, traceback_of)
 from .interrupts import InterruptLatch
 from .scheduler import RoundRobin, YieldScheduler
 from .triage_desk import TriageDesk
@@ -84,6 +84,7 @@ class CampaignConfig:
     # pending for the next start instead of being recorded untriaged.
     defer_on_stop: bool = False
     draw_jobs: int = 0                # drafter processes drawing slices ahead (0: draw here)
+    siblings: int = 0                 # cases dressed again per drawn case (strategies.siblings)
     recycle_after: int | None = None  # a fresh worker after this many cases
     max_worker_rss_mb: float | None = None   # ... or once the worker's RSS passes this
     # When the budget started (time.monotonic(), system-wide): lanes count from their
@@ -338,7 +339,7 @@ class Campaign:
         self._pending_files = 0
         self._drafter: Drafter | None = None
         self._limits = Limits(config.max_rank, config.max_side, config.max_numel, config.allow_variants,
-                              config.slice_examples, siblings_for(config.draw_jobs))
+                              config.slice_examples, config.siblings)
         self._start = 0.0
         # Set once the desk's jobs were given up past the stop grace (_defer_triage): its
         # thread then stores and counts nothing more (see _Abandoned).
@@ -531,7 +532,7 @@ class Campaign:
 
     def _judge(self, drawn, pool: WorkerPool, op: str, seed: int) -> None:
         """The test body: run each case of the drawn example's family (drafts.family:
-        the case and its value siblings, as the slice's batch ran them), or recall their
+        the case and its siblings, as the slice's batch ran them), or recall their
         verdicts, and raise the finding exception of the first failure that is neither
         suppressed nor a sighting."""
         if isinstance(drawn, GenerationFailed):
@@ -1266,8 +1267,7 @@ class Campaign:
         finishing = None        # collected, not yet judged
         slices = self._slices()
         self._limits = Limits(self.config.max_rank, self.config.max_side, self.config.max_numel,
-                              self.config.allow_variants, self.config.slice_examples,
-                              siblings_for(self.config.draw_jobs))
+                              self.config.allow_variants, self.config.slice_examples, self.config.siblings)
         self._drafter = Drafter(self.config.draw_jobs, self.seed, self._limits) if self.config.draw_jobs else None
         try:
             while True:
