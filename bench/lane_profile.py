@@ -73,6 +73,8 @@ def main() -> None:
     parser.add_argument("--families", default="elementwise")
     parser.add_argument("--draw-jobs", type=int, default=None, dest="draw_jobs",
                         help="drafter processes (default: as `run --jobs 1` picks)")
+    parser.add_argument("--siblings", type=int, default=None,
+                        help="siblings per drawn case (default: as `run --jobs 1` picks)")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--target", default="mpsfuzz.testing.faults:target")
     parser.add_argument("--slowest", type=int, default=0, help="list the N slowest cases judged")
@@ -83,10 +85,12 @@ def main() -> None:
     os.environ.setdefault("MPSFUZZ_FAULTS", "none")
 
     from mpsfuzz.campaign.engine import Campaign, CampaignConfig
-    from mpsfuzz.campaign.lanes import default_draw_jobs
+    from mpsfuzz.campaign.lanes import default_draw_jobs, default_siblings
     from mpsfuzz.generation import catalogue
 
     draw_jobs = default_draw_jobs(1) if args.draw_jobs is None else args.draw_jobs
+    siblings = (default_siblings(1, draw_jobs, budget_s=args.seconds, max_cases=None)
+                if args.siblings is None else args.siblings)
     batches, driver, per_case = instrument()
     for family in args.families.split(","):
         batches.clear()
@@ -94,7 +98,7 @@ def main() -> None:
         per_case.clear()
         config = CampaignConfig(ops=catalogue.select(family), target_spec=args.target,
                                 corpus_dir=Path(tempfile.mkdtemp(prefix="mpsfuzz-lane-")), seed=0,
-                                budget_s=args.seconds, draw_jobs=draw_jobs)
+                                budget_s=args.seconds, draw_jobs=draw_jobs, siblings=siblings)
         if args.warm_up > 0:
             warm = dataclasses.replace(config, budget_s=args.warm_up,
                                        corpus_dir=Path(tempfile.mkdtemp(prefix="mpsfuzz-lane-")))
@@ -117,7 +121,7 @@ def main() -> None:
         across = sum(k[4][0][0] - (j[4][-1][0] + j[4][-1][1]) for j, k in zip(kept, kept[1:]) if j[4] and k[4])
         per = lambda s: f"{1000 * s / cases:.3f}"   # noqa: E731
         total = result.stats.cases or 1
-        print(f"{family} (draw-jobs {draw_jobs}): {cases} cases in {window:.1f} s = {cases / window:.0f}/s, "
+        print(f"{family} (draw-jobs {draw_jobs}, siblings {siblings}): {cases} cases in {window:.1f} s = {cases / window:.0f}/s, "
               f"{per(window)} ms/case: judge_case {per(judged)} ({100 * judged / window:.0f}% of the time), "
               f"between cases {per(between)}, between batches {per(across)}; driver (whole run, ms/case): "
               + ", ".join(f"{name.strip('_')} {1000 * s / total:.3f}" for name, s in driver.items()))

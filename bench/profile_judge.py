@@ -4,7 +4,7 @@ in-process over the same generated cases, against the bare loop of bench/through
     python bench/profile_judge.py [--target T] [--families elementwise] [--cases 400] [--top 25]
 
 Prints ms/case for drawing the cases (as a campaign without drafters draws them: seeded
-generate-only slices, value siblings included), for judge_case (a second pass over the cases: the
+generate-only slices, ``--siblings`` per drawn case), for judge_case (a second pass over the cases: the
 first loads kernels, libraries and lazy imports, and is shown apart), for the bare loop,
 and the functions with the most cumulative and own time (cProfile) inside judge_case.
 """
@@ -29,10 +29,11 @@ def main() -> None:
     parser.add_argument("--families", default="elementwise")
     parser.add_argument("--cases", type=int, default=400)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--siblings", type=int, default=0, help="siblings per drawn case (strategies.siblings)")
     args = parser.parse_args()
     os.environ.setdefault("MPSFUZZ_FAULTS", "none")
     warnings.simplefilter("ignore")
-    from mpsfuzz.campaign.drafts import Limits, draw_slice, siblings_for
+    from mpsfuzz.campaign.drafts import Limits, draw_slice
     from mpsfuzz.execution.targets import load_target
     from mpsfuzz.generation import catalogue
     from mpsfuzz.oracles import DEFAULT, worker_oracles
@@ -42,10 +43,9 @@ def main() -> None:
     target = load_target(args.target)
     drawn = []
     ops = [op for fam in args.families.split(",") for op in catalogue.select(fam)]
-    # As a campaign draws in its own process (no drafters): value siblings included, so
-    # at least a drawn case and its sibling per op.
+    # As a campaign draws in its own process (no drafters), siblings included.
     per_op = max(2, args.cases // len(ops))
-    limits = Limits(8, 8, 4096, True, per_op, siblings_for(0))
+    limits = Limits(8, 8, 4096, True, per_op, args.siblings)
     started = time.perf_counter()
     for op in ops:
         drawn += draw_slice(op, 0, 0, limits).cases

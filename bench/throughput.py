@@ -11,9 +11,15 @@ For each family it runs, one after the other, each fuzzing for about ``--seconds
 - ``jobsN``, for each N of ``--jobs`` (default: 2, and ``lanes.default_jobs()`` if
   larger): ``mpsfuzz run --jobs N`` (lanes.ParallelCampaign: N lane processes, repro
   scripts not verified);
-- ``bare``: the cases the jobs1 campaign ran, again, in this process with no isolation,
-  no Hypothesis and no oracles: materialise the inputs, run the op on the target and on
+- ``bare``: the cases the jobs1 campaign ran, again, right after it (before any lanes
+  start, so that none still stopping slows it), in this process with no isolation, no
+  Hypothesis and no oracles: materialise the inputs, run the op on the target and on
   CPU, compare the outputs (:func:`bare_loop`). Same work, none of the machinery.
+
+A campaign draws ``siblings`` more cases per Hypothesis example where drawing cannot keep
+its worker busy (``lanes.default_siblings``: none for one lane on a machine of 8 cores or
+more); the jobs1 line counts the *skeletons* among its cases (op, shapes, dtypes,
+arguments, variant), the fresh draws a second.
 
 A campaign's budget (``budget_s``, counted from before its worker pool is created) is
 ``--seconds`` plus an allowance for its pools to start: the warm start-up for jobs1 (this
@@ -43,7 +49,8 @@ Figures (the table prints one row per family):
 ``effN``
     scaling efficiency of N lanes: ``jobsN / (N * jobs1)``. Goal: >= 0.7. Meaningless on
     a machine with fewer than 2N free cores: a lane keeps two busy (its Hypothesis
-    process draws the next slice while its worker runs the last one).
+    process draws the next slice while its worker runs the last one); lanes with fewer
+    cores get siblings instead, trading fresh draws for cases.
 ``profile`` (a line per family, from the jobs1 cases)
     milliseconds per case spent *generating* in the driver (the same number of cases per
     op drawn again in generate-only Hypothesis slices, as the engine's ``_prepare``
@@ -201,10 +208,10 @@ def pool_startup(spec: str) -> float:
 def generation_time(counts: Counter, config) -> tuple[float, int]:
     """Seconds the driver spends drawing ``counts[op]`` cases of each op, in slices as
     the engine draws them (its own draw_slice); and the cases drawn."""
-    from mpsfuzz.campaign.drafts import Limits, draw_slice, siblings_for
+    from mpsfuzz.campaign.drafts import Limits, draw_slice
 
     limits = Limits(config.max_rank, config.max_side, config.max_numel, config.allow_variants,
-                    config.slice_examples, siblings_for(config.draw_jobs))
+                    config.slice_examples, config.siblings)
     total_s, total = 0.0, 0
     for op, wanted in sorted(counts.items()):
         got, slice_no = 0, 0
@@ -234,6 +241,12 @@ def judge_time(cases, target) -> float:
             except Exception:
                 pass
     return time.perf_counter() - start
+
+
+def skeleton(case) -> tuple:
+    """What a case shares with its siblings (strategies.siblings): op, shapes, dtypes,
+    arguments and variant. Distinct skeletons a second is the rate of fresh draws."""
+    return case.op, case.kwargs, case.variant, tuple((r.shape, r.dtype) for r in case.inputs)
 
 
 def per_case_ms(seconds: float | None, cases: int) -> float | None:
@@ -276,6 +289,8 @@ def main() -> None:
                         help="cases per Hypothesis slice, as `mpsfuzz run --slice` (default 30)")
     parser.add_argument("--draw-jobs", type=int, default=None, dest="draw_jobs", metavar="D",
                         help="drafter processes per lane (default: as `run` picks for each --jobs)")
+    parser.add_argument("--siblings", type=int, default=None, metavar="K",
+                        help="siblings per drawn case (default: as `run` picks for each --jobs)")
     parser.add_argument("--seed", type=int, default=0, help="campaign seed (lanes: seed + lane index)")
     parser.add_argument("--warm-up", type=float, default=0.0, dest="warm_up", metavar="S",
                         help="first run each campaign unmeasured for S seconds, same seeds (default 0: "
@@ -290,7 +305,7 @@ def main() -> None:
     os.environ["MPSFUZZ_FAULTS"] = args.faults if args.faults is not None else "none"
 
     from mpsfuzz.campaign.engine import CampaignConfig
-    from mpsfuzz.campaign.lanes import default_draw_jobs, default_jobs
+    from mpsfuzz.campaign.lanes import default_draw_jobs, default_jobs, default_siblings
     from mpsfuzz.execution.targets import load_target
     from mpsfuzz.generation import catalogue
 
@@ -307,6 +322,15 @@ def main() -> None:
     allowance = {1: warm, **{n: cold * max(1.0, 2 * n / cores) for n in jobs_list}}
     print("rates: cases/s from the first cases back to the last (see the module docstring); budgets: "
           + ", ".join(f"jobs{n} {args.seconds + a:.1f} s" for n, a in allowance.items()))
+
+    def drawing(jobs: int) -> tuple[int, int]:
+        """(drafters per lane, siblings per drawn case) of a campaign of ``jobs`` lanes."""
+        draw_jobs = args.draw_jobs if args.draw_jobs is not None else default_draw_jobs(jobs)
+        siblings = args.siblings if args.siblings is not None else default_siblings(
+            jobs, draw_jobs, budget_s=args.seconds + allowance[jobs], max_cases=None)
+        return draw_jobs, siblings
+    print("drawing (drafters per lane, siblings per drawn case): "
+          + ", ".join(f"jobs{n} {drawing(n)[0]}, {drawing(n)[1]}" for n in allowance))
     print()
     header = (f"{'family':<12} {'bare/s':>8} {'jobs1/s':>8} "
               + " ".join(f"{f'jobs{n}/s':>8}" for n in jobs_list)
@@ -326,10 +350,10 @@ def main() -> None:
             def config(jobs: int, name: str = "jobs") -> CampaignConfig:
                 corpus = Path(tmp) / f"{name}{jobs}"
                 corpus.mkdir()
-                draw_jobs = args.draw_jobs if args.draw_jobs is not None else default_draw_jobs(jobs)
+                draw_jobs, siblings = drawing(jobs)
                 return CampaignConfig(ops=catalogue.select(family), target_spec=args.target, corpus_dir=corpus,
                                       seed=args.seed, budget_s=args.seconds + allowance[jobs],
-                                      slice_examples=args.slice_examples, draw_jobs=draw_jobs)
+                                      slice_examples=args.slice_examples, draw_jobs=draw_jobs, siblings=siblings)
             if args.warm_up > 0:
                 warm_rates = {}
                 for n in [1, *jobs_list]:
@@ -340,10 +364,12 @@ def main() -> None:
             base = config(1)
             runs = {}
             runs[1], ran = run_campaign(base, 1, target)
+            # The bare loop next, while nothing else runs: lanes stopping (and their
+            # drafters finishing a slice) would slow it and flatter jobs1/bare.
+            bare_s = bare_loop(ran, target)
+            bare_rate = len(ran) / bare_s if bare_s > 0 and ran else None
             for n in jobs_list:
                 runs[n], _ = run_campaign(config(n), n, target)
-        bare_s = bare_loop(ran, target)
-        bare_rate = len(ran) / bare_s if bare_s > 0 and ran else None
         if args.profile:
             gen_s, gen_cases = generation_time(Counter(case.op for case in ran), base)
             judge_s = judge_time(ran, target)
@@ -373,7 +399,10 @@ def main() -> None:
         print(f"  start-up: pool ready after {fmt(runs[1]['pool_ready_s'], 0, 2)} s; first case back after "
               f"{first} s; steady windows {window} s"
               + (f" (SHORT: {', '.join(f'jobs{n}' for n in short)}; their rates mean little)" if short else ""))
-        print(f"  jobs1: {runs[1]['cases']} cases, {100 * runs[1]['valid_ratio']:.0f}% valid, "
+        skeletons = len({skeleton(case) for case in ran})
+        skeleton_rate = rate1 * skeletons / len(ran) if rate1 and ran else None
+        print(f"  jobs1: {runs[1]['cases']} cases, {skeletons} skeletons ({fmt(skeleton_rate, 0)}/s: fresh draws), "
+              f"{100 * runs[1]['valid_ratio']:.0f}% valid, "
               f"{runs[1]['harness_errors']} harness errors, {runs[1]['new_findings']} new findings")
         if args.profile:
             print(f"  profile (jobs1's {len(ran)} cases): generate {fmt(profile['generate_ms'], 0)} ms/case (driver), "
