@@ -141,9 +141,10 @@ def _campaign_arguments(p, *, budget_help: str) -> None:
                         "(default: the cores a lane has beyond its driver and worker, at most 2, or 4 on a machine "
                         "of 8 cores or more, where a lane of 2 cores gets 2; 0: none, the lane draws)")
     p.add_argument("--siblings", type=_int_at_least("--siblings", 0), default=None,
-                   help="cases per drawn case with the same shapes, dtypes and arguments but layouts, values and "
-                        "aliasing drawn again, 30-40x cheaper than a draw (default: as many as keep a lane's worker "
-                        "busy where drawing cannot, at most 3; 0 with --max-cases and no --budget)")
+                   metavar="K",
+                   help="K more cases per drawn case, with its shapes, dtypes, arguments and variant but layouts, "
+                        "values and aliasing drawn again (30-40x cheaper than a draw; default: as many as keep a "
+                        "lane's worker busy where drawing cannot, at most 3; 0 with --max-cases and no --budget)")
     p.add_argument("--no-progress", action="store_true", help="no live status line")
     p.add_argument("--known", action="append", default=[], metavar="FILE",
                      help="extra known-failure table (JSON, the format of mpsfuzz/data/known_failures.json); repeatable")
