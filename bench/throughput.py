@@ -243,12 +243,6 @@ def judge_time(cases, target) -> float:
     return time.perf_counter() - start
 
 
-def skeleton(case) -> tuple:
-    """What a case shares with its siblings (strategies.siblings): op, shapes, dtypes,
-    arguments and variant. Distinct skeletons a second is the rate of fresh draws."""
-    return case.op, case.kwargs, case.variant, tuple((r.shape, r.dtype) for r in case.inputs)
-
-
 def per_case_ms(seconds: float | None, cases: int) -> float | None:
     return 1000.0 * seconds / cases if seconds is not None and cases else None
 
@@ -399,7 +393,8 @@ def main() -> None:
         print(f"  start-up: pool ready after {fmt(runs[1]['pool_ready_s'], 0, 2)} s; first case back after "
               f"{first} s; steady windows {window} s"
               + (f" (SHORT: {', '.join(f'jobs{n}' for n in short)}; their rates mean little)" if short else ""))
-        skeletons = len({skeleton(case) for case in ran})
+        from mpsfuzz.generation.strategies import skeleton
+        skeletons = len({skeleton(case) for case in ran})   # distinct draws (siblings share one)
         skeleton_rate = rate1 * skeletons / len(ran) if rate1 and ran else None
         print(f"  jobs1: {runs[1]['cases']} cases, {skeletons} skeletons ({fmt(skeleton_rate, 0)}/s: fresh draws), "
               f"{100 * runs[1]['valid_ratio']:.0f}% valid, "

@@ -18,14 +18,10 @@ from mpsfuzz.campaign import drafts, engine, lanes
 from mpsfuzz.campaign.drafts import Limits, draw_slice, family
 from mpsfuzz.generation import catalogue
 from mpsfuzz.generation.recipes import MATRIX_DISTRIBUTIONS, Layout
-from mpsfuzz.generation.strategies import _written_inputs, example_cases, siblings
+from mpsfuzz.generation.strategies import _written_inputs, example_cases, siblings, skeleton
 
 # A value no drawn recipe has: marks the cases that are siblings.
 MARK = -7.0
-
-
-def skeleton(case):
-    return (case.op, case.kwargs, case.variant, tuple((r.shape, r.dtype) for r in case.inputs))
 
 
 @pytest.mark.parametrize("op", ["add", "sum", "index_select", "linalg.solve", "mul"])

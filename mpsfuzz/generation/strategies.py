@@ -440,6 +440,12 @@ def _not_expanded_where_written(inputs: tuple, written: set[int]) -> tuple:
                  for i, r in enumerate(inputs))
 
 
+def skeleton(case: Case) -> tuple:
+    """What a case shares with its siblings: op, arguments, variant, and each input's
+    shape and dtype (distinct skeletons are distinct draws)."""
+    return case.op, case.kwargs, case.variant, tuple((r.shape, r.dtype) for r in case.inputs)
+
+
 def siblings(spec: OpSpec, case: Case, salt: int, count: int, *, awkward_ratio: float = AWKWARD_RATIO,
              alias_ratio: float = ALIAS_RATIO) -> list[Case]:
     """``count`` cases with ``case``'s skeleton (op, shapes, dtypes, arguments, variant)
