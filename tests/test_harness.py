@@ -640,3 +640,20 @@ def test_output_dtypes_from_the_meta_device_are_shared_across_sizes_and_values(m
     assert len(calls) == 1
     assert dtypes([(3,), ()], 2) == [torch.float16]   # the 0-dim float32 promotes as a scalar
     assert len(calls) == 2
+
+
+def test_a_pool_given_up_leaves_no_in_flight_file(tmp_path):
+    """A triage desk past its campaign's stop grace abandons its pool: the case it gave
+    up is no crash, and its in-flight file outlived a clean run (CUDA run 25 left
+    ``inflight-PID-triage.json`` in the corpus)."""
+    from mpsfuzz.execution.worker import WorkerPool
+    from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
+    case = Case("neg", (TensorRecipe((2,), "float32", Layout(), ValueRecipe()),)).to_json()
+    pool = WorkerPool("cpu", timeout_s=60, inflight_dir=tmp_path, role="triage", execute=threads_in_worker)
+    try:
+        pool.submit([case, case], ("values",), ["neg", "neg"])
+        assert [p.name for p in tmp_path.glob("inflight-*")] == [f"inflight-{os.getpid()}-triage.json"]
+        pool.abandon()
+        assert not list(tmp_path.glob("inflight-*"))
+    finally:
+        pool.close()

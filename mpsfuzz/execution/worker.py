@@ -619,6 +619,9 @@ class WorkerPool:
         worker = self._worker
         if worker is not None and worker.process.is_alive():
             worker.process.kill()
+        # The case given up is no crash: its in-flight file would outlive the campaign
+        # (the next start clears any a racing write leaves).
+        self._unlink_inflight()
 
     def close(self) -> None:
         if self._worker is not None:
@@ -627,12 +630,15 @@ class WorkerPool:
             else:
                 self._worker.stop()
             self._worker = None
+        self._unlink_inflight()
+        self._tmp.cleanup()
+
+    def _unlink_inflight(self) -> None:
         if self.inflight_path is not None:
             try:
                 os.unlink(self.inflight_path)
             except OSError:
                 pass
-        self._tmp.cleanup()
 
     def __enter__(self):
         return self
