@@ -2,7 +2,7 @@
 
     PYTHONPATH=. python bench/throughput.py [--families linalg,elementwise,reduction]
         [--seconds 30] [--jobs 2,4] [--target mpsfuzz.testing.faults:target] [--faults NAMES]
-        [--slice 30] [--seed 0] [--warm-up S] [--no-profile] [--json FILE]
+        [--slice 30] [--seed 0] [--warm-up S] [--machine-seconds S] [--no-profile] [--json FILE]
 
 For each family it runs, one after the other, each fuzzing for about ``--seconds``:
 
@@ -12,9 +12,12 @@ For each family it runs, one after the other, each fuzzing for about ``--seconds
   larger): ``mpsfuzz run --jobs N`` (lanes.ParallelCampaign: N lane processes, repro
   scripts not verified);
 - ``bare``: the cases the jobs1 campaign ran, again, right after it (before any lanes
-  start, so that none still stopping slows it), in this process with no isolation, no
-  Hypothesis and no oracles: materialise the inputs, run the op on the target and on
-  CPU, compare the outputs (:func:`bare_loop`). Same work, none of the machinery.
+  start, so that none still stopping slows it), in one process with no Hypothesis and
+  no oracles: materialise the inputs, run the op on the target and on CPU, compare the
+  outputs (:func:`bare_case`). Same work, none of the machinery. The process is a child
+  (:func:`isolated_loop`): a case that kills it (eager CPU's SIGFPE on an integer
+  division of the lowest value by -1 killed the whole bench on the GPU host) is left
+  out of the bare loop and of what follows, and counted.
 
 A campaign draws ``siblings`` more cases per Hypothesis example where drawing cannot keep
 its worker busy (``lanes.default_siblings``: none for one lane on a machine of 8 cores or
@@ -51,11 +54,18 @@ Figures (the table prints one row per family):
     a machine with fewer than 2N free cores: a lane keeps two busy (its Hypothesis
     process draws the next slice while its worker runs the last one); lanes with fewer
     cores get siblings instead, trading fresh draws for cases.
+``machine`` (a line per family, from the jobs1 cases; ``--machine-seconds``)
+    cases/s of judge_case, a worker's work alone (no driver, no drawing, no pipes), in
+    1 and in N processes at once (:func:`judging_at_once`), and the scaling
+    ``machineN / (N * machine1)``: what the machine itself gives N copies of the work
+    (shared caches and memory bandwidth, an all-core clock below the one-core turbo).
+    Lanes cannot scale better; ``effN`` over it is what the lanes' own machinery (their
+    drivers, drawing, pipes, in-flight files) keeps of it.
 ``profile`` (a line per family, from the jobs1 cases)
     milliseconds per case spent *generating* in the driver (the same number of cases per
     op drawn again in generate-only Hypothesis slices, as the engine's ``_prepare``
     does) and *judging* in the worker (``oracles.judge.judge_case`` with the default
-    oracles, timed in this process), beside the bare loop's and the campaign's own
+    oracles, timed in a child process), beside the bare loop's and the campaign's own
     ms/case. Drawing overlaps the worker's run of the previous slice, so a campaign near
     ``max(generate, judge)`` per case overlaps well, one near their sum does not.
 
@@ -72,7 +82,8 @@ The default target is the fault-injecting CPU target with no faults (``MPSFUZZ_F
 is set to ``none`` unless ``--faults`` is given): a clean target, so no findings, no
 shrinking and no triage take time. ``--target mps`` / ``cuda`` / ``module:attr`` measure
 a real device (its findings' shrinking and triage then count, as in a real run). The bare
-loop and the profile run cases in this process: with faults that crash or hang, so do they.
+loop, the machine line and the profile run cases outside any worker: a fault that hangs
+hangs them.
 """
 from __future__ import annotations
 
@@ -95,29 +106,102 @@ GOAL_EFFICIENCY = 0.7                     # jobsN / (N * jobs1)
 BURST_GAP_S = 0.005
 
 
-def bare_loop(cases, target) -> float:
-    """Seconds for the same cases run in-process with no isolation and no Hypothesis."""
+def bare_case(case, target) -> None:
+    """One case of the bare loop: materialise, run on the target and on CPU, compare."""
     from mpsfuzz.generation import catalogue
     from mpsfuzz.generation.dtypes import name_of
     from mpsfuzz.oracles.tolerances import tolerance
     from mpsfuzz.oracles.values import compare_tensors, flatten_outputs
 
+    spec = catalogue.get(case.op)
+    kwargs = case.kwargs_dict()
+    try:
+        out = target.run(spec.fn, *case.materialize(target.device), **kwargs)
+        target.synchronize()
+        ref = spec.fn(*case.materialize("cpu"), **kwargs)
+    except Exception:
+        return
+    for a, e in zip(flatten_outputs(out), flatten_outputs(ref)):
+        if hasattr(a, "cpu") and hasattr(e, "dtype"):
+            compare_tensors(a.cpu(), e, *tolerance(name_of(e.dtype)))
+
+
+def bare_loop(cases, target) -> float:
+    """Seconds for the same cases run in-process with no isolation and no Hypothesis."""
     start = time.perf_counter()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for case in cases:
-            spec = catalogue.get(case.op)
-            kwargs = case.kwargs_dict()
-            try:
-                out = target.run(spec.fn, *case.materialize(target.device), **kwargs)
-                target.synchronize()
-                ref = spec.fn(*case.materialize("cpu"), **kwargs)
-            except Exception:
-                continue
-            for a, e in zip(flatten_outputs(out), flatten_outputs(ref)):
-                if hasattr(a, "cpu") and hasattr(e, "dtype"):
-                    compare_tensors(a.cpu(), e, *tolerance(name_of(e.dtype)))
+            bare_case(case, target)
     return time.perf_counter() - start
+
+
+def judge_one(case, target) -> None:
+    """What a worker runs for a case: judge_case with the default oracles."""
+    from mpsfuzz.oracles import DEFAULT, worker_oracles
+    from mpsfuzz.oracles.judge import judge_case
+
+    try:
+        judge_case(case, target, worker_oracles(DEFAULT))
+    except Exception:
+        pass
+
+
+LOOPS = {"bare": bare_case, "judge": judge_one}
+
+
+def _loop_process(loop: str, case_jsons: list, target_spec: str, progress, seconds) -> None:
+    """A child of :func:`isolated_loop`: ``LOOPS[loop]`` over the cases from
+    ``progress.value`` on, adding each case's time to ``seconds``."""
+    from mpsfuzz.execution.targets import load_target
+    from mpsfuzz.execution.worker import limit_threads
+    from mpsfuzz.generation.recipes import Case
+
+    warnings.simplefilter("ignore")
+    limit_threads()   # as a lane's worker runs
+    target, run = load_target(target_spec), LOOPS[loop]
+    for index in range(progress.value, len(case_jsons)):
+        case = Case.from_json(case_jsons[index])
+        start = time.perf_counter()
+        run(case, target)
+        seconds.value += time.perf_counter() - start
+        progress.value = index + 1
+
+
+def isolated_loop(loop: str, cases, target_spec: str) -> tuple[float, list[int]]:
+    """Seconds ``LOOPS[loop]`` (the bare loop, or judging as a worker does) spends on
+    ``cases`` in a child process, and the cases that killed it: a case that crashes
+    eager CPU (SIGFPE in an integer division by the lowest value) or the device kills
+    only the child, which starts again after it. Start-up is not timed."""
+    context = _children()
+    jsons = [case.to_json() for case in cases]
+    progress, seconds = context.RawValue("q", 0), context.RawValue("d", 0.0)
+    crashed: list[int] = []
+    while progress.value < len(jsons):
+        child = context.Process(target=_loop_process, args=(loop, jsons, target_spec, progress, seconds))
+        child.start()
+        child.join()
+        if child.exitcode != 0 and progress.value < len(jsons):
+            crashed.append(progress.value)
+            progress.value += 1
+            if len(crashed) > max(MAX_CRASHES, len(jsons) // 10):
+                raise RuntimeError(f"the {loop} loop's process died {len(crashed)} times "
+                                   f"(last exit status {child.exitcode})")
+    return seconds.value, crashed
+
+
+MAX_CRASHES = 20
+
+
+def _children():
+    """Where the bench's child processes come from: the forkserver the campaigns' worker
+    pools started (its zygote has torch imported: a child starts in tens of
+    milliseconds, where a spawned one imports torch for seconds), else spawn; never a
+    fork of this process (a device target must not be forked)."""
+    import multiprocessing
+
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    return multiprocessing.get_context(method)
 
 
 class Clock:
@@ -226,21 +310,70 @@ def generation_time(counts: Counter, config) -> tuple[float, int]:
     return total_s, total
 
 
-def judge_time(cases, target) -> float:
-    """Seconds ``judge_case`` (what the worker runs per case) takes over ``cases`` here."""
-    from mpsfuzz.oracles import DEFAULT, worker_oracles
-    from mpsfuzz.oracles.judge import judge_case
+def _judging_process(case_jsons: list, target_spec: str, start: int, seconds: float, barrier, results) -> None:
+    """One process of :func:`judging_at_once`: judge_case over the cases, decoded from
+    JSON afresh each time as a worker gets them, from ``start`` on (cycling), for
+    ``seconds`` after every process is ready; puts (cases, seconds) on ``results``."""
+    from mpsfuzz.execution.targets import load_target
+    from mpsfuzz.execution.worker import limit_threads
+    from mpsfuzz.generation.recipes import Case
 
-    oracles = worker_oracles(DEFAULT)
-    start = time.perf_counter()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for case in cases:
-            try:
-                judge_case(case, target, oracles)
-            except Exception:
-                pass
-    return time.perf_counter() - start
+    warnings.simplefilter("ignore")
+    limit_threads()   # as a lane's worker runs
+    target = load_target(target_spec)
+    order = case_jsons[start:] + case_jsons[:start]
+    for case_json in order[:WARM_CASES]:   # the first calls load kernels and libraries
+        judge_one(Case.from_json(case_json), target)
+    barrier.wait()
+    done, began = 0, time.perf_counter()
+    while True:
+        for case_json in order:
+            judge_one(Case.from_json(case_json), target)
+            done += 1
+            if done % 16 == 0 and time.perf_counter() - began >= seconds:
+                results.put((done, time.perf_counter() - began))
+                return
+
+
+WARM_CASES = 300
+
+
+def judging_at_once(cases, target_spec: str, processes: int, seconds: float) -> float | None:
+    """Cases/s of ``processes`` processes each running judge_case (a worker's work, no
+    lane around it: no driver, no drawing, no pipes) over ``cases`` at the same time:
+    how the machine itself scales this work. Lanes cannot scale better than this; where
+    it is well under ``processes`` times one process, the machine (shared caches and
+    memory bandwidth, all-core clocks) bounds ``effN``, not mpsfuzz. None where a
+    process died (the bare loop left out the cases that kill a process)."""
+    if not cases:
+        return None
+    context = _children()
+    jsons = [case.to_json() for case in cases]
+    barrier, results = context.Barrier(processes), context.Queue()
+    children = [context.Process(target=_judging_process, daemon=True,
+                                args=(jsons, target_spec, i * len(jsons) // processes, seconds, barrier, results))
+                for i in range(processes)]
+    for child in children:
+        child.start()
+    rates = []
+    try:
+        for _ in children:
+            done, elapsed = results.get(timeout=seconds + 180)
+            rates.append(done / elapsed)
+    except Exception:   # queue.Empty: a process died or hung
+        return None
+    finally:
+        for child in children:
+            child.join(5)
+            if child.is_alive():
+                child.kill()
+    return sum(rates)
+
+
+def machine_scaling(machine: dict, n: int) -> float | None:
+    """``machine[n] / (n * machine[1])``: how N processes of judging scale here."""
+    one = machine.get(1)
+    return ratio(machine.get(n), n * one) if one else None
 
 
 def per_case_ms(seconds: float | None, cases: int) -> float | None:
@@ -292,6 +425,9 @@ def main() -> None:
     parser.add_argument("--no-profile", action="store_false", dest="profile",
                         help="skip the profile line (drawing the jobs1 cases again takes about as long "
                              "as the campaigns)")
+    parser.add_argument("--machine-seconds", type=float, default=10.0, dest="machine_seconds", metavar="S",
+                        help="time judge_case in 1 and N processes at once for S seconds each, no lanes: how "
+                             "the machine scales the work (default 10; 0 skips)")
     parser.add_argument("--json", type=Path, default=None, metavar="FILE", help="write every figure to FILE")
     args = parser.parse_args()
 
@@ -360,13 +496,17 @@ def main() -> None:
             runs[1], ran = run_campaign(base, 1, target)
             # The bare loop next, while nothing else runs: lanes stopping (and their
             # drafters finishing a slice) would slow it and flatter jobs1/bare.
-            bare_s = bare_loop(ran, target)
+            bare_s, crashed = isolated_loop("bare", ran, args.target)
+            crashed_set = set(crashed)
+            ran = [case for i, case in enumerate(ran) if i not in crashed_set]
             bare_rate = len(ran) / bare_s if bare_s > 0 and ran else None
+            machine = {n: judging_at_once(ran, args.target, n, args.machine_seconds)
+                       for n in [1, *jobs_list]} if args.machine_seconds > 0 else {}
             for n in jobs_list:
                 runs[n], _ = run_campaign(config(n), n, target)
         if args.profile:
             gen_s, gen_cases = generation_time(Counter(case.op for case in ran), base)
-            judge_s = judge_time(ran, target)
+            judge_s, _ = isolated_loop("judge", ran, args.target)
         else:
             gen_s, gen_cases, judge_s = None, 0, None
 
@@ -377,10 +517,12 @@ def main() -> None:
                    "judge_ms": per_case_ms(judge_s, len(ran)), "bare_ms": per_case_ms(bare_s, len(ran)),
                    "campaign_ms": 1000.0 / rate1 if rate1 else None}
         report["families"][family] = {
-            "bare": {"cases": len(ran), "seconds": bare_s, "rate": bare_rate},
+            "bare": {"cases": len(ran), "seconds": bare_s, "rate": bare_rate, "crashed": len(crashed)},
             "campaigns": {str(n): figures for n, figures in runs.items()},
             "jobs1_over_bare": over_bare, "efficiency": {str(n): e for n, e in eff.items()},
             "profile": profile,
+            "machine": {"seconds": args.machine_seconds, "rates": {str(n): r for n, r in machine.items()},
+                        "scaling": {str(n): machine_scaling(machine, n) for n in jobs_list if machine}},
         }
         print(f"{family:<12} {fmt(bare_rate, 8)} {fmt(rate1, 8)} "
               + " ".join(fmt(runs[n]["rate"], 8) for n in jobs_list)
@@ -398,10 +540,17 @@ def main() -> None:
         skeleton_rate = rate1 * skeletons / len(ran) if rate1 and ran else None
         print(f"  jobs1: {runs[1]['cases']} cases, {skeletons} skeletons ({fmt(skeleton_rate, 0)}/s: fresh draws), "
               f"{100 * runs[1]['valid_ratio']:.0f}% valid, "
-              f"{runs[1]['harness_errors']} harness errors, {runs[1]['new_findings']} new findings")
+              f"{runs[1]['harness_errors']} harness errors, {runs[1]['new_findings']} new findings"
+              + (f"; {len(crashed)} of its cases killed the bare loop's process (left out)" if crashed else ""))
+        if machine:
+            print(f"  machine (judge_case in N processes at once, no lanes; {args.machine_seconds:g} s): "
+                  f"1 {fmt(machine[1], 0)}/s; "
+                  + "; ".join(f"{n} {fmt(machine[n], 0)}/s (scaling {fmt(machine_scaling(machine, n), 0, 2)}, "
+                              f"eff{n} over it {fmt(ratio(eff[n], machine_scaling(machine, n)), 0, 2)})"
+                              for n in jobs_list))
         if args.profile:
             print(f"  profile (jobs1's {len(ran)} cases): generate {fmt(profile['generate_ms'], 0)} ms/case (driver), "
-                  f"judge {fmt(profile['judge_ms'], 0)} ms/case (worker's judge_case, in-process); "
+                  f"judge {fmt(profile['judge_ms'], 0)} ms/case (worker's judge_case, no lane); "
                   f"bare {fmt(profile['bare_ms'], 0)}, campaign {fmt(profile['campaign_ms'], 0)} ms/case")
         if family in GOAL_BARE_FAMILIES and (over_bare is None or over_bare < GOAL_BARE):
             missed.append(f"{family} jobs1/bare {fmt(over_bare, 0, 3)}")
