@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -241,6 +242,27 @@ def test_cases_keep_being_counted_while_a_finding_is_triaged(faults, tmp_path):
     found = next(i for i, e in enumerate(events) if isinstance(e, FindingRecorded))
     during = [e for e in events[start:found] if isinstance(e, CaseFinished) and not e.shrinking]
     assert during, "no case ran while the finding was triaged"
+
+
+def test_cases_keep_being_counted_while_a_failure_is_shrunk(faults, tmp_path):
+    """Hypothesis shrinks a new failure on the triage desk's thread (its replay of the
+    slice runs on the desk's worker) while the campaign's thread goes on with its slices:
+    on the GPU host a clean target's crash (eager CPU's lcm, SIGFPE) took a third of a
+    20-second campaign's time, shrunk on the campaign's own thread and worker."""
+    faults("bitwise_noncontig")
+    seen = []
+
+    def listen(event):
+        if isinstance(event, CaseFinished):
+            seen.append((threading.current_thread().name, event.shrinking))
+    config = CampaignConfig(ops=["bitwise_and", "abs", "neg", "exp", "sin", "cos"], target_spec=FAULT_TARGET,
+                            corpus_dir=tmp_path / "corpus", seed=3, max_cases=1500, timeout_s=5)
+    result = Campaign(config, [listen]).run()
+    assert result.stats.new_findings >= 1
+    shrunk = [i for i, (thread, shrinking) in enumerate(seen) if shrinking]
+    assert shrunk and all(seen[i][0] == "mpsfuzz-triage" for i in shrunk), "shrinking ran off the desk"
+    during = [thread for thread, _ in seen[shrunk[0]:shrunk[-1]] if thread != "mpsfuzz-triage"]
+    assert during, "the campaign stopped while Hypothesis shrank the failure"
 
 
 def test_a_failure_held_while_triage_runs_is_judged_again_once_triage_settles(tmp_path):

@@ -82,7 +82,8 @@ class Keeper:
     def __call__(self, event) -> None:
         with self._lock:
             if isinstance(event, CaseFinished):
-                # Every case counts, the shrinker's and triage's included (as run's do).
+                # Every case counts, the shrinker's included (a campaign's own statistics
+                # count its fuzzing's: the shrinking runs on its triage desk).
                 self.state.cases += 1
                 self.state.add_family(self._family(event.op), cases=1)
                 if self.state.cases % 64 == 0:

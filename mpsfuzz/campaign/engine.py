@@ -221,6 +221,22 @@ class FindingError(Exception):
     def __init__(self, case, failure: Failure, signature: str):
         super().__init__(failure.title)
         self.case, self.failure, self.signature = case, failure, signature
+        # (the slice, its batch's verdicts) where the failure is still to be shrunk: the
+        # triage desk replays the slice's test on its own worker (_shrunk_on_desk)
+        self.to_shrink: tuple | None = None
+
+
+class _SliceState(threading.local):
+    """What judging one slice keeps, one per thread: the campaign's thread judges its
+    batches while the triage desk's thread replays and shrinks an earlier slice."""
+
+    def __init__(self):
+        self.memo: dict = {}                 # case -> verdicts, for the rest of the slice
+        self.pending: dict = {}              # (op, oracle, kind) -> the smallest failure so far
+        self.shrink_started: dict = {}       # (op, oracle, kind) -> when its shrinking began
+        self.replaying = False               # the second pass: its cases were counted by the first
+        self.only: tuple | None = None       # the desk's replay shrinks this (op, oracle, kind) only
+        self.holder = None                   # ... and its own placeholder does not cover it
 
 
 _ERROR_TYPES: dict[tuple, type] = {}
@@ -318,10 +334,7 @@ class Campaign:
         self._refreshed = 0.0
         self.recorded: list[tuple[Finding, Path, bool]] = []
         self._sightings: dict[str, int] = {}
-        self._shrink_started: dict[tuple, float] = {}
-        self._pending: dict[tuple, FindingError] = {}   # failures of this slice being shrunk
-        self._memo: dict = {}
-        self._replaying = False   # the second pass of a slice: its cases were counted by the first
+        self._slice = _SliceState()
         # The triage desk's thread records findings while this one fuzzes: what both
         # change (stats, found, recorded, sightings) and the listeners are used under it.
         self._lock = threading.RLock()
@@ -353,6 +366,39 @@ class Campaign:
         self._torch_version = torch.__version__
         self.seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**31)
         self.scheduler = self._make_scheduler()
+
+    # The slice state of the calling thread (_SliceState).
+    @property
+    def _memo(self) -> dict:
+        return self._slice.memo
+
+    @_memo.setter
+    def _memo(self, value: dict) -> None:
+        self._slice.memo = value
+
+    @property
+    def _pending(self) -> dict:
+        return self._slice.pending
+
+    @_pending.setter
+    def _pending(self, value: dict) -> None:
+        self._slice.pending = value
+
+    @property
+    def _shrink_started(self) -> dict:
+        return self._slice.shrink_started
+
+    @_shrink_started.setter
+    def _shrink_started(self, value: dict) -> None:
+        self._slice.shrink_started = value
+
+    @property
+    def _replaying(self) -> bool:
+        return self._slice.replaying
+
+    @_replaying.setter
+    def _replaying(self, value: bool) -> None:
+        self._slice.replaying = value
 
     def emit(self, event) -> None:
         """Hand ``event`` to every listener; one that raises is a harness error (stage
@@ -448,6 +494,23 @@ class Campaign:
             return "max-findings"
         return None
 
+    def _out_of_time_to_shrink(self) -> str | None:
+        """Why the desk's replay stops shrinking, if it must: told to stop, interrupted,
+        or past the budget's end (the stop grace is for triaging what was shrunk), and
+        given up (_Abandoned). --max-cases and --max-findings bound the fuzzing, not the
+        shrinking of what it found (--shrink-budget does)."""
+        self._check_abandoned()
+        if self.stop is not None and self.stop.is_set():
+            return "stopped"
+        if self._interrupts.pending:
+            return "interrupted"
+        if self._past_budget():
+            return "budget"
+        return None
+
+    def _on_desk(self) -> bool:
+        return self._desk is not None and threading.current_thread() is self._desk_thread()
+
     # -- one case -------------------------------------------------------------------------
     def _failures_of(self, case, pool: WorkerPool) -> list[Failure]:
         """Run the case in a worker; its failures. Harness errors are counted here and
@@ -460,16 +523,25 @@ class Campaign:
         except Exception as exc:  # the pool could not run it (a worker that cannot start...)
             outcomes = [exc]
         if not outcomes:   # given up: the budget ran out (or a stop came) while it ran
-            raise BudgetExhausted(self._out_of_budget() or "budget")
+            why = self._out_of_time_to_shrink() if self._on_desk() else self._out_of_budget()
+            raise BudgetExhausted(why or "budget")
         return self._outcome_failures(case, outcomes[0])
 
     def _outcome_failures(self, case, outcome) -> list[Failure]:
         """The failures of a case the worker ran (``outcome``: its result dict, a
         ProcessEvent, or the exception that kept the pool from running it); counts it."""
-        self.stats.cases += 1
-        per_op = self.stats.per_op.setdefault(case.op, [0, 0])
-        per_op[0] += 1
-        shrinking = bool(self._shrink_started)
+        self._check_abandoned()   # the desk's replay, its worker killed past the stop grace: no case
+        # The cases the desk's replay runs are triage's, as the reducer's are: they are
+        # not the campaign's (--max-cases bounds the fuzzing, not the shrinking of what
+        # it found), and its listeners see them as shrinking.
+        fuzzing = not self._on_desk()
+        per_op = [0, 0]
+        if fuzzing:
+            with self._lock:
+                self.stats.cases += 1
+                per_op = self.stats.per_op.setdefault(case.op, [0, 0])
+                per_op[0] += 1
+        shrinking = bool(self._shrink_started) or not fuzzing
         if isinstance(outcome, CorpusWriteError):
             raise outcome
         if isinstance(outcome, BaseException):
@@ -477,14 +549,14 @@ class Campaign:
             self.emit(CaseFinished(case.op, valid=False, unsupported=False, shrinking=shrinking, case=case))
             return []
         if isinstance(outcome, ProcessEvent):
-            self.stats.restarts += 1
+            with self._lock:
+                self.stats.restarts += fuzzing
             if outcome.kind == "slow-compile":
                 # Compilation outlasted its own budget: reported, never a hang finding.
                 self.stats.slow_compiles += 1
                 self.emit(Notice(f"{case.op}: compiling took more than {outcome.timeout_s:g}s on "
                                  f"{outcome.target_name} (slow compilation, not a hang); case skipped"))
-                self.emit(CaseFinished(case.op, valid=False, unsupported=False,
-                                       shrinking=bool(self._shrink_started), case=case))
+                self.emit(CaseFinished(case.op, valid=False, unsupported=False, shrinking=shrinking, case=case))
                 return []
             oracles = all_oracles()
             failures = []
@@ -505,15 +577,17 @@ class Campaign:
             lines = [ln for ln in trace.strip().splitlines() if ln.strip()]
             self.harness_error("execute", case.op, case, error=lines[-1].strip() if lines else "internal error",
                                trace=trace)
-        if outcome["valid"]:
-            self.stats.valid += 1
-            per_op[1] += 1
-        if outcome["unsupported"]:
-            self.stats.unsupported += 1
-            _count_message(self.stats.unsupported_messages, case.op, outcome.get("unsupported_message", ""))
-        if outcome.get("unsupported_here"):
-            self.stats.unsupported_here += 1
-            _count_message(self.stats.unsupported_here_messages, case.op, outcome["unsupported_here"])
+        if fuzzing:
+            with self._lock:
+                if outcome["valid"]:
+                    self.stats.valid += 1
+                    per_op[1] += 1
+                if outcome["unsupported"]:
+                    self.stats.unsupported += 1
+                    _count_message(self.stats.unsupported_messages, case.op, outcome.get("unsupported_message", ""))
+                if outcome.get("unsupported_here"):
+                    self.stats.unsupported_here += 1
+                    _count_message(self.stats.unsupported_here_messages, case.op, outcome["unsupported_here"])
         self.emit(CaseFinished(case.op, valid=outcome["valid"], unsupported=outcome["unsupported"],
                                shrinking=shrinking, case=case))
         try:
@@ -549,7 +623,7 @@ class Campaign:
         verdicts = self._memo.get(case)
         if verdicts is None:
             # Only a case still to run costs budget: a replay of the batch's cases does not.
-            reason = self._out_of_budget()
+            reason = self._out_of_time_to_shrink() if self._on_desk() else self._out_of_budget()
             if reason:
                 raise BudgetExhausted(reason)
             if op in self.stats.set_aside:
@@ -562,6 +636,8 @@ class Campaign:
         for verdict, failure, signature in verdicts:
             if verdict == "new":
                 key = (case.op, failure.oracle, failure.kind)
+                if self._slice.only is not None and key != self._slice.only:
+                    continue   # the desk shrinks one failure a job: another is its own job
                 self._shrink_started.setdefault(key, time.monotonic())
                 error = _error_type(*key)(case, failure, signature)
                 self._pending[key] = error   # the smallest so far: Hypothesis shrinks towards it
@@ -585,12 +661,13 @@ class Campaign:
         failures are counted here, once per case, however often Hypothesis asks again."""
         lost_before = self.stats.cases_lost
         verdicts = self._memo[case] = self._verdicts(case, failures_of(), pool)
-        self._case_outcome(op, self.stats.cases_lost == lost_before)
-        for verdict, _failure, signature in verdicts:
-            if verdict == "suppressed":
-                self.stats.suppressed += 1
-            elif verdict == "sighting":
-                self._sightings[signature] = self._sightings.get(signature, 0) + 1
+        with self._lock:
+            self._case_outcome(op, self.stats.cases_lost == lost_before)
+            for verdict, _failure, signature in verdicts:
+                if verdict == "suppressed":
+                    self.stats.suppressed += 1
+                elif verdict == "sighting":
+                    self._sightings[signature] = self._sightings.get(signature, 0) + 1
         return verdicts
 
     def _verdicts(self, case, failures: list[Failure], pool: WorkerPool) -> list[tuple]:
@@ -619,9 +696,11 @@ class Campaign:
         return verdicts
 
     def _covering_finding(self, case, failure: Failure) -> FoundBug | None:
-        """The finding already found whose symptom and conditions this failure meets."""
+        """The finding already found whose symptom and conditions this failure meets (on
+        the desk's thread, shrinking a failure, not that failure's own placeholder)."""
         symptom = symptom_key(case, failure)
-        return next((f for f in list(self.found) if f.covers(case, failure, symptom)), None)
+        own = self._slice.holder
+        return next((f for f in list(self.found) if f is not own and f.covers(case, failure, symptom)), None)
 
     def _upstream_entry(self, case, failure: Failure, device: str):
         """The upstream table's entry this failure matches, or None."""
@@ -692,6 +771,14 @@ class Campaign:
             failed = [(case, v) for case, vs in self._memo.items() for v in vs if v[0] == "new"]
             if not failed:
                 return
+            if shrink and self._desk is not None and not self._on_desk():
+                # Shrinking is triage: the desk replays the slice on its own worker while
+                # this thread goes on fuzzing. A campaign these failures end
+                # (--max-findings) gives up the batch in the worker rather than wait for it.
+                if in_flight is not None and self._ends_with(failed):
+                    self._collect(in_flight, pool, give_up=True)
+                self._hand_to_shrink(prepared, failed, pool)
+                return
             if in_flight is not None:
                 # The replay and the recording need the pool. A campaign that these
                 # failures end (--max-findings) gives the batch up rather than wait for
@@ -708,6 +795,61 @@ class Campaign:
             self._shrink_started.clear()
             self._pending = {}
             self._memo = {}
+
+    def _hand_to_shrink(self, prepared: "_Slice", failed: list, pool: WorkerPool) -> None:
+        """Hand the slice's new failures to the desk, one job per (op, oracle, kind) (the
+        first case of each, as Hypothesis meets them), each to be shrunk there by a replay
+        of the slice with the batch's verdicts (_shrunk_on_desk); the other cases of each
+        are held by its placeholder meanwhile."""
+        memo = dict(self._memo)
+        first: dict[tuple, tuple] = {}
+        for case, (_, failure, signature) in failed:
+            first.setdefault((case.op, failure.oracle, failure.kind), (case, failure, signature))
+        for key, (case, failure, signature) in first.items():
+            err = _error_type(*key)(case, failure, signature)
+            err.to_shrink = (prepared, memo)
+            self._record_safely(err, pool, flaky=False)
+        self._record_unshrunk(failed, pool)
+
+    def _shrunk_on_desk(self, err: FindingError, holder, pool: WorkerPool) -> tuple[FindingError, bool]:
+        """On the desk's thread: replay the slice ``err`` failed in with its seed (the
+        batch's verdicts remembered, nothing runs twice) and let Hypothesis shrink the
+        failure there, within --shrink-budget; (the smallest failure, Hypothesis' flaky
+        hint). Only ``err``'s (op, oracle, kind) raises in this replay, and ``holder``,
+        its own placeholder, does not cover it."""
+        prepared, memo = err.to_shrink
+        err.to_shrink = None
+        key = (err.case.op, err.failure.oracle, err.failure.kind)
+        state = self._slice
+        state.memo, state.pending, state.shrink_started = dict(memo), {}, {}
+        state.only, state.holder, state.replaying = key, holder, True
+        flaky = False
+        try:
+            self._hypothesis(prepared, self._test_body(pool, prepared.op, prepared.seed),
+                             phases=(Phase.generate, Phase.shrink))()
+        except (BudgetExhausted, _SetAside):
+            pass   # what it shrank so far stands
+        except _CorpusUnwritable as exc:
+            raise exc.error from None
+        except Exception as exc:  # Hypothesis' report: the failure shrunk, and any errors of its own
+            flaky = "Flaky" in type(exc).__name__
+            found, others = split_report(exc)
+            for other in others:
+                self.harness_error("generate" if isinstance(other, Unsatisfiable) else "hypothesis",
+                                   prepared.op, None, other)
+                self._case_outcome(prepared.op, False, error_line(other))
+            reported = next((f for f in found if (f.case.op, f.failure.oracle, f.failure.kind) == key), None)
+            if reported is not None:
+                state.pending[key] = reported
+        finally:
+            smallest = state.pending.get(key)
+            state.memo, state.pending, state.shrink_started = {}, {}, {}
+            state.only = state.holder = None
+            state.replaying = False
+        if smallest is None:
+            return err, flaky
+        smallest.__traceback__ = smallest.__context__ = smallest.__cause__ = None
+        return smallest, flaky
 
     def _record_unshrunk(self, failed: list, pool: WorkerPool) -> None:
         """What the replay did not shrink and record (the budget ran out first, or the
@@ -878,6 +1020,8 @@ class Campaign:
         (the sightings it collected meanwhile go to the finding it became)."""
         err, flaky, holder, pending = job
         try:
+            if err.to_shrink is not None and triage_it and pool is not None:
+                err, flaky = self._shrunk_on_desk(err, holder, pool)
             signature = self._record_safely(err, pool, flaky=flaky, triage_it=triage_it)
         except CorpusWriteError as exc:
             self._desk_error = exc
