@@ -1,7 +1,7 @@
 """Where one lane's time goes (issue 13): a `--jobs 1` campaign, instrumented per batch.
 
     PYTHONPATH=. python bench/lane_profile.py [--families elementwise] [--draw-jobs 2]
-        [--seconds 30] [--target mpsfuzz.testing.faults:target]
+        [--seconds 30] [--seed 0] [--target mpsfuzz.testing.faults:target]
 
 For the batches after the first ten (start-up left out) it prints the campaign's rate
 and, per case: how much of the time judge_case took in the worker (timed there,
@@ -77,6 +77,7 @@ def main() -> None:
                         help="siblings per drawn case (default: as `run --jobs 1` picks)")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--target", default="mpsfuzz.testing.faults:target")
+    parser.add_argument("--seed", type=int, default=0, help="campaign seed (as bench/throughput.py --seed)")
     parser.add_argument("--slowest", type=int, default=0, help="list the N slowest cases judged")
     parser.add_argument("--warm-up", type=float, default=0.0, dest="warm_up",
                         help="first run the campaign unmeasured for this many seconds, same seed "
@@ -97,7 +98,7 @@ def main() -> None:
         driver.clear()
         per_case.clear()
         config = CampaignConfig(ops=catalogue.select(family), target_spec=args.target,
-                                corpus_dir=Path(tempfile.mkdtemp(prefix="mpsfuzz-lane-")), seed=0,
+                                corpus_dir=Path(tempfile.mkdtemp(prefix="mpsfuzz-lane-")), seed=args.seed,
                                 budget_s=args.seconds, draw_jobs=draw_jobs, siblings=siblings)
         if args.warm_up > 0:
             warm = dataclasses.replace(config, budget_s=args.warm_up,
