@@ -239,6 +239,11 @@ class _SliceState(threading.local):
         self.holder = None                   # ... and its own placeholder does not cover it
 
 
+def _per_thread(name: str) -> property:
+    """A Campaign attribute kept in the calling thread's _SliceState."""
+    return property(lambda self: getattr(self._slice, name), lambda self, value: setattr(self._slice, name, value))
+
+
 _ERROR_TYPES: dict[tuple, type] = {}
 
 
@@ -368,37 +373,10 @@ class Campaign:
         self.scheduler = self._make_scheduler()
 
     # The slice state of the calling thread (_SliceState).
-    @property
-    def _memo(self) -> dict:
-        return self._slice.memo
-
-    @_memo.setter
-    def _memo(self, value: dict) -> None:
-        self._slice.memo = value
-
-    @property
-    def _pending(self) -> dict:
-        return self._slice.pending
-
-    @_pending.setter
-    def _pending(self, value: dict) -> None:
-        self._slice.pending = value
-
-    @property
-    def _shrink_started(self) -> dict:
-        return self._slice.shrink_started
-
-    @_shrink_started.setter
-    def _shrink_started(self, value: dict) -> None:
-        self._slice.shrink_started = value
-
-    @property
-    def _replaying(self) -> bool:
-        return self._slice.replaying
-
-    @_replaying.setter
-    def _replaying(self, value: bool) -> None:
-        self._slice.replaying = value
+    _memo = _per_thread("memo")
+    _pending = _per_thread("pending")
+    _shrink_started = _per_thread("shrink_started")
+    _replaying = _per_thread("replaying")
 
     def emit(self, event) -> None:
         """Hand ``event`` to every listener; one that raises is a harness error (stage
