@@ -478,13 +478,7 @@ class Campaign:
         given up (_Abandoned). --max-cases and --max-findings bound the fuzzing, not the
         shrinking of what it found (--shrink-budget does)."""
         self._check_abandoned()
-        if self.stop is not None and self.stop.is_set():
-            return "stopped"
-        if self._interrupts.pending:
-            return "interrupted"
-        if self._past_budget():
-            return "budget"
-        return None
+        return "budget" if self._past_budget() else None
 
     def _on_desk(self) -> bool:
         return self._desk is not None and threading.current_thread() is self._desk_thread()
@@ -728,13 +722,14 @@ class Campaign:
 
     def _finish(self, sent: _InWorker, pool: WorkerPool, *, shrink: bool = True,
                 in_flight: _InWorker | None = None) -> None:
-        """Judge the outcomes of ``sent``'s batch; if a case failed in a new way, run
-        the slice's Hypothesis test again with the same seed: it draws the same cases
+        """Judge the outcomes of ``sent``'s batch; if a case failed in a new way, the
+        slice's Hypothesis test runs again with the same seed: it draws the same cases
         (their verdicts remembered, nothing runs twice), fails where the batch did and
-        shrinks from there. Without ``shrink`` (the budget ran out) a new failure is
-        recorded as it is, reduced by triage. ``in_flight``: the next slice, already in
-        the worker (it runs while this one is judged); collected first if the pool is
-        needed here."""
+        shrinks from there. That replay is the triage desk's (_hand_to_shrink), on its
+        own thread and worker; without a desk it runs here, on this pool. Without
+        ``shrink`` (the budget ran out) a new failure is recorded as it is, reduced by
+        triage. ``in_flight``: the next slice, already in the worker (it runs while this
+        one is judged); collected first if the pool is needed here."""
         self._shrink_started.clear()
         self._pending = {}
         self._memo = {}
@@ -815,7 +810,8 @@ class Campaign:
             for other in others:
                 self.harness_error("generate" if isinstance(other, Unsatisfiable) else "hypothesis",
                                    prepared.op, None, other)
-                self._case_outcome(prepared.op, False, error_line(other))
+                with self._lock:
+                    self._case_outcome(prepared.op, False, error_line(other))
             reported = next((f for f in found if (f.case.op, f.failure.oracle, f.failure.kind) == key), None)
             if reported is not None:
                 state.pending[key] = reported
