@@ -726,10 +726,10 @@ class Campaign:
         slice's Hypothesis test runs again with the same seed: it draws the same cases
         (their verdicts remembered, nothing runs twice), fails where the batch did and
         shrinks from there. That replay is the triage desk's (_hand_to_shrink), on its
-        own thread and worker; without a desk it runs here, on this pool. Without
-        ``shrink`` (the budget ran out) a new failure is recorded as it is, reduced by
-        triage. ``in_flight``: the next slice, already in the worker (it runs while this
-        one is judged); collected first if the pool is needed here."""
+        own thread and worker. Without ``shrink`` (the budget ran out) a new failure is
+        recorded as it is, reduced by triage. ``in_flight``: the next slice, already in
+        the worker (it runs while this one is judged); given up if these failures end
+        the campaign."""
         self._shrink_started.clear()
         self._pending = {}
         self._memo = {}
@@ -744,26 +744,17 @@ class Campaign:
             failed = [(case, v) for case, vs in self._memo.items() for v in vs if v[0] == "new"]
             if not failed:
                 return
-            if shrink and self._desk is not None and not self._on_desk():
-                # Shrinking is triage: the desk replays the slice on its own worker while
-                # this thread goes on fuzzing. A campaign these failures end
-                # (--max-findings) gives up the batch in the worker rather than wait for it.
-                if in_flight is not None and self._ends_with(failed):
-                    self._collect(in_flight, pool, give_up=True)
+            # A campaign these failures end (--max-findings) gives up the batch in the
+            # worker rather than wait for cases that would run past its end (a hanging
+            # op's batch of hangs, 3 s each).
+            if in_flight is not None and self._ends_with(failed):
+                self._collect(in_flight, pool, give_up=True)
+            # Shrinking is triage: the desk replays the slice on its own worker while this
+            # thread goes on fuzzing.
+            if shrink:
                 self._hand_to_shrink(prepared, failed, pool)
-                return
-            if in_flight is not None:
-                # The replay and the recording need the pool. A campaign that these
-                # failures end (--max-findings) gives the batch up rather than wait for
-                # cases that would run past its end (a hanging op's batch of hangs, 3 s each).
-                self._collect(in_flight, pool, give_up=self._ends_with(failed))
-            try:
-                if shrink:
-                    self._replay_and_shrink(prepared, pool)
-            except (BudgetExhausted, KeyboardInterrupt):
+            else:
                 self._record_unshrunk(failed, pool)
-                raise
-            self._record_unshrunk(failed, pool)
         finally:
             self._shrink_started.clear()
             self._pending = {}
@@ -826,8 +817,10 @@ class Campaign:
         return smallest, flaky
 
     def _record_unshrunk(self, failed: list, pool: WorkerPool) -> None:
-        """What the replay did not shrink and record (the budget ran out first, or the
-        replay drew other cases) is recorded as it failed: triage reduces it."""
+        """The slice's failing cases not handed over to be shrunk (the budget ran out,
+        or another case of their failure was handed over): held by the placeholder of
+        their symptom, a sighting of a finding that covers them, or recorded as they
+        failed (triage reduces them)."""
         for case, (_, failure, signature) in failed:
             covering = self._covering_finding_or_none(case, failure)
             if covering is None:
@@ -891,35 +884,6 @@ class Campaign:
             except Exception as exc:  # the pool could not run them (a worker that cannot start...)
                 sent.outcomes = batch.outcomes + [exc] * (n - len(batch.outcomes))
         return sent.outcomes
-
-    def _replay_and_shrink(self, prepared: "_Slice", pool: WorkerPool) -> None:
-        op = prepared.op
-        self._replaying = True
-        try:
-            self._hypothesis(prepared, self._test_body(pool, op, prepared.seed),
-                             phases=(Phase.generate, Phase.shrink))()
-        except BudgetExhausted:
-            # The budget ran out while Hypothesis was shrinking: what it found so far is
-            # recorded (reduced and explained by triage) rather than lost with the slice.
-            for err in list(self._pending.values()):
-                self._record_safely(err, pool, flaky=False)
-            raise
-        except _CorpusUnwritable:
-            raise
-        except _SetAside:
-            pass
-        except Exception as exc:  # Hypothesis' report of our findings (one or several)
-            flaky = "Flaky" in type(exc).__name__
-            found, others = split_report(exc)
-            for other in others:
-                # Hypothesis' own errors (a flaky strategy...) and anything else that
-                # escaped the test body.
-                self.harness_error("generate" if isinstance(other, Unsatisfiable) else "hypothesis", op, None, other)
-                self._case_outcome(op, False, error_line(other))
-            for err in found:
-                self._record_safely(err, pool, flaky=flaky)
-        finally:
-            self._replaying = False
 
     def _record_safely(self, err: FindingError, pool: WorkerPool | None, *, flaky: bool,
                        triage_it: bool = True) -> str | None:
