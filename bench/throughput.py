@@ -150,16 +150,23 @@ def judge_one(case, target) -> None:
 LOOPS = {"bare": bare_case, "judge": judge_one}
 
 
+def _child_target(target_spec: str):
+    """In a bench child process: the target loaded, torch limited to one thread as a
+    lane's worker is, warnings off."""
+    from mpsfuzz.execution.targets import load_target
+    from mpsfuzz.execution.worker import limit_threads
+
+    warnings.simplefilter("ignore")
+    limit_threads()
+    return load_target(target_spec)
+
+
 def _loop_process(loop: str, case_jsons: list, target_spec: str, progress, seconds) -> None:
     """A child of :func:`isolated_loop`: ``LOOPS[loop]`` over the cases from
     ``progress.value`` on, adding each case's time to ``seconds``."""
-    from mpsfuzz.execution.targets import load_target
-    from mpsfuzz.execution.worker import limit_threads
     from mpsfuzz.generation.recipes import Case
 
-    warnings.simplefilter("ignore")
-    limit_threads()   # as a lane's worker runs
-    target, run = load_target(target_spec), LOOPS[loop]
+    target, run = _child_target(target_spec), LOOPS[loop]
     for index in range(progress.value, len(case_jsons)):
         case = Case.from_json(case_jsons[index])
         start = time.perf_counter()
@@ -314,13 +321,9 @@ def _judging_process(case_jsons: list, target_spec: str, start: int, seconds: fl
     """One process of :func:`judging_at_once`: judge_case over the cases, decoded from
     JSON afresh each time as a worker gets them, from ``start`` on (cycling), for
     ``seconds`` after every process is ready; puts (cases, seconds) on ``results``."""
-    from mpsfuzz.execution.targets import load_target
-    from mpsfuzz.execution.worker import limit_threads
     from mpsfuzz.generation.recipes import Case
 
-    warnings.simplefilter("ignore")
-    limit_threads()   # as a lane's worker runs
-    target = load_target(target_spec)
+    target = _child_target(target_spec)
     order = case_jsons[start:] + case_jsons[:start]
     for case_json in order[:WARM_CASES]:   # the first calls load kernels and libraries
         judge_one(Case.from_json(case_json), target)
