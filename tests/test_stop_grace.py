@@ -206,3 +206,29 @@ def test_sigterm_during_the_triage_of_a_hang_stops_the_daemon_within_10_seconds(
     assert took <= 10.0, f"took {took:.1f}s to stop: {out[-3000:]}"
     assert proc.returncode == 1 and "done (stopped)" in out, out[-3000:]
     assert list((corpus / "triage-pending").glob("*.json")), out[-3000:]
+
+
+def test_pending_failures_of_lanes_running_now_are_not_taken_up_as_an_earlier_runs(tmp_path):
+    """`run --jobs N`: the lane that takes up what an earlier run left pending starts after
+    the others have begun handing failures to their desks (each writes its failure to
+    triage-pending/ first). It takes up only files written before the run started: a
+    file written since is another lane's, in triage there, and is left where it is."""
+    failure = Failure("values", "wrong-values", "wrong", "detail", "high", ("wrong-values",))
+    writer = Campaign(CampaignConfig(ops=["sigmoid"], target_spec=FAULT_TARGET, corpus_dir=tmp_path))
+    errs = [_error_type("sigmoid", "values", "wrong-values")(Case.from_json(_case("sigmoid", shape)), failure,
+                                                             f"sig-{len(shape)}") for shape in ((3,), (2, 2))]
+    earlier = writer._keep_pending(errs[0], False)
+    time.sleep(0.05)
+    started = time.time()
+    time.sleep(0.05)
+    now = writer._keep_pending(errs[1], False)
+    lane = Campaign(CampaignConfig(ops=["sigmoid"], target_spec=FAULT_TARGET, corpus_dir=tmp_path,
+                                   pending_before=started))
+    handed, notices = [], []
+    lane._hand_to_desk = lambda err, flaky, path: handed.append(path)
+    lane.listeners.append(lambda event: notices.append(getattr(event, "message", "")))
+    lane._resume_pending()
+    assert handed == [earlier] and now.exists()
+    assert [n for n in notices if "earlier run left" in n] == [
+        f"triaging 1 failure(s) an earlier run left in {tmp_path / 'triage-pending'}"]
+    assert lane.stats.harness_errors == 0

@@ -90,6 +90,10 @@ class CampaignConfig:
     # When the budget started (time.monotonic(), system-wide): lanes count from their
     # coordinator's start, not their own (None: from run()).
     started_at: float | None = None
+    # When this run started (time.time(): files carry it). A triage-pending/ file written
+    # since is another lane's, in triage now, not an earlier run's: the lane that takes
+    # up pending failures leaves it (None: from run()).
+    pending_before: float | None = None
 
 
 @dataclass(frozen=True)
@@ -332,6 +336,7 @@ class Campaign:
         self.listeners = list(listeners)
         self.confirm = confirm
         self.stats = Stats()
+        self._pending_before = config.pending_before   # (run() sets it where None)
         self.corpus = Corpus(config.corpus_dir)
         loaded = self.corpus.load()[0]
         self.found: list[FoundBug] = [FoundBug.of(f) for _, f in loaded]
@@ -933,12 +938,16 @@ class Campaign:
         stopped before triaging them); an unreadable file is moved aside, never lost."""
         if not self.config.resume_pending or not self._pending_dir.is_dir():
             return
-        files = sorted(self._pending_dir.glob("*.json"))
-        for path in files:
+        taken = 0
+        for path in sorted(self._pending_dir.glob("*.json")):
             try:
                 data = json.loads(path.read_text())
+                if float(data.get("written", 0.0)) >= self._pending_before:
+                    continue    # another lane's, handed to its desk since this run started
                 case, failure = Case.from_json(data["case"]), Failure.from_json(data["failure"])
                 err = _error_type(case.op, failure.oracle, failure.kind)(case, failure, str(data["signature"]))
+            except FileNotFoundError:
+                continue        # recorded meanwhile by the campaign that wrote it
             except Exception as exc:
                 self.harness_error("record", None, None, exc)
                 try:
@@ -947,8 +956,9 @@ class Campaign:
                     pass
                 continue
             self._hand_to_desk(err, bool(data.get("flaky")), path)
-        if files:
-            self.emit(Notice(f"triaging {len(files)} failure(s) an earlier run left in {self._pending_dir}"))
+            taken += 1
+        if taken:
+            self.emit(Notice(f"triaging {taken} failure(s) an earlier run left in {self._pending_dir}"))
 
     def _desk_thread(self):
         return getattr(self._desk, "_thread", None)
@@ -1197,6 +1207,8 @@ class Campaign:
         written (what is on disk stays); every other failure of one case is a harness
         error and the campaign goes on."""
         self._start = self.config.started_at if self.config.started_at is not None else time.monotonic()
+        if self._pending_before is None:
+            self._pending_before = time.time()
         stopped = "completed"
         unwritable: CorpusWriteError | None = None
         with WorkerPool(self.config.target_spec, timeout_s=self.config.timeout_s,

@@ -294,7 +294,7 @@ class ParallelCampaign:
         # The lanes' budget counts from here, not from each lane's start (spawning a
         # lane and importing torch take seconds): --budget is the coordinator's.
         started = time.monotonic()
-        config = replace(self.config, seed=self.seed, started_at=started)
+        config = replace(self.config, seed=self.seed, started_at=started, pending_before=time.time())
         # With a budget, the lanes are done within their stop grace; past it and
         # LANE_REPORT_S more, a lane that has not reported is killed.
         give_up_at = None if config.budget_s is None else (
