@@ -33,6 +33,7 @@ from ..generation.opspec import LARGE_REAL_NUMEL
 from ..generation.recipes import NONFINITE_SPECIALS, Case, DtypeArg
 from .accuracy import LOW_PRECISION, OVERFLOWING_SPECIALS, accumulation_bound, overflow_possible, summands
 from .grads import BACKWARD_SCALE
+from .meta_shapes import shape_note, shape_verdict
 from .values import compare_tensors, dut_alone_scale, flatten_outputs, leaf_tolerance
 
 MULTIPLIER = 2.0
@@ -524,8 +525,11 @@ DISMISSED = ("both-close", "within-bound", "overflow", "ill-conditioned")
 
 
 @oracle("arbiter", stage="verdict",
-        doc="float64 decides numeric mismatches: target wrong, CPU wrong (own category), or both close")
+        doc="float64 decides numeric mismatches (the meta kernel, shape mismatches): target wrong, "
+            "CPU wrong (own category), or both close")
 def arbitrate(obs: Observation, failure: Failure) -> Failure | None:
+    if (failure.oracle, failure.kind) == ("metadata", "wrong-shape"):
+        return _arbitrate_shape(obs, failure)
     if (failure.oracle, failure.kind) not in ARBITRATED:
         return failure
     if "large" in obs.spec.semantics and any(r.numel > LARGE_REAL_NUMEL for r in obs.case.inputs):
@@ -555,4 +559,21 @@ def arbitrate(obs: Observation, failure: Failure) -> Failure | None:
                        title=f"CPU `{obs.spec.name}` is less accurate than {obs.target_name} (float64 arbiter)",
                        message=failure.message + note, dedup_key=("cpu-wrong", failure.oracle),
                        details=details)
+    return replace(failure, message=failure.message + note, details=details)
+
+
+def _arbitrate_shape(obs: Observation, failure: Failure) -> Failure:
+    """A shape mismatch, decided by the meta kernel (meta_shapes.py): where it sides with
+    the target, the finding is CPU's, kept apart from target bugs as the float64 arbiter's are."""
+    try:
+        result, numbers = shape_verdict(obs)
+    except Exception as exc:  # best effort: keep the finding as it is
+        result, numbers = "undecided", {"reason": f"meta check failed: {type(exc).__name__}"}
+    note = shape_note(result, numbers, obs.target_name)
+    details = dict(failure.details, verdict=result, arbiter=numbers)
+    if result == "cpu-wrong":
+        return Failure(oracle="arbiter", kind="cpu-wrong", severity="low", blame="cpu",
+                       title=f"CPU `{obs.spec.name}` returns a wrongly shaped result (the meta kernel sides with "
+                             f"{obs.target_name})",
+                       message=failure.message + note, dedup_key=("cpu-wrong", failure.oracle), details=details)
     return replace(failure, message=failure.message + note, details=details)
