@@ -207,6 +207,13 @@ class OpSpec:
     # attention): they get the ``autocast`` variant.
     autocast: bool = False
     grad_inputs: tuple[int, ...] | None = None
+    # The magnitudes of each gradient element's terms, for an op whose backward on its
+    # inputs' absolute values measures nothing (not linear in its inputs: attention's
+    # softmax saturates there, and its gradient's terms cancel exactly): (inputs in
+    # float64, kwargs, upstream gradient) -> per differentiated input, the sum of the
+    # magnitudes of the terms each element's backward adds up (the float64 arbiter's
+    # accumulation bound).
+    grad_terms: Callable | None = None
     # Non-smooth ops: where their gradient is undefined (see GradUndefined).
     grad_undefined: GradUndefined | None = None
     # Random ops: judged by what their output should follow (the distribution oracle)

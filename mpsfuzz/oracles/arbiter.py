@@ -254,7 +254,8 @@ def _nonfinite_verdicts(d, c, truth, d_ok, *, independent: bool, explicit_nan: b
 def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: float, *, rtol: float = 0.0,
                overflow: bool = False, magnitude: torch.Tensor | None = None, summands: int = 1,
                perturbed: list | None = None, explicit_nan: bool = False, extremes: bool = False,
-               whole: bool = False, terms: torch.Tensor | None = None) -> tuple[str, dict]:
+               whole: bool = False, terms: torch.Tensor | None = None,
+               measured: bool = False) -> tuple[str, dict]:
     """'dut-wrong', 'cpu-wrong', 'both-close', 'within-bound', 'overflow' or
     'ill-conditioned' for one output, with the numbers.
 
@@ -270,7 +271,9 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
     float64 on the inputs' absolute values), never a floor such as ``magnitude`` may be:
     where the terms of one sign alone overflow, the infinity of that sign is excused
     (see :func:`_other_infinity_reachable`). ``extremes``: the inputs hold the dtype's
-    largest values and a NaN or an infinity (see :func:`_nonfinite_verdicts`)."""
+    largest values and a NaN or an infinity (see :func:`_nonfinite_verdicts`).
+    ``measured``: ``magnitude`` is the op's own measure of the terms (OpSpec.grad_terms),
+    so the accumulation bound holds for every dtype, float64 included."""
     wide = torch.complex128 if cpu.is_complex() else torch.float64
     truth = exact.to(cpu.dtype).to(wide).reshape(-1)  # rounded to the output dtype
     d, c = dut.to(wide).reshape(-1), cpu.to(wide).reshape(-1)
@@ -278,7 +281,7 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
     low = cpu.dtype in LOW_PRECISION
     # The terms' magnitudes bound any dtype's accumulation: a float32 sum of [max, lowest,
     # -2] is 0 or -2 depending on the order, both correct to u * sum|terms|.
-    bounded = low or (independent and magnitude is not None)
+    bounded = low or (magnitude is not None and (independent or measured))
     tol = atol + rtol * truth.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0)
     if bounded:
         mag = None if magnitude is None else magnitude.to(wide).reshape(-1)
@@ -344,6 +347,9 @@ def _abs_float64_outputs(obs: Observation, *, floor: float | None = None, grads:
     key = ("float64_abs_grads" if grads else "float64_abs") + ("" if floor is None else f"_floor{floor:g}")
     if key in obs.cache:
         return obs.cache[key]
+    if grads and obs.spec.grad_terms is not None:
+        obs.cache[key] = _measured_grad_terms(obs)
+        return obs.cache[key]
     from ..execution.executor import run_side
     result = None
     case = obs.case
@@ -364,6 +370,28 @@ def _abs_float64_outputs(obs: Observation, *, floor: float | None = None, grads:
         result = None
     obs.cache[key] = result
     return result
+
+
+def _measured_grad_terms(obs: Observation) -> list | None:
+    """The op's own measure of its gradient terms (OpSpec.grad_terms) in float64, per
+    differentiated input; None where it fails."""
+    from ..execution.executor import grad_inputs, upstream_gradient
+    case = obs.case
+    try:
+        inputs = case.materialize("cpu")
+        wrt = grad_inputs(obs.spec, inputs)
+        wide = [t.to(_wide(t.dtype)) if (t.is_floating_point() or t.is_complex()) else t for t in inputs]
+        kwargs = {k: (_wide(v) if isinstance(v, torch.dtype) else v) for k, v in case.kwargs_dict().items()}
+        with torch.no_grad():
+            out = [o for o in flatten_outputs(obs.spec.fn(*wide, **kwargs))
+                   if isinstance(o, torch.Tensor) and o.is_floating_point()]
+            if not out:
+                return None
+            seed = case.inputs[0].values.seed if case.inputs else 0
+            terms = obs.spec.grad_terms(wide, kwargs, upstream_gradient(out[0].shape, torch.float64, 0, seed))
+        return [terms[i] if i < len(terms) else None for i in wrt]
+    except Exception:  # best effort: the leaf's own magnitude stays the floor
+        return None
 
 
 def _terms_overflow(magnitude: torch.Tensor | None, dtype: torch.dtype) -> bool:
@@ -477,8 +505,16 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
                 and grad_terms[i].shape == c.shape:
             terms = grad_terms[i]
         n = summands(shapes, c.numel()) if accumulates or unknown_structure else 1
+        # The op measures its gradient's terms itself (attention): a bound for every dtype,
+        # float64 too (its result is CPU's own, but a backward that cancels terms of 2e10
+        # is only good to their roundoff on any backend).
+        measured = grads and obs.spec.grad_terms is not None and terms is not None
         if grads and c.dtype in LOW_PRECISION:
             magnitude, n = _terms_up_to_leaf_max(e, n, forward_numel)
+            if measured:
+                magnitude = torch.maximum(magnitude, terms.to(torch.float64).abs())
+        elif measured:
+            magnitude = terms
         elif unknown_structure and magnitude is None and c.dtype in LOW_PRECISION:
             # terms of unknown size: as large as the leaf's largest element (a floor)
             magnitude, _ = _terms_up_to_leaf_max(e, n, 0)
@@ -491,7 +527,8 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
                                    magnitude=magnitude,
                                    summands=n,
                                    perturbed=leaf_perturbed,
-                                   explicit_nan=explicit_nan, extremes=extremes, whole=whole, terms=terms))
+                                   explicit_nan=explicit_nan, extremes=extremes, whole=whole, terms=terms,
+                                   measured=measured))
     if not verdicts:
         return "undecided", {"reason": "no floating output to arbitrate"}
     for wanted in ("dut-wrong", "cpu-wrong"):
@@ -510,7 +547,7 @@ def _numbers_line(numbers: dict) -> str:
         line += (f"; inputs hold non-finite values or extremes: {numbers['target_wrong_positions']} position(s) "
                  f"wrong beyond overflow, {numbers['excused_positions']} excused as intermediate overflow")
     if "summands" in numbers:
-        line += f"; half-precision accumulation bound for {numbers['summands']} summand(s)"
+        line += f"; accumulation bound for {numbers['summands']} summand(s)"
     if numbers.get("ill_conditioned_positions"):
         line += (f"; {numbers['ill_conditioned_positions']} position(s) ill-conditioned (float64 moves past "
                  "the tolerance when the inputs move by one unit of roundoff)")

@@ -33,6 +33,7 @@ a few percent of nll/cross_entropy grad cases).
 from __future__ import annotations
 
 import inspect
+import math
 
 import torch
 import torch.nn.functional as F
@@ -638,19 +639,56 @@ def _sdpa(q, k, v, m, *, mask="mask", **kw):
                                           dropout_p=0.0, is_causal=mask == "causal", **kw)
 
 
+def _sdpa_grad_terms(inputs, kwargs, upstream):
+    """The magnitudes of SDPA's gradient terms (OpSpec.grad_terms), for q, k, v and a
+    float mask. With P = softmax(S), S = scale q k^T + mask, and G the upstream gradient,
+    the backward computes dP = G v^T, D = rowsum(P * dP), dS = P * (dP - D), then
+    dq = scale dS k, dk = scale dS^T q, dv = P^T G and dmask = dS. Where the softmax
+    saturates (a key of 2^31 or 6e28 in a row: P one-hot), dP - D cancels exactly in
+    float64 and to a few roundoffs of |G| |v| elsewhere, which k then multiplies: an H100's
+    float64 dq was 6e-6 off where the terms were 2e10 (roundoff 2e-6), its bfloat16 dq
+    2e21 where they were 5e29. Measured here with |dP| + |D| for dP - D."""
+    q, k, v, m = inputs
+    mask = kwargs.get("mask", "mask")
+    scale = kwargs.get("scale") or 1.0 / math.sqrt(max(1, q.shape[-1]))
+    group = 1
+    if kwargs.get("enable_gqa") and min(q.dim(), k.dim(), v.dim()) >= 3 and k.shape[-3]:
+        group = q.shape[-3] // k.shape[-3]
+    kk = k.repeat_interleave(group, dim=-3) if group > 1 else k
+    vv = v.repeat_interleave(group, dim=-3) if group > 1 else v
+    s = scale * (q @ kk.transpose(-2, -1))            # the batch dims broadcast
+    if mask == "mask" and m is not None:
+        s = s.masked_fill(~m, -math.inf) if m.dtype == torch.bool else s + m
+    elif mask == "causal":
+        s = s.masked_fill(~torch.ones(s.shape[-2:], dtype=torch.bool).tril(), -math.inf)
+    p = torch.softmax(s, -1).nan_to_num(0.0)          # a fully masked row has no terms
+    g = upstream.abs()
+    dp = g @ vv.abs().transpose(-2, -1)
+    ds = p * (dp + (p * dp).sum(-1, keepdim=True))
+    dq = scale * (ds @ kk.abs())
+    dk = scale * (ds.transpose(-2, -1) @ q.abs())
+    dv = p.transpose(-2, -1) @ g
+    if group > 1:
+        dk = dk.unflatten(-3, (k.shape[-3], group)).sum(-3)
+        dv = dv.unflatten(-3, (v.shape[-3], group)).sum(-3)
+    dq, dk, dv = dq.sum_to_size(q.shape), dk.sum_to_size(k.shape), dv.sum_to_size(v.shape)
+    dm = ds.sum_to_size(m.shape) if mask == "mask" and m is not None and m.is_floating_point() else None
+    return [dq, dk, dv, dm]
+
+
 register(
     nn_op("scaled_dot_product_attention", _sdpa, _sdpa_shapes,
           "SDPA with a float additive mask, causal or no mask, scale, GQA, 3-D..5-D",
           input_dtypes=(None, None, None, None), args=_sdpa_args, grad_inputs=(0, 1, 2, 3),
-          rtol_scale=16, atol_scale=16, autocast=True),
+          rtol_scale=16, atol_scale=16, autocast=True, grad_terms=_sdpa_grad_terms),
     nn_op("scaled_dot_product_attention_wide_heads", _sdpa, _sdpa_wide_head_shapes,
           "SDPA with heads of 64-128 and a query of 1-8 rows (the fused vector paths), any layout",
           input_dtypes=(None, None, None, None), args=_sdpa_args, grad_inputs=(0, 1, 2, 3),
-          rtol_scale=16, atol_scale=16, autocast=True),
+          rtol_scale=16, atol_scale=16, autocast=True, grad_terms=_sdpa_grad_terms),
     nn_op("scaled_dot_product_attention_boolmask", _sdpa, _sdpa_shapes,
           "SDPA with a broadcast boolean mask (fully masked rows kept), causal, GQA",
           input_dtypes=(None, None, None, ("bool",)), input_values=(None, None, None, "bool"),
-          args=_sdpa_args, grad_inputs=(0, 1, 2), rtol_scale=16, atol_scale=16),
+          args=_sdpa_args, grad_inputs=(0, 1, 2), rtol_scale=16, atol_scale=16, grad_terms=_sdpa_grad_terms),
 )
 
 
