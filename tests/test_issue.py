@@ -99,7 +99,7 @@ def test_crash_draft_uses_the_crash_template(corpus, tmp_path):
     done = mpsfuzz("report", "--format", "issue", str(_file(corpus, "crash")), faults=FAULTS, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     text = done.stdout
-    assert text.startswith("# [faulty-cpu] `torch.add` crashes the process when `alpha=")
+    assert text.startswith("# [faulty-cpu] `torch.add` crashes the process when `alpha` is given (`alpha=")
     for field in ("The process dies instead of raising a Python error.", "#### What the process printed",
                   "SIGABRT", "`module: crash`", "### Versions"):
         assert field in text, field

@@ -463,8 +463,11 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
     if condition == "negative":
         return "an input holds negative values"
     if kind == "kwarg":
+        # Ablation dropped the argument (its default passes): that it is given is what is
+        # known, not that this value is needed (the fault target's add aborts for any
+        # alpha but 1, and its finding once read "only when `alpha=0`").
         value = dict(case.kwargs).get(arg)
-        return f"`{arg}={value!r}`"
+        return f"`{arg}` is given (`{arg}={value!r}` here)"
     if kind == "variant":
         return _VARIANT_WORDS.get(arg, f"called as {arg}")
     if kind == "alias":
