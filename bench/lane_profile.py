@@ -93,16 +93,17 @@ def main() -> None:
     siblings = (default_siblings(1, draw_jobs, budget_s=args.seconds, max_cases=None)
                 if args.siblings is None else args.siblings)
     batches, driver, per_case = instrument()
+    scratch = tempfile.TemporaryDirectory(prefix="mpsfuzz-lane-")   # the campaigns' corpora
     for family in args.families.split(","):
         batches.clear()
         driver.clear()
         per_case.clear()
         config = CampaignConfig(ops=catalogue.select(family), target_spec=args.target,
-                                corpus_dir=Path(tempfile.mkdtemp(prefix="mpsfuzz-lane-")), seed=args.seed,
+                                corpus_dir=Path(tempfile.mkdtemp(dir=scratch.name)), seed=args.seed,
                                 budget_s=args.seconds, draw_jobs=draw_jobs, siblings=siblings)
         if args.warm_up > 0:
             warm = dataclasses.replace(config, budget_s=args.warm_up,
-                                       corpus_dir=Path(tempfile.mkdtemp(prefix="mpsfuzz-lane-")))
+                                       corpus_dir=Path(tempfile.mkdtemp(dir=scratch.name)))
             Campaign(warm, []).run()
             batches.clear()
             driver.clear()

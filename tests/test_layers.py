@@ -26,7 +26,7 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "mpsfuzz"
 
 LAYERS = {
-    "mpsfuzz": 0, "mpsfuzz.events": 0, "mpsfuzz.atomic": 0,
+    "mpsfuzz": 0, "mpsfuzz.events": 0, "mpsfuzz.atomic": 0, "mpsfuzz.scratch": 0,
     "mpsfuzz.generation": 1,
     "mpsfuzz.execution": 2,
     "mpsfuzz.oracles": 3,

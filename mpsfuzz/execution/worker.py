@@ -24,12 +24,12 @@ import json
 import multiprocessing
 import os
 import signal
-import tempfile
 import time
 import traceback
 from pathlib import Path
 
 from ..atomic import corpus_write
+from ..scratch import scratch_dir
 from .exit_status import guard_exit_status
 from .observation import ProcessEvent
 
@@ -309,7 +309,7 @@ class WorkerPool:
         self._warm = (execute.__module__,) if execute is not None else ()
         self.timeout_s = timeout_s
         self.compile_timeout_s = compile_timeout_s
-        self._tmp = tempfile.TemporaryDirectory(prefix="mpsfuzz-workers-")
+        self._tmp = scratch_dir("mpsfuzz-workers-")
         self.workdir = Path(self._tmp.name)
         # ``role`` tells apart the in-flight files of two pools of one process (a
         # campaign's fuzzing worker and its triage worker).

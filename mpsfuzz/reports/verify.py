@@ -6,11 +6,11 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 from ..execution.targets import BUILTIN
+from ..scratch import scratch_dir
 
 
 # What the draft of an upstream issue quotes of a verification run's output.
@@ -124,7 +124,7 @@ def run_and_judge(script, *, target_spec: str, timeout_s: float = 60.0, env: dic
     environment = dict(os.environ if env is None else env)
     environment["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), environment.get("PYTHONPATH", "")) if p)
     environment.setdefault("PYTHONFAULTHANDLER", "1")
-    with tempfile.TemporaryDirectory(prefix="mpsfuzz-repro-") as tmp:
+    with scratch_dir("mpsfuzz-repro-") as tmp:
         path = Path(tmp) / "repro.py"
         path.write_text(script.text)
         try:
