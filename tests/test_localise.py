@@ -339,3 +339,20 @@ def test_a_cpu_copy_that_still_refers_to_the_device_is_not_a_divergence():
 
     result, error = kernel_call._unseeded_cpu_call(refuses, snap)
     assert isinstance(error, RuntimeError) and not isinstance(error, kernel_call.Uncomparable)
+
+
+def test_an_input_modified_is_one_symptom_whatever_the_form_of_the_call():
+    """CUDA's eig overwrites a transposed input in every form (an H200 run filed it seven
+    times, once per form and op): the form is a trigger feature, not part of the symptom;
+    a finding written when the form was part of it reads as it is written now."""
+    target = FaultTarget(["eig_transposed_clobber"])
+    keys = set()
+    for variant in ("functional", "out", "out-strided"):
+        case = Case("linalg.eig", (tensor((2, 2), permutation=T),), variant=variant)
+        failures = [Failure.from_json(f) for f in judge_case(case, target, ORACLES)["failures"]]
+        keys |= {symptom_key(case, f) for f in failures if f.kind == "input-modified"}
+    assert keys == {("linalg.eig", "variants", "input-modified")}
+    old = Failure("variants", "input-modified", "t", "m", "high", ("input-modified", "out")).to_json()
+    assert Failure.from_json(old).dedup_key == ("input-modified",)
+    other = Failure("variants", "variant-wrong-values", "t", "m", "high", ("variant-wrong-values", "out"))
+    assert Failure.from_json(other.to_json()).dedup_key == ("variant-wrong-values", "out")

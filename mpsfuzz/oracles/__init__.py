@@ -45,9 +45,26 @@ class Failure:
     def from_json(cls, d: dict) -> "Failure":
         return cls(oracle=d["oracle"], kind=d["kind"], title=d["title"], message=d["message"],
                    severity=d["severity"],
-                   # keys written before shape lists were collapsed read as they are now
-                   dedup_key=tuple(collapse_shapes(k) if isinstance(k, str) else k for k in d.get("dedup_key", ())),
+                   # keys written before shape lists were collapsed, or with the form
+                   # of a FORM_FREE failure, read as they are written now
+                   dedup_key=form_keyed(d["oracle"], d["kind"],
+                                        tuple(collapse_shapes(k) if isinstance(k, str) else k
+                                              for k in d.get("dedup_key", ()))),
                    details=dict(d.get("details", {})), blame=str(d.get("blame", "target")))
+
+
+# Failures whose dedup key leaves out the form of the call (out=, in place, method): an
+# input modified can happen in any form, the functional one included, so the form is a
+# trigger feature the reducer and ablation test like the layout (an H200 run filed CUDA's
+# eig overwriting a transposed input as seven findings, one per form and op). Until
+# 2026-11-27 the key held the form: keys read from a corpus are cut the same way, so an
+# old finding still matches its bug.
+FORM_FREE = frozenset({("variants", "input-modified")})
+
+
+def form_keyed(oracle_name: str, kind: str, key: tuple) -> tuple:
+    """``key`` (the kind first, then the form) without the form where FORM_FREE says."""
+    return key[:1] if (oracle_name, kind) in FORM_FREE else key
 
 
 def symptom_key(case, failure: Failure) -> tuple:

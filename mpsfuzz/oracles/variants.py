@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from . import Failure, oracle
+from . import Failure, form_keyed, oracle
 from ..execution.executor import functional_reference
 from ..execution.observation import Observation, Raised
 from .values import UNCOMPARABLE, compare_outputs, dut_alone_scale, variant_phrase
@@ -91,7 +91,7 @@ def check_variants(obs: Observation) -> Failure | None:
     def failure(kind, what, message):
         return Failure(oracle="variants", kind=kind, severity="high",
                        title=f"`{op}`{via} {what} on {target}", message=message,
-                       dedup_key=(kind, obs.case.variant))
+                       dedup_key=form_keyed("variants", kind, (kind, obs.case.variant)))
 
     # A write outside self's view comes first: where another input shares self's storage
     # (aliased), the spill is what changed it, and one bug is one finding (a fault
