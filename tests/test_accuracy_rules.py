@@ -694,3 +694,38 @@ def test_a_gradients_other_infinity_is_judged_on_its_measured_terms():
                 kwargs=(("output_padding", (0, 1)), ("stride", (1, 2))), variant="grad")
     assert [f["oracle"] for f in judge_case(case, _FlipsNegativeInfinityInGrads(INF), DEFAULT)["failures"]] == []
     assert "grads" in [f["oracle"] for f in judge_case(case, _FlipsNegativeInfinityInGrads(0.0), DEFAULT)["failures"]]
+
+
+def test_a_target_within_the_tolerance_of_float64_is_not_wrong_because_cpu_was_luckier():
+    """An H200's float32 shifted Chebyshev V_8 at x = 0.032: CUDA 9.1e-6 off the exact
+    value (1.05e-5 allowed), CPU 1.8e-6, so the two differ by 1.09e-5. The target met the
+    tolerance against the exact result; only a CPU far worse than it makes a finding (of
+    CPU's), and a target outside the tolerance is still wrong."""
+    exact = torch.tensor([0.4143702944150031], dtype=torch.float64)
+    cuda_like = torch.tensor([0.41437938809394836])
+    lucky_cpu = torch.tensor([0.41436851024627686])
+    assert judge_leaf(cuda_like, lucky_cpu, exact, 1e-5, rtol=1.3e-6)[0] == "within-tolerance"
+    far_cpu = torch.tensor([0.41439])          # 2e-5 off: worse than the target by more than 2x
+    near_cuda = torch.tensor([0.4143712])      # 9e-7 off
+    assert judge_leaf(near_cuda, far_cpu, exact, 1e-5, rtol=1.3e-6)[0] == "cpu-wrong"
+    wrong = torch.tensor([0.41441])            # 4e-5 off: outside the tolerance
+    assert judge_leaf(wrong, lucky_cpu, exact, 1e-5, rtol=1.3e-6)[0] == "dut-wrong"
+
+
+def _polynomial_case():
+    """special.shifted_chebyshev_polynomial_v of degree 8 (a float32 tensor) near x = 0."""
+    return Case("special.shifted_chebyshev_polynomial_v", (
+        TensorRecipe((64,), "float32", Layout(), ValueRecipe(distribution="uniform", low=0.0, high=0.05, seed=3)),
+        TensorRecipe((1,), "float32", Layout(), ValueRecipe(distribution="int_range", low=8, high=8, seed=0))))
+
+
+def test_a_degree_is_not_moved_by_the_conditioning_check():
+    """Moved by a roundoff, a degree of 8.0 truncates to 7: every wrong value of the
+    orthogonal polynomials read as ill-conditioned, and a target 1e-4 off everywhere
+    was dismissed. Inputs drawn as integers in a range stay as they are."""
+    from mpsfuzz.testing.faults import Fault
+    off = FaultTarget([Fault("poly_off", "test", ("aten::special_shifted_chebyshev_polynomial_v",),
+                             lambda f, a, k: True, "rewrite", rewrite=lambda f, a, k, r: r * (1 + 1e-4))])
+    found = judge_case(_polynomial_case(), off, DEFAULT)["failures"]
+    assert [(f["oracle"], f["kind"]) for f in found] == [("values", "wrong-values")], found
+    assert "float64 arbiter: dut-wrong" in found[0]["message"]

@@ -680,6 +680,8 @@ def _make_spec(op) -> OpSpec | None:
         name=PREFIX + name, family=FAMILY, fn=_make_fn(name, op.op),
         shapes=_shapes_builder(name), dtypes=names,
         input_values=tuple(_values_builder(name, k) for k in range(MAX_TENSORS)),
+        # a polynomial's later inputs are its degrees (_BOUNDED_LATER_INPUTS)
+        discrete_inputs=tuple(range(1, MAX_TENSORS)) if _runtime_grows_with_values(op) else (),
         args=_args_builder(name),
         allow_specials=not has_domain and not backed,
         allow_nonfinite=not backed,

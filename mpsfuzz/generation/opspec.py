@@ -207,6 +207,10 @@ class OpSpec:
     # attention): they get the ``autocast`` variant.
     autocast: bool = False
     grad_inputs: tuple[int, ...] | None = None
+    # Floating inputs whose values the op reads as integers or labels (a polynomial's
+    # degree, a +-1 target): the arbiter's conditioning check does not move them by a
+    # roundoff (8.0 would truncate to 7, 1.0 would be no target at all).
+    discrete_inputs: tuple[int, ...] = ()
     # The magnitudes of each gradient element's terms, for an op whose backward on its
     # inputs' absolute values measures nothing (not linear in its inputs: attention's
     # softmax saturates there, and its gradient's terms cancel exactly): (inputs in

@@ -8,7 +8,8 @@ all three; a side whose non-finite positions (NaN, inf, and their signs) disagre
 float64's at more positions than the other side's is the worse one. The float64 result is
 first rounded to the output dtype, so overflow to inf in that dtype counts as correct.
 Two bounds from :mod:`.accuracy` come first: a half-precision result within what
-accumulating its summands may cost is not wrong (``within-bound``), and where the inputs
+accumulating its summands may cost is not wrong (``within-bound``), nor is one within
+the dtype's tolerance of float64 where CPU is merely closer (``within-tolerance``); where the inputs
 hold non-finite values or extremes, differences that overflowing intermediates explain
 are not held against either side (``overflow``); a finite wrong value where float64 and
 CPU agree still is.
@@ -49,16 +50,21 @@ def _wide(dtype: torch.dtype) -> torch.dtype:
     return dtype
 
 
-def _dense_wide_inputs(case, perturb: int = 0) -> list[torch.Tensor]:
+def _dense_wide_inputs(case, perturb: int = 0, keep: tuple = ()) -> list[torch.Tensor]:
     """float64/complex128 copies of the case's inputs on CPU, dense and each in a storage
     of its own, so that the float64 result does not share a layout bug with CPU's (a
     float64 case would otherwise recompute CPU's own call). ``perturb`` > 0: every
     floating element moved by one unit of roundoff of its dtype, in a direction drawn
-    from that seed (the conditioning check)."""
+    from that seed (the conditioning check); the inputs ``keep`` names are not moved."""
     out = []
     for r, t in zip(case.inputs, case.materialize("cpu")):
         wide = t.to(_wide(t.dtype)).clone(memory_format=torch.contiguous_format)
-        if perturb and (t.is_floating_point() or t.is_complex()) and wide.numel():
+        # A discrete input (OpSpec.discrete_inputs: a polynomial's degree, a +-1 target)
+        # stays as it is: moved by a roundoff, 8.0 truncates to 7 and 1.0 is no target
+        # at all, so every wrong value of these ops read as ill-conditioned (the
+        # Chebyshev polynomials 1e-4 off everywhere were dismissed).
+        if perturb and (t.is_floating_point() or t.is_complex()) and wide.numel() \
+                and len(out) not in keep:
             # Each element moves by between half and one roundoff (continuous, so exact ties
             # (expanded inputs) are always broken), and perturbations come in antithetic
             # pairs (2k is 2k-1 reversed): a tie or a rounding step is crossed both ways.
@@ -129,7 +135,7 @@ def perturbed_sides(obs: Observation) -> list:
         sides = []
         for k in range(1, PERTURBATIONS + 1):
             try:
-                side = _wide_run(obs, _dense_wide_inputs(obs.case, perturb=k))
+                side = _wide_run(obs, _dense_wide_inputs(obs.case, perturb=k, keep=obs.spec.discrete_inputs))
             except Exception:
                 continue
             if not isinstance(side.outputs, Raised):
@@ -256,8 +262,8 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
                perturbed: list | None = None, explicit_nan: bool = False, extremes: bool = False,
                whole: bool = False, terms: torch.Tensor | None = None,
                measured: bool = False) -> tuple[str, dict]:
-    """'dut-wrong', 'cpu-wrong', 'both-close', 'within-bound', 'overflow' or
-    'ill-conditioned' for one output, with the numbers.
+    """'dut-wrong', 'cpu-wrong', 'both-close', 'within-bound', 'within-tolerance',
+    'overflow' or 'ill-conditioned' for one output, with the numbers.
 
     ``overflow``: the inputs hold non-finite values or extremes, or the terms' magnitudes
     exceed the dtype (see :mod:`.accuracy`): non-finite differences that overflowing
@@ -328,6 +334,13 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
         # bug of the target, whatever CPU's error.
         return "within-bound", numbers
     slack = atol / 10.0
+    if bool(d_ok[judged].all()) and not (nf_c > nf_d or err_c > MULTIPLIER * err_d + slack):
+        # The target is within the tolerance of float64 everywhere it differs from CPU:
+        # the two differ by more only because CPU's own error adds to it (an H200's
+        # float32 shifted Chebyshev V_8 at x = 0.032: the formula amplifies one roundoff
+        # of acos by 47, CUDA's error 9.1e-6 against 1.05e-5 allowed, CPU's a lucky
+        # 1.8e-6). Not a bug of the target; where CPU is far worse, still CPU's (below).
+        return "within-tolerance", numbers
     if nf_d > nf_c or (nf_d and nf_d == nf_c):
         return "dut-wrong", numbers
     if err_d > MULTIPLIER * err_c + slack:
@@ -555,10 +568,11 @@ def _numbers_line(numbers: dict) -> str:
 
 
 # Verdicts that dismiss a failure: neither side is worse than the other (both-close), the
-# target is within what half-precision accumulation may cost (within-bound), the only
-# differences come from overflowing intermediates (overflow), or the result is not
-# determined by the inputs to within the tolerance where they differ (ill-conditioned).
-DISMISSED = ("both-close", "within-bound", "overflow", "ill-conditioned")
+# target is within what half-precision accumulation may cost (within-bound) or within
+# the tolerance of float64 (within-tolerance), the only differences come from
+# overflowing intermediates (overflow), or the result is not determined by the inputs to
+# within the tolerance where they differ (ill-conditioned).
+DISMISSED = ("both-close", "within-bound", "within-tolerance", "overflow", "ill-conditioned")
 
 
 @oracle("arbiter", stage="verdict",

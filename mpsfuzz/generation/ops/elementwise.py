@@ -478,7 +478,7 @@ _POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_p
                 "laguerre_polynomial_l", "legendre_polynomial_p")
 register(*(
     binary(f"special.{p}", getattr(torch.special, p), SPECIAL_FLOAT, f"{p.replace('_', ' ')} of degree n (a tensor)",
-           input_values=("uniform", _poly_degrees), allow_nonfinite=False, out=True)
+           input_values=("uniform", _poly_degrees), allow_nonfinite=False, out=True, discrete_inputs=(1,))
     for p in _POLYNOMIALS))
 register(*(
     unary(f"special.{p}_scalar_n", (lambda f: lambda x, n, **kw: f(x, n, **kw))(getattr(torch.special, p)),
