@@ -50,12 +50,13 @@ def _wide(dtype: torch.dtype) -> torch.dtype:
     return dtype
 
 
-def _dense_wide_inputs(case, perturb: int = 0, keep: tuple = ()) -> list[torch.Tensor]:
+def _dense_wide_inputs(case, perturb: int = 0, keep: tuple = (), absolute: tuple = ()) -> list[torch.Tensor]:
     """float64/complex128 copies of the case's inputs on CPU, dense and each in a storage
     of its own, so that the float64 result does not share a layout bug with CPU's (a
     float64 case would otherwise recompute CPU's own call). ``perturb`` > 0: every
     floating element moved by one unit of roundoff of its dtype, in a direction drawn
-    from that seed (the conditioning check); the inputs ``keep`` names are not moved."""
+    from that seed (the conditioning check); the inputs ``keep`` names are not moved, and
+    those ``absolute`` names move by a roundoff of max(|x|, 1) (``shifted-argument``)."""
     out = []
     for r, t in zip(case.inputs, case.materialize("cpu")):
         wide = t.to(_wide(t.dtype)).clone(memory_format=torch.contiguous_format)
@@ -82,7 +83,10 @@ def _dense_wide_inputs(case, perturb: int = 0, keep: tuple = ()) -> list[torch.T
             if real == torch.float64:
                 # computed in float64 itself: a move under one ulp would round away
                 u *= 2
-            wide = wide * (1 + u * signs)
+            if len(out) in absolute:
+                wide = wide + u * signs * wide.abs().clamp(min=1.0)
+            else:
+                wide = wide * (1 + u * signs)
         out.append(wide)
     return out
 
@@ -135,7 +139,9 @@ def perturbed_sides(obs: Observation) -> list:
         sides = []
         for k in range(1, PERTURBATIONS + 1):
             try:
-                side = _wide_run(obs, _dense_wide_inputs(obs.case, perturb=k, keep=obs.spec.discrete_inputs))
+                absolute = (0,) if "shifted-argument" in obs.spec.semantics else ()
+                side = _wide_run(obs, _dense_wide_inputs(obs.case, perturb=k, keep=obs.spec.discrete_inputs,
+                                                         absolute=absolute))
             except Exception:
                 continue
             if not isinstance(side.outputs, Raised):

@@ -476,14 +476,20 @@ _POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_p
                 "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
                 "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
                 "laguerre_polynomial_l", "legendre_polynomial_p")
+def _polynomial_semantics(name: str) -> frozenset:
+    return frozenset({"shifted-argument"}) if name.startswith("shifted_") else frozenset()
+
+
 register(*(
     binary(f"special.{p}", getattr(torch.special, p), SPECIAL_FLOAT, f"{p.replace('_', ' ')} of degree n (a tensor)",
-           input_values=("uniform", _poly_degrees), allow_nonfinite=False, out=True, discrete_inputs=(1,))
+           input_values=("uniform", _poly_degrees), allow_nonfinite=False, out=True, discrete_inputs=(1,),
+           semantics=_polynomial_semantics(p))
     for p in _POLYNOMIALS))
 register(*(
     unary(f"special.{p}_scalar_n", (lambda f: lambda x, n, **kw: f(x, n, **kw))(getattr(torch.special, p)),
           SPECIAL_FLOAT, f"{p.replace('_', ' ')} of a Python-int degree n",
-          input_values=("uniform",), args=_int_scalar_args("n", -1, 8), allow_nonfinite=False, out=True)
+          input_values=("uniform",), args=_int_scalar_args("n", -1, 8), allow_nonfinite=False, out=True,
+          semantics=_polynomial_semantics(p))
     for p in _POLYNOMIALS))
 
 # -- tensor-scalar forms ----------------------------------------------------------------
