@@ -764,3 +764,34 @@ def test_a_shifted_polynomial_is_judged_on_the_rounding_of_2x_minus_1():
     off = FaultTarget([Fault("poly_off", "test", ("aten::special_shifted_chebyshev_polynomial_v",),
                              lambda f, a, k: True, "rewrite", rewrite=lambda f, a, k, r: r * (1 + 1e-4))])
     assert [f["oracle"] for f in judge_case(_polynomial_case(), off, DEFAULT)["failures"]] == ["values"]
+
+
+def test_cpu_is_not_blamed_where_the_conditioning_explains_its_error():
+    """The same campaign, another seed: CPU's float32 V_8 1.1e-5 off float64 where the
+    formula amplifies a roundoff 47 times, CUDA's 8e-7 off; CPU was filed as wrong."""
+    from mpsfuzz.testing.faults import Fault
+    case = Case.from_json({"format": 3, "op": "special.shifted_chebyshev_polynomial_v", "variant": "functional",
+                           "kwargs": {}, "inputs": [
+                               {"shape": [2, 5, 8], "dtype": "float32",
+                                "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []},
+                                "values": {"distribution": "uniform", "seed": 166638, "low": None, "high": None,
+                                           "specials": []}, "alias": None},
+                               {"shape": [], "dtype": "float32",
+                                "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []},
+                                "values": {"distribution": "int_range", "seed": 26, "low": -1, "high": 8,
+                                           "specials": []}, "alias": None}]})
+
+    def like_cuda(func, args, kwargs, result):
+        result = result.clone()
+        result[1, 4, 0] = 0.028801115229725838
+        return result
+    cuda = FaultTarget([Fault("v_like_cuda", "test", ("aten::special_shifted_chebyshev_polynomial_v",),
+                              lambda f, a, k: True, "rewrite", rewrite=like_cuda)])
+    x, n = case.materialize("cpu")
+    assert abs(float(torch.special.shifted_chebyshev_polynomial_v(x, n)[1, 4, 0]) - 0.028801115229725838) > 1e-5
+    assert judge_case(case, cuda, DEFAULT)["failures"] == []
+    # CPU off by far more than any conditioning: still CPU's finding
+    exact = torch.tensor([0.5, 0.25], dtype=torch.float64)
+    moved = [exact * (1 + 2.0 ** -23), exact * (1 - 2.0 ** -23)]
+    got, _ = judge_leaf(exact.float(), torch.tensor([0.5, 0.26]), exact, 1e-5, rtol=1.3e-6, perturbed=moved)
+    assert got == "cpu-wrong"

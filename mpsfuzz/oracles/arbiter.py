@@ -340,7 +340,16 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
         # bug of the target, whatever CPU's error.
         return "within-bound", numbers
     slack = atol / 10.0
-    if bool(d_ok[judged].all()) and not (nf_c > nf_d or err_c > MULTIPLIER * err_d + slack):
+    # CPU is blamed only where it is off float64 by more than the tolerance, and not by
+    # what the conditioning explains (the same H200 campaign, another seed: CPU's float32
+    # shifted V_8 1.1e-5 off at a point where the formula amplifies a roundoff 47 times,
+    # CUDA's 8e-7, and CPU was filed as wrong).
+    c_misses = judged & ~_near(c, truth, tol)
+    if perturbed:
+        c_misses &= ~_ill_conditioned(c, truth, tol, [p.to(cpu.dtype).to(wide).reshape(-1) for p in perturbed],
+                                      factor=MULTIPLIER * (2 + summands))
+    cpu_worse = (nf_c > nf_d or err_c > MULTIPLIER * err_d + slack) and bool(c_misses.any())
+    if bool(d_ok[judged].all()) and not cpu_worse:
         # The target is within the tolerance of float64 everywhere it differs from CPU:
         # the two differ by more only because CPU's own error adds to it (an H200's
         # float32 shifted Chebyshev V_8 at x = 0.032: the formula amplifies one roundoff
@@ -351,7 +360,7 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
         return "dut-wrong", numbers
     if err_d > MULTIPLIER * err_c + slack:
         return "dut-wrong", numbers
-    if nf_c > nf_d or err_c > MULTIPLIER * err_d + slack:
+    if cpu_worse:
         return "cpu-wrong", numbers
     return "both-close", numbers
 
