@@ -1,6 +1,6 @@
 """Attention's gradient terms (OpSpec.grad_terms): where the softmax saturates (a key of
 2^31 makes each row one-hot), dP - D cancels exactly in float64 and to a few roundoffs on
-another backend's order of evaluation, and k multiplies that residual. An H100's float64
+another backend's order of evaluation, and k multiplies that residual. CUDA's float64
 and bfloat16 SDPA gradients were filed as wrong for it in four runs; the arbiter now holds
 them to the roundoff of the measured terms, and still finds a gradient wrong beyond it."""
 from __future__ import annotations
@@ -20,7 +20,7 @@ def _recipe(shape, seed=0, specials=(), expanded=()):
                        "specials": [list(s) for s in specials]}, "alias": None}
 
 
-# The H100's case (run 27): q (2, 3, 3); a stride-0 expanded k holding 2^31+1; v and the
+# The H200's case (run 27): q (2, 3, 3); a stride-0 expanded k holding 2^31+1; v and the
 # mask broadcast.
 SATURATED = Case.from_json({"format": 3, "op": "scaled_dot_product_attention", "variant": "grad", "kwargs": {},
                             "inputs": [_recipe((2, 3, 3), seed=3952857999),

@@ -645,7 +645,7 @@ def _sdpa_grad_terms(inputs, kwargs, upstream):
     the backward computes dP = G v^T, D = rowsum(P * dP), dS = P * (dP - D), then
     dq = scale dS k, dk = scale dS^T q, dv = P^T G and dmask = dS. Where the softmax
     saturates (a key of 2^31 or 6e28 in a row: P one-hot), dP - D cancels exactly in
-    float64 and to a few roundoffs of |G| |v| elsewhere, which k then multiplies: an H100's
+    float64 and to a few roundoffs of |G| |v| elsewhere, which k then multiplies: an H200's
     float64 dq was 6e-6 off where the terms were 2e10 (roundoff 2e-6), its bfloat16 dq
     2e21 where they were 5e29. Measured here with |dP| + |D| for dP - D."""
     q, k, v, m = inputs
