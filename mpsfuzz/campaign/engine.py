@@ -485,6 +485,11 @@ class Campaign:
         self._check_abandoned()
         return "budget" if self._past_budget() else None
 
+    def _stop_reason(self) -> str | None:
+        """Why no further case may run on the calling thread: the desk's replay's reasons
+        on the desk, the campaign's budget elsewhere."""
+        return self._out_of_time_to_shrink() if self._on_desk() else self._out_of_budget()
+
     def _on_desk(self) -> bool:
         return self._desk is not None and threading.current_thread() is self._desk_thread()
 
@@ -500,8 +505,7 @@ class Campaign:
         except Exception as exc:  # the pool could not run it (a worker that cannot start...)
             outcomes = [exc]
         if not outcomes:   # given up: the budget ran out (or a stop came) while it ran
-            why = self._out_of_time_to_shrink() if self._on_desk() else self._out_of_budget()
-            raise BudgetExhausted(why or "budget")
+            raise BudgetExhausted(self._stop_reason() or "budget")
         return self._outcome_failures(case, outcomes[0])
 
     def _outcome_failures(self, case, outcome) -> list[Failure]:
@@ -600,7 +604,7 @@ class Campaign:
         verdicts = self._memo.get(case)
         if verdicts is None:
             # Only a case still to run costs budget: a replay of the batch's cases does not.
-            reason = self._out_of_time_to_shrink() if self._on_desk() else self._out_of_budget()
+            reason = self._stop_reason()
             if reason:
                 raise BudgetExhausted(reason)
             if op in self.stats.set_aside:
