@@ -302,3 +302,22 @@ def test_widened_references_keep_index_dtypes(name, dtypes, kwargs):
     outs = ref.outputs if isinstance(ref.outputs, tuple) else (ref.outputs,)
     want = torch.int32 if kwargs.get("out_int32") else torch.int64
     assert all(o.dtype == want for o in outs)
+
+
+def test_a_widened_reference_whose_dtypes_meta_cannot_tell_follows_only_our_own_widening():
+    """Run 28 (H200): CPU lacks uint32 ``index_select``, so ``repeat_interleave``'s
+    reference ran in int64, and meta cannot run it (its shape depends on the repeats'
+    values), so the int64 result stayed int64 (it might have been indices) and CUDA's
+    right uint32 result was filed as the wrong dtype. The DUT's leaf decides only where
+    it is exactly the dtype mpsfuzz widened: a DUT returning another dtype is still
+    judged against int64."""
+    from mpsfuzz.generation.recipes import Case, TensorRecipe, ValueRecipe
+    case = Case("repeat_interleave", (TensorRecipe((3,), "uint32", values=ValueRecipe("int_range", seed=1, low=0, high=3)),
+                                      TensorRecipe((), "int64", values=ValueRecipe("int_range", seed=2, low=1, high=3))))
+    spec = OPS["repeat_interleave"]
+    guessed, widened = run_reference(case, spec, case.kwargs_dict())
+    assert widened and guessed.outputs.dtype == torch.int64
+    for dut, want in ((torch.uint32, torch.uint32), (torch.int32, torch.int64), (torch.int64, torch.int64)):
+        ref, _ = run_reference(case, spec, case.kwargs_dict(), dut_outputs=torch.zeros(6, dtype=dut))
+        assert ref.outputs.dtype == want, (dut, ref.outputs.dtype)
+        assert torch.equal(ref.outputs.to(torch.int64), guessed.outputs)

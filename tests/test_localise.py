@@ -19,7 +19,7 @@ from mpsfuzz.oracles import DEFAULT, Failure, worker_oracles
 from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.reports.repro import Script
 from mpsfuzz.reports.verify import run_and_judge
-from mpsfuzz.testing.faults import FaultTarget
+from mpsfuzz.testing.faults import Fault, FaultTarget, _input_noncontiguous
 from mpsfuzz.triage.localise import localise, localise_case, observe
 
 FAULT_TARGET = "mpsfuzz.testing.faults:target"
@@ -356,3 +356,22 @@ def test_an_input_modified_is_one_symptom_whatever_the_form_of_the_call():
     assert Failure.from_json(old).dedup_key == ("input-modified",)
     other = Failure("variants", "variant-wrong-values", "t", "m", "high", ("variant-wrong-values", "out"))
     assert Failure.from_json(other.to_json()).dedup_key == ("variant-wrong-values", "out")
+
+
+def test_an_overwritten_input_does_not_also_read_as_wrong_values():
+    """Run 28 (H200): CUDA's eig overwrote a transposed input, and the canonical form
+    (residual and power sums, read against the input) read the overwritten input after
+    the call: the values oracle filed the same bug again, with a repro that could not
+    show it. The canonical form now reads the input as the op got it."""
+    clobber = Fault("eig_clobber", "eig overwrites a transposed input", ("aten::linalg_eig",),
+                    _input_noncontiguous, "clobber_input")
+    target = FaultTarget([clobber])
+    for op in ("linalg.eig", "linalg.eigvals"):
+        case = Case(op, (tensor((2, 2), permutation=T),))
+        failures = [Failure.from_json(f) for f in judge_case(case, target, ORACLES)["failures"]]
+        assert [(f.oracle, f.kind) for f in failures] == [("variants", "input-modified")], (op, failures)
+    # A wrong result of a clobbering kernel is still found, and its repro shows it.
+    both = FaultTarget(["eig_transposed_clobber"])
+    case = Case("linalg.eigvals", (tensor((2, 2), permutation=T),))
+    failures = [Failure.from_json(f) for f in judge_case(case, both, ORACLES)["failures"]]
+    assert {(f.oracle, f.kind) for f in failures} == {("values", "wrong-values"), ("variants", "input-modified")}

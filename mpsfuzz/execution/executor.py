@@ -241,6 +241,11 @@ def run_side(spec, case: Case, kwargs: dict, device, runner=None, synchronize=No
             inputs[i].requires_grad_(True)
     if "random" in spec.semantics:
         _seed_rng(case, device)
+    # The canonical form reads the inputs as the op got them. An op that overwrites an
+    # input (CUDA's eig of a transposed matrix) is the variants oracle's finding; read
+    # after the call, the overwritten input also made the op's values look wrong, one bug
+    # filed twice with a repro that could not show the second.
+    given = inputs if spec.canonicalise is None else [_snapshot(t) for t in inputs]
     try:
         grads = None
         if case.variant == "grad":
@@ -267,7 +272,7 @@ def run_side(spec, case: Case, kwargs: dict, device, runner=None, synchronize=No
         base_after = _to_cpu(inputs[0]._base)
     with torch.no_grad():
         detached = _detach(raw)
-        out = spec.canonicalise(inputs, detached) if spec.canonicalise is not None else detached
+        out = spec.canonicalise(given, detached) if spec.canonicalise is not None else detached
         return SideResult(outputs=_to_cpu(out), meta=meta,
                           grads=None if grads is None else [None if g is None else _to_cpu(g) for g in grads],
                           inputs_after=[_to_cpu(t) if _small(t) else None for t in inputs] if keep_inputs else None,
@@ -285,6 +290,12 @@ def _small(t) -> bool:
         return True
     size = t.numel() * t.element_size()
     return t.numel() <= INPUTS_AFTER_MAX_NUMEL and (size <= ALWAYS_MATERIALISABLE or size <= host_max_bytes())
+
+
+def _snapshot(t):
+    """A copy of a small input tensor, kept through the call (a large one, a stride-0
+    view of billions of elements, is the tensor itself: a copy would be dense)."""
+    return t.detach().clone() if isinstance(t, torch.Tensor) and _small(t) else t
 
 
 def _detach(out):
@@ -343,16 +354,19 @@ def _meta_dtypes(spec, case: Case, kwargs) -> tuple:
         return ()
 
 
-def _cast_back_by_name(out, widen: set):
-    # int64 results are left alone: they are usually indices (nonzero, argmax), not
-    # values of the widened dtype.
+def _cast_back_by_name(out, widen: set, dut_dtypes: list | None = None):
+    """Widened leaves in the narrow dtype again. An int64 leaf is left alone (it is
+    usually indices: nonzero, argmax), unless the DUT's own leaf there is the narrow
+    dtype that was widened to int64: a difference that is exactly mpsfuzz's own widening
+    says nothing about the op (run 28: uint32 ``repeat_interleave``, where meta cannot
+    run the op, was filed as CUDA returning the wrong dtype)."""
     back = {dt.to_torch(dt.WIDER[name]): dt.to_torch(name) for name in widen
             if dt.WIDER[name] != "int64"}
-    if isinstance(out, torch.Tensor):
-        return out.to(back[out.dtype]) if out.dtype in back else out
-    if isinstance(out, (tuple, list)):
-        return tuple(_cast_back_by_name(o, widen) for o in out)
-    return out
+    leaves = _leaf_dtypes(out)
+    if dut_dtypes is not None and len(dut_dtypes) == len(leaves):
+        ours = {(dt.to_torch(dt.WIDER[name]), dt.to_torch(name)) for name in widen}
+        return _cast_like(out, [d if (w, d) in ours else back.get(w, w) for w, d in zip(leaves, dut_dtypes)])
+    return _cast_like(out, [back.get(w, w) for w in leaves])
 
 
 def run_reference(case: Case, spec, kwargs, *, dut_outputs=None, dut_device="cpu") -> tuple[SideResult, bool]:
@@ -379,7 +393,8 @@ def run_reference(case: Case, spec, kwargs, *, dut_outputs=None, dut_device="cpu
     if expected and len(expected) == len(_leaf_dtypes(wide.outputs)):
         outputs = _cast_like(wide.outputs, expected)
     else:
-        outputs = _cast_back_by_name(wide.outputs, widen)
+        dut_dtypes = None if dut_outputs is None or isinstance(dut_outputs, Raised) else _leaf_dtypes(dut_outputs)
+        outputs = _cast_back_by_name(wide.outputs, widen, dut_dtypes)
     grads = wide.grads
     if grads is not None:
         wrt = grad_inputs(spec, case.materialize("cpu"))

@@ -51,7 +51,11 @@ LEAK_CALLS = 100
 RESERVED = {"torch", "device", "actual", "expected", "out", "g", "grad", "before", "grown", "used", "resource",
             "math", "op", "canonical", "values"}
 # Other names a script binds at its top level (no helper may take them).
-SCRIPT_NAMES = {"sys", "whole", "outside", "cdf", "at", "d", "limit", "o", "call"} | {f"out{i}" for i in range(16)}
+SCRIPT_NAMES = {"sys", "exc", "whole", "outside", "cdf", "at", "d", "limit", "o", "call"} | {f"out{i}" for i in range(16)}
+
+
+# Exception names a script can catch without importing anything.
+_BUILTIN_ERRORS = {"RuntimeError", "IndexError", "ValueError", "TypeError", "NotImplementedError"}
 
 
 class ReproError(ValueError):
@@ -473,10 +477,18 @@ class _Builder:
             self.imports += ["import linecache", "import os", "import sys", "import types"]
         return f"kernels.{name}({', '.join(list(args) + [f'{k}={v}' for k, v in kwargs.items()])})"
 
-    def on_cpu(self, expr: str) -> str:
+    def on_cpu(self, expr: str, index: int | None = None) -> str:
         """A CPU copy of the device tensor ``expr`` for the reference. On a CPU device
         ``.cpu()`` returns the tensor itself: the reference would write into the inputs
-        the device then reads (index_add_, running statistics), so it gets a clone."""
+        the device then reads (index_add_, running statistics), so it gets a clone.
+        Input ``index`` gapped or expanded is copied as the same view of a copy of its
+        storage: ``.cpu()`` makes such a view dense, and the executor's reference gets
+        the view (run 32: eager CPU's batch_norm of a gapped input took another path
+        than of a dense one, in its values and its result's memory format, and the
+        scripts could not show what the campaign had judged)."""
+        if index is not None and _densified_by_copy(self.case.inputs[index].layout):
+            self.render.helpers["cpu_view"] = _CPU_VIEW_HELPER
+            return f"_cpu_view({expr})"
         return f"{expr}.cpu()" if torch.device(self.device).type != "cpu" else f"{expr}.clone()"
 
     def dut(self, expr: str) -> str:
@@ -485,6 +497,17 @@ class _Builder:
         params = ", ".join(self.names)
         dynamic = ", dynamic=True" if self.dynamic else ""
         return f"torch.compile(lambda {params}: {expr}{dynamic})({params})"
+
+
+def _densified_by_copy(layout) -> bool:
+    return any(g > 1 for g in layout.gaps) or bool(layout.expanded)
+
+
+_CPU_VIEW_HELPER = """def _cpu_view(t):
+    # the same view of the same values on the CPU: t.cpu() would make it dense
+    storage = t.untyped_storage()
+    storage = storage.clone() if storage.device.type == 'cpu' else storage.cpu()
+    return torch.empty(0, dtype=t.dtype).set_(storage, t.storage_offset(), t.size(), t.stride())"""
 
 
 _AUTOCAST_HELPER = """def _autocast(call):
@@ -557,7 +580,7 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     body: list[str] = [f"device = {device!r}"]
     body += input_lines(case, names)
     expect: dict = {"outcome": "assertion"}
-    cpu_names = [b.on_cpu(n) for n in names]
+    cpu_names = [b.on_cpu(n, i) for i, n in enumerate(names)]
     if spec.reference_inputs is not None and case.inputs and case.inputs[0].values.distribution in DEVICE_GENERATED:
         # A row-wise op of the large family: the reference sees only the rows its
         # result is compared on, cut from the device's input (the same values).
@@ -638,6 +661,15 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
             body.append("print('the device returned:', actual)")
             body.append(f"expected = {ref}  # eager CPU raises")
             expect = {"outcome": "raises", "stdout": "the device returned:"}
+        elif finding.failure.details.get("cpu_raised"):
+            # A device fault where CPU rejects the input too: CPU's clean error is shown,
+            # the device's fault is the bug.
+            cpu_error = finding.failure.details["cpu_raised"]
+            body += ["try:", f"    expected = {ref}  # eager CPU rejects the input with a clean error",
+                     f"except {cpu_error if cpu_error in _BUILTIN_ERRORS else 'Exception'} as exc:",
+                     "    print('eager CPU raises:', type(exc).__name__, exc)"]
+            body += dut_lines
+            expect = {"outcome": "raises"}
         else:
             body.append(f"expected = {ref}  # eager CPU: works")
             body += dut_lines
@@ -656,10 +688,20 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
         shared = case.shared_storage_inputs()
         copies = [f"{n}.clone(memory_format=torch.contiguous_format)" if i in shared else f"{n}.contiguous()"
                   for i, n in enumerate(names)]
-        body.append(f"expected = {b.dut(b.call(copies))}  {MARKER}")
-        body += dut_variant()
-        body.append("print('non-contiguous:', actual, 'contiguous copies:', expected, sep='\\n')")
-        body.append(_assert_close(*_tolerance(finding, spec, dut_alone=True)))
+        if kind == "contiguous-raises":
+            # The non-contiguous call works; the same values in contiguous copies raise.
+            body += dut_variant()
+            body.append("print('non-contiguous inputs give:', actual)")
+            body.append(f"expected = {b.dut(b.call(copies))}  {MARKER}")
+            expect = {"outcome": "raises", "stdout": "non-contiguous inputs give:"}
+            raised = re.match(r"(\w+): (.*)", finding.failure.message)
+            if raised:
+                expect.update(type=raised.group(1), message=raised.group(2).strip()[:80])
+        else:
+            body.append(f"expected = {b.dut(b.call(copies))}  {MARKER}")
+            body += dut_variant()
+            body.append("print('non-contiguous:', actual, 'contiguous copies:', expected, sep='\\n')")
+            body.append(_assert_close(*_tolerance(finding, spec, dut_alone=True)))
     elif oracle == "variants":
         body += _variant_lines(b, finding, dut_variant)
     elif oracle == "metadata":
@@ -671,18 +713,23 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
         body.append(_metadata_check(kind))
     elif oracle in ("values", "arbiter"):
         body.append(f"expected = {reference(cpu_names)}  # eager CPU reference")
-        body += dut_variant()
-        if case.variant == "autocast":
-            # in the dtypes the device's autocast chose
-            body.append("expected = expected.to(actual.dtype) if isinstance(actual, torch.Tensor) else "
-                        "tuple(e.to(a.dtype) for e, a in zip(expected, actual))")
+        helper = None
         if spec.canonicalise is not None:
             try:
                 helper = b.render.helper(spec.canonicalise, "canonical")
             except SourceError as exc:
                 raise ReproError(str(exc)) from None
-            body += [f"actual = {helper}([{', '.join(names)}], actual)",
-                     f"expected = {helper}([{', '.join(cpu_names)}], expected)"]
+            # canonical() reads the inputs as the op got them (executor.run_side): an
+            # input the device overwrites is another finding, not this one.
+            body += [f"expected = {helper}([{', '.join(cpu_names)}], expected)",
+                     f"before = [{', '.join(f'{n}.clone()' for n in names)}]"]
+        body += dut_variant()
+        if helper is not None:
+            body.append(f"actual = {helper}(before, actual)")
+        if case.variant == "autocast":
+            # in the dtypes the device's autocast chose
+            body.append("expected = expected.to(actual.dtype) if isinstance(actual, torch.Tensor) else "
+                        "tuple(e.to(a.dtype) for e, a in zip(expected, actual))")
         body.append("print('expected (CPU):', expected, 'actual:', actual, sep='\\n')")
         body.append(_assert_close(*_tolerance(finding, spec, dut_alone=False)))
     else:
@@ -764,8 +811,8 @@ class _Grad:
         """Lines making CPU copies of the differentiable inputs, and the same gradient
         call on eager CPU."""
         cpu = {i: f"{b.names[i]}_cpu" for i in self.wrt}
-        lines = [f"{cpu[i]} = {b.on_cpu(b.names[i] + '.detach()')}.requires_grad_()" for i in self.wrt]
-        args = [cpu.get(i, b.on_cpu(n)) for i, n in enumerate(b.names)]
+        lines = [f"{cpu[i]} = {b.on_cpu(b.names[i] + '.detach()', i)}.requires_grad_()" for i in self.wrt]
+        args = [cpu.get(i, b.on_cpu(n, i)) for i, n in enumerate(b.names)]
         g_cpu = "g.cpu()" if len(self.paths) == 1 else "[t.cpu() for t in g]"
         return lines, self.call(b, args, [cpu[i] for i in self.wrt], g_cpu)
 
@@ -914,7 +961,7 @@ def _distribution_lines(b: _Builder) -> list[str]:
     def draws(call: str) -> str:
         one = as_real.format(f"{call}.to('cpu', copy=True)")
         return f"torch.cat([{one}.flatten() for _ in range({calls})])"
-    cpu_names = [b.on_cpu(n) for n in names]
+    cpu_names = [b.on_cpu(n, i) for i, n in enumerate(names)]
     variant = None if case.variant in ("functional", "method", "inplace") else "functional"
     return ["torch.manual_seed(2024)",
             f"actual = {draws(b.dut(b.call(names, variant=variant)))}  {MARKER}",
