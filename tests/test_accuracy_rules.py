@@ -21,6 +21,8 @@ from mpsfuzz.oracles.arbiter import judge_leaf
 from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.oracles.values import ORDER_DEPENDENT_SCALE, leaf_tolerance
 from mpsfuzz.testing.faults import FaultTarget
+from mpsfuzz.execution.executor import observe
+from mpsfuzz.execution.targets import DeviceTarget
 
 INF, NAN = float("inf"), float("nan")
 
@@ -795,3 +797,81 @@ def test_cpu_is_not_blamed_where_the_conditioning_explains_its_error():
     moved = [exact * (1 + 2.0 ** -23), exact * (1 - 2.0 ** -23)]
     got, _ = judge_leaf(exact.float(), torch.tensor([0.5, 0.26]), exact, 1e-5, rtol=1.3e-6, perturbed=moved)
     assert got == "cpu-wrong"
+
+
+def _direct_group_norm(func, args, kwargs, out):
+    # (x - mean) * rstd * w + b, as CUDA computes it (CPU folds w into scale and shift,
+    # and inf - inf comes out where an input weight is infinite)
+    x, w, b, n, c, hw, groups = args[:7]
+    _, mean, rstd = out
+    shape = (n, groups, -1)
+    y = ((x.reshape(shape) - mean.reshape(n, groups, 1)) * rstd.reshape(n, groups, 1)).reshape(x.shape)
+    view = (1, c) + (1,) * (x.dim() - 2)
+    return (y * w.reshape(view) + b.reshape(view), mean, rstd)
+
+
+def _inf_stays_inf(func, args, kwargs, out):
+    # a sub kernel that returns +inf for inf - inf (a real bug: no limit exists there)
+    return torch.where(torch.isnan(out) & torch.isinf(args[0]), torch.full_like(out, float("inf")), out)
+
+
+def test_an_infinity_that_is_the_ops_limit_is_not_wrong_where_cpu_reaches_nan_by_its_order_of_evaluation():
+    """Run 33 (H200): group_norm of x = [-4, -3] with weight [inf, -4] is -inf on CUDA
+    ((x - mean) * rstd * w + b) and NaN on CPU and in float64 (x * (w * rstd) + (b -
+    mean * rstd * w), inf - inf); with the weight a growing finite stand-in the result
+    tends to -inf. inf - inf itself has no limit, and a kernel that says inf there is
+    still wrong."""
+    from mpsfuzz.testing.faults import Fault, _always
+    x = TensorRecipe((1, 2), "float32", values=ValueRecipe("small_int", 450440144))
+    w = TensorRecipe((2,), "float32", values=ValueRecipe("small_int", 0, specials=((0, "inf"),)))
+    b = TensorRecipe((2,), "float32", values=ValueRecipe("small_int", 0))
+    case = Case("group_norm", (x, w, b), (("num_groups", 1),))
+    direct = FaultTarget([Fault("group_norm_direct", "group_norm computed directly", ("aten::native_group_norm",),
+                                _always, "rewrite", rewrite=_direct_group_norm)])
+    obs = observe(case, direct, DEFAULT)
+    assert torch.isinf(obs.dut[0, 0]) and torch.isnan(obs.ref[0, 0])    # the run-33 disagreement
+    assert judge_case(case, direct, DEFAULT)["failures"] == []
+    wrong = FaultTarget([Fault("sub_inf", "inf - inf is inf", ("aten::sub",), _always, "rewrite",
+                               rewrite=_inf_stays_inf)])
+    infs = TensorRecipe((2,), "float32", values=ValueRecipe("small_int", 0, specials=((0, "inf"), (1, "inf"))))
+    found = judge_case(Case("sub", (infs, infs)), wrong, DEFAULT)["failures"]
+    assert [(f["oracle"], f["kind"]) for f in found] == [("values", "wrong-values")], found
+
+
+class _HalfPooling(DeviceTarget):
+    """A device with a half avg_pool3d kernel (eager CPU has none): it pools in float32
+    and rounds the result to half; ``inflate`` makes the kernel 25% off (a real bug)."""
+
+    def __init__(self, inflate: bool = False):
+        super().__init__("half-pooling", "cpu")
+        self.inflate = inflate
+
+    def run(self, fn, *args, **kwargs):
+        from torch.utils._python_dispatch import TorchDispatchMode
+        inflate = self.inflate
+
+        class Pooling(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, a=(), k=None):
+                k = k or {}
+                if func.overloadpacket is torch.ops.aten.avg_pool3d and a[0].dtype == torch.float16:
+                    out = func(a[0].float(), *a[1:], **k)
+                    return (out * (1.25 if inflate else 1.0)).half()
+                return func(*a, **k)
+        with Pooling():
+            return fn(*args, **kwargs)
+
+
+def test_a_half_composite_the_target_runs_kernel_by_kernel_is_judged_by_the_same_half_arithmetic():
+    """Runs 28, 32 and 33 (H200): float16 local_response_norm of 65504 is 0 on CUDA (the
+    op's own decomposition squares 65504: inf in half) and 3.9 in the reference, which
+    eager CPU (no half avg_pool3d) computed in float32. Run kernel by kernel in half,
+    the decomposition gives 0 too. A pooling kernel 25% off is still found."""
+    x = TensorRecipe((1, 1, 1, 1), "float16", values=ValueRecipe("small_int", 0, specials=((0, "max"),)))
+    case = Case("local_response_norm", (x,), (("size", 1),))
+    obs = observe(case, _HalfPooling(), DEFAULT)
+    assert obs.ref_widened and float(obs.dut.flatten()[0]) == 0.0 and float(obs.ref.flatten()[0]) > 3
+    assert judge_case(case, _HalfPooling(), DEFAULT)["failures"] == []
+    y = TensorRecipe((1, 3, 2, 2), "float16", values=ValueRecipe("normal", 5))
+    found = judge_case(Case("local_response_norm", (y,), (("alpha", 1.0), ("size", 2))), _HalfPooling(inflate=True),
+                       DEFAULT)
+    assert ("values", "wrong-values") in [(f["oracle"], f["kind"]) for f in found["failures"]], found["failures"]

@@ -46,3 +46,41 @@ def test_a_crash_on_the_target_blames_the_target():
     # keyed on the signal and the innermost frames, cleaned
     assert failure.dedup_key[:2] == ("crash", "SIGSEGV")
     assert failure.dedup_key[2:] == clean_frames(stderr, keep=2) and failure.dedup_key[2].endswith(":string_at")
+
+
+def _dump_through(harness_file: str, caller: str) -> str:
+    """faulthandler's dump of a crash in the op wrapper ``_sdpa`` (nn_losses.py), called
+    from ``caller`` in a file named ``harness_file`` (how the worker reached it)."""
+    script = textwrap.dedent(f"""
+        import ctypes, faulthandler, pathlib, sys, tempfile
+        faulthandler.enable()
+        folder = pathlib.Path(tempfile.mkdtemp())
+        (folder / "nn_losses.py").write_text("import os, signal\\ndef _sdpa():\\n    os.kill(os.getpid(), signal.SIGFPE)\\n")
+        (folder / "{harness_file}").write_text("from nn_losses import _sdpa\\ndef {caller}():\\n    return _sdpa()\\n")
+        sys.path.insert(0, str(folder))
+        __import__("{harness_file[:-3]}").{caller}()
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode < 0, done.stderr
+    return done.stderr
+
+
+def test_one_crash_reached_through_two_harness_paths_is_one_key():
+    """Run 33 (H200): CUDA's SDPA SIGFPE on empty inputs was filed twice, once per way the
+    worker called the wrapper (the grad variant's ``executor.py:forward_backward``, the
+    functional call's ``targets.py:run``). Keys read from such a corpus lose the frame too."""
+    from mpsfuzz.oracles import Failure
+    keys = set()
+    for harness_file, caller in (("executor.py", "forward_backward"), ("targets.py", "run")):
+        stderr = _dump_through(harness_file, caller)
+        failure = check_crash(ProcessEvent(op="scaled_dot_product_attention", target_name="cuda", kind="died",
+                                           returncode=-8, stderr_tail=stderr))
+        assert f"{harness_file}\", line" in stderr   # the harness frame was in the dump
+        assert failure.dedup_key == ("crash", "SIGFPE", "nn_losses.py:_sdpa"), failure.dedup_key
+        keys.add(failure.dedup_key)
+    assert len(keys) == 1
+    old = Failure(oracle="crash", kind="crash", severity="critical", title="t", message="m",
+                  dedup_key=("crash", "SIGFPE", "nn_losses.py:_sdpa", "executor.py:<lambda>"))
+    assert Failure.from_json(old.to_json()).dedup_key == ("crash", "SIGFPE", "nn_losses.py:_sdpa")
+    # a crash inside the harness itself keeps its frames (there are no others)
+    assert clean_frames('  File "/x/mpsfuzz/execution/worker.py", line 3 in _answer\n', keep=2) == ("worker.py:_answer",)

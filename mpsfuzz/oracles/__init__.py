@@ -47,9 +47,9 @@ class Failure:
                    severity=d["severity"],
                    # keys written before shape lists were collapsed, or with the form
                    # of a FORM_FREE failure, read as they are written now
-                   dedup_key=form_keyed(d["oracle"], d["kind"],
-                                        tuple(collapse_shapes(k) if isinstance(k, str) else k
-                                              for k in d.get("dedup_key", ()))),
+                   dedup_key=harness_free(d["oracle"], form_keyed(d["oracle"], d["kind"],
+                                          tuple(collapse_shapes(k) if isinstance(k, str) else k
+                                                for k in d.get("dedup_key", ())))),
                    details=dict(d.get("details", {})), blame=str(d.get("blame", "target")))
 
 
@@ -65,6 +65,27 @@ FORM_FREE = frozenset({("variants", "input-modified")})
 def form_keyed(oracle_name: str, kind: str, key: tuple) -> tuple:
     """``key`` (the kind first, then the form) without the form where FORM_FREE says."""
     return key[:1] if (oracle_name, kind) in FORM_FREE else key
+
+
+# The files of mpsfuzz's own harness around an op call, and of the worker process's
+# start, as a crash's cleaned frames name them (``file.py:function``): they tell how
+# the worker called the op, not where it crashed. Run 33 (H200): one SIGFPE of CUDA's
+# SDPA on empty inputs was filed twice, its second frame ``executor.py:forward_backward``
+# (the grad variant) in one and ``targets.py:run`` in the other. Until 2026-11-27 crash
+# keys held these frames: keys read from a corpus drop them the same way.
+HARNESS_FILES = frozenset({"executor.py", "targets.py", "worker.py", "judge.py", "process.py", "spawn.py",
+                           "forkserver.py", "<string>"})
+
+
+def is_harness_frame(frame: str) -> bool:
+    return frame.rsplit(":", 1)[0] in HARNESS_FILES
+
+
+def harness_free(oracle_name: str, key: tuple) -> tuple:
+    """A crash's dedup key (kind, signal, frames...) without the harness's frames."""
+    if oracle_name != "crash" or len(key) < 2:
+        return key
+    return key[:2] + tuple(k for k in key[2:] if not (isinstance(k, str) and is_harness_frame(k)))
 
 
 def symptom_key(case, failure: Failure) -> tuple:

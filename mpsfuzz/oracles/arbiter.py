@@ -35,6 +35,7 @@ from ..generation.recipes import NONFINITE_SPECIALS, Case, DtypeArg
 from .accuracy import LOW_PRECISION, OVERFLOWING_SPECIALS, accumulation_bound, overflow_possible, summands
 from .grads import BACKWARD_SCALE
 from .meta_shapes import shape_note, shape_verdict
+from .narrow_reference import narrow_per_kernel
 from .values import compare_outputs, compare_tensors, dut_alone_scale, flatten_outputs, leaf_tolerance
 
 MULTIPLIER = 2.0
@@ -155,6 +156,45 @@ def perturbed_sides(obs: Observation) -> list:
     return obs.cache["float64_perturbed"]
 
 
+# Finite stand-ins for the inputs' infinities: results that grow with them (by more than
+# half the ratio of the two) have the stand-in's sign as their limit.
+STAND_INS = (1e100, 1e120)
+
+
+def limit_sides(obs: Observation) -> list:
+    """The float64 op with every infinite input element replaced by a finite stand-in of
+    its sign, one side per :data:`STAND_INS` (cached; empty where a run raises)."""
+    if "float64_limits" not in obs.cache:
+        sides = []
+        for m in STAND_INS:
+            inputs = [torch.where(torch.isinf(t), torch.sign(t.real if t.is_complex() else t) * m, t)
+                      if t.is_floating_point() and t.numel() else t for t in _dense_wide_inputs(obs.case)]
+            try:
+                side = _wide_run(obs, inputs)
+            except Exception:
+                sides = []
+                break
+            if isinstance(side.outputs, Raised):
+                sides = []
+                break
+            sides.append(side)
+        obs.cache["float64_limits"] = sides
+    return obs.cache["float64_limits"]
+
+
+def _limit_infinity(d: torch.Tensor, limits: list) -> torch.Tensor:
+    """Positions where the DUT's infinity is the op's limit as the infinite inputs grow:
+    the stand-in results have its sign and grow with the stand-ins. Run 33 (H200):
+    ``group_norm`` and ``instance_norm`` with an infinite weight are -inf on CUDA, which
+    computes (x - mean) * rstd * w + b, and NaN on CPU and in float64, which compute
+    x * (w * rstd) + (b - mean * rstd * w): inf - inf, an order of evaluation, where
+    the limit is -inf. ``sub(inf, inf)`` has no such limit (the stand-ins cancel)."""
+    small, large = (t.to(torch.float64).reshape(-1) for t in limits)
+    ratio = STAND_INS[1] / STAND_INS[0]
+    grows = (large.abs() > 0.5 * ratio * small.abs()) & (small.abs() > 0) & torch.isfinite(large)
+    return torch.isinf(d) & grows & (torch.sign(small) == torch.sign(d)) & (torch.sign(large) == torch.sign(d))
+
+
 def _errors(x: torch.Tensor, truth: torch.Tensor, finite_all: torch.Tensor) -> tuple[int, float]:
     """(positions whose non-finiteness disagrees with truth, RMS error where all finite)."""
     if x.is_complex():
@@ -232,7 +272,7 @@ def _other_infinity_reachable(d, exact, magnitude, dtype) -> torch.Tensor:
 
 
 def _nonfinite_verdicts(d, c, truth, d_ok, *, independent: bool, explicit_nan: bool, reachable=None,
-                        extremes: bool = False):
+                        extremes: bool = False, limit=None):
     """Under overflow (inputs with non-finite values or extremes, or terms whose
     magnitudes exceed the dtype): (positions where the DUT is wrong whatever the order of
     evaluation, positions excused as overflow of intermediates). The DUT is wrong where
@@ -250,7 +290,11 @@ def _nonfinite_verdicts(d, c, truth, d_ok, *, independent: bool, explicit_nan: b
     that drops NaNs drops them without extremes too, and one that saturates where the
     result overflows does so without non-finite inputs: there the rule still holds. The
     same holds for a float64 output (an H100's float64 SDPA gradient with a NaN query
-    and a value at float64's max: -inf where CPU's inf - inf gave NaN)."""
+    and a value at float64's max: -inf where CPU's inf - inf gave NaN).
+
+    ``limit``: positions where the DUT's infinity is the op's limit as the infinite
+    inputs grow (:func:`_limit_infinity`); a NaN CPU and float64 reach there by an order
+    of evaluation (inf - inf) is not held against it."""
     finite_d = torch.isfinite(d)
     if independent:
         lost_nan = torch.isnan(truth) & ~torch.isnan(d) & torch.isnan(c)
@@ -260,6 +304,8 @@ def _nonfinite_verdicts(d, c, truth, d_ok, *, independent: bool, explicit_nan: b
             wrong_for_inf &= ~finite_d     # the other infinity is still judged (``reachable``)
         if reachable is not None:
             wrong_for_inf &= ~reachable
+        if limit is not None:
+            lost_nan &= ~limit
         wrong = lost_nan | wrong_for_inf
     else:
         wrong = ((torch.isnan(c) & ~torch.isnan(d)) if explicit_nan and not extremes
@@ -272,7 +318,7 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
                overflow: bool = False, magnitude: torch.Tensor | None = None, summands: int = 1,
                perturbed: list | None = None, explicit_nan: bool = False, extremes: bool = False,
                whole: bool = False, terms: torch.Tensor | None = None,
-               measured: bool = False) -> tuple[str, dict]:
+               measured: bool = False, limits: list | None = None) -> tuple[str, dict]:
     """'dut-wrong', 'cpu-wrong', 'both-close', 'within-bound', 'within-tolerance',
     'overflow' or 'ill-conditioned' for one output, with the numbers.
 
@@ -290,7 +336,9 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
     (see :func:`_other_infinity_reachable`). ``extremes``: the inputs hold the dtype's
     largest values and a NaN or an infinity (see :func:`_nonfinite_verdicts`).
     ``measured``: ``magnitude`` is the op's own measure of the terms (OpSpec.grad_terms),
-    so the accumulation bound holds for every dtype, float64 included."""
+    so the accumulation bound holds for every dtype, float64 included. ``limits``: the
+    float64 results with the infinite inputs replaced by growing finite stand-ins (see
+    :func:`_limit_infinity`)."""
     wide = torch.complex128 if cpu.is_complex() else torch.float64
     truth = exact.to(cpu.dtype).to(wide).reshape(-1)  # rounded to the output dtype
     d, c = dut.to(wide).reshape(-1), cpu.to(wide).reshape(-1)
@@ -324,7 +372,8 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
     if overflow:
         wrong_nf, overflowed = _nonfinite_verdicts(
             d, c, truth, d_ok, independent=independent, explicit_nan=explicit_nan,
-            reachable=_other_infinity_reachable(d, exact, terms, cpu.dtype), extremes=extremes)
+            reachable=_other_infinity_reachable(d, exact, terms, cpu.dtype), extremes=extremes,
+            limit=_limit_infinity(d, limits) if limits else None)
         wrong_nf &= mismatch & ~excused
         excused |= mismatch & overflowed & ~wrong_nf
         numbers.update(overflow_rule=True, target_wrong_positions=int(wrong_nf.sum()),
@@ -556,13 +605,21 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
             perturbed = [flatten_outputs(p.grads if grads else p.outputs) for p in perturbed_sides(obs)]
         leaf_perturbed = [p[i] for p in perturbed if i < len(p) and isinstance(p[i], torch.Tensor)]
         grown = growth[i] if growth and i < len(growth) and isinstance(growth[i], torch.Tensor) else None
+        leaf_limits = None
+        if "inf" in held and not explicit_nan and not d.is_complex() \
+                and bool((torch.isinf(d) & torch.isnan(e.to(d.dtype))).any()):
+            sides = [flatten_outputs(p.grads if grads else p.outputs) for p in limit_sides(obs)]
+            leaf_limits = [p[i] for p in sides if i < len(p) and isinstance(p[i], torch.Tensor)
+                           and p[i].shape == c.shape] or None
+            if leaf_limits is not None and len(leaf_limits) != len(STAND_INS):
+                leaf_limits = None
         verdicts.append(judge_leaf(d, c, e, atol, rtol=rtol,
                                    overflow=specials or _terms_overflow(grown, c.dtype),
                                    magnitude=magnitude,
                                    summands=n,
                                    perturbed=leaf_perturbed,
                                    explicit_nan=explicit_nan, extremes=extremes, whole=whole, terms=terms,
-                                   measured=measured))
+                                   measured=measured, limits=leaf_limits))
     if not verdicts:
         return "undecided", {"reason": "no floating output to arbitrate"}
     for wanted in ("dut-wrong", "cpu-wrong"):
@@ -631,6 +688,8 @@ def arbitrate(obs: Observation, failure: Failure) -> Failure | None:
                        title=f"CPU `{obs.spec.name}` is less accurate than {obs.target_name} (float64 arbiter)",
                        message=failure.message + note, dedup_key=("cpu-wrong", failure.oracle),
                        details=details)
+    if result == "dut-wrong" and failure.oracle == "values" and _half_per_kernel_agrees(obs):
+        return None
     if result == "dut-wrong" and failure.oracle == "values" and _cpu_copies_agree(obs):
         return Failure(oracle="arbiter", kind="cpu-layout", severity="low", blame="cpu",
                        title=f"CPU `{obs.spec.name}` gives another result for non-contiguous inputs than for "
@@ -639,6 +698,23 @@ def arbitrate(obs: Observation, failure: Failure) -> Failure | None:
                                f"{obs.target_name}'s result: the difference is CPU's layout-dependence",
                        dedup_key=("cpu-layout", failure.oracle), details=dict(details, verdict="cpu-layout"))
     return replace(failure, message=failure.message + note, details=details)
+
+
+def _half_per_kernel_agrees(obs: Observation) -> bool:
+    """Where CPU lacked a half kernel (the reference ran in float32), the target agrees
+    with the op in half arithmetic kernel by kernel (narrow_reference.py): it does what
+    the op's own decomposition does in that dtype."""
+    from ..execution.executor import run_side
+    if not obs.ref_widened or obs.case.variant not in ("functional", "method") \
+            or not any(r.dtype in ("float16", "bfloat16") for r in obs.case.inputs):
+        return False
+    try:
+        side = run_side(obs.spec.as_reference(), obs.case, obs.case.kwargs_dict(), "cpu", runner=narrow_per_kernel)
+    except Exception:
+        return False
+    if isinstance(side.outputs, Raised):
+        return False
+    return compare_outputs(obs.dut, side.outputs, obs.spec, widened=True) is None
 
 
 def _cpu_copies_agree(obs: Observation) -> bool:

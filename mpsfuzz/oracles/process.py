@@ -11,7 +11,7 @@ import re
 import signal
 
 from ..execution.observation import ProcessEvent
-from . import Failure, oracle
+from . import Failure, is_harness_frame, oracle
 
 _NOISE = re.compile(r"0x[0-9a-fA-F]+|\b\d+\b|/[^\s:]+/")
 
@@ -32,11 +32,11 @@ _FRAME = re.compile(r'File "(?:.*/)?([^/"]+)", line \d+ in (\S+)')
 
 def clean_frames(stderr_tail: str, keep: int = 3) -> tuple[str, ...]:
     """The top frames of a crash, cleaned: ``file.py:function`` from faulthandler's
-    dump (most recent call first) when there is one, else the last stderr lines with
-    addresses, numbers and paths masked."""
+    dump (most recent call first), less the harness's own (:data:`HARNESS_FILES`), when
+    there is one, else the last stderr lines with addresses, numbers and paths masked."""
     frames = [f"{m.group(1)}:{m.group(2)}" for m in _FRAME.finditer(stderr_tail)]
     if frames:
-        return tuple(frames[:keep])
+        return tuple([f for f in frames if not is_harness_frame(f)][:keep] or frames[:keep])
     lines = [ln.strip() for ln in stderr_tail.splitlines() if ln.strip()]
     lines = [ln for ln in lines if not ln.startswith(("Fatal Python error", "Current thread",
                                                       "Thread 0x", "Extension modules"))]
