@@ -853,8 +853,9 @@ class _HalfPooling(DeviceTarget):
         class Pooling(TorchDispatchMode):
             def __torch_dispatch__(self, func, types, a=(), k=None):
                 k = k or {}
-                if func.overloadpacket is torch.ops.aten.avg_pool3d and a[0].dtype == torch.float16:
-                    out = func(a[0].float(), *a[1:], **k)
+                pools = (torch.ops.aten.avg_pool3d, torch.ops.aten.avg_pool3d_backward)
+                if func.overloadpacket in pools and a[0].dtype == torch.float16:
+                    out = func(*[t.float() if isinstance(t, torch.Tensor) else t for t in a], **k)
                     return (out * (1.25 if inflate else 1.0)).half()
                 return func(*a, **k)
         with Pooling():
@@ -871,6 +872,9 @@ def test_a_half_composite_the_target_runs_kernel_by_kernel_is_judged_by_the_same
     obs = observe(case, _HalfPooling(), DEFAULT)
     assert obs.ref_widened and float(obs.dut.flatten()[0]) == 0.0 and float(obs.ref.flatten()[0]) > 3
     assert judge_case(case, _HalfPooling(), DEFAULT)["failures"] == []
+    # and in the grad variant (run 34), forward and backward in half, kernel by kernel
+    grad = Case("local_response_norm", (x,), (("size", 1),), variant="grad")
+    assert judge_case(grad, _HalfPooling(), DEFAULT)["failures"] == []
     y = TensorRecipe((1, 3, 2, 2), "float16", values=ValueRecipe("normal", 5))
     found = judge_case(Case("local_response_norm", (y,), (("alpha", 1.0), ("size", 2))), _HalfPooling(inflate=True),
                        DEFAULT)

@@ -688,7 +688,7 @@ def arbitrate(obs: Observation, failure: Failure) -> Failure | None:
                        title=f"CPU `{obs.spec.name}` is less accurate than {obs.target_name} (float64 arbiter)",
                        message=failure.message + note, dedup_key=("cpu-wrong", failure.oracle),
                        details=details)
-    if result == "dut-wrong" and failure.oracle == "values" and _half_per_kernel_agrees(obs):
+    if result == "dut-wrong" and failure.oracle in ("values", "grads") and _half_per_kernel_agrees(obs, failure):
         return None
     if result == "dut-wrong" and failure.oracle == "values" and _cpu_copies_agree(obs):
         return Failure(oracle="arbiter", kind="cpu-layout", severity="low", blame="cpu",
@@ -700,12 +700,12 @@ def arbitrate(obs: Observation, failure: Failure) -> Failure | None:
     return replace(failure, message=failure.message + note, details=details)
 
 
-def _half_per_kernel_agrees(obs: Observation) -> bool:
+def _half_per_kernel_agrees(obs: Observation, failure: Failure) -> bool:
     """Where CPU lacked a half kernel (the reference ran in float32), the target agrees
     with the op in half arithmetic kernel by kernel (narrow_reference.py): it does what
     the op's own decomposition does in that dtype."""
     from ..execution.executor import run_side
-    if not obs.ref_widened or obs.case.variant not in ("functional", "method") \
+    if not obs.ref_widened or obs.case.variant not in ("functional", "method", "grad") \
             or not any(r.dtype in ("float16", "bfloat16") for r in obs.case.inputs):
         return False
     try:
@@ -714,6 +714,10 @@ def _half_per_kernel_agrees(obs: Observation) -> bool:
         return False
     if isinstance(side.outputs, Raised):
         return False
+    if failure.oracle == "grads":
+        dut = obs.dut_side.grads
+        return dut is not None and side.grads is not None and len(dut) == len(side.grads) and compare_outputs(
+            tuple(dut), tuple(side.grads), obs.spec, widened=True, scale=BACKWARD_SCALE) is None
     return compare_outputs(obs.dut, side.outputs, obs.spec, widened=True) is None
 
 
