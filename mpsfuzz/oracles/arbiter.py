@@ -167,8 +167,8 @@ def limit_sides(obs: Observation) -> list:
     if "float64_limits" not in obs.cache:
         sides = []
         for m in STAND_INS:
-            inputs = [torch.where(torch.isinf(t), torch.sign(t.real if t.is_complex() else t) * m, t)
-                      if t.is_floating_point() and t.numel() else t for t in _dense_wide_inputs(obs.case)]
+            inputs = [torch.where(torch.isinf(t), torch.sign(t) * m, t) if t.is_floating_point() else t
+                      for t in _dense_wide_inputs(obs.case)]
             try:
                 side = _wide_run(obs, inputs)
             except Exception:
