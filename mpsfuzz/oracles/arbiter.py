@@ -29,12 +29,14 @@ import torch
 
 from . import Failure, oracle
 from ..execution.observation import Observation, Raised
+from ..generation import dtypes as dt
 from ..generation.dtypes import name_of
 from ..generation.opspec import LARGE_REAL_NUMEL
 from ..generation.recipes import NONFINITE_SPECIALS, Case, DtypeArg
 from .accuracy import LOW_PRECISION, OVERFLOWING_SPECIALS, accumulation_bound, overflow_possible, summands
 from .grads import BACKWARD_SCALE
 from .meta_shapes import shape_note, shape_verdict
+from .intermediate_moves import moved_intermediates
 from .narrow_reference import narrow_per_kernel
 from .values import compare_outputs, compare_tensors, dut_alone_scale, flatten_outputs, leaf_tolerance
 
@@ -107,7 +109,7 @@ def _wide_kwargs(case) -> dict:
     return {k: (_wide(v) if isinstance(v, torch.dtype) else v) for k, v in case.kwargs_dict().items()}
 
 
-def _wide_run(obs: Observation, inputs) -> object:
+def _wide_run(obs: Observation, inputs, runner=None) -> object:
     from ..execution.executor import run_side
     case = obs.case
     kwargs = _wide_kwargs(case)
@@ -119,7 +121,7 @@ def _wide_run(obs: Observation, inputs) -> object:
     try:
         # A user's kernel: float64 is its reference's answer, never the kernel's own.
         side = run_side(obs.spec.as_reference(), Case(case.op, case.inputs, case.kwargs, variant), kwargs, "cpu",
-                        inputs=inputs)
+                        inputs=inputs, runner=runner)
     finally:
         torch.set_default_dtype(previous)
     side.raw = None
@@ -154,6 +156,40 @@ def perturbed_sides(obs: Observation) -> list:
                 sides.append(side)
         obs.cache["float64_perturbed"] = sides
     return obs.cache["float64_perturbed"]
+
+
+INTERMEDIATE_MOVES = 2
+
+
+def _roundoff_of_case(case) -> float | None:
+    """One unit of roundoff of the case's least precise floating input (float64's
+    doubled, as the input check does: a move under one ulp would round away)."""
+    units = []
+    for r in case.inputs:
+        dtype = dt.to_torch(r.dtype)
+        real = {torch.complex32: torch.float16, torch.complex64: torch.float32,
+                torch.complex128: torch.float64}.get(dtype, dtype)
+        if real.is_floating_point:
+            units.append(torch.finfo(real).eps * (2 if real == torch.float64 else 1))
+    return max(units) if units else None
+
+
+def intermediate_sides(obs: Observation) -> list:
+    """The float64 op with every kernel's fresh floating result moved by up to one
+    roundoff of the case's dtype (``intermediate_moves.py``), two seeds, cached; a run
+    that raises is left out."""
+    if "float64_intermediates" not in obs.cache:
+        sides = []
+        unit = _roundoff_of_case(obs.case)
+        for seed in range(1, INTERMEDIATE_MOVES + 1) if unit else ():
+            try:
+                side = _wide_run(obs, _dense_wide_inputs(obs.case), runner=moved_intermediates(unit, seed))
+            except Exception:
+                continue
+            if not isinstance(side.outputs, Raised):
+                sides.append(side)
+        obs.cache["float64_intermediates"] = sides
+    return obs.cache["float64_intermediates"]
 
 
 # Finite stand-ins for the inputs' infinities: results that grow with them (by more than
@@ -569,6 +605,7 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
     forward_numel = sum(o.numel() for o in flatten_outputs(obs.ref)
                         if isinstance(o, torch.Tensor)) if grads and not isinstance(obs.ref, Raised) else 0
     perturbed = None
+    intermediates: list = []
     verdicts = []
     for i, (d, c, e) in enumerate(zip(dut, cpu, exact)):
         if d is None or c is None or e is None or d.shape != c.shape or d.shape != e.shape:
@@ -603,7 +640,11 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
             magnitude, _ = _terms_up_to_leaf_max(e, n, 0)
         if perturbed is None:
             perturbed = [flatten_outputs(p.grads if grads else p.outputs) for p in perturbed_sides(obs)]
+            intermediates = [flatten_outputs(p.grads if grads else p.outputs) for p in intermediate_sides(obs)]
         leaf_perturbed = [p[i] for p in perturbed if i < len(p) and isinstance(p[i], torch.Tensor)]
+        # An intermediate moved off a domain's edge (acos of 1 + u) is NaN: no information.
+        leaf_perturbed += [torch.where(torch.isfinite(p[i]) | ~torch.isfinite(e), p[i], e) for p in intermediates
+                           if i < len(p) and isinstance(p[i], torch.Tensor) and p[i].shape == e.shape]
         grown = growth[i] if growth and i < len(growth) and isinstance(growth[i], torch.Tensor) else None
         leaf_limits = None
         if "inf" in held and not explicit_nan and not d.is_complex() \
