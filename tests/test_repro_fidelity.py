@@ -11,6 +11,7 @@ import sys
 import textwrap
 
 import pytest
+import torch
 
 from mpsfuzz.corpus.finding import Finding
 from mpsfuzz.execution.targets import DeviceTarget
@@ -168,3 +169,25 @@ def test_a_gapped_input_reaches_eager_cpu_in_the_script_as_the_campaign_gave_it(
     record = repro_for(finding, verify=True, timeout_s=60)
     assert "_cpu_view(x)" in record["script"]
     assert record["verified"] is True, record["detail"] + record.get("output", "")
+
+
+def _all_contiguous_one_at_an_odd_offset(func, args, kwargs) -> bool:
+    tensors = [t for t in args if isinstance(t, torch.Tensor)]
+    return all(t.is_contiguous() for t in tensors) and any(t.storage_offset() % 2 for t in tensors)
+
+
+def test_the_layout_oracles_copies_are_fresh_tensors_not_views_at_an_offset():
+    """Run 35 (H200): SDPA's memory-efficient kernel refused a float16 key two bytes into
+    its storage; the case's gapped query had sent the call to the math kernel, and
+    ``k.contiguous()`` handed back k itself, offset and all, so the finding read "raises
+    on contiguous copies". Copies are fresh now; the offset alone is an error finding."""
+    from mpsfuzz.testing.faults import Fault
+    aligned = F.FaultTarget([Fault("mul_aligned", "a vector kernel that needs aligned pointers", ("aten::mul",),
+                                   _all_contiguous_one_at_an_odd_offset, "raise",
+                                   message="p.key_ptr is not correctly aligned")])
+    gapped = TensorRecipe((2, 3), "float32", Layout(gaps=(1, 2)), ValueRecipe("normal", 1))
+    offset = TensorRecipe((2, 3), "float32", Layout(offset=1), ValueRecipe("normal", 2))
+    assert judged(Case("mul", (gapped, offset)), aligned) == []
+    plain = TensorRecipe((2, 3), "float32", values=ValueRecipe("normal", 1))
+    (failure,) = judged(Case("mul", (plain, offset)), aligned)
+    assert (failure.oracle, failure.kind) == ("errors", "dut-raises") and "aligned" in failure.message

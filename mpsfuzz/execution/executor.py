@@ -465,10 +465,10 @@ def _run_dut(case: Case, spec, kwargs, target, enabled):
     dut = run_side(spec, case, kwargs, target.device, runner=target.run,
                    synchronize=target.synchronize, inputs=dut_inputs, functional=dut_functional, keep_inputs=True)
     if _wants_contiguous(spec, case, enabled) and not isinstance(dut.outputs, Raised):
-        # Inputs that share a storage get copies of their own (``.contiguous()`` hands
-        # back a contiguous view itself, storage and all).
-        shared = case.shared_storage_inputs()
-        copies = [t.clone(memory_format=torch.contiguous_format) if i in shared else t.contiguous()
+        # Inputs that share a storage or sit at an offset get fresh copies
+        # (``Case.copied_inputs``).
+        fresh = case.copied_inputs()
+        copies = [t.clone(memory_format=torch.contiguous_format) if i in fresh else t.contiguous()
                   for i, t in enumerate(case.materialize(target.device))]
         contiguous = run_side(spec, case, kwargs, target.device, runner=target.run,
                               synchronize=target.synchronize, inputs=copies)

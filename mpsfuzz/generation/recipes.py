@@ -653,6 +653,14 @@ class Case:
             counts[storage] = counts.get(storage, 0) + 1
         return {i for i, (storage, _) in enumerate(plan) if counts[storage] > 1}
 
+    def copied_inputs(self) -> set[int]:
+        """Inputs whose contiguous copy (the layout oracle's) must be a fresh tensor:
+        ``.contiguous()`` hands back a contiguous view itself, with the storage another
+        input shares and with its storage offset (run 35, an H200: SDPA's
+        memory-efficient kernel refused a float16 key two bytes into its storage, filed
+        as "raises on contiguous copies" where the copy was the key itself)."""
+        return self.shared_storage_inputs() | {i for i, r in enumerate(self.inputs) if r.layout.offset}
+
     def footprints(self) -> list[tuple[int, frozenset[int]]]:
         """(storage, the storage elements its view covers) per input: two inputs share
         memory where they share a storage and their sets meet."""

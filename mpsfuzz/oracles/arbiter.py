@@ -773,8 +773,8 @@ def _cpu_copies_agree(obs: Observation) -> bool:
     case = obs.case
     if case.variant not in ("functional", "out") or all(r.layout.is_plain() for r in case.inputs):
         return False
-    shared = case.shared_storage_inputs()
-    copies = [t.clone(memory_format=torch.contiguous_format) if i in shared else t.contiguous()
+    fresh = case.copied_inputs()
+    copies = [t.clone(memory_format=torch.contiguous_format) if i in fresh else t.contiguous()
               for i, t in enumerate(case.materialize("cpu"))]
     side = run_side(obs.spec.as_reference(), case, case.kwargs_dict(), "cpu", inputs=copies)
     if isinstance(side.outputs, Raised):

@@ -684,9 +684,10 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
         repeated = re.search(r"the (\d+) slices along dim (\d+) of", finding.failure.message)
         body += _repeated_slices_lines(b, int(repeated.group(2))) if repeated else _distribution_lines(b)
     elif oracle == "layout":
-        # Inputs that share a storage get copies of their own, as the layout oracle's do.
-        shared = case.shared_storage_inputs()
-        copies = [f"{n}.clone(memory_format=torch.contiguous_format)" if i in shared else f"{n}.contiguous()"
+        # Inputs that share a storage or sit at an offset get fresh copies, as the layout
+        # oracle's do (Case.copied_inputs).
+        fresh = case.copied_inputs()
+        copies = [f"{n}.clone(memory_format=torch.contiguous_format)" if i in fresh else f"{n}.contiguous()"
                   for i, n in enumerate(names)]
         if kind == "contiguous-raises":
             # The non-contiguous call works; the same values in contiguous copies raise.
