@@ -125,7 +125,9 @@ def _run_large(fault: str, tmp_path, cases: int):
 def test_a_fault_on_dims_of_65536_is_found_and_the_size_named(tmp_path):
     run, found, rss_kib = _run_large("sum_dim_65536", tmp_path, 60)
     assert run.returncode == 1, run.stdout + run.stderr
-    (finding,) = found
+    # (a full suite on two cores once added a flaky `leak` of 4 MiB of RSS a call: kept
+    # apart as flaky, as it should be, and not this test's business)
+    (finding,) = [f for f in found if f["status"] != "flaky"]
     assert "side>=65536" in finding["conditions"], finding["explanation"]
     assert "a dim is 65,536 or longer" in finding["explanation"]
     assert max(finding["case"]["inputs"][0]["shape"]) >= 65536
