@@ -29,9 +29,11 @@ class _HalfPerKernel(TorchDispatchMode):
         kwargs = kwargs or {}
         leaves = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
         narrow = next((t.dtype for t in leaves if t.dtype in NARROW), None)
-        if narrow is None or func._schema.is_mutable:
+        schema = func._schema
+        if narrow is None or schema.is_mutable or any(r.alias_info is not None for r in schema.returns):
             # In-place and out= calls write their arguments: not emulated (the call
-            # raises where CPU lacks the kernel, and there is no second opinion).
+            # raises where CPU lacks the kernel, and there is no second opinion). Views
+            # need no kernel and stay views.
             return func(*args, **kwargs)
         had_float32 = any(t.dtype == torch.float32 for t in leaves)
 
