@@ -1,9 +1,12 @@
-"""The harness and the repro script must judge the same thing. Run 28 (an H200, `cuda`)
-left six findings `unconfirmed`, each where the two disagreed: the canonical form read
-an input the device had overwritten (tests/test_localise.py), a widened reference kept
-int64 where the device's uint32 was right (tests/test_indexing_ops.py), and here: CUDA's
-designed bounds assert was filed as a device fault, and a device fault's script expected
-eager CPU to work where CPU rejects the input too."""
+"""The harness and the repro script must judge the same thing. Runs 28 and 32 (an H200,
+`cuda`) left nine findings `unconfirmed`, each where the two disagreed: the canonical
+form read an input the device had overwritten (tests/test_localise.py), a widened
+reference kept int64 where the device's uint32 was right (tests/test_indexing_ops.py),
+and here: CUDA's designed bounds assert was filed as a device fault, a device fault's
+script expected eager CPU to work where CPU rejects the input too, a raise on contiguous
+copies had a script that compared values, eager CPU's layout-dependence was blamed on the
+target, and scripts gave eager CPU a dense copy of a gapped input. Run 35 added the
+layout oracle's copies that were no copies (an input at an offset)."""
 from __future__ import annotations
 
 import os
@@ -31,8 +34,10 @@ def tensor(shape, dtype="float32", *, low=None, high=None, permutation=()):
 
 @pytest.fixture
 def asserting(tmp_path, monkeypatch):
-    """A module target whose index_select stops at a CUDA-style device-side assert on
-    any input (valid or not), importable by the repro's fresh interpreter."""
+    """A module of fault targets, importable by the repro's fresh interpreter:
+    ``target`` (index_select stops at a CUDA-style device-side assert on any input),
+    ``refusing`` (exp raises on contiguous inputs), ``channels_last`` (batch_norm keeps
+    channels_last)."""
     (tmp_path / "asserting.py").write_text(textwrap.dedent("""
         from mpsfuzz.testing.faults import Fault, FaultTarget, _always, _input
         ASSERT = Fault("index_select_assert", "index_select stops at a device-side assert",
