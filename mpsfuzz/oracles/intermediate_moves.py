@@ -12,7 +12,9 @@ that spread; where float64 moves that much, the result is not determined to with
 tolerance by arithmetic in the dtype.
 
 A result is moved multiplicatively (a zero stays zero, a sign stays), and only a fresh
-result: views and writes into arguments keep their aliasing.
+result that a kernel rounds: views and writes into arguments keep their aliasing, and
+exact kernels (selections, copies, sign changes, comparisons' operands such as a max
+that a composite then tests for equality) round nothing on any backend.
 """
 from __future__ import annotations
 
@@ -21,6 +23,23 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
 
 WIDE = (torch.float64, torch.complex128)
+
+# Kernels whose result is exact on every backend: moving it would model no rounding, and
+# a composite that compares it (x == x.max()) would branch differently.
+EXACT = frozenset(f"aten::{name}" for name in (
+    "max", "min", "amax", "amin", "maximum", "minimum", "fmax", "fmin", "aminmax", "sort", "topk", "kthvalue",
+    "median", "nanmedian", "mode", "cummax", "cummin", "clamp", "clamp_min", "clamp_max", "where", "index",
+    "index_select", "gather", "take", "take_along_dim", "masked_select", "masked_fill", "masked_scatter", "cat",
+    "stack", "clone", "_to_copy", "copy", "lift_fresh", "lift_fresh_copy", "abs", "neg", "sign", "sgn",
+    "floor", "ceil", "round", "trunc", "frac", "relu", "hardtanh", "threshold", "flip", "roll", "repeat",
+    "constant_pad_nd", "reflection_pad1d", "reflection_pad2d", "reflection_pad3d", "replication_pad1d",
+    "replication_pad2d", "replication_pad3d", "zeros_like", "ones_like", "full_like", "empty_like", "zeros",
+    "ones", "full", "empty", "empty_strided", "scalar_tensor", "select_scatter",
+    "slice_scatter", "diagonal_scatter", "as_strided_scatter", "tril", "triu", "diag_embed", "narrow_copy",
+    "_unsafe_view", "view_copy", "expand_copy", "permute_copy", "squeeze_copy", "unsqueeze_copy",
+    "t_copy", "transpose_copy", "alias_copy", "detach", "conj_physical", "resolve_conj", "resolve_neg",
+    "max_pool2d_with_indices", "max_pool3d_with_indices", "adaptive_max_pool2d", "adaptive_max_pool3d",
+    "max_unpool2d", "max_unpool3d", "embedding", "index_copy"))
 
 
 class _MovedResults(TorchDispatchMode):
@@ -40,7 +59,7 @@ class _MovedResults(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         schema = func._schema
-        if schema.is_mutable or any(r.alias_info is not None for r in schema.returns):
+        if schema.is_mutable or any(r.alias_info is not None for r in schema.returns) or schema.name in EXACT:
             return out
         return tree_map(self._move, out)
 
