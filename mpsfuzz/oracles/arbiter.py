@@ -143,19 +143,27 @@ def perturbed_sides(obs: Observation) -> list:
     cached; a run that raises is left out. Where these disagree with the float64 result
     by more than the tolerance, the result is not determined by the inputs to within
     the tolerance (a rounding discontinuity, a tie, a rank-deficient decomposition)."""
-    if "float64_perturbed" not in obs.cache:
+    absolute = (0,) if "shifted-argument" in obs.spec.semantics else ()
+    return _cached_sides(obs, "float64_perturbed", [
+        lambda k=k: _wide_run(obs, _dense_wide_inputs(obs.case, perturb=k, keep=obs.spec.discrete_inputs,
+                                                      absolute=absolute))
+        for k in range(1, PERTURBATIONS + 1)])
+
+
+def _cached_sides(obs: Observation, key: str, runs: list) -> list:
+    """The sides ``runs`` (calls) give, cached in ``obs`` under ``key``; a run that
+    raises is left out."""
+    if key not in obs.cache:
         sides = []
-        for k in range(1, PERTURBATIONS + 1):
+        for run in runs:
             try:
-                absolute = (0,) if "shifted-argument" in obs.spec.semantics else ()
-                side = _wide_run(obs, _dense_wide_inputs(obs.case, perturb=k, keep=obs.spec.discrete_inputs,
-                                                         absolute=absolute))
+                side = run()
             except Exception:
                 continue
             if not isinstance(side.outputs, Raised):
                 sides.append(side)
-        obs.cache["float64_perturbed"] = sides
-    return obs.cache["float64_perturbed"]
+        obs.cache[key] = sides
+    return obs.cache[key]
 
 
 INTERMEDIATE_MOVES = 2
@@ -178,18 +186,10 @@ def intermediate_sides(obs: Observation) -> list:
     """The float64 op with every kernel's fresh floating result moved by up to one
     roundoff of the case's dtype (``intermediate_moves.py``), two seeds, cached; a run
     that raises is left out."""
-    if "float64_intermediates" not in obs.cache:
-        sides = []
-        unit = _roundoff_of_case(obs.case)
-        for seed in range(1, INTERMEDIATE_MOVES + 1) if unit else ():
-            try:
-                side = _wide_run(obs, _dense_wide_inputs(obs.case), runner=moved_intermediates(unit, seed))
-            except Exception:
-                continue
-            if not isinstance(side.outputs, Raised):
-                sides.append(side)
-        obs.cache["float64_intermediates"] = sides
-    return obs.cache["float64_intermediates"]
+    unit = _roundoff_of_case(obs.case)
+    return _cached_sides(obs, "float64_intermediates", [
+        lambda seed=seed: _wide_run(obs, _dense_wide_inputs(obs.case), runner=moved_intermediates(unit, seed))
+        for seed in (range(1, INTERMEDIATE_MOVES + 1) if unit else ())])
 
 
 # Finite stand-ins for the inputs' infinities: results that grow with them (by more than
