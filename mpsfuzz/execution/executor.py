@@ -449,6 +449,14 @@ def _wants_contiguous(spec, case: Case, enabled) -> bool:
                                                     or any(r.numel > LARGE_REAL_NUMEL for r in case.inputs))))
 
 
+def contiguous_copies(case: Case, device) -> list:
+    """The case's inputs on ``device`` as contiguous tensors of their own: inputs that
+    share a storage or sit at an offset get fresh copies (``Case.copied_inputs``)."""
+    fresh = case.copied_inputs()
+    return [t.clone(memory_format=torch.contiguous_format) if i in fresh else t.contiguous()
+            for i, t in enumerate(case.materialize(device))]
+
+
 def _run_dut(case: Case, spec, kwargs, target, enabled):
     """The DUT's part of a case: (the call, the functional form or None, the call on
     contiguous copies or None). Raw device outputs are dropped before returning, so that
@@ -465,13 +473,8 @@ def _run_dut(case: Case, spec, kwargs, target, enabled):
     dut = run_side(spec, case, kwargs, target.device, runner=target.run,
                    synchronize=target.synchronize, inputs=dut_inputs, functional=dut_functional, keep_inputs=True)
     if _wants_contiguous(spec, case, enabled) and not isinstance(dut.outputs, Raised):
-        # Inputs that share a storage or sit at an offset get fresh copies
-        # (``Case.copied_inputs``).
-        fresh = case.copied_inputs()
-        copies = [t.clone(memory_format=torch.contiguous_format) if i in fresh else t.contiguous()
-                  for i, t in enumerate(case.materialize(target.device))]
         contiguous = run_side(spec, case, kwargs, target.device, runner=target.run,
-                              synchronize=target.synchronize, inputs=copies)
+                              synchronize=target.synchronize, inputs=contiguous_copies(case, target.device))
     for side in (dut, functional, contiguous):
         if side is not None:
             side.raw = None

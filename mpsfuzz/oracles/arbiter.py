@@ -769,14 +769,11 @@ def _cpu_copies_agree(obs: Observation) -> bool:
     strided one; the repro, whose ``x.cpu()`` is dense, could not show a bug. The target
     then agrees with CPU's own kernel on the same values: CPU's two paths differ, and
     that is CPU's to answer for."""
-    from ..execution.executor import run_side
+    from ..execution.executor import contiguous_copies, run_side
     case = obs.case
     if case.variant not in ("functional", "out") or all(r.layout.is_plain() for r in case.inputs):
         return False
-    fresh = case.copied_inputs()
-    copies = [t.clone(memory_format=torch.contiguous_format) if i in fresh else t.contiguous()
-              for i, t in enumerate(case.materialize("cpu"))]
-    side = run_side(obs.spec.as_reference(), case, case.kwargs_dict(), "cpu", inputs=copies)
+    side = run_side(obs.spec.as_reference(), case, case.kwargs_dict(), "cpu", inputs=contiguous_copies(case, "cpu"))
     if isinstance(side.outputs, Raised):
         return False
     return compare_outputs(obs.dut, side.outputs, obs.spec, widened=obs.ref_widened) is None
