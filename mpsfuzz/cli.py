@@ -206,6 +206,14 @@ def build_parser() -> argparse.ArgumentParser:
     ops.add_argument("--cases", type=_positive_int("--cases"), default=100, help="with --stats: cases per op")
     ops.add_argument("--seed", type=_positive_int("--seed"), default=0, help="with --stats: the seed")
 
+    coverage = sub.add_parser("coverage", help="per op, the parameters of its public function (and their values) "
+                              "that generated cases never draw; and the share drawn")
+    coverage.add_argument("--ops", default="all", dest="selection",
+                          help="the ops to measure (as for run --ops; default: all)")
+    coverage.add_argument("--cases", type=_int_at_least("--cases", 1), default=None,
+                          help="cases per op, drawn as a campaign draws them (default: what a 10-minute "
+                               "campaign of all ops draws per op)")
+    coverage.add_argument("--seed", type=_positive_int("--seed"), default=0)
     sub.add_parser("oracles", help="list the oracles (all are enabled by default)")
     doctor = sub.add_parser("doctor", help="what this machine can test: torch, targets, devices, dtypes, corpus")
     doctor.add_argument("--corpus", default="mpsfuzz-corpus", help="corpus folder to count (default ./mpsfuzz-corpus)")
@@ -312,7 +320,10 @@ def _shard(text: str) -> tuple[int, int]:
 
 
 # Finding.status values, plus "regression" (replayed as fixed, failing again since).
-STATUSES = ("new", "known-bug", "cpu-bug", "capability", "unconfirmed", "flaky", "fixed", "regression")
+# corpus.finding.STATUSES and "regression", written out: the parser is built before torch
+# (which corpus.finding imports) is (tests/test_corpus_commands.py checks they agree).
+STATUSES = ("new", "known-bug", "both", "unverified", "unconfirmed", "undecided", "flaky", "cpu-bug",
+            "capability", "layout-propagation", "fixed", "regression")
 
 
 def cmd_corpus(args, console) -> int:
@@ -522,6 +533,35 @@ def _ops_stats(args, console, fams) -> int:
     return EXIT_CLEAN
 
 
+def cmd_coverage(args, console) -> int:
+    """``mpsfuzz coverage``: per op, the parameters of its public function and the values
+    of their documented range that its generated cases never draw, and the share drawn."""
+    from .generation import catalogue, coverage
+    try:
+        chosen = coverage.measurable_ops(catalogue.select(args.selection))
+    except catalogue.UnknownOpError as exc:
+        raise UsageError(str(exc)) from None
+    if not chosen:
+        raise UsageError(f"--ops={args.selection!r}: nothing to measure (the large family and OpInfo entries "
+                         "are not measured)")
+    cases = args.cases or coverage.default_cases_per_op()
+    results = coverage.measure(chosen, cases_per_op=cases, seed=args.seed)
+
+    def say(text: str) -> None:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+
+    say(f"parameters drawn by {cases} case(s) per op (seed {args.seed}), drawn as a campaign draws them")
+    for r in results:
+        if coverage.gaps(r):
+            say(f"{r.op} ({r.function}): " + "; ".join(coverage.gaps(r)))
+    total = coverage.summarise(results)
+    left_out = (f"; {total.excluded} left out (layout, pin_memory, a factory's requires_grad, sparse gradients, "
+                "deprecated and CUDA-only options...: mpsfuzz/generation/public_api.py)") if total.excluded else ""
+    say(f"{total.ops} op{'s' if total.ops != 1 else ''}, {total.parameters} parameters: {total.drawn} drawn over their documented range "
+        f"({100 * total.share:.1f}%), {total.never_drawn} never drawn{left_out}")
+    return EXIT_CLEAN
+
+
 def cmd_doctor(args, console) -> int:
     from rich.table import Table
     from rich.text import Text
@@ -689,7 +729,9 @@ def _campaign_exit(result, errors_path) -> int:
             highlight=False, markup=False, soft_wrap=True)
     # A failure left untriaged (out of time) is a failure of the target until triage
     # says otherwise: a run that found one does not pass.
-    return exit_code(findings=stats.new_findings + stats.left_pending, cases_lost=stats.cases_lost,
+    # Unverified target findings count: their script could not be run here (or --no-verify-repros),
+    # which hides nothing; they are retried by the next run on the corpus.
+    return exit_code(findings=stats.new_findings + stats.unverified + stats.left_pending, cases_lost=stats.cases_lost,
                      attempted=stats.attempted, interrupted=result.stopped_because == "interrupted")
 
 
@@ -720,6 +762,8 @@ def cmd_run(args, console) -> int:
             jobs = len(args.devices)   # at least one lane per device named
         config = _drawing(args, config, jobs)
         config = _size_large_cases(args, config, target, jobs, console, auto=False)
+        if not args.no_verify_repros:
+            _reverify(corpus_dir, config.target_spec, verify_timeout_s, console)
         if jobs > 1:
             result = ParallelCampaign(config, listeners, jobs=jobs, verify=not args.no_verify_repros,
                                       verify_timeout_s=verify_timeout_s, target_name=target.name,
@@ -732,6 +776,18 @@ def cmd_run(args, console) -> int:
     finally:
         reporter.close()
     return _campaign_exit(result, errors.path)
+
+
+def _reverify(corpus_dir, target_spec: str, timeout_s: float, console) -> None:
+    """Verify again the scripts of the corpus's unverified findings on this target: new
+    means verified, and a verification that did not run to the end is retried."""
+    from .reports.repro_writer import reverify
+
+    counts = reverify(corpus_dir, target_spec, timeout_s=timeout_s)
+    if any(counts.values()):
+        console.print(f"  repro scripts of unverified findings run again: {counts['verified']} verified, "
+                      f"{counts['unconfirmed']} did not reproduce, {counts['unverified']} still unverified",
+                      highlight=False)
 
 
 def _drawing(args, config, jobs: int):
@@ -950,9 +1006,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
-            raise UsageError("a command is required: run, ops, oracles, replay, corpus, report, repro, doctor "
-                             "or status (see mpsfuzz --help)")
-        handler = {"run": cmd_run, "daemon": cmd_daemon, "ops": cmd_ops, "oracles": cmd_oracles, "replay": cmd_replay,
+            raise UsageError("a command is required: run, ops, coverage, oracles, replay, corpus, report, repro, "
+                             "doctor or status (see mpsfuzz --help)")
+        handler = {"run": cmd_run, "daemon": cmd_daemon, "ops": cmd_ops, "coverage": cmd_coverage,
+                   "oracles": cmd_oracles, "replay": cmd_replay,
                    "corpus": cmd_corpus, "report": cmd_report, "repro": cmd_repro,
                    "doctor": cmd_doctor, "status": cmd_status}[args.command]
         return handler(args, console)

@@ -90,10 +90,14 @@ class Stats:
     elapsed_s: float = 0.0
     new_findings: int = 0        # target bugs not in the upstream tables
     known_bugs: int = 0          # new files for bugs the upstream tables list (status known-bug)
-    cpu_bugs: int = 0            # the float64 arbiter blamed the CPU reference
+    cpu_bugs: int = 0            # the jury blamed the CPU reference
     flaky: int = 0               # new findings that did not reproduce on every re-run
     capabilities: int = 0        # the device accepts what CPU rejects, and its result checks out
     unconfirmed: int = 0         # new findings whose repro script did not reproduce them
+    unverified: int = 0          # new findings whose repro script has not been run to the end
+    both: int = 0                # bugs of the target and eager CPU alike (PyTorch's own)
+    undecided: int = 0           # disagreements no independent reference decided
+    layout_notes: int = 0        # cases whose right values came in another memory format (notes/)
     minimise_s: float = 0.0      # time spent re-running, reducing and explaining findings
     suppressed: int = 0          # failures the tables call unimplemented or undefined
     sightings: int = 0           # failing cases that were findings already found (run log: known_sightings)
@@ -105,6 +109,12 @@ class Stats:
     unsupported_here_messages: dict = field(default_factory=dict)  # (op, message) -> count
     harness_by_stage: dict = field(default_factory=dict)      # stage -> harness errors
     set_aside: dict = field(default_factory=dict)             # op -> why it was set aside
+
+    @property
+    def failing(self) -> int:
+        """Findings that fail the run: new ones, and unverified ones (their script did
+        not run to the end: nothing says they are not the target's)."""
+        return self.new_findings + self.unverified
 
     @property
     def cases_lost(self) -> int:

@@ -17,7 +17,7 @@ from mpsfuzz.generation import catalogue
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT
 from mpsfuzz.oracles.accuracy import accumulation_bound, overflow_possible, summands
-from mpsfuzz.oracles.arbiter import judge_leaf
+from mpsfuzz.oracles.jury.float64 import judge_leaf
 from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.oracles.values import ORDER_DEPENDENT_SCALE, leaf_tolerance
 from mpsfuzz.testing.faults import FaultTarget
@@ -285,7 +285,7 @@ def test_the_arbiter_reads_which_nonfinite_values_the_inputs_hold_from_the_tenso
     """An H100 bilinear in float64 whose drawn "nan" sat under a "max" (both at one
     position) returned inf where CPU's sum of inf and -inf gave NaN: with no NaN in the
     inputs, float64 (CPU itself) decides nothing, and it is overflow."""
-    from mpsfuzz.oracles.arbiter import _held_nonfinite
+    from mpsfuzz.oracles.jury.float64 import _held_nonfinite
     under = TensorRecipe((2, 1, 2), "float64", Layout(), ValueRecipe("normal", 3, specials=((0, "nan"), (0, "max"))))
     plain = TensorRecipe((2, 1, 2), "float64", Layout(), ValueRecipe("normal", 4))
     assert _held_nonfinite(Case("add", (under, plain))) == set()
@@ -303,7 +303,7 @@ def test_the_arbiter_reads_which_nonfinite_values_the_inputs_hold_from_the_tenso
 
 
 def test_terms_beyond_the_dtype_make_overflow_possible_without_special_inputs():
-    from mpsfuzz.oracles.arbiter import _terms_overflow
+    from mpsfuzz.oracles.jury.float64 import _terms_overflow
     assert _terms_overflow(torch.tensor([1e60], dtype=torch.float64), torch.complex64)
     assert not _terms_overflow(torch.tensor([1e30], dtype=torch.float64), torch.float32)
     assert _terms_overflow(torch.tensor([70000.0], dtype=torch.float64), torch.float16)
@@ -375,7 +375,7 @@ def test_a_device_fault_that_surfaces_in_mpsfuzz_code_poisons_the_worker_not_the
 def test_half_precision_gradients_are_held_to_the_bound_of_their_accumulation():
     """A gradient element sums one term per output element it feeds: a (2,) input that
     fed 64 outputs sums 32 terms, each up to the leaf's largest magnitude."""
-    from mpsfuzz.oracles.arbiter import _terms_up_to_leaf_max
+    from mpsfuzz.oracles.jury.float64 import _terms_up_to_leaf_max
     exact = torch.tensor([8.0, -0.25], dtype=torch.float64)
     magnitude, n = _terms_up_to_leaf_max(exact, 1, 64)
     assert n == 32 and magnitude.tolist() == [8.0, 8.0]
@@ -438,10 +438,10 @@ def test_a_result_not_determined_to_its_leading_digit_gets_no_verdict():
     moved = [torch.tensor([-8.5e7, -4.4e8], dtype=torch.float64), torch.tensor([8.5e7, 4.4e8], dtype=torch.float64)]
     cuda, cpu = torch.tensor([-4.4e7, 1.7e8]), torch.tensor([-1.03e7, 3.9e7])
     assert judge_leaf(cuda, cpu, exact, 1e-5, rtol=1.3e-6, perturbed=moved)[0] == "ill-conditioned"
-    from mpsfuzz.oracles.arbiter import _dense_wide_inputs
+    from mpsfuzz.oracles.jury.float64 import dense_wide_inputs
     tie = Case("add", (TensorRecipe((2, 2), "float32", Layout(expanded=(1,)), ValueRecipe("normal", 0)),
                        _recipe((2, 2))))
-    up, down = (_dense_wide_inputs(tie, perturb=k)[0] for k in (1, 2))
+    up, down = (dense_wide_inputs(tie, perturb=k)[0] for k in (1, 2))
     assert bool((up[:, 0] != up[:, 1]).all())  # the tie is broken...
     assert torch.equal(up[:, 0] > up[:, 1], down[:, 0] < down[:, 1])  # ...one way, then the other
 
@@ -498,10 +498,10 @@ def test_a_complex_input_moves_in_phase_too():
     chosen by the phase of roundoff noise; a perturbation that only scales each value
     keeps that phase and would miss it (H100, torch 2.11: CUDA and LAPACK chose
     different points)."""
-    from mpsfuzz.oracles.arbiter import _dense_wide_inputs
+    from mpsfuzz.oracles.jury.float64 import dense_wide_inputs
     case = Case("add", (_recipe((6,), "complex64"), _recipe((6,), "complex64")))
     x = case.materialize("cpu")[0].to(torch.complex128)
-    moved = _dense_wide_inputs(case, perturb=1)[0]
+    moved = dense_wide_inputs(case, perturb=1)[0]
     assert bool(((moved / x).angle().abs() > 0).all())
     u = float(torch.finfo(torch.float32).eps)
     assert bool(((moved - x).abs() <= u * x.abs() * (1 + 1e-9)).all())

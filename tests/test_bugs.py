@@ -21,9 +21,11 @@ def finding(op="mm", oracle="values", kind="wrong-values", *, conditions=(), ker
            "repro": {"script": f"# {kernel}\n", "expect": {"outcome": "assertion"}, "lines": 1}}
     if status != "kernel":
         loc = {"status": status, "reason": "no single aten call diverges"}
-    return Finding.create(case, failure, target_name=device, target_spec=device, device=device, flaky=flaky,
-                          conditions=conditions, explanation={"text": f"needs {', '.join(conditions or ()) or 'nothing'}"},
-                          localisation=loc)
+    found = Finding.create(case, failure, target_name=device, target_spec=device, device=device, flaky=flaky,
+                           conditions=conditions, explanation={"text": f"needs {', '.join(conditions or ()) or 'nothing'}"},
+                           localisation=loc)
+    found.repro = {"script": "# repro\n", "verified": True}   # new means verified
+    return found
 
 
 def bugs_of(*findings):
@@ -88,17 +90,46 @@ def test_other_kernels_devices_blames_and_symptom_classes_stay_apart():
     assert len(bugs_of(finding(device="cuda:0", **base), finding(device="cuda:1", **base))) == 1
 
 
-def test_unlocalised_findings_are_each_their_own_bug():
+def test_unlocalised_findings_are_bugs_of_their_op():
     bugs = bugs_of(finding(status="composite", conditions=("empty",)),
                    finding("matmul", status="composite", conditions=("empty",)),
-                   finding(status="not-localised", conditions=()),
+                   finding(status="not-localised", conditions=()),          # mm on any input: covers mm's first
                    finding("matmul", flaky=True),
                    finding("bmm", conditions=None))                     # not explained
-    assert len(bugs) == 5 and all(b.kernel is None and b.reason for b in bugs)
+    assert len(bugs) == 4 and all(b.kernel is None and b.reason for b in bugs)
+    (mm,) = [b for b in bugs if b.ops == {"mm": ["functional"]}]
+    assert len(mm.findings) == 2 and mm.general.conditions == ()
     assert any(b.reason.startswith("composite") for b in bugs) and any("flaky" in b.reason for b in bugs)
     # one finding read from two corpora is one bug
     same = finding(status="composite")
     assert len(group([(Path("a/x.json"), same), (Path("b/x.json"), same)])) == 1
+
+
+def test_findings_that_differ_only_in_which_argument_triggers_them_are_one_bug():
+    """Issue 30: gru with a gapped w_ih and with a gapped w_hh (cuDNN, no CPU twin: not
+    localised) were two findings and two bugs; addbmm_ with `a` or `b` sharing `c`'s
+    storage, and addmm_ and addmm(out=c), likewise."""
+    def raises(op, conditions, variant="functional"):
+        f = finding(op, "errors", "dut-raises", conditions=conditions, status="not-localised", variant=variant)
+        f.failure = Failure(oracle="errors", kind="dut-raises", severity="high", title="raises", message="m",
+                            dedup_key=("dut-raises", "RuntimeError", "view size is not compatible"))
+        return f
+    gru = bugs_of(raises("gru", ("layout:2",)), raises("gru", ("layout:3",)))
+    assert len(gru) == 1 and len(gru[0].findings) == 2
+    assert "differ only in which argument" in gru[0].reason
+    addbmm = bugs_of(raises("addbmm", ("alias:1", "variant:inplace"), "inplace"),
+                     raises("addbmm", ("alias:2", "variant:inplace"), "inplace"))
+    assert len(addbmm) == 1
+    addmm = bugs_of(raises("addmm", ("layout:0", "variant:inplace"), "inplace"),
+                    raises("addmm", ("layout:0", "variant:out-alias", "alias:out"), "out-alias"))
+    assert len(addmm) == 1 and addmm[0].ops == {"addmm": ["inplace", "out-alias"]}
+    # Another symptom, another op, or conditions neither covers: apart.
+    assert len(bugs_of(raises("gru", ("layout:2",)), raises("lstm", ("layout:2",)))) == 2
+    assert len(bugs_of(raises("gru", ("layout:2",)), raises("gru", ("empty",)))) == 2
+    other = raises("gru", ("layout:3",))
+    other.failure = Failure(oracle="errors", kind="dut-raises", severity="high", title="raises", message="m",
+                            dedup_key=("dut-raises", "RuntimeError", "another message"))
+    assert len(bugs_of(raises("gru", ("layout:2",)), other)) == 2
 
 
 def test_a_bug_has_the_most_urgent_status_and_a_stable_id():

@@ -31,8 +31,10 @@ def case(op="add", dtype="float32", shape=(2, 3), layout=Layout(), seed=0, n_inp
 
 
 def finding(c: Case | None = None, failure: Failure | None = None) -> Finding:
-    return Finding.create(c or case(), failure or wrong_values(), target_name="faulty-cpu",
-                          target_spec="mpsfuzz.testing.faults:target", device="cpu")
+    found = Finding.create(c or case(), failure or wrong_values(), target_name="faulty-cpu",
+                           target_spec="mpsfuzz.testing.faults:target", device="cpu")
+    found.repro = {"script": "# repro\n", "verified": True}   # new means verified
+    return found
 
 
 def json_files(root: Path) -> list[Path]:

@@ -156,7 +156,9 @@ def test_metadata_oracle_catches_a_lost_channels_last_format(registered):
     densify = HookTarget(lambda out, args: out.contiguous())
     found = failures(case, densify, ("values", "metadata"))
     assert [(f["oracle"], f["kind"]) for f in found] == [("metadata", "wrong-memory-format")]
-    assert found[0]["severity"] == "low"   # right values in another layout: not a wrong result
+    # right values in another layout: a note of layout propagation, never a bug
+    assert found[0]["blame"] == "note" and found[0]["details"] == {"target_format": "contiguous",
+                                                                   "cpu_format": "channels_last"}
 
 
 def test_metadata_oracle_owns_shape_and_dtype_mismatches(registered):
@@ -199,9 +201,20 @@ def test_arbiter_blames_the_cpu_when_the_reference_is_the_inaccurate_side(regist
             finally:
                 inaccurate_on_cpu.dut = False
     case = Case("test.arb", (t((8,)),))
+    # float64 runs CPU's own kernel, so it is no witness: with no independent reference
+    # the disagreement is undecided, never the target's
     found = failures(case, Accurate())
+    assert [(f["oracle"], f["kind"], f["blame"]) for f in found] == [("values", "wrong-values", "undecided")]
+    assert found[0]["details"]["verdict"] == "cpu-wrong"   # float64 opinion, recorded
+    # a formula for the op (an independent reference) sides with the target: CPU's bug
+    from mpsfuzz.oracles.jury import formulas
+    formulas.FORMULAS["test.arb"] = lambda inputs, kwargs: inputs[0] * 3
+    try:
+        found = failures(case, Accurate())
+    finally:
+        del formulas.FORMULAS["test.arb"]
     assert [(f["oracle"], f["kind"], f["blame"]) for f in found] == [("arbiter", "cpu-wrong", "cpu")]
-    assert found[0]["details"]["verdict"] == "cpu-wrong"
+    assert found[0]["details"]["jury"]["decided_by"] == ["formula"]
     without = failures(case, Accurate(), ("values",))
     assert [(f["oracle"], f["blame"]) for f in without] == [("values", "target")]
 

@@ -34,8 +34,6 @@ UNSUPPORTED = [
     "CUDA out of memory. Tried to allocate 32.00 GiB. GPU 0 has a total capacity of 79.19 GiB",
     "MPS backend out of memory (MPS allocated: 1.2 GB, other allocations: 0 bytes, max allowed: 18.13 GB).",
     "cudnn RNN backward can only be called in training mode",           # gru grads in eval mode, torch 2.11
-    "rnn: hx is not contiguous",                                       # torch.gru, non-contiguous hx, 2.11
-    "rnn: cx is not contiguous",                                       # torch.lstm, non-contiguous cx, 2.11
     # MPS
     "The operator 'aten::_linalg_eigh.eigenvalues' is not currently implemented for the MPS device. If you want "
     "this op to be added in priority during the prototype phase of this feature, please comment on "
@@ -51,6 +49,10 @@ UNSUPPORTED = [
 ]
 
 NOT_UNSUPPORTED = [
+    # A layout precondition the target states where CPU accepts the same input is the
+    # target's finding (users hit it; issue 30), not a missing kernel.
+    "rnn: hx is not contiguous",                                       # torch.gru, non-contiguous hx, 2.11
+    "rnn: cx is not contiguous",                                       # torch.lstm, non-contiguous cx, 2.11
     "unsupported operation: some elements of the input tensor and the written-to tensor refer to a single "
     "memory location. Please clone() the tensor before performing the operation.",
     "Placeholder storage has not been allocated on MPS device!",
@@ -152,4 +154,4 @@ def test_campaign_lists_a_capability_apart_and_exits_clean(tmp_path):
     assert done.returncode == 0, done.stdout + done.stderr
     found = [json.loads(p.read_text()) for p in corpus.glob("*.json")]
     assert found and {f["status"] for f in found} == {"capability"}, [f["title"] for f in found]
-    assert "capabilities (device accepts what CPU rejects) 1" in done.stdout
+    assert "capabilities (device accepts what CPU rejects) 1" in " ".join(done.stdout.split())

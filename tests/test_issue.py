@@ -87,8 +87,8 @@ def test_issue_draft_follows_the_pytorch_bug_template(corpus, tmp_path):
                   "mpsfuzz never files issues itself", "### 🐛 Describe the bug", "<!-- Your words here",
                   "#### Minimal repro", "> Verified: this script reproduces the finding", "```python",
                   "#### Observed vs expected", "expected (CPU):", "AssertionError: Tensor-likes are not close!",
-                  "> Expected: the result of eager CPU", "computed in float64 on CPU says faulty-cpu is the one "
-                  "that is wrong", "What the bug needs", "4 or more dims", "### Versions", "PyTorch version:",
+                  "> Expected: the result of eager CPU", "Which result is right: faulty-cpu is the one that is wrong "
+                  "(decided by", "independent reference:", "What the bug needs", "4 or more dims", "### Versions", "PyTorch version:",
                   "Suggested labels:", "`module: correctness (silent)`"):
         assert field in text, field
     # the traceback reads as if the script ran directly (no shim frames)

@@ -188,7 +188,7 @@ def test_a_campaign_waits_one_timeout_for_a_batch_of_hangs(faults, tmp_path):
     config = CampaignConfig(ops=["prod"], target_spec=FAULT_TARGET, corpus_dir=tmp_path / "corpus", seed=1,
                             max_cases=400, timeout_s=2, shrink_budget_s=0, minimise_budget_s=0, max_findings=1)
     result = Campaign(config, []).run()
-    assert result.stats.new_findings == 1
+    assert result.stats.failing == 1
     assert result.stats.restarts == 1, "more than one hang waited out by the fuzzing pool"
 
 
@@ -237,7 +237,7 @@ def test_cases_keep_being_counted_while_a_finding_is_triaged(faults, tmp_path):
                             corpus_dir=tmp_path / "corpus", seed=3, max_cases=1500,
                             timeout_s=5)
     result = Campaign(config, [events.append]).run()
-    assert result.stats.new_findings >= 1
+    assert result.stats.failing >= 1
     start = next(i for i, e in enumerate(events) if isinstance(e, Notice) and "minimising" in e.message)
     found = next(i for i, e in enumerate(events) if isinstance(e, FindingRecorded))
     during = [e for e in events[start:found] if isinstance(e, CaseFinished) and not e.shrinking]
@@ -258,7 +258,7 @@ def test_cases_keep_being_counted_while_a_failure_is_shrunk(faults, tmp_path):
     config = CampaignConfig(ops=["bitwise_and", "abs", "neg", "exp", "sin", "cos"], target_spec=FAULT_TARGET,
                             corpus_dir=tmp_path / "corpus", seed=3, max_cases=1500, timeout_s=5)
     result = Campaign(config, [listen]).run()
-    assert result.stats.new_findings >= 1
+    assert result.stats.failing >= 1
     shrunk = [i for i, (thread, shrinking) in enumerate(seen) if shrinking]
     assert shrunk and all(seen[i][0] == "mpsfuzz-triage" for i in shrunk), "shrinking ran off the desk"
     during = [thread for thread, _ in seen[shrunk[0]:shrunk[-1]] if thread != "mpsfuzz-triage"]
@@ -494,10 +494,10 @@ def test_a_campaign_that_its_finding_ends_gives_up_the_batch_in_flight(faults, t
         return Campaign(config, []).run(), [size for size, given_up in asked if given_up and size > 1]
 
     result, given_up = run(1)
-    assert result.stopped_because == "max-findings" and result.stats.new_findings == 1
+    assert result.stopped_because == "max-findings" and result.stats.failing == 1
     assert given_up, "the batch in flight was waited out"
     result, given_up = run(None)
-    assert result.stats.new_findings >= 1 and not given_up
+    assert result.stats.failing >= 1 and not given_up
 
 
 def test_a_hang_is_shrunk_only_while_one_more_timeout_fits_the_shrink_budget(tmp_path):

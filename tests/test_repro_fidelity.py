@@ -139,18 +139,19 @@ class _DenseInput(DeviceTarget):
         return fn(args[0].contiguous(), *args[1:], **kwargs)
 
 
-def test_a_target_that_agrees_with_cpu_on_contiguous_copies_is_not_wrong_where_cpu_is_layout_dependent():
+def test_a_variance_that_overflows_the_dtype_is_no_finding_whoever_is_closer_to_float64():
     """Run 32 (H200): batch_norm in training of a gapped float32 [max, -4]. CPU's strided
-    kernel gives ±1 (float64 agrees), its contiguous kernel and CUDA give 0 (the float32
-    variance overflows); the repro's dense ``x.cpu()`` showed no bug."""
+    kernel gives ±1 (float64 agrees), its contiguous kernel and CUDA give 0: the variance
+    (2.9e76) overflows float32. It was filed as CPU's layout-dependence; an independent
+    reference (the decomposition in float64) gives ±1 too, which would file CUDA's 0 as
+    wrong. Neither is a bug: an intermediate leaves the dtype (the float64 juror watches
+    the decomposed op's intermediates, which the fused kernel hides)."""
     gapped = TensorRecipe((1, 1, 2), "float32", Layout(gaps=(1, 1, 2)),
                           ValueRecipe("small_int", 0, specials=((0, "max"),)))
     stats = [TensorRecipe((1,), "float32", values=ValueRecipe("small_int", 0))] * 2
     scalars = [TensorRecipe((), "float32", values=ValueRecipe("small_int", 0))] * 2
     case = Case("batch_norm", (gapped, *stats, *scalars), (("affine", False), ("training", True)))
-    failures = judged(case, _DenseInput("dense-input", "cpu"))
-    assert [(f.oracle, f.kind, f.blame) for f in failures] == [("arbiter", "cpu-layout", "cpu")], failures
-    assert "agrees with the copies" in failures[0].title
+    assert judged(case, _DenseInput("dense-input", "cpu")) == []
     # A target wrong on a non-contiguous input, where CPU's copies are right, is still wrong.
     case = Case("sigmoid", (tensor((2, 3), permutation=T),))
     failures = judged(case, F.FaultTarget(["sigmoid_noncontig"]))

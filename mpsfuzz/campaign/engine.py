@@ -32,6 +32,7 @@ from ..atomic import atomic_write_json
 from ..corpus import upstream
 from ..corpus.daemon_state import MAX_BEHAVIOURS, behaviour_hash
 from ..corpus.finding import Finding, signature_of, symptom_key, trigger_class
+from ..corpus.notes import entry_key, record_layout_propagation
 from ..corpus.store import Corpus, CorpusWriteError
 from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice,
                       SliceFinished, Stats)
@@ -284,8 +285,9 @@ def split_report(exc: BaseException) -> tuple[list[FindingError], list[BaseExcep
 def count_finding(stats: Stats, status: str, delta: int = 1) -> None:
     """Count a finding recorded new in ``stats`` by its status (also the coordinator of
     lanes, for a lane that never reported its own statistics)."""
-    name = {"new": "new_findings", "known-bug": "known_bugs", "flaky": "flaky",
-            "capability": "capabilities", "unconfirmed": "unconfirmed"}.get(status, "cpu_bugs")
+    name = {"new": "new_findings", "known-bug": "known_bugs", "flaky": "flaky", "capability": "capabilities",
+            "unconfirmed": "unconfirmed", "unverified": "unverified", "both": "both",
+            "undecided": "undecided"}.get(status, "cpu_bugs")
     setattr(stats, name, getattr(stats, name) + delta)
 
 
@@ -344,6 +346,7 @@ class Campaign:
         self._refreshed = 0.0
         self.recorded: list[tuple[Finding, Path, bool]] = []
         self._sightings: dict[str, int] = {}
+        self._notes: dict[str, dict] = {}   # layout-propagation lines of this run, by entry_key
         self._slice = _SliceState()
         # The triage desk's thread records findings while this one fuzzes: what both
         # change (stats, found, recorded, sightings) and the listeners are used under it.
@@ -473,7 +476,7 @@ class Campaign:
             return "budget"
         # Failures in triage count: most become findings, and the desk finishes them.
         in_triage = self._desk.pending if self._desk is not None else 0
-        if self.config.max_findings is not None and self.stats.new_findings + in_triage >= self.config.max_findings:
+        if self.config.max_findings is not None and self.stats.failing + in_triage >= self.config.max_findings:
             return "max-findings"
         return None
 
@@ -659,6 +662,13 @@ class Campaign:
         verdicts = []
         for failure in failures:
             try:
+                if failure.blame == "note":
+                    # No bug to file (right values in another memory format): a line of
+                    # the target's layout-propagation note, counted once per case.
+                    if not self._replaying:
+                        self._note(case, failure)
+                    verdicts.append(("noted", failure, None))
+                    continue
                 if self._suppressed(case, failure, pool):
                     verdicts.append(("suppressed", failure, None))
                     continue
@@ -675,6 +685,31 @@ class Campaign:
             except Exception as exc:
                 self.harness_error("judge", case.op, case, exc)
         return verdicts
+
+    def _note(self, case, failure: Failure) -> None:
+        """Count a layout-propagation sighting; a new line of the note is written at once
+        (a killed run keeps it), the counts of known lines at the end."""
+        entry = {"op": case.op, "layouts": sorted({r.describe_layout() for r in case.inputs if not r.is_plain()})
+                 or ["contiguous"], "dtypes": sorted({r.dtype for r in case.inputs}),
+                 "target_format": failure.details.get("target_format", ""),
+                 "cpu_format": failure.details.get("cpu_format", ""), "times_seen": 1,
+                 "example": case.to_json()}
+        key = entry_key(entry)
+        with self._lock:
+            self.stats.layout_notes += 1
+            if key in self._notes:
+                self._notes[key]["times_seen"] += 1
+                return
+            self._notes[key] = dict(entry, times_seen=0)
+        if record_layout_propagation(self.corpus, self._target_name or self.target_name, self._device, [entry]):
+            self.emit(Notice(f"{case.op}: {entry['target_format']} where eager CPU returns {entry['cpu_format']} "
+                             f"({', '.join(entry['layouts'])} input): layout propagation, noted, not a bug"))
+
+    def _flush_notes(self) -> None:
+        """The counts of note lines seen again in this run, added to the note."""
+        again = [e for e in self._notes.values() if e["times_seen"]]
+        self._notes = {}
+        record_layout_propagation(self.corpus, self._target_name or self.target_name, self._device, again)
 
     def _covering_finding(self, case, failure: Failure) -> FoundBug | None:
         """The finding already found whose symptom and conditions this failure meets (on
@@ -867,7 +902,7 @@ class Campaign:
             return False
         in_triage = self._desk.pending if self._desk is not None else 0
         signatures = {signature for _, (_, _, signature) in failed}
-        return self.stats.new_findings + in_triage + len(signatures) >= self.config.max_findings
+        return self.stats.failing + in_triage + len(signatures) >= self.config.max_findings
 
     def _collect(self, sent: _InWorker, pool: WorkerPool, *, give_up: bool = False) -> list:
         """One outcome per case of ``sent`` (collected once, kept on it): ``sent.batch``
@@ -1050,7 +1085,7 @@ class Campaign:
     def _enough_findings(self) -> bool:
         """--max-findings reached (by this campaign, or by the lanes together)."""
         return (self.enough is not None and self.enough.is_set()) or (
-            self.config.max_findings is not None and self.stats.new_findings >= self.config.max_findings)
+            self.config.max_findings is not None and self.stats.failing >= self.config.max_findings)
 
     def _recorded_untriaged(self, job) -> None:
         """An abandoned or failed triage job: its shrunk case is recorded as it is."""
@@ -1166,7 +1201,7 @@ class Campaign:
                 self._check_abandoned()
                 if new:
                     self._count(finding.status, +1)
-                    if finding.status == "new":
+                    if finding.status in ("new", "unverified"):   # (Stats.failing)
                         self._credit_finding(finding.op)
                 self.stats.minimise_s += result.seconds if result is not None else 0.0
                 self.recorded.append((finding.without_bulk(), path, new))
@@ -1245,6 +1280,7 @@ class Campaign:
                 self.stats.elapsed_s = time.monotonic() - self._start
                 if unwritable is None:
                     self._flush_sightings()
+                    self._flush_notes()
         if unwritable is not None:
             raise unwritable
         result = CampaignFinished(self.stats, tuple(self.recorded), stopped)

@@ -355,7 +355,8 @@ class ParallelCampaign:
                         if isinstance(event, FindingRecorded) and event.new:
                             count_finding(relayed.setdefault(index, Stats()), event.finding.status)
                             relayed_findings.setdefault(index, []).append((event.finding, event.path, event.new))
-                        if isinstance(event, FindingRecorded) and event.new and event.finding.status == "new":
+                        if isinstance(event, FindingRecorded) and event.new \
+                                and event.finding.status in ("new", "unverified"):   # (Stats.failing)
                             new_findings += 1
                             if config.max_findings is not None and new_findings >= config.max_findings:
                                 enough.set()

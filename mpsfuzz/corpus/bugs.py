@@ -48,9 +48,15 @@ finding whose minimal case needs nothing (no condition) covers every other of it
 kernel: that kernel fails on every input some route gives it, so nothing tells the
 others apart from it.
 
-Findings that are not localised to one kernel (composite bugs, compiled targets, flaky
-findings, crashes outside every aten call, leaks, findings from before localisation)
-are each a bug of their own.
+Findings that are not localised to one kernel (composite bugs, cuDNN and other calls
+with no CPU twin, compiled targets) are grouped the same way within their *op*: one
+public op, one symptom (oracle, kind and dedup key, less the form of the call), and
+conditions that cover one another once normalised. So the findings that differ only in
+which argument triggers them are one bug: gru with a gapped ``w_ih`` and with a gapped
+``w_hh`` (``layout:2``, ``layout:3``: both ``layout``), ``addbmm_`` with ``a`` or ``b``
+sharing ``c``'s storage (``alias:1``, ``alias:2``), ``addmm_`` and ``addmm(out=c)``
+(``variant:inplace``, ``variant:out-alias``). Flaky findings, crashes, hangs, leaks and
+findings from before ablation are each a bug of their own.
 
 A bug's id is a hash of its key and its most general finding's conditions (for a bug of
 its own: of the finding's signature): stable while no more general finding joins it.
@@ -64,10 +70,10 @@ from pathlib import Path
 
 from ..triage.kernel_call import kernel_family
 from ..triage.localise import KERNEL, divergence_class
-from .finding import Finding
+from .finding import STATUSES, Finding
 
 # Most urgent first: a bug has the most urgent status of its findings.
-STATUS_ORDER = ("new", "known-bug", "flaky", "cpu-bug", "fixed")
+STATUS_ORDER = STATUSES
 
 _DIVERGENCE_WORDS = {"wrong": "gives wrong results", "raises": "raises an error that CPU does not",
                      "accepts": "accepts input that CPU rejects", "crash": "crashes", "hang": "hangs"}
@@ -81,7 +87,11 @@ def normalised_conditions(conditions, form: str | None = None) -> frozenset[str]
         kind, _, _ = c.partition(":")
         if kind in ("variant", "kwarg"):
             continue
-        if kind == "layout":
+        if kind == "alias":
+            # which input shares the storage (addbmm_'s `a` or `b` with `c`), or out= being
+            # the input itself (addmm(out=c) and addmm_): one aliasing, one route each
+            out.add("alias")
+        elif kind == "layout":
             out.add("layout")
         elif kind == "0-d":
             out.add("0-d")
@@ -129,13 +139,27 @@ def _localised_kernel(finding: Finding) -> str | None:
 
 
 def group_key(finding: Finding) -> tuple | None:
-    """(blame, device kind, kernel, divergence class), or None for a finding that is a
-    bug of its own."""
+    """(blame, device kind, kernel, divergence class), or None for a finding that is not
+    localised to a kernel."""
     kernel = _localised_kernel(finding)
     if kernel is None:
         return None
     return (finding.blame, _device_kind(finding), kernel_family(kernel),
             divergence_class(str(finding.localisation.get("divergence", ""))))
+
+
+_FORMS = frozenset(("functional", "method", "inplace", "out", "out-strided", "out-resized", "out-alias", "grad",
+                    "autocast"))
+
+
+def op_key(finding: Finding) -> tuple | None:
+    """(blame, device kind, op, oracle, kind, dedup key without the call's form) for a
+    finding that is not localised but explained: its bug is found within its op. None
+    for one that is a bug of its own (flaky, a process event, no conditions)."""
+    if finding.flaky or finding.conditions is None or finding.oracle in ("crash", "hang", "leak"):
+        return None
+    symptom = tuple(k for k in finding.failure.dedup_key if not (isinstance(k, str) and k in _FORMS))
+    return ("op", finding.blame, _device_kind(finding), finding.op, finding.oracle, finding.failure.kind, *symptom)
 
 
 def finding_conditions(finding: Finding) -> frozenset[str]:
@@ -293,7 +317,7 @@ def group(found) -> list[Bug]:
     alone: dict[str, Bug] = {}          # signature -> its bug (one finding read from two corpora)
     by_key: dict[tuple, list[int]] = {}
     for i, (path, f) in enumerate(found):
-        key = group_key(f)
+        key = group_key(f) or op_key(f)
         if key is not None:
             by_key.setdefault(key, []).append(i)
         elif f.signature in alone:
@@ -318,10 +342,20 @@ def group(found) -> list[Bug]:
         clusters: dict[int, list[int]] = {}
         for i in members:
             clusters.setdefault(root(i), []).append(i)
-        blame, device, family, divergence = key
         for cluster in clusters.values():
             items = sorted((found[i] for i in cluster), key=_generality)
             general = finding_conditions(items[0][1])
+            if key[0] == "op":
+                # One op's findings, not localised: a bug of the op (its id is the general
+                # finding's signature while it is alone, so a lone finding keeps its id).
+                bug_id = _hash(["finding", items[0][1].signature]) if len(items) == 1 else \
+                    _hash(list(key) + [sorted(general)])
+                bugs.append(Bug(bug_id, items, device=key[2], conditions=general,
+                                reason=standalone_reason(items[0][1])
+                                + ("" if len(items) == 1 else "; its findings differ only in which argument or "
+                                   "form of the call triggers the same symptom")))
+                continue
+            blame, device, family, divergence = key
             bug_id = _hash([blame, device, family, divergence, sorted(general)])
             bugs.append(Bug(bug_id, items, kernel=str(items[0][1].localisation["kernel"]), device=device,
                             divergence=divergence, conditions=general))

@@ -34,6 +34,10 @@ PROCESS_ORACLES = ("crash", "hang", "leak")
 STILL_FAILS, FIXED, CHANGED, FLAKY, CANNOT_RUN = "still-fails", "fixed", "changed", "flaky", "cannot-run"
 # Sightings carried over from a format 1/2 file (one total, no writer).
 LEGACY_WRITER = "before-format-3"
+# Every status a finding can have (``Finding.status``), the most urgent first: reports
+# sort and colour by this order, and a bug takes the first of its findings'.
+STATUSES = ("new", "known-bug", "both", "unverified", "unconfirmed", "undecided", "flaky", "cpu-bug",
+            "capability", "layout-propagation", "fixed")
 
 
 def trigger_class(case: Case) -> dict:
@@ -265,33 +269,51 @@ class Finding:
     # -- what it is --------------------------------------------------------------------
     @property
     def blame(self) -> str:
-        """"target" (a bug of the device under test), "cpu" (the reference is wrong) or
-        "capability" (not a bug: the device does what CPU cannot)."""
+        """"target" (a bug of the device under test), "cpu" (the reference is wrong),
+        "both" (the target and eager CPU alike), "undecided" (no independent evidence
+        says who) or "capability" (not a bug: the device does what CPU cannot)."""
         return self.failure.blame
 
     @property
     def status(self) -> str:
-        """cpu-bug (the reference is wrong), capability (the device accepts what CPU
-        rejects, and its result checks out), flaky (does not reproduce every time),
-        fixed (the latest replay passes), unconfirmed (its repro script did not
-        reproduce it), known-bug (matches an upstream issue) or new."""
+        """One of :data:`STATUSES`. Only ``new`` is a bug of the target ready to file:
+        the jury found it wrong with evidence that does not come from CPU's kernel, and
+        its repro script reproduced it in a fresh interpreter. Apart from it: cpu-bug
+        (the reference is wrong), capability (the device accepts what CPU rejects, and
+        its result checks out), flaky (does not reproduce every time), fixed (the latest
+        replay passes), both (the target and eager CPU alike: a bug of PyTorch itself),
+        undecided (no independent evidence says who is wrong), known-bug (matches an
+        upstream issue), unconfirmed (its repro script ran and did not reproduce it),
+        unverified (its repro script has not been run to the end: retried by the next
+        run or daemon round)."""
         if self.blame == "cpu":
             return "cpu-bug"
         if self.blame == "capability":
             return "capability"
+        if self.blame == "note":
+            return "layout-propagation"
         if self.flaky:
             return "flaky"
         if self.fixed:
             return "fixed"
+        if self.blame in ("both", "undecided"):
+            return self.blame
         if self.known:
             return "known-bug"
-        return "unconfirmed" if self.unconfirmed else "new"
+        if self.unconfirmed:
+            return "unconfirmed"
+        return "new" if self.verified else "unverified"
 
     @property
     def unconfirmed(self) -> bool:
         """Its repro script ran in a fresh interpreter and did not show the bug: the
         failure needs state the script does not rebuild, so it is listed apart."""
         return bool(self.repro) and self.repro.get("verified") is False
+
+    @property
+    def verified(self) -> bool:
+        """Its repro script ran in a fresh interpreter and showed the bug."""
+        return bool(self.repro) and self.repro.get("verified") is True
 
     @property
     def op(self) -> str:

@@ -83,6 +83,10 @@ class Corpus:
         with self._flocked(".lock"):
             yield
 
+    def locked(self):
+        """The corpus lock that every read-modify-write of its files holds (notes.py's too)."""
+        return self._locked()
+
     @contextmanager
     def recording(self):
         """Held by a campaign while it decides whether a failure is a new finding and

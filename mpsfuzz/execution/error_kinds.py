@@ -27,7 +27,6 @@ _UNSUPPORTED = re.compile("|".join([
     r"\bonly (?:supports?|works|implemented|available)\b",  # cuFFT only supports powers of two in half precision
     r"\bnot yet implemented\b",
     r"\bcan only be called in training mode\b",      # cuDNN RNN backward: a mode the backend lacks
-    r"\bis not contiguous\b",                         # an explicit layout precondition (cuDNN RNN's hx)
     r"\bnyi\b",
     # Out of memory: a capacity of this machine (a large-size case whose kernel makes a
     # dense copy of a stride-0 input), not a wrong answer.

@@ -384,6 +384,11 @@ def run_reference(case: Case, spec, kwargs, *, dut_outputs=None, dut_device="cpu
     widen = {r.dtype for r in case.inputs if r.dtype in dt.WIDER}
     if not (isinstance(first.outputs, Raised) and first.outputs.unsupported and widen):
         return first, False
+    if "uint64" in widen and _past_int64(case):
+        # int64 cannot hold uint64's top half: a reference computed through it is no
+        # witness (cuda-compiled's correct fmax of 2^64 - 1 was filed against one that
+        # read it as -1). CPU has no kernel: the case is not judged here.
+        return first, False
     wide_inputs = [t.to(dt.to_torch(dt.WIDER[r.dtype])) if r.dtype in widen else t
                    for r, t in zip(case.inputs, case.materialize("cpu"))]
     wide = run_side(spec, case, kwargs, "cpu", inputs=wide_inputs)
@@ -401,6 +406,12 @@ def run_reference(case: Case, spec, kwargs, *, dut_outputs=None, dut_device="cpu
         grads = [None if g is None else g.to(dt.to_torch(case.inputs[i].dtype)) for g, i in zip(grads, wrt)]
     # Metadata of a widened run says nothing about the narrow dtype's memory format.
     return SideResult(outputs=outputs, meta=None, grads=grads, inputs_after=None), True
+
+
+def _past_int64(case: Case) -> bool:
+    """Whether a uint64 input holds a value of 2^63 or more."""
+    return any(t.dtype == torch.uint64 and t.numel() and bool((t.contiguous().view(torch.int64) < 0).any())
+               for t in case.materialize("cpu"))
 
 
 def _autocast_reference(case: Case, spec, kwargs, dut_outputs, device_type: str) -> SideResult:
@@ -632,6 +643,27 @@ def functional_reference(obs: Observation) -> SideResult | None:
     return obs.cache["ref_functional"]
 
 
+def cpu_side(obs: Observation) -> SideResult | None:
+    """Eager CPU's run of the case's own call with the inputs as the call left them
+    (and an in-place call's whole base buffer): what the ``variants`` oracle reads of
+    the DUT's call, read of CPU's, to tell a bug of the target from one of PyTorch
+    itself (CPU does the same). Run on first use and kept in ``obs.cache``; None where
+    CPU's reference was not CPU's own call (a widened dtype, a user's reference)."""
+    if "cpu_side" not in obs.cache:
+        side = None
+        if not obs.ref_widened and obs.spec.reference_fn is None and obs.case.variant != "autocast":
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                try:
+                    side = run_side(obs.spec, obs.case, obs.case.kwargs_dict(), "cpu", keep_inputs=True)
+                except VariantNotApplicable:
+                    side = None
+            if side is not None:
+                side.raw = None
+        obs.cache["cpu_side"] = side
+    return obs.cache["cpu_side"]
+
+
 def observe(case: Case, target, enabled) -> Observation | None:
     """Run ``case`` on both sides: the DUT (plus its functional form and contiguous
     copies where the ``variants`` and ``layout`` oracles, named in ``enabled``, need
@@ -663,7 +695,7 @@ def observe(case: Case, target, enabled) -> Observation | None:
             return None
     obs = Observation(case=case, spec=spec, target_name=target.name, dut=dut.outputs, ref=ref.outputs,
                       ref_widened=widened, enabled=enabled, dut_side=dut, ref_side=ref,
-                      dut_functional=functional, dut_contiguous=contiguous, poisoned=faulted)
+                      dut_functional=functional, dut_contiguous=contiguous, poisoned=faulted, target=target)
     if leak is not None:
         obs.cache["leak"] = leak
     return obs

@@ -76,6 +76,9 @@ class Observation:
     # a side raised a sticky device error: the device context is unusable (the worker is
     # replaced after this case)
     poisoned: bool = False
+    # the target the DUT side ran on (the jury's self checks run the op on it again:
+    # on contiguous copies, in a wider dtype)
+    target: Any = None
 
 
 @dataclass(frozen=True)

@@ -119,6 +119,15 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 #                           result that is non-finite on CPU and finite on the device, or
 #                           NaN on CPU and an infinity on the device, is not compared (a NaN
 #                           or an infinity the device invents is)
+#   computed-weights        each output is a weighted sum of inputs whose weights the op
+#                           computes (interpolation's filters, grid_sample's bilinear
+#                           taps): a weight is known to a few roundoffs of its working
+#                           precision (float32 for half inputs), and a tap whose exact
+#                           weight is 0 may carry one. Where the inputs hold the dtype's
+#                           extremes, an output is then known only to within about
+#                           64 roundoffs of the largest input (run 37, H200: CUDA's
+#                           antialiased bicubic 2.8e22 off beside 1e28 and trilinear one
+#                           float64 roundoff of its max off, against CPU's exact -2)
 #   shifted-argument        the op evaluates its function at 2x - 1 of its first input x
 #                           (the shifted Chebyshev polynomials on [0, 1]): a backend rounds
 #                           2x - 1 to the grid of 1, however small x is, so the arbiter's
@@ -126,7 +135,7 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 #                           x (at x = 0.03 the result amplifies that rounding 47 times)
 SEMANTICS = ("mixed_dtypes_sometimes", "ties_unspecified", "undefined-values", "random", "order-dependent",
              "accumulates", "structure-unknown", "determined-as-a-whole", "large", "zero-taps",
-             "shifted-argument")
+             "shifted-argument", "computed-weights")
 
 # The ``large`` family's inputs of more elements than this are drawn as stride-0 views
 # of one element (constant tensors of billions of elements that take a few bytes);
@@ -513,6 +522,20 @@ def broadcastable_to(draw, shape: tuple[int, ...]) -> tuple[int, ...]:
     if how >= 2:
         out = [1 if draw(st.booleans()) else s for s in out]
     return tuple(out)
+
+
+def writable_copy(t):
+    """A copy of ``t`` in fresh storage with ``t``'s sizes, strides and storage offset:
+    what an in-place call (``F.elu(x, inplace=True)``) writes, so that it sees the drawn
+    layout and leaves the case's input as it was. Elements that share memory (stride-0
+    dims) cannot be written in place: such a tensor is copied dense. The copy is made
+    with ``copy_``, so gradients flow back to ``t``."""
+    if any(stride == 0 and n > 1 for stride, n in zip(t.stride(), t.shape)):
+        return t.clone(memory_format=torch.contiguous_format)
+    offset = t.storage_offset()
+    extent = offset + (1 + sum((n - 1) * stride for n, stride in zip(t.shape, t.stride())) if t.numel() else 0)
+    out = torch.empty(extent, dtype=t.dtype, device=t.device).as_strided(t.shape, t.stride(), offset)
+    return out.copy_(t)
 
 
 def nonzero_int_divisor(t):

@@ -108,16 +108,43 @@ def cases(spec: OpSpec, *, min_rank: int = 0, max_rank: int = 8, max_side: int =
                   allow_variants=allow_variants, alias_ratio=alias_ratio)
 
 
+def skeletons(spec: OpSpec, *, min_rank: int = 0, max_rank: int = 8, max_side: int = 8,
+              max_numel: int = 4096, allow_empty: bool = True, mixed_dtype_ratio: float = 0.1,
+              allow_variants: bool = True) -> st.SearchStrategy[Case]:
+    """Cases of ``spec`` of which only the skeleton is drawn (shapes, dtypes, arguments
+    and variant, by the op's own builders, as ``cases`` draws them), each input plainly
+    dressed (contiguous, the dtype's first value distribution, seed 0). For measuring
+    what the builders draw (``mpsfuzz coverage``): the dressing, which draws most of a
+    case's choices and no argument, is left out."""
+    _check(0 <= min_rank <= max_rank,
+           f"min_rank={min_rank!r} and max_rank={max_rank!r} must satisfy 0 <= min_rank <= max_rank")
+    _check(max_side >= 1, f"max_side={max_side!r} must be >= 1")
+    _check(max_numel >= 1, f"max_numel={max_numel!r} must be >= 1")
+    _check(0.0 <= mixed_dtype_ratio <= 1.0, f"mixed_dtype_ratio={mixed_dtype_ratio!r} must be in [0, 1]")
+    budget = ShapeBudget(min_rank=max(min_rank, spec.min_rank), max_rank=min(max_rank, spec.max_rank),
+                         max_side=max_side, allow_empty=allow_empty, max_numel=max_numel)
+    return _drawn(_draw_skeleton, spec, budget, mixed_dtype_ratio=mixed_dtype_ratio, allow_variants=allow_variants)
+
+
 def example_cases(spec: OpSpec, n: int, *, seed: int, **limits) -> list[Case]:
     """``n`` cases of ``cases(spec, **limits)`` as a campaign draws them (fewer when the
     op has fewer distinct cases), the same ones for the same seed: for measurements and
     tests, which must not change from run to run."""
+    return _examples(cases(spec, **limits), n, seed)
+
+
+def example_skeletons(spec: OpSpec, n: int, *, seed: int, **limits) -> list[Case]:
+    """``n`` cases of ``skeletons(spec, **limits)``, drawn as example_cases draws."""
+    return _examples(skeletons(spec, **limits), n, seed)
+
+
+def _examples(strategy: st.SearchStrategy[Case], n: int, seed: int) -> list[Case]:
     drawn: list[Case] = []
 
     @hypothesis_seed(seed)
     @settings(max_examples=n, deadline=None, database=None, phases=(Phase.generate,),
               suppress_health_check=list(HealthCheck), verbosity=Verbosity.quiet)
-    @given(cases(spec, **limits))
+    @given(strategy)
     def collect(case):
         drawn.append(case)
 
@@ -386,6 +413,29 @@ def _constant_if_large(recipe: TensorRecipe) -> TensorRecipe:
 
 def _draw_case(draw, spec: OpSpec, budget: ShapeBudget, *, awkward_ratio, mixed_dtype_ratio,
                allow_variants=True, alias_ratio=ALIAS_RATIO) -> Case:
+    shapes, names, main, kwargs = _draw_bones(draw, spec, budget, mixed_dtype_ratio)
+    choose = DrawnChoices(draw)
+    inputs = _dress_inputs(choose, spec, tuple(shapes), tuple(names), kwargs, awkward_ratio)
+    variant = _draw_variant(draw, spec, main, allow_variants, inputs)
+    if variant == "autocast":
+        inputs = _autocast_inputs(draw, inputs)
+    inputs = _not_expanded_where_written(inputs, _written_inputs(spec, variant))
+    inputs = _draw_aliasing(choose, spec, inputs, variant, alias_ratio)
+    return Case(op=spec.name, inputs=inputs, kwargs=tuple(sorted(kwargs.items())), variant=variant)
+
+
+def _draw_skeleton(draw, spec: OpSpec, budget: ShapeBudget, *, mixed_dtype_ratio, allow_variants=True) -> Case:
+    """What _draw_case draws with the op's own builders (shapes, dtypes, arguments,
+    variant), every input plainly dressed: contiguous, the dtype's first distribution."""
+    shapes, names, main, kwargs = _draw_bones(draw, spec, budget, mixed_dtype_ratio)
+    inputs = tuple(TensorRecipe(tuple(shape), name, Layout(), ValueRecipe(distribution=_distributions_for(name)[0]))
+                   for shape, name in zip(shapes, names))
+    variant = _draw_variant(draw, spec, main, allow_variants, inputs)
+    return Case(op=spec.name, inputs=inputs, kwargs=tuple(sorted(kwargs.items())), variant=variant)
+
+
+def _draw_bones(draw, spec: OpSpec, budget: ShapeBudget, mixed_dtype_ratio) -> tuple:
+    """A case's shapes, input dtypes, main dtype and keyword arguments."""
     shapes = spec.shapes(draw, budget)
     main = draw(sampled_once(spec.dtypes))
     n = len(shapes)
@@ -401,14 +451,7 @@ def _draw_case(draw, spec: OpSpec, budget: ShapeBudget, *, awkward_ratio, mixed_
     # Arguments come before values: an input's values may depend on them (indices
     # into the dim that ``dim`` names).
     kwargs = spec.args(draw, tuple(shapes), tuple(names)) if spec.args else {}
-    choose = DrawnChoices(draw)
-    inputs = _dress_inputs(choose, spec, tuple(shapes), tuple(names), kwargs, awkward_ratio)
-    variant = _draw_variant(draw, spec, main, allow_variants, inputs)
-    if variant == "autocast":
-        inputs = _autocast_inputs(draw, inputs)
-    inputs = _not_expanded_where_written(inputs, _written_inputs(spec, variant))
-    inputs = _draw_aliasing(choose, spec, inputs, variant, alias_ratio)
-    return Case(op=spec.name, inputs=inputs, kwargs=tuple(sorted(kwargs.items())), variant=variant)
+    return shapes, names, main, kwargs
 
 
 def _dress_inputs(choose, spec: OpSpec, shapes: tuple, names: tuple, kwargs: dict, awkward_ratio: float) -> tuple:

@@ -32,8 +32,10 @@ class Failure:
     dedup_key: tuple[str, ...] = ()
     details: dict = field(default_factory=dict)
     # Whose bug it is: "target" (the device under test), "cpu" (the reference is the
-    # one that is wrong, as the float64 arbiter decided) or "capability" (nobody's: the
-    # device does what CPU cannot); the last two are kept apart.
+    # one that is wrong, as the jury decided), "both" (the target and eager CPU alike: a
+    # bug of PyTorch itself), "undecided" (no evidence that does not come from CPU's
+    # kernel says who) or "capability" (nobody's: the device does what CPU cannot); all
+    # but the first are kept apart from the target's bugs.
     blame: str = "target"
 
     def to_json(self) -> dict:
@@ -50,7 +52,11 @@ class Failure:
                    dedup_key=harness_free(d["oracle"], form_keyed(d["oracle"], d["kind"],
                                           tuple(collapse_shapes(k) if isinstance(k, str) else k
                                                 for k in d.get("dedup_key", ())))),
-                   details=dict(d.get("details", {})), blame=str(d.get("blame", "target")))
+                   details=dict(d.get("details", {})),
+                   # a memory format recorded as a finding before 2026-11-27 reads as the
+                   # note it is now (layout propagation: no bug to file)
+                   blame="note" if (d["oracle"], d["kind"]) == ("metadata", "wrong-memory-format")
+                   else str(d.get("blame", "target")))
 
 
 # Failures whose dedup key leaves out the form of the call (out=, in place, method): an

@@ -72,7 +72,42 @@ def check_errors(obs: Observation) -> Failure | None:
             dedup_key=("dut-raises", obs.dut.type, normalise_message(obs.dut.message)))
     if ref_raised and not dut_raised and not obs.ref.unsupported:
         return _accepted_where_cpu_rejects(obs)
+    if dut_raised and ref_raised and not obs.dut.unsupported and not obs.ref.unsupported:
+        return _both_refuse_the_layout(obs)
     return None
+
+
+def _both_refuse_the_layout(obs: Observation) -> Failure | None:
+    """Both backends raise on non-contiguous (or aliased) inputs whose contiguous copies
+    each of them accepts: a bug of PyTorch itself (gru's cuDNN path and channel_shuffle
+    refused gapped inputs on CUDA alone; where CPU refuses too, it is filed once, as
+    both's). CPU's copies run first: they settle most cases with no device call."""
+    from ..execution.executor import contiguous_copies, run_side
+    case = obs.case
+    if obs.target is None or obs.spec.reference_fn is not None or case.variant not in ("functional", "method") \
+            or not (any(not r.is_plain() for r in case.inputs) or case.is_aliased()) \
+            or "random" in obs.spec.semantics:
+        return None
+    kwargs = case.kwargs_dict()
+    cpu = run_side(obs.spec, case, kwargs, "cpu", inputs=contiguous_copies(case, "cpu"))
+    if isinstance(cpu.outputs, Raised):
+        return None
+    target = obs.target
+    dut = run_side(obs.spec, case, kwargs, target.device, runner=target.run, synchronize=target.synchronize,
+                   inputs=contiguous_copies(case, target.device))
+    cpu.raw = dut.raw = None
+    if isinstance(dut.outputs, Raised):
+        if _device_fault(dut.outputs.message):
+            obs.poisoned = True
+        return None
+    awkward = ", ".join(f"input {i}: {r.describe_layout()}" for i, r in enumerate(case.inputs) if not r.is_plain())
+    return Failure(
+        oracle="errors", kind="raises-on-noncontiguous", severity="medium", blame="both",
+        title=f"`{obs.spec.name}`{variant_phrase(case)} raises {obs.dut.type} on non-contiguous inputs whose "
+              f"contiguous copies work, on {obs.target_name} and on eager CPU alike",
+        message=f"{obs.target_name} raised {obs.dut.type}: {obs.dut.message}\neager CPU raised {obs.ref.type}: "
+                f"{obs.ref.message}\nboth accept contiguous copies of the inputs ({awkward or 'aliased inputs'})",
+        dedup_key=("raises-on-noncontiguous", obs.dut.type, normalise_message(obs.dut.message), "both"))
 
 
 def _inplace_resized_self(obs: Observation) -> tuple[tuple, tuple] | None:
@@ -160,7 +195,7 @@ def _cast_like(expected, actual):
 def _check_result(obs: Observation) -> tuple[str | None, str | None]:
     """(what the device's result was checked against, the mismatch or None): the op in
     float64 on CPU when that runs, else the spec's smaller equivalent call."""
-    from .arbiter import float64_side
+    from .jury.float64 import float64_side
     dut = flatten_outputs(obs.dut)
     if not any(isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex()) for t in dut):
         return None, None
@@ -185,7 +220,7 @@ def _check_result(obs: Observation) -> tuple[str | None, str | None]:
     if problem is not None and against == "the op in float64 on CPU":
         # The arbiter's bounds hold here too: half-precision accumulation, overflow of
         # intermediates, results the inputs do not determine.
-        from .arbiter import DISMISSED, verdict
+        from .jury.float64 import DISMISSED, verdict
         probe = Failure(oracle="errors", kind="accepts-wrong", severity="high", title="", message="")
         try:
             result, _ = verdict(obs, probe)

@@ -39,7 +39,11 @@ EXACT = frozenset(f"aten::{name}" for name in (
     "_unsafe_view", "view_copy", "expand_copy", "permute_copy", "squeeze_copy", "unsqueeze_copy",
     "t_copy", "transpose_copy", "alias_copy", "detach", "conj_physical", "resolve_conj", "resolve_neg",
     "max_pool2d_with_indices", "max_pool3d_with_indices", "adaptive_max_pool2d", "adaptive_max_pool3d",
-    "max_unpool2d", "max_unpool3d", "embedding", "index_copy"))
+    "max_unpool2d", "max_unpool3d", "embedding", "index_copy",
+    # prims of a decomposed op that move or make data
+    "convert_element_type", "broadcast_in_dim", "collapse_view", "split_dim", "squeeze", "transpose",
+    "view_of", "reshape", "slice", "slice_in_dim", "expand_dims", "iota", "copy_to", "device_put",
+    "item", "select", "signbit"))
 
 
 class _MovedResults(TorchDispatchMode):
@@ -59,9 +63,16 @@ class _MovedResults(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
         schema = func._schema
-        if schema.is_mutable or any(r.alias_info is not None for r in schema.returns) or schema.name in EXACT:
+        # a prim (a decomposed op's kernel) names the aten op it computes
+        name = "aten::" + schema.name.split("::", 1)[1] if schema.name.startswith("prims::") else schema.name
+        if schema.is_mutable or any(r.alias_info is not None for r in schema.returns) or name in EXACT:
             return out
         return tree_map(self._move, out)
+
+
+def moving_mode(unit: float, seed: int) -> TorchDispatchMode:
+    """The dispatch mode that moves every fresh floating result, seeded."""
+    return _MovedResults(unit, seed)
 
 
 def moved_intermediates(unit: float, seed: int):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from . import Failure, form_keyed, oracle
-from ..execution.executor import functional_reference
+from ..execution.executor import cpu_side, functional_reference
 from ..execution.observation import Observation, Raised
 from .values import UNCOMPARABLE, compare_outputs, dut_alone_scale, variant_phrase
 
@@ -31,10 +31,11 @@ def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     return torch.equal(a, b)
 
 
-def _mutated_input(obs: Observation) -> int | None:
+def _mutated_input(obs: Observation, side=None) -> int | None:
     """The index of an input that changed although it is not an output, or None. An
-    input that shares memory with an output (an aliased input) changes with it."""
-    after = obs.dut_side.inputs_after
+    input that shares memory with an output (an aliased input) changes with it.
+    ``side``: whose call (default the DUT's; eager CPU's to tell whether it does the same)."""
+    after = (side or obs.dut_side).inputs_after
     if after is None or not any(isinstance(t, torch.Tensor) for t in after):
         return None   # nothing was copied back (inputs too large to copy): nothing to compare
     case = obs.case
@@ -57,15 +58,15 @@ def _mutated_input(obs: Observation) -> int | None:
     return None
 
 
-def _writes_outside_view(obs: Observation) -> bool:
+def _writes_outside_view(obs: Observation, side=None) -> bool:
     try:
-        return _base_changed_outside_view(obs)
+        return _base_changed_outside_view(obs, side or obs.dut_side)
     except (RuntimeError, ValueError, IndexError):  # a view this check cannot rebuild
         return False
 
 
-def _base_changed_outside_view(obs: Observation) -> bool:
-    base_after = obs.dut_side.base_after
+def _base_changed_outside_view(obs: Observation, side) -> bool:
+    base_after = side.base_after
     if base_after is None or obs.case.variant not in ("inplace", "out-alias"):
         return False
     if obs.case.inputs[0].layout.expanded:
@@ -77,7 +78,7 @@ def _base_changed_outside_view(obs: Observation) -> bool:
     if base.shape != base_after.shape:
         return False
     expected = base.clone()
-    expected.as_strided(view.shape, view.stride(), view.storage_offset()).copy_(obs.dut_side.inputs_after[0])
+    expected.as_strided(view.shape, view.stride(), view.storage_offset()).copy_(side.inputs_after[0])
     return not bitwise_equal(base_after, expected)
 
 
@@ -88,21 +89,31 @@ def check_variants(obs: Observation) -> Failure | None:
         return None
     op, target, via = obs.spec.name, obs.target_name, variant_phrase(obs.case)
 
-    def failure(kind, what, message):
+    def failure(kind, what, message, cpu_too: bool = False):
+        key = form_keyed("variants", kind, (kind, obs.case.variant))
+        if cpu_too:
+            # Eager CPU does the same: a bug of PyTorch itself, filed once as such.
+            return Failure(oracle="variants", kind=kind, severity="medium", blame="both",
+                           title=f"`{op}`{via} {what} on {target} and on eager CPU alike",
+                           message=message + "\neager CPU's call does the same", dedup_key=key + ("both",))
         return Failure(oracle="variants", kind=kind, severity="high",
-                       title=f"`{op}`{via} {what} on {target}", message=message,
-                       dedup_key=form_keyed("variants", kind, (kind, obs.case.variant)))
+                       title=f"`{op}`{via} {what} on {target}", message=message, dedup_key=key)
 
     # A write outside self's view comes first: where another input shares self's storage
     # (aliased), the spill is what changed it, and one bug is one finding (a fault
     # campaign's spill was also filed as "modifies input 1" of an adjacent input).
     if _writes_outside_view(obs):
+        cpu = cpu_side(obs)
         return failure("writes-outside-view", "writes outside the view of a non-contiguous self",
-                       f"the base buffer of self ({obs.case.inputs[0].describe()}) changed outside the view")
+                       f"the base buffer of self ({obs.case.inputs[0].describe()}) changed outside the view",
+                       cpu_too=cpu is not None and not isinstance(cpu.outputs, Raised) and _writes_outside_view(obs, cpu))
     changed = _mutated_input(obs)
     if changed is not None:
+        cpu = cpu_side(obs)
         return failure("input-modified", f"modifies input {changed}, which is not an output",
-                       f"input {changed} ({obs.case.inputs[changed].describe()}) differs after the call")
+                       f"input {changed} ({obs.case.inputs[changed].describe()}) differs after the call",
+                       cpu_too=cpu is not None and not isinstance(cpu.outputs, Raised)
+                       and _mutated_input(obs, cpu) == changed)
     functional = obs.dut_functional
     if functional is None or isinstance(functional.outputs, Raised):
         return None
@@ -121,5 +132,18 @@ def check_variants(obs: Observation) -> Failure | None:
             # functional case reports that; this variant is not to blame.
             return None
     kind, message = mismatch
+    # Eager CPU's form against its own functional form: the same difference there is
+    # PyTorch's (the out= or in-place path shared by every backend), not the target's.
+    cpu_too = (reference is not None and not isinstance(reference.outputs, Raised) and not obs.ref_widened
+               and not isinstance(obs.ref, Raised)
+               and compare_outputs(obs.ref, _like(reference.outputs, obs.ref, obs.case.variant), obs.spec,
+                                   scale=dut_alone_scale(obs.spec, obs.ref)) is not None)
     return failure(f"variant-{kind}", "differs from the functional form",
-                   f"{obs.case.variant} vs functional on {target}:\n{message}")
+                   f"{obs.case.variant} vs functional on {target}:\n{message}", cpu_too=cpu_too)
+
+
+def _like(expected, actual, variant: str):
+    """An in-place result keeps self's dtype (eq_, logical_not_)."""
+    if variant == "inplace" and isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor):
+        return expected.to(actual.dtype)
+    return expected

@@ -129,21 +129,32 @@ class ConsoleReporter:
 
     def summary(self, event: CampaignFinished) -> None:
         s: Stats = event.stats
+        # New findings always; every other kind of finding where there is one.
+        others = ", ".join(f"{words} {n}" for words, n in (
+            ("known upstream", s.known_bugs), ("flaky", s.flaky), ("CPU-reference bugs", s.cpu_bugs),
+            ("bugs of both backends", s.both), ("undecided (no independent reference)", s.undecided),
+            ("capabilities (device accepts what CPU rejects)", s.capabilities),
+            ("unconfirmed (repro did not reproduce)", s.unconfirmed),
+            ("unverified (repro not run to the end)", s.unverified),
+            ("suppressed as undefined/unimplemented", s.suppressed),
+            ("sightings of known findings", s.sightings)) if n)
         self.console.print(
             f"done ({event.stopped_because}): {s.cases} cases in {s.elapsed_s:.1f}s "
             f"({s.cases_per_s:.1f}/s), valid {100 * s.valid_ratio:.0f}%, unsupported {s.unsupported}, "
             f"worker restarts {s.restarts}, harness errors {s.harness_errors}, new findings {s.new_findings}, "
-            f"known upstream {s.known_bugs}, flaky {s.flaky}, CPU-reference bugs {s.cpu_bugs}, "
-            f"capabilities (device accepts what CPU rejects) {s.capabilities}, "
-            f"unconfirmed (repro did not reproduce) {s.unconfirmed}, "
-            f"suppressed as undefined/unimplemented {s.suppressed}, "
-            f"sightings of known findings {s.sightings}, minimising {s.minimise_s:.1f}s", highlight=False)
-        new = [(p, f) for f, p, is_new in event.findings if is_new and f.status == "new"]
-        if new:
-            from ..corpus.bugs import group
-            bugs = group(new)
-            self.console.print(f"{len(bugs)} new bug(s) ({len(new)} finding(s)): findings localised to one kernel "
-                               "with matching conditions are one bug (mpsfuzz corpus list --by bug)", highlight=False)
+            + (others + ", " if others else "") + f"minimising {s.minimise_s:.1f}s", highlight=False)
+        for status in ("new", "unverified"):
+            chosen = [(p, f) for f, p, is_new in event.findings if is_new and f.status == status]
+            if chosen:
+                from ..corpus.bugs import group
+                bugs = group(chosen)
+                self.console.print(f"{len(bugs)} {status} bug(s) ({len(chosen)} finding(s)): findings localised to "
+                                   "one kernel with matching conditions are one bug (mpsfuzz corpus list --by bug)",
+                                   highlight=False)
+        if s.layout_notes:
+            self.console.print(f"layout propagation: {s.layout_notes} case(s) gave the right values in another "
+                               "memory format than eager CPU (not bugs): listed in the corpus's notes/",
+                               highlight=False)
         if s.left_pending:
             self.console.print(Text(f"{s.left_pending} failure(s) not triaged in time: kept in the corpus's "
                                     "triage-pending/, the next run or daemon start on it triages them first",
@@ -172,20 +183,22 @@ class ConsoleReporter:
             for (op, msg), n in sorted(s.unsupported_messages.items(), key=lambda kv: -kv[1])[:10]:
                 table.add_row(op, str(n), msg)
             self.console.print(table)
-        target = [(f, p, new) for f, p, new in event.findings if f.blame == "target" and not f.unconfirmed]
-        unconfirmed = [(f, p, new) for f, p, new in event.findings if f.blame == "target" and f.unconfirmed]
-        cpu = [(f, p, new) for f, p, new in event.findings if f.blame == "cpu"]
-        capable = [(f, p, new) for f, p, new in event.findings if f.blame == "capability"]
-        if target:
-            self.console.print(findings_table(target))
-        if cpu:
-            self.console.print(findings_table(cpu, title="CPU reference is wrong (float64 arbiter; not target bugs)"))
-        if unconfirmed:
-            self.console.print(findings_table(unconfirmed, title="unconfirmed: the repro script did not reproduce "
-                                                                 "them in a fresh interpreter (not counted as new)"))
-        if capable:
-            self.console.print(findings_table(capable, title="capabilities: the target accepts what CPU rejects, "
-                                                              "and its result checks out (not bugs)"))
+        def having(*statuses):
+            return [(f, p, new) for f, p, new in event.findings if f.status in statuses]
+        for rows, title in (
+                (having("new", "known-bug", "flaky", "fixed"), "findings"),
+                (having("both"), "bugs of the target and eager CPU alike: PyTorch's own (not the target's)"),
+                (having("cpu-bug"), "CPU reference is wrong (the jury's independent references side with the "
+                                    "target; not target bugs)"),
+                (having("undecided"), "undecided: no independent reference says who is wrong (not counted as new)"),
+                (having("unconfirmed"), "unconfirmed: the repro script did not reproduce them in a fresh "
+                                        "interpreter (not counted as new)"),
+                (having("unverified"), "unverified: the repro script has not been run to the end (retried by the "
+                                       "next run on this corpus; not counted as new)"),
+                (having("capability"), "capabilities: the target accepts what CPU rejects, and its result checks "
+                                       "out (not bugs)")):
+            if rows:
+                self.console.print(findings_table(rows) if title == "findings" else findings_table(rows, title=title))
         if not event.findings:
             self.console.print("no findings")
 

@@ -15,8 +15,9 @@ from rich.padding import Padding
 from rich.table import Table
 from rich.text import Text
 
-STATUS_STYLES = {"new": "red", "known-bug": "yellow", "unconfirmed": "bright_black", "cpu-bug": "cyan",
-                 "capability": "blue", "flaky": "magenta", "fixed": "green"}
+STATUS_STYLES = {"new": "red", "known-bug": "yellow", "both": "dark_orange", "unverified": "bright_black",
+                 "unconfirmed": "bright_black", "undecided": "bright_black", "cpu-bug": "cyan",
+                 "capability": "blue", "layout-propagation": "bright_black", "flaky": "magenta", "fixed": "green"}
 _RESULT_STYLES = {"still-fails": "red", "fixed": "green", "changed": "yellow", "flaky": "magenta"}
 
 

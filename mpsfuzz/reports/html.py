@@ -17,10 +17,12 @@ from .model import (STATUS_LABELS, STATUSES, Entry, Matrix, Report, bug_anchor, 
                     summary_line)
 
 # Strong colours for badges, tints for matrix cells (text stays readable on them).
-COLOURS = {"new": "#d32f2f", "known-bug": "#f9a825", "unconfirmed": "#757575", "flaky": "#8e24aa",
-           "cpu-bug": "#1e88e5", "capability": "#6d4c41", "fixed": "#388e3c"}
-TINTS = {"new": "#ef9a9a", "known-bug": "#ffe082", "unconfirmed": "#e0e0e0", "flaky": "#ce93d8",
-         "cpu-bug": "#90caf9", "capability": "#bcaaa4", "fixed": "#a5d6a7"}
+COLOURS = {"new": "#d32f2f", "known-bug": "#f9a825", "both": "#ef6c00", "unverified": "#757575",
+           "unconfirmed": "#757575", "undecided": "#9e9e9e", "flaky": "#8e24aa",
+           "cpu-bug": "#1e88e5", "capability": "#6d4c41", "layout-propagation": "#9e9e9e", "fixed": "#388e3c"}
+TINTS = {"new": "#ef9a9a", "known-bug": "#ffe082", "both": "#ffcc80", "unverified": "#e0e0e0",
+         "unconfirmed": "#e0e0e0", "undecided": "#eeeeee", "flaky": "#ce93d8",
+         "cpu-bug": "#90caf9", "capability": "#bcaaa4", "layout-propagation": "#eeeeee", "fixed": "#a5d6a7"}
 
 _CSS = """
 body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0;color:#212121;background:#fafafa}
@@ -225,6 +227,20 @@ def _finding_section(x: Entry, report: Report) -> str:
             f"<h4>message</h4><pre>{e(f.failure.message)}</pre>{_repro(x)}</section>")
 
 
+def _layout_note(note: dict) -> str:
+    """A target's layout-propagation note: right values in another memory format (not bugs)."""
+    rows = "".join(
+        f"<tr><td><code>{escape(str(e.get('op', '')))}</code></td><td>{escape(', '.join(e.get('layouts', [])))}</td>"
+        f"<td>{escape(', '.join(e.get('dtypes', [])))}</td><td>{escape(str(e.get('target_format', '')))}</td>"
+        f"<td>{escape(str(e.get('cpu_format', '')))}</td><td>{int(e.get('times_seen', 0))}</td></tr>"
+        for e in note["entries"])
+    return (f"<h2>Layout propagation on {escape(str(note.get('target', '')))} (not bugs)</h2>"
+            '<p class="muted">Right values in another memory format than eager CPU&#x27;s: one question about a '
+            "propagation rule, not a bug per op.</p>"
+            "<table><thead><tr><th>op</th><th>input layouts</th><th>dtypes</th><th>target</th><th>eager CPU</th>"
+            f"<th>seen</th></tr></thead><tbody>{rows}</tbody></table>")
+
+
 def html_page(report: Report) -> str:
     body = [_header(report)]
     if report.entries:
@@ -238,6 +254,7 @@ def html_page(report: Report) -> str:
                  "<h2>Details</h2>", *(_finding_section(x, report) for x in report.entries)]
     else:
         body.append("<h2>No findings</h2>")
+    body += [_layout_note(note) for note in report.notes]
     return ('<!doctype html><html lang="en"><head><meta charset="utf-8">'
             '<meta name="viewport" content="width=device-width,initial-scale=1">'
             f"<title>mpsfuzz report</title><style>{_CSS}</style></head><body>{_ERRORS_JS}<main>"

@@ -194,9 +194,35 @@ def _block(text: str, lang: str = "") -> str:
     return f"{fence}{lang}\n{text.rstrip()}\n{fence}"
 
 
+def _jury_text(jury: dict, target_name: str) -> str:
+    """Which independent reference decided, and what each returned at the disputed positions."""
+    verdict = jury.get("verdict")
+    words = {"target-wrong": f"{target_name} is the one that is wrong",
+             "cpu-wrong": "eager CPU is the one that is wrong",
+             "both-wrong": f"{target_name} and eager CPU are both wrong",
+             "undecided": "undecided"}.get(verdict, verdict)
+    decided = jury.get("decided_by") or []
+    votes = {v.get("juror"): v for v in jury.get("votes", [])}
+    line = f"Which result is right: {words}"
+    if decided:
+        line += " (decided by " + "; ".join(f"{name}: {votes.get(name, {}).get('reference', '')}" for name in decided) + ")"
+    elif jury.get("reason"):
+        line += f" ({jury['reason']})"
+    lines = [line + "."]
+    for i, p in enumerate(jury.get("positions", [])):
+        refs = ", ".join(f"{name} {votes[name]['values'][i]}" for name in decided
+                         if name in votes and i < len(votes[name].get("values", [])))
+        if refs:
+            lines.append(f"At output {p.get('leaf', 0)} {p.get('index')}: {target_name} {p.get('target')}, "
+                         f"eager CPU {p.get('cpu')}, independent reference: {refs}.")
+    return _quote("\n".join(lines))
+
+
 def _arbiter_text(finding: Finding) -> str:
     details = finding.failure.details or {}
     verdict, numbers = details.get("verdict"), details.get("arbiter")
+    if isinstance(details.get("jury"), dict):
+        return _jury_text(details["jury"], finding.target_name)
     if not verdict:
         return ""
     words = {"dut-wrong": f"{finding.target_name} is the one that is wrong",

@@ -105,6 +105,8 @@ def _finding(x: Entry, report: Report) -> dict:
         "repro_verified": repro.get("verified") if repro.get("verified") in (True, False) else None,
         "repro_detail": str(repro.get("detail", "")) if repro else None,
         "error_profile": _profile(x),
+        "jury": f.failure.details.get("jury") if isinstance(f.failure.details, dict)
+        and isinstance(f.failure.details.get("jury"), dict) else None,
         "bug": bug.id if bug is not None else None,
         "localisation": _localisation(f),
     }
@@ -139,6 +141,9 @@ def report_json(report: Report) -> dict:
         "matrix": {"dtypes": _matrix(report.dtype_matrix), "layouts": _matrix(report.layout_matrix)},
         "bugs": [_bug(report, b) for b in report.bugs],
         "findings": [_finding(x, report) for x in report.entries],
+        "layout_propagation": [{"target": n.get("target", ""), "entries": [
+            {k: e.get(k) for k in ("op", "layouts", "dtypes", "target_format", "cpu_format", "times_seen")}
+            for e in n["entries"]]} for n in report.notes],
     }
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from .model import STATUS_LABELS, Report, bug_kernel_words, runs_line
 
-_ICONS = {"new": "🔴", "known-bug": "🟡", "unconfirmed": "⚪", "flaky": "🟣", "cpu-bug": "🔵", "capability": "🟤",
-          "fixed": "🟢"}
+_ICONS = {"new": "🔴", "known-bug": "🟡", "both": "🟠", "unverified": "⚪", "unconfirmed": "⚪", "undecided": "⚪",
+          "flaky": "🟣", "cpu-bug": "🔵", "capability": "🟤", "layout-propagation": "⚪", "fixed": "🟢"}
 
 
 def cell(text) -> str:
@@ -51,6 +51,16 @@ def markdown(report: Report) -> str:
         lines.append("")
     else:
         lines += ["No findings.", ""]
+    for note in report.notes:
+        lines += [f"### Layout propagation on {cell(note.get('target', ''))} (not bugs)", "",
+                  "Right values in another memory format than eager CPU's: one question about a propagation "
+                  "rule, not a bug per op.", "",
+                  "| op | input layouts | dtypes | target | eager CPU | seen |", "| --- | --- | --- | --- | --- | ---: |"]
+        for e in note["entries"]:
+            lines.append(f"| `{cell(e.get('op', ''))}` | {cell(', '.join(e.get('layouts', [])))} "
+                         f"| {cell(', '.join(e.get('dtypes', [])))} | {cell(e.get('target_format', ''))} "
+                         f"| {cell(e.get('cpu_format', ''))} | {int(e.get('times_seen', 0))} |")
+        lines.append("")
     runs = report.runs
     lines += ["### Runs", ""]
     if runs.runs:

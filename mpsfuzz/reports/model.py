@@ -13,14 +13,18 @@ from functools import cached_property
 from pathlib import Path
 
 from ..corpus.bugs import Bug, group
+from ..corpus.finding import STATUSES as FINDING_STATUSES
 from ..corpus.finding import Finding, now_iso
+from ..corpus.notes import layout_notes
 from ..generation.dtypes import ALL_DTYPE_NAMES
 from .corpus_views import why
 from .run_log import RUN_LOG_SCHEMA, RUNS_DIR
 
 # Worst first: a matrix cell takes the colour of the first of these among its findings.
-STATUSES = ("new", "known-bug", "unconfirmed", "flaky", "cpu-bug", "capability", "fixed")
-STATUS_LABELS = {"new": "new", "known-bug": "known upstream", "unconfirmed": "unconfirmed", "flaky": "flaky",
+STATUSES = FINDING_STATUSES
+STATUS_LABELS = {"new": "new", "known-bug": "known upstream", "both": "both backends",
+                 "unverified": "unverified", "undecided": "undecided", "unconfirmed": "unconfirmed", "flaky": "flaky",
+                 "layout-propagation": "layout propagation",
                  "cpu-bug": "cpu-bug", "capability": "capability", "fixed": "fixed"}
 LAYOUT_CLASSES = ("contiguous", "transposed", "permuted", "channels_last", "gapped", "offset",
                   "expanded", "aliased", "empty", "0-d", ">4-D")
@@ -248,6 +252,11 @@ class Report:
         return out
 
     @cached_property
+    def notes(self) -> list[dict]:
+        """The corpora's layout-propagation notes, one per target (corpus/notes.py)."""
+        return layout_notes(self.roots)
+
+    @cached_property
     def counts(self) -> dict[str, int]:
         return {s: sum(e.status == s for e in self.entries) for s in STATUSES}
 
@@ -294,8 +303,10 @@ def family_heading(family: str, entries) -> str:
 
 
 def summary_line(report: Report) -> str:
+    """'3 finding(s) in 1 corpus folder(s): 1 new, 1 known upstream, 1 fixed' (new always
+    said, other statuses where they have findings)."""
     counts = report.counts
-    words = ", ".join(f"{counts[s]} {STATUS_LABELS[s]}" for s in counts)
+    words = ", ".join(f"{counts[s]} {STATUS_LABELS[s]}" for s in counts if counts[s] or s == "new")
     where = f"{len(report.roots)} corpus folder(s)" if report.roots else "the files given"
     return f"{len(report.entries)} finding(s) in {where}: {words}"
 

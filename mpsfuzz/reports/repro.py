@@ -732,6 +732,7 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
             body.append("expected = expected.to(actual.dtype) if isinstance(actual, torch.Tensor) else "
                         "tuple(e.to(a.dtype) for e, a in zip(expected, actual))")
         body.append("print('expected (CPU):', expected, 'actual:', actual, sep='\\n')")
+        body += jury_lines(finding)
         body.append(_assert_close(*_tolerance(finding, spec, dut_alone=False)))
     else:
         raise ReproError(f"no repro template for the {oracle!r} oracle")
@@ -880,7 +881,36 @@ def _grad_lines(b: _Builder, finding: Finding) -> list[str]:
     lines.append(f"expected = {reference}  # eager CPU reference")
     lines.append(f"actual = {grad.dut(b)}  {MARKER}")
     lines.append("print('expected (CPU):', expected, 'actual:', actual, sep='\\n')")
+    lines += jury_lines(finding)
     lines.append(_assert_close(*_tolerance(finding, b.spec, dut_alone=False, grads=True)))
+    return lines
+
+
+def jury_lines(finding: Finding) -> list[str]:
+    """Comment lines saying who decided who is wrong, and one line that prints the
+    independent references' values at the disputed positions beside the two backends'
+    (as the campaign recorded them; the script prints its own ``actual`` and
+    ``expected`` whole just before)."""
+    jury = finding.failure.details.get("jury") if isinstance(finding.failure.details, dict) else None
+    if not isinstance(jury, dict) or not jury.get("positions"):
+        return []
+    votes = [v for v in jury.get("votes", []) if v.get("juror") in jury.get("decided_by", [])] \
+        or [v for v in jury.get("votes", []) if v.get("witness") == "independent"]
+    if not votes:
+        return []
+    lines = [f"# Who is wrong: {jury.get('verdict')}"
+             + (f", decided by {', '.join(jury.get('decided_by', []))}" if jury.get("decided_by") else "")
+             + (f" ({jury.get('reason')})" if jury.get("reason") else "")
+             + ": references that share no kernel with eager CPU"]
+    lines += [f"#   {v['juror']}: {v.get('reference', '')}" for v in votes]
+    shown = {}
+    for i, position in enumerate(jury["positions"]):
+        where = f"output {int(position.get('leaf', 0))} at {list(position.get('index', ()))}"
+        refs = {v["juror"]: v["values"][i] for v in votes if i < len(v.get("values", []))}
+        if refs:
+            shown[where] = {"target": position.get("target"), "eager CPU": position.get("cpu"), **refs}
+    if shown:
+        lines.append(f"print('independent references at the disputed positions:', {shown!r})")
     return lines
 
 

@@ -28,6 +28,42 @@ def repro_record(finding, *, verify: bool, timeout_s: float) -> dict:
     return record
 
 
+# The most a run's start spends re-verifying the scripts of unverified findings: the
+# rest wait for the next run.
+REVERIFY_BUDGET_S = 180.0
+
+
+def reverify(corpus_dir: Path, target_spec: str, *, timeout_s: float, budget_s: float = REVERIFY_BUDGET_S) -> dict:
+    """Run again, in a fresh interpreter, the repro scripts of the corpus's findings on
+    ``target_spec`` whose verification never ran to the end (status ``unverified``: the
+    run stopped first, the script timed out or could not run here, or
+    ``--no-verify-repros``), within ``budget_s``; each settled one is written back.
+    Returns how many became verified, unconfirmed, or stayed unverified."""
+    import time
+    corpus = Corpus(corpus_dir)
+    found, _ = corpus.load()
+    counts = {"verified": 0, "unconfirmed": 0, "unverified": 0}
+    start = time.monotonic()
+    for path, finding in found:
+        if finding.status != "unverified" or finding.target_spec != target_spec:
+            continue
+        if time.monotonic() - start > budget_s:
+            counts["unverified"] += 1
+            continue
+        try:
+            record = repro_record(finding, verify=True, timeout_s=timeout_s)
+            if record.get("verified") is None:
+                counts["unverified"] += 1
+                continue
+            corpus.update(path, lambda f: setattr(f, "repro", record))
+        except OSError:
+            # the disk or the scratch folder refuses: the run itself says so, in one line
+            counts["unverified"] += 1
+            break
+        counts["verified" if record["verified"] else "unconfirmed"] += 1
+    return counts
+
+
 class ReproWriter:
     """Verifies each new finding's script before the engine counts it (:meth:`confirm`,
     given to the campaign: a finding whose script does not reproduce is unconfirmed,

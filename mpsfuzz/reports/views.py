@@ -73,7 +73,22 @@ def terminal_view(report: Report) -> Group:
         parts.append(bugs_table(report))
     for family, entries in report.families.items():
         parts.append(family_table(family, entries))
+    for note in report.notes:
+        parts.append(layout_note_table(note))
     return Group(*parts)
+
+
+def layout_note_table(note: dict) -> Table:
+    """A target's layout-propagation note: right values in another memory format."""
+    table = Table(title=Text(f"layout propagation on {note.get('target', '')}: right values in another memory "
+                             "format than eager CPU's (not bugs)"), title_justify="left")
+    for column in ("op", "input layouts", "dtypes", "target", "eager CPU", "seen"):
+        table.add_column(column, overflow="fold", justify="right" if column == "seen" else "left")
+    for e in note["entries"]:
+        table.add_row(Text(str(e.get("op", ""))), Text(", ".join(e.get("layouts", []))),
+                      Text(", ".join(e.get("dtypes", []))), Text(str(e.get("target_format", ""))),
+                      Text(str(e.get("cpu_format", ""))), Text(str(e.get("times_seen", 0))))
+    return table
 
 
 def print_terminal(console: Console, found, roots) -> None:

@@ -90,6 +90,17 @@ def _alpha_args(name: str = "alpha"):
     return build
 
 
+def _with_alpha(scalar_args, name: str = "alpha"):
+    """A scalar operand plus, in some cases, an ``alpha`` multiplier (left out first:
+    shrinking goes to the plain call); bool inputs take only alpha 1."""
+    def build(draw, shapes, dtypes):
+        out = scalar_args(draw, shapes, dtypes)
+        if draw(st.integers(0, 2)) == 2 and first_dtype(dtypes) != "bool":
+            out.update(_alpha_args(name)(draw, shapes, dtypes))
+        return out
+    return build
+
+
 def _clamp_args(draw, shapes, dtypes):
     if _is_fc(first_dtype(dtypes)):
         value = st.one_of(st.integers(-3, 3).map(float),
@@ -376,16 +387,16 @@ register(
     binary("div_rounding", lambda x, y, rounding_mode=None, **kw: torch.div(x, y, rounding_mode=rounding_mode, **kw),
            FLOAT, "float division, truncated or floored (zeros in y give inf/nan)",
            args=_rounding_mode, **variants("div", grad=True)),
-    binary("div_trunc", lambda x, y: torch.div(x, _nz(y), rounding_mode="trunc"), REAL,
-           "division rounded towards zero (integer zeros in y replaced by 1)"),
-    binary("div_floor", lambda x, y: torch.div(x, _nz(y), rounding_mode="floor"), REAL,
-           "division rounded down (integer zeros in y replaced by 1)"),
-    binary("floor_divide", lambda x, y: torch.floor_divide(x, _nz(y)), REAL,
-           "floor division (integer zeros in y replaced by 1)"),
-    binary("remainder", lambda x, y: torch.remainder(x, _nz(y)), REAL,
-           "Python-style modulus (integer zeros in y replaced by 1)"),
-    binary("fmod", lambda x, y: torch.fmod(x, _nz(y)), REAL,
-           "C-style modulus (integer zeros in y replaced by 1)"),
+    binary("div_trunc", lambda x, y, **kw: torch.div(x, _nz(y), rounding_mode="trunc", **kw), REAL,
+           "division rounded towards zero (integer zeros in y replaced by 1)", out=True),
+    binary("div_floor", lambda x, y, **kw: torch.div(x, _nz(y), rounding_mode="floor", **kw), REAL,
+           "division rounded down (integer zeros in y replaced by 1)", out=True),
+    binary("floor_divide", lambda x, y, **kw: torch.floor_divide(x, _nz(y), **kw), REAL,
+           "floor division (integer zeros in y replaced by 1)", out=True),
+    binary("remainder", lambda x, y, **kw: torch.remainder(x, _nz(y), **kw), REAL,
+           "Python-style modulus (integer zeros in y replaced by 1)", out=True),
+    binary("fmod", lambda x, y, **kw: torch.fmod(x, _nz(y), **kw), REAL,
+           "C-style modulus (integer zeros in y replaced by 1)", out=True),
     binary("remainder_float", torch.remainder, FLOAT, "Python-style modulus of floats (zeros: NaN)",
            grad_undefined=_quotient_kinks("floor"), **variants("remainder", grad=True)),
     binary("fmod_float", torch.fmod, FLOAT, "C-style modulus of floats (zeros: NaN)",
@@ -521,10 +532,10 @@ register(
           "Python int & tensor (the Scalar_Tensor overload)", args=_scalar_args()),
     unary("bitwise_xor_rscalar", lambda x, scalar: scalar ^ x, INTEGRAL_BOOL,
           "Python int ^ tensor (the reflected operator)", args=_scalar_args()),
-    unary("add_scalar", lambda x, other, **kw: torch.add(x, other, **kw), ALL, "tensor + Python scalar",
-          args=_scalar_args(name="other"), **variants("add", grad=True)),
-    unary("sub_scalar", lambda x, other, **kw: torch.sub(x, other, **kw), NUMERIC, "tensor - Python scalar",
-          args=_scalar_args(name="other"), **variants("sub", grad=True)),
+    unary("add_scalar", lambda x, other, **kw: torch.add(x, other, **kw), ALL, "tensor + alpha * Python scalar",
+          args=_with_alpha(_scalar_args(name="other")), **variants("add", grad=True)),
+    unary("sub_scalar", lambda x, other, **kw: torch.sub(x, other, **kw), NUMERIC, "tensor - alpha * Python scalar",
+          args=_with_alpha(_scalar_args(name="other")), **variants("sub", grad=True)),
     unary("mul_scalar", lambda x, other, **kw: torch.mul(x, other, **kw), ALL, "tensor * Python scalar",
           args=_scalar_args(name="other"), **variants("mul", grad=True)),
     unary("div_scalar", lambda x, other, **kw: torch.div(x, other, **kw), NUMERIC,
@@ -532,13 +543,13 @@ register(
           **variants("div", grad=True)),
     unary("rdiv_scalar", lambda x, scalar: scalar / x, FC,
           "Python scalar / tensor (the reflected operator)", args=_scalar_args(), grad=True),
-    unary("rsub_scalar", lambda x, scalar: torch.rsub(x, scalar), NUMERIC, "Python scalar - tensor",
-          args=_scalar_args(), grad=True),
+    unary("rsub_scalar", lambda x, scalar, **kw: torch.rsub(x, scalar, **kw), NUMERIC,
+          "Python scalar - alpha * tensor", args=_with_alpha(_scalar_args()), grad=True),
     unary("pow_scalar", lambda x, exponent, **kw: torch.pow(x, exponent, **kw), FC + expand("signed") + ("uint8",),
           "tensor ** Python scalar", args=_scalar_args(nonnegative_int=True, name="exponent"),
           **variants("pow", grad=True)),
-    unary("rpow_scalar", lambda x, scalar: torch.pow(scalar, x), FC,
-          "Python scalar ** tensor", args=_scalar_args(), grad=True),
+    unary("rpow_scalar", lambda x, scalar, **kw: torch.pow(scalar, x, **kw), FC,
+          "Python scalar ** tensor", args=_scalar_args(), grad=True, out=True),
     unary("float_power_scalar", lambda x, exponent, **kw: torch.float_power(x, exponent, **kw),
           FC + expand("signed"), "tensor ** Python scalar in double precision",
           args=_scalar_args(nonnegative_int=True, name="exponent"),
@@ -552,17 +563,17 @@ register(
     unary("floor_divide_scalar", lambda x, other, **kw: torch.floor_divide(x, other, **kw), REAL,
           "floor division by a nonzero Python scalar", args=_scalar_args(nonzero=True, name="other"),
           **variants("floor_divide")),
-    unary("atan2_scalar", lambda x, scalar: torch.atan2(torch.tensor(scalar, dtype=x.dtype), x)
-          if x.is_floating_point() else torch.atan2(torch.tensor(float(scalar)), x), FLOAT,
-          "atan2(0-d tensor, tensor): the 0-d operand broadcast first", args=_scalar_args(), grad=True,
+    unary("atan2_scalar", lambda x, scalar, **kw: torch.atan2(torch.tensor(scalar, dtype=x.dtype), x, **kw)
+          if x.is_floating_point() else torch.atan2(torch.tensor(float(scalar)), x, **kw), FLOAT,
+          "atan2(0-d tensor, tensor): the 0-d operand broadcast first", args=_scalar_args(), grad=True, out=True,
           grad_undefined=when(lambda kw: kw.get("scalar") == 0, AT_ZERO)),
     unary("copysign_scalar", lambda x, other, **kw: torch.copysign(x, other, **kw), FLOAT_PROMOTING,
           "|x| with the sign of a Python scalar (-0.0 included)", args=_scalar_args(name="other"),
           grad_undefined=AT_ZERO, **variants("copysign", grad=True)),
     unary("xlogy_scalar", lambda x, other, **kw: torch.xlogy(x, other, **kw), FLOAT,
           "x * log(Python scalar)", args=_scalar_args(name="other"), **variants("xlogy", grad=True)),
-    unary("xlogy_rscalar", lambda x, scalar: torch.xlogy(scalar, x), FLOAT,
-          "Python scalar * log(tensor)", args=_scalar_args(), grad=True),
+    unary("xlogy_rscalar", lambda x, scalar, **kw: torch.xlogy(scalar, x, **kw), FLOAT,
+          "Python scalar * log(tensor)", args=_scalar_args(), grad=True, out=True),
     unary("lt_scalar", lambda x, other, **kw: torch.lt(x, other, **kw), REAL_BOOL, "tensor < Python scalar",
           args=_scalar_args(name="other"), **variants("lt", inplace=False)),
     unary("le_scalar", lambda x, other, **kw: torch.le(x, other, **kw), REAL_BOOL, "tensor <= Python scalar",
@@ -575,8 +586,9 @@ register(
           args=_scalar_args(name="other"), **variants("eq", inplace=False)),
     unary("ne_scalar", lambda x, other, **kw: torch.ne(x, other, **kw), ALL, "tensor != Python scalar",
           args=_scalar_args(name="other"), **variants("ne", inplace=False)),
-    unary("maximum_scalar", lambda x, scalar: torch.maximum(x, torch.tensor(scalar, dtype=x.dtype)), REAL_BOOL,
-          "maximum with a 0-d tensor of the same dtype", args=_scalar_args(nonnegative_int=True), grad=True,
+    unary("maximum_scalar", lambda x, scalar, **kw: torch.maximum(x, torch.tensor(scalar, dtype=x.dtype), **kw),
+          REAL_BOOL, "maximum with a 0-d tensor of the same dtype", args=_scalar_args(nonnegative_int=True),
+          grad=True, out=True,
           grad_undefined=kinks(lambda kw: (kw.get("scalar"),))),
     unary("clamp", lambda x, **kw: torch.clamp(x, **kw), REAL,
           "clamp to Python-scalar bounds (min > max included)", args=_clamp_args,

@@ -178,8 +178,9 @@ def _cap_output(shape, dims, sizes, c2r: bool) -> None:
         sizes[i] = max(1, shape[dims[i]], sizes[i] // 2)
 
 
-def _transform_plan(shape, kwargs, kind: str, c2r: bool):
-    """(dims, signal sizes) the call transforms, resolved as torch does."""
+def transform_plan(shape, kwargs, kind: str, c2r: bool):
+    """(dims, signal sizes) the call transforms, resolved as torch resolves dim (an int,
+    a sequence or None), n and s (numpy_refs.py reads the same plan)."""
     rank = len(shape)
     if kind == "1":
         dims = [kwargs.get("dim", -1) % rank]
@@ -187,8 +188,9 @@ def _transform_plan(shape, kwargs, kind: str, c2r: bool):
         m = shape[dims[0]]
         return dims, [n if n is not None else (2 * (m - 1) if c2r else m)]
     s = kwargs.get("s")
-    if "dim" in kwargs:
-        dims = [d % rank for d in kwargs["dim"]]
+    if kwargs.get("dim") is not None:
+        dim = kwargs["dim"]
+        dims = [d % rank for d in ((dim,) if isinstance(dim, int) else dim)]
     elif kind == "2":
         dims = [rank - 2, rank - 1]
     else:
@@ -197,8 +199,7 @@ def _transform_plan(shape, kwargs, kind: str, c2r: bool):
     for i, d in enumerate(dims):
         want = s[i] if s is not None else -1
         last = c2r and i == len(dims) - 1
-        m = shape[d]
-        sizes.append(want if want != -1 else (2 * (m - 1) if last else m))
+        sizes.append(want if want != -1 else (2 * (shape[d] - 1) if last else shape[d]))
     return dims, sizes
 
 
@@ -209,7 +210,7 @@ def _scaled_normal(kind: str, c2r: bool = False):
         shape = shapes[0]
         points = 1
         if shape:
-            _, sizes = _transform_plan(shape, kwargs, kind, c2r)
+            _, sizes = transform_plan(shape, kwargs, kind, c2r)
             points = math.prod(max(1, s) for s in sizes)
         return {"distribution": "normal", "high": 1.0 / math.sqrt(points), "allow_specials": False}
     return values
@@ -259,7 +260,7 @@ def _hermitian_safe(x: torch.Tensor, kwargs: dict, kind: str) -> torch.Tensor:
     """
     if x.numel() == 0 or x.dim() == 0:
         return x
-    dims, sizes = _transform_plan(tuple(x.shape), kwargs, kind, c2r=True)
+    dims, sizes = transform_plan(tuple(x.shape), kwargs, kind, c2r=True)
     last, n_last = dims[-1], sizes[-1]
     others = dims[:-1]
     if any(x.stride(d) == 0 and x.size(d) > 1 for d in dims):
@@ -314,12 +315,16 @@ def _freq_shapes(draw, budget: ShapeBudget):
 def _freq_args(draw, shapes, dtypes):
     n = draw(st.one_of(st.integers(0, 64), st.integers(65, 4096)))
     d = draw(st.sampled_from((1.0, 0.5, 0.1, 2.0, 1 / 3, 1e-3, -1.5, 7.0)))
-    return {"n": n, "d": d}
+    out = {"n": n, "d": d}
+    if draw(st.integers(0, 3)) == 3:  # dtype=None: torch's default dtype, not the dummy's
+        out["dtype"] = None
+    return out
 
 
 def _freq(fn):
     def call(x, **kw):
-        return fn(kw.pop("n"), d=kw.pop("d"), device=x.device, dtype=x.dtype, **kw)
+        kw.setdefault("dtype", x.dtype)
+        return fn(kw.pop("n"), d=kw.pop("d"), device=x.device, **kw)
     call.__name__ = fn.__name__
     return call
 

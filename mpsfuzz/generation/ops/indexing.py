@@ -705,7 +705,22 @@ def _repeats_args(draw, shapes, dtypes):
 def _repeat_int_args(draw, shapes, dtypes):
     x = shapes[0]
     dim = None if not x or draw(st.integers(0, 3)) == 0 else _pick_dim(draw, len(x))
-    return {"repeats": draw(st.integers(0, 3)), "dim": dim}
+    out = {"repeats": draw(st.integers(0, 3)), "dim": dim}
+    if draw(st.integers(0, 2)) == 2:   # the result's length along dim, given (it spares a sync)
+        out["output_size"] = out["repeats"] * (prod(x) if dim is None else x[_norm(dim, len(x))])
+    return out
+
+
+def _output_size_flag(draw, shapes, dtypes):
+    """repeat_interleave(repeats) with output_size (the sum of repeats, which the wrapper
+    reads off a CPU copy) in a third of the cases."""
+    return {"output_size": True} if draw(st.integers(0, 2)) == 2 else {}
+
+
+def _repeat_self(r, output_size=False):
+    if output_size and not _on_meta(r):
+        return torch.repeat_interleave(r, output_size=int(r.detach().cpu().to(torch.int64).sum()))
+    return torch.repeat_interleave(r)
 
 
 def _cat_shapes(n: int):
@@ -1059,11 +1074,12 @@ register(
        _repeats_shapes, ALL, "repeat elements by a repeats tensor (0 repeats included)",
        input_dtypes=(None, IDX), input_values=(None, _repeat_counts),
        args=_repeats_args, method="repeat_interleave", grad=True),
-    op("repeat_interleave_int", lambda x, repeats, dim=None: torch.repeat_interleave(x, repeats, dim),
+    op("repeat_interleave_int", lambda x, repeats, dim=None, **kw: torch.repeat_interleave(x, repeats, dim, **kw),
        any_shape(1, max_rank=6), ALL, "repeat elements an int number of times",
        args=_repeat_int_args, method="repeat_interleave", grad=True),
-    op("repeat_interleave_self", lambda r: torch.repeat_interleave(r), any_shape(1, min_rank=1, max_rank=1),
-       IDX, "repeat_interleave(repeats): arange repeated", input_values=(_repeat_counts,)),
+    op("repeat_interleave_self", _repeat_self, any_shape(1, min_rank=1, max_rank=1),
+       IDX, "repeat_interleave(repeats): arange repeated, output_size given or not", input_values=(_repeat_counts,),
+       args=_output_size_flag),
     op("cat", lambda *ts, dim=0, **kw: torch.cat(ts, dim, **kw), _cat_shapes(3), ALL,
        "concatenate three tensors (mixed dtypes promote; legacy 1-D empty inputs)",
        input_dtypes=(None, None, None), args=_cat_args, semantics=frozenset({"mixed_dtypes_sometimes"}),

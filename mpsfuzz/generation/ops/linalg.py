@@ -20,6 +20,7 @@ from ..grad_points import (dims_of, eps_of, matrix_last_two, matrix_norm_reason,
 from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcast_shapes, broadcastable_to, combine_args, dim_arg,
                       draw_side, expand, first_dtype, fit, fit_keep_last, integers_once, matmul_shapes, matrix_shapes,
                       register, sampled_once)
+from ..recipes import DtypeArg
 
 FAMILY = "linalg"
 
@@ -142,6 +143,51 @@ def _flag(name: str, values=(False, True)):
     def build(draw, shapes, dtypes):
         return {name: draw(st.sampled_from(values))}
     return build
+
+
+def _vecdot_dim(draw, shapes, dtypes):
+    """vecdot's dim: the default (-1), or any dim of the broadcast shape, negative or not."""
+    rank = max(len(s) for s in shapes)
+    if draw(st.integers(0, 2)) < 2:
+        return {}
+    d = draw(st.integers(0, rank - 1))
+    return {"dim": d - rank if draw(st.booleans()) else d}
+
+
+def _norm_dtype(draw, shapes, dtypes):
+    """Sometimes an explicit dtype for a norm: as wide or wider than the input's (norms
+    refuse narrowing), complex for complex inputs."""
+    d = first_dtype(dtypes)
+    if draw(st.integers(0, 3)) < 3:
+        return {}
+    if d in dt.COMPLEX:
+        return {"dtype": DtypeArg("complex128")}
+    return {"dtype": DtypeArg(draw(st.sampled_from(("float64",) if d == "float64" else ("float32", "float64"))))}
+
+
+def _matrix_dims(draw, shapes, dtypes):
+    """matrix_norm's dim: the default (-2, -1), or any two dims (either order)."""
+    rank = len(shapes[0])
+    if draw(st.integers(0, 2)) < 2:
+        return {}
+    d1, d2 = draw(st.lists(st.integers(0, rank - 1), min_size=2, max_size=2, unique=True))
+    return {"dim": (d1 - rank if draw(st.booleans()) else d1, d2)}
+
+
+def _tolerances(draw, shapes, dtypes):
+    """pinv/matrix_rank's atol and rtol: each left out, None, 0 or small (the inputs'
+    singular values are O(1): no cut-off falls near one of them)."""
+    out = {}
+    for name, small in (("atol", 1e-7), ("rtol", 1e-6)):
+        how = draw(st.integers(0, 3))
+        if how:
+            out[name] = (None, 0.0, small)[how - 1]
+    return out
+
+
+def _lstsq_rcond(draw, shapes, dtypes):
+    how = draw(st.integers(0, 3))
+    return {} if how < 2 else {"rcond": None if how == 2 else 1e-7}
 
 
 def _matrix_power_n(draw, shapes, dtypes):
@@ -312,7 +358,21 @@ def _tensorinv_args(draw, shapes, dtypes):
 
 def _tensorsolve_args(draw, shapes, dtypes):
     n = shapes[0][-1]
-    return {"bshape": _factor(draw, n), "xshape": _factor(draw, n)}
+    out = {"bshape": _factor(draw, n), "xshape": _factor(draw, n)}
+    if draw(st.booleans()):
+        # dims: where A holds X's dims (the wrapper moves them there; tensorsolve moves
+        # them back to the end)
+        rank = len(out["bshape"]) + len(out["xshape"])
+        out["dims"] = tuple(draw(st.lists(st.integers(0, rank - 1), min_size=len(out["xshape"]),
+                                          max_size=len(out["xshape"]), unique=True)))
+    return out
+
+
+def _tensorsolve(a, b, bshape, xshape, dims=None, **kw):
+    full = a.reshape(bshape + xshape)
+    if dims is not None:
+        full = full.movedim(tuple(range(len(bshape), len(bshape) + len(xshape))), dims)
+    return torch.linalg.tensorsolve(full, b.reshape(bshape), dims=dims, **kw)
 
 
 def _norm_args(draw, shapes, dtypes):
@@ -326,7 +386,8 @@ def _norm_args(draw, shapes, dtypes):
             out["ord"] = draw(st.sampled_from((2, 1, math.inf)) if rank == 1
                               else st.sampled_from(("fro", 1, math.inf, -1)))
     elif how == "vector" and rank:  # (a 0-d input takes no ord without a dim)
-        out["dim"] = draw(st.integers(-rank, rank - 1))
+        d = draw(st.integers(0, rank - 1))
+        out["dim"] = d - rank if draw(st.booleans()) else d
         out["ord"] = draw(st.sampled_from((None, 2, 1, 0, math.inf, -math.inf, 3)))
     elif how == "matrix":
         d1, d2 = draw(st.lists(st.integers(0, rank - 1), min_size=2, max_size=2, unique=True))
@@ -590,8 +651,8 @@ register(
     linalg("trace", torch.trace, matrix_shapes(max_batch=0), MATMUL,
            "sum of the diagonal of a 2-D matrix", method="trace", grad=True),
     linalg("linalg.vecdot", lambda x, y, **kw: torch.linalg.vecdot(x, y, **kw), _vecdot_shapes,
-           FLOAT_COMPLEX, "conjugated dot product along the last dim, broadcast",
-           input_dtypes=(None, None), out=True, grad=True, **MM_KW),
+           FLOAT_COMPLEX, "conjugated dot product along a dim (the last by default), broadcast",
+           input_dtypes=(None, None), args=_vecdot_dim, out=True, grad=True, **MM_KW),
     linalg("kron", torch.kron, _kron_shapes, MATMUL + ("bool",), "Kronecker product of any ranks",
            input_dtypes=(None, None), allow_nonfinite=False, method="kron", out=True, grad=True),
     linalg("tensordot", lambda a, b, dims, **kw: torch.tensordot(a, b, dims, **kw), _tensordot_shapes,
@@ -623,8 +684,8 @@ register(
            out=True, grad=True, **SOLVE_KW),
     linalg("linalg.solve_ex", lambda a, b, left=True, **kw: torch.linalg.solve_ex(a, b if left else b.mT, left=left, **kw),
            matmul_shapes("solve"), LAPACK, "solve with an info code",
-           input_dtypes=(None, None), input_values=("diag_dominant", None), args=_left_flag(1),
-           out=True, **SOLVE_KW),
+           input_dtypes=(None, None), input_values=("diag_dominant", None),
+           args=combine_args(_left_flag(1), _flag("check_errors")), out=True, **SOLVE_KW),
     linalg("linalg.solve_triangular",
            lambda a, b, upper, left=True, **kw: torch.linalg.solve_triangular(a, b if left else b.mT, upper=upper, left=left, **kw),
            _triangular_solve_shapes, LAPACK,
@@ -634,8 +695,9 @@ register(
     linalg("linalg.inv", torch.linalg.inv, _square(), LAPACK,
            "inverse of a well-conditioned matrix", input_values=("diag_dominant",),
            method="inverse", out=True, grad=True, **SOLVE_KW),
-    linalg("linalg.inv_ex", torch.linalg.inv_ex, _square(), LAPACK,
-           "inverse with an info code", input_values=("diag_dominant",), out=True, **SOLVE_KW),
+    linalg("linalg.inv_ex", lambda a, **kw: torch.linalg.inv_ex(a, **kw), _square(), LAPACK,
+           "inverse with an info code", input_values=("diag_dominant",), args=_flag("check_errors"),
+           out=True, **SOLVE_KW),
     linalg("linalg.det", torch.linalg.det, _square(), LAPACK,
            "determinant (pytorch#146279)", input_values=("diag_dominant",),
            method="det", out=True, grad=True, **SOLVE_KW),
@@ -648,7 +710,7 @@ register(
            rtol_scale=32, atol_scale=32, **SOLVER),
     linalg("linalg.cholesky_ex", torch.linalg.cholesky_ex, _square(), LAPACK,
            "Cholesky factor and info code (empty inputs: pytorch#147159)",
-           input_values=("spd",), args=_flag("upper"), out=True,
+           input_values=("spd",), args=combine_args(_flag("upper"), _flag("check_errors")), out=True,
            rtol_scale=32, atol_scale=32, **SOLVER),
     linalg("cholesky_solve", lambda b, l, upper=False, **kw: torch.cholesky_solve(b, l, upper, **kw),
            _system_shapes(rhs_first=True), LAPACK,
@@ -665,10 +727,11 @@ register(
     linalg("linalg.lu_factor_batched_large", torch.linalg.lu_factor, _batched_large_squares, ("float32",),
            "compact LU of a batch of 2-3 matrices of 128 or 256 rows (blocked paths: pytorch#146753 failed on "
            "2 x 256 x 256 where small sizes passed)",
-           input_values=("diag_dominant",), canonicalise=_lu_factor_canonical, **SOLVE_KW),
-    linalg("linalg.lu_factor_ex", torch.linalg.lu_factor_ex, matrix_shapes(), LAPACK,
-           "compact LU, pivots and info, compared as P L U and info",
            input_values=("diag_dominant",), canonicalise=_lu_factor_canonical, out=True, **SOLVE_KW),
+    linalg("linalg.lu_factor_ex", lambda a, **kw: torch.linalg.lu_factor_ex(a, **kw), matrix_shapes(), LAPACK,
+           "compact LU, pivots and info, compared as P L U and info",
+           input_values=("diag_dominant",), args=_flag("check_errors"), canonicalise=_lu_factor_canonical,
+           out=True, **SOLVE_KW),
     linalg("linalg.lu", torch.linalg.lu, matrix_shapes(), LAPACK,
            "P, L, U of a rectangular matrix, compared as P L U and the factors' structure",
            input_values=("diag_dominant",), canonicalise=_lu_canonical, out=True, **SOLVE_KW),
@@ -683,7 +746,7 @@ register(
     linalg("linalg.ldl_factor_ex",
            lambda a, **kw: torch.linalg.ldl_factor_ex(a, hermitian=a.is_complex(), **kw),
            _square(), LAPACK, "LDL^T factors and info, compared as the inverse they give",
-           input_values=("spd",), canonicalise=_ldl_canonical, out=True, **SOLVE_KW),
+           input_values=("spd",), args=_flag("check_errors"), canonicalise=_ldl_canonical, out=True, **SOLVE_KW),
     linalg("linalg.ldl_solve", _ldl_solve, _system_shapes(), LAPACK,
            "solve from ldl_factor's output (symmetric / Hermitian positive definite A)",
            input_dtypes=(None, None), input_values=("spd", None), out=True, **SOLVE_KW),
@@ -711,22 +774,25 @@ register(
            out=True, **SOLVE_KW),
     linalg("linalg.lstsq", lambda a, b, **kw: torch.linalg.lstsq(a, b, **kw), _lstsq_shapes, LAPACK,
            "least-squares / minimum-norm solution with each CPU driver (solution compared)",
-           input_dtypes=(None, None), input_values=("diag_dominant", None), args=_lstsq_args,
+           input_dtypes=(None, None), input_values=("diag_dominant", None),
+           args=combine_args(_lstsq_args, _lstsq_rcond),
            canonicalise=_lstsq_canonical, **SVD_KW),
     linalg("linalg.pinv", lambda a, **kw: torch.linalg.pinv(a, **kw), matrix_shapes(), ("float32", "float64"),
            "Moore-Penrose pseudo-inverse (real only: torch 2.13's complex pinv is wrong under a "
-           "TorchDispatchMode, which the fault target is)", input_values=("diag_dominant",),
+           "TorchDispatchMode, which the fault target is)", input_values=("diag_dominant",), args=_tolerances,
            out=True, grad=True, grad_undefined=repeated_spectrum("svd", which="zero"), **SVD_KW),
     linalg("linalg.pinv_hermitian", lambda a, **kw: torch.linalg.pinv(a, hermitian=True, **kw),
            _square(), LAPACK, "pseudo-inverse of a Hermitian matrix (eigh path)",
-           input_values=("spd",), out=True, grad=True, grad_undefined=repeated_spectrum("eigh", which="zero"),
+           input_values=("spd",), args=_tolerances, out=True, grad=True,
+           grad_undefined=repeated_spectrum("eigh", which="zero"),
            **SVD_KW),
     linalg("linalg.matrix_rank", lambda a, **kw: torch.linalg.matrix_rank(a, **kw), matrix_shapes(),
            LAPACK, "numerical rank (default tolerances) of a random matrix (no out=: torch 2.13 "
-           "leaves it unwritten under a TorchDispatchMode)", input_values=("diag_dominant",), **SVD_KW),
+           "leaves it unwritten under a TorchDispatchMode)", input_values=("diag_dominant",), args=_tolerances,
+           **SVD_KW),
     linalg("linalg.matrix_rank_hermitian",
            lambda a, **kw: torch.linalg.matrix_rank(a, hermitian=True, **kw), _square(), LAPACK,
-           "numerical rank of a Hermitian matrix (eigvalsh path)", input_values=("spd",),
+           "numerical rank of a Hermitian matrix (eigvalsh path)", input_values=("spd",), args=_tolerances,
            **SVD_KW),
     linalg("linalg.cond", lambda a, p=None, **kw: torch.linalg.cond(a, p, **kw), _square(), LAPACK,
            "condition number in the 2, nuclear, Frobenius, 1 and inf norms",
@@ -748,7 +814,7 @@ register(
            "inverse of a well-conditioned matrix viewed as a tensor (ind leading dims)",
            input_values=("diag_dominant",), args=_tensorinv_args, out=True, grad=True, **SOLVE_KW),
     linalg("linalg.tensorsolve",
-           lambda a, b, bshape, xshape, **kw: torch.linalg.tensorsolve(a.reshape(bshape + xshape), b.reshape(bshape), **kw),
+           _tensorsolve,
            lambda draw, budget: (lambda n: ((n, n), (n,)))(max(1, draw_side(draw, budget))), LAPACK,
            "tensor equation solve (A reshaped to B.shape + X.shape)",
            input_dtypes=(None, None), input_values=("diag_dominant", None), args=_tensorsolve_args,
@@ -758,14 +824,16 @@ register(
 register(
     linalg("linalg.vector_norm", lambda x, ord=2, **kw: torch.linalg.vector_norm(x, ord, **kw),
            any_shape(1), FC, "vector p-norm over one, several or all dims",
-           args=combine_args(_vector_ord, dim_arg(allow_list=True)), out=True, grad=True,
+           args=combine_args(_vector_ord, dim_arg(allow_list=True), _norm_dtype), out=True, grad=True,
            grad_undefined=vector_norm_kinks(), rtol_scale=16, atol_scale=16),
     linalg("linalg.matrix_norm", lambda a, ord="fro", **kw: torch.linalg.matrix_norm(a, ord, **kw),
            matrix_shapes(max_batch=2), FC, "Frobenius, nuclear, 1, 2 and inf matrix norms",
-           args=_matrix_ord, allow_nonfinite=False, out=True, grad=True, grad_undefined=_matrix_norm_undefined,
+           args=combine_args(_matrix_ord, _matrix_dims, _norm_dtype), allow_nonfinite=False, out=True, grad=True,
+           grad_undefined=_matrix_norm_undefined,
            rtol_scale=16, atol_scale=16),
     linalg("linalg.norm", lambda x, **kw: torch.linalg.norm(x, **kw), any_shape(1, max_rank=4), FC,
-           "vector or matrix norm chosen by ord and dim", args=_norm_args, allow_nonfinite=False,
+           "vector or matrix norm chosen by ord and dim", args=combine_args(_norm_args, _norm_dtype),
+           allow_nonfinite=False,
            out=True, grad=True, grad_undefined=_norm_undefined, rtol_scale=16, atol_scale=16),
     linalg("triu", lambda a, diagonal=0, **kw: torch.triu(a, diagonal, **kw), matrix_shapes(max_batch=6),
            expand("all"), "upper triangle of 2-D..8-D inputs (>3-D: pytorch#144545)",

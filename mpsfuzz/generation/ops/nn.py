@@ -14,6 +14,10 @@ Max pooling's indices are not unique under ties (expanded layouts repeat values)
 ``*_with_indices`` ops compare the input values the indices point at. Gradients of max
 pooling depend on the tie-breaking too, so max pools declare no ``grad`` variant.
 Dropouts are random: they are judged statistically (:func:`dropout_judge`).
+
+Activations and dropouts that take ``inplace`` draw it: an in-place call writes a copy of
+the input in the input's own layout (``writable_copy``), so the kernel sees the drawn
+strides and the case's input (which the statistical judges read) stays as it was.
 """
 from __future__ import annotations
 
@@ -25,7 +29,7 @@ from hypothesis import strategies as st
 
 from .. import dtypes as dt
 from ..grad_points import dims_of, is_zero, kinks, near, rows, slack, vector_norm_reason, when, wide, zero_crossings
-from ..opspec import OpSpec, ShapeBudget, any_shape, expand, prod, register
+from ..opspec import OpSpec, ShapeBudget, any_shape, expand, prod, register, writable_copy
 from ..recipes import DtypeArg
 
 FAMILY = "nn"
@@ -38,6 +42,8 @@ RANDOM = frozenset({"random"})
 # Tolerances for ops that accumulate (convs, norms, pooling over windows).
 ACCUMULATES = dict(rtol_scale=16, atol_scale=32, semantics=frozenset({"accumulates"}))
 CONVOLVES = dict(ACCUMULATES, semantics=frozenset({"accumulates", "zero-taps"}))
+# Linear and cubic resampling: taps of weight 0 (zero-taps) and weights it computes.
+RESAMPLES = dict(ACCUMULATES, semantics=frozenset({"accumulates", "zero-taps", "computed-weights"}))
 
 
 def nn(name: str, fn, shapes, dtypes, doc: str, **kw) -> OpSpec:
@@ -78,6 +84,17 @@ def _pack(draw, values: list[int]):
     if len(set(values)) == 1 and draw(st.booleans()):
         return values[0]
     return tuple(values)
+
+
+def _left_at_default(draw, out: dict, **defaults) -> dict:
+    """``out`` with, now and then, each window argument that equals its documented
+    default (an int, or a tuple of it) left out, so that the default itself is drawn."""
+    for name, default in defaults.items():
+        value = out.get(name)
+        at_default = value == default or isinstance(value, tuple) and value and all(v == default for v in value)
+        if name in out and at_default and draw(st.booleans()):
+            del out[name]
+    return out
 
 
 def _divisors(n: int, top: int = 8) -> list[int]:
@@ -128,28 +145,34 @@ def _conv_args(nd: int, transposed: bool):
         out: dict = {"bias": draw(st.booleans())}
         if groups != 1 or draw(st.booleans()):
             out["groups"] = groups
+        # a fifth of the cases keep stride, dilation (and a transposed conv's padding) at
+        # their defaults in every dim, which independent draws per dim seldom give
         if transposed:
+            plain = draw(st.integers(0, 4)) == 0
             strides, dils, pads, opads = [], [], [], []
             for size, k in zip(spatial, kernel):
-                s, d = draw(st.integers(1, 3)), draw(st.integers(1, 2))
+                s, d = (1, 1) if plain else (draw(st.integers(1, 3)), draw(st.integers(1, 2)))
                 op = draw(st.integers(0, max(s, d) - 1))
                 most = ((size - 1) * s + d * (k - 1) + op) // 2
-                p = draw(st.integers(0, max(0, min(k, most))))
+                p = 0 if plain else draw(st.integers(0, max(0, min(k, most))))
                 strides.append(s), dils.append(d), pads.append(p), opads.append(op)
             out.update(stride=_pack(draw, strides), dilation=_pack(draw, dils),
                        padding=_pack(draw, pads), output_padding=_pack(draw, opads))
-            return out
-        how = draw(st.sampled_from(("explicit", "explicit", "same", "valid")))
+            return _left_at_default(draw, out, stride=1, dilation=1, padding=0, output_padding=0)
+        # ("same" second: a run's first examples, which its later ones mutate, favour
+        # the low options)
+        how = draw(st.sampled_from(("explicit", "same", "explicit", "valid")))
+        plain = draw(st.integers(0, 4)) == 0
         dils = []
         if how == "same":
             dils = [draw(st.integers(1, 2)) for _ in range(nd)]
             out.update(padding="same", dilation=_pack(draw, dils))
-            return out
+            return _left_at_default(draw, out, dilation=1)
         strides, pads = [], []
         for size, k in zip(spatial, kernel):
-            s = draw(st.integers(1, 3))
-            p = 0 if how == "valid" else draw(st.integers(0, k))
-            d = draw(st.integers(1, 2))
+            s = 1 if plain else draw(st.integers(1, 3))
+            p = 0 if how == "valid" or plain else draw(st.integers(0, k))
+            d = 1 if plain else draw(st.integers(1, 2))
             if size + 2 * p < d * (k - 1) + 1:
                 d = 1
             if size + 2 * p < k:  # (kernel larger than the padded input)
@@ -158,7 +181,7 @@ def _conv_args(nd: int, transposed: bool):
             strides.append(s), pads.append(p), dils.append(d)
         out.update(stride=_pack(draw, strides), dilation=_pack(draw, dils),
                    padding="valid" if how == "valid" else _pack(draw, pads))
-        return out
+        return _left_at_default(draw, out, stride=1, dilation=1, padding=0)
     return build
 
 
@@ -223,6 +246,10 @@ def _max_pool_args(nd: int):
                "dilation": _pack(draw, list(ds)), "ceil_mode": draw(st.booleans())}
         if draw(st.integers(0, 3)):
             out["stride"] = _pack(draw, list(ss))
+        if set(ds) == {1} and not out["ceil_mode"]:
+            # the default dilation, left out where ceil_mode is off: without a draw of its
+            # own, every case keeps the layouts and values it was drawn with
+            del out["dilation"]
         return out
     return build
 
@@ -373,8 +400,8 @@ def _unpool_args(draw, shapes, dtypes):
         if h < 1 or h + 2 * p < k or n == 0:
             k, s, p, h = 1, 1, 0, max(n, 1)
         ks.append(k), ss.append(s), ps.append(p), size.append(h)
-    return {"kernel_size": tuple(ks), "stride": tuple(ss), "padding": tuple(ps),
-            "output_size": tuple(size)}
+    out = {"kernel_size": tuple(ks), "stride": tuple(ss), "padding": tuple(ps), "output_size": tuple(size)}
+    return _left_at_default(draw, out, padding=0)
 
 
 def _tie_free_key(shape, device) -> torch.Tensor:
@@ -385,7 +412,7 @@ def _tie_free_key(shape, device) -> torch.Tensor:
     return key.to(torch.float32).reshape(shape[-2:]).expand(*shape)
 
 
-def _max_unpool2d(x, *, kernel_size, stride, padding, output_size):
+def _max_unpool2d(x, *, kernel_size, stride, output_size, padding=0):
     key_shape = tuple(x.shape[:-2]) + tuple(output_size)
     key = _tie_free_key(key_shape, x.device)
     _, idx = F.max_pool2d(key, kernel_size, stride, padding, return_indices=True)
@@ -579,7 +606,7 @@ register(
        "local response normalisation across channels (3-D to 5-D; 4-D/5-D made dense)", args=_lrn_args,
        grad=True, **ACCUMULATES),
     nn("normalize", lambda x, **kw: F.normalize(x, **kw), any_shape(1, min_rank=1, max_rank=6), FLOAT,
-       "Lp-normalisation along a dim (p = 1, 2, 3, inf)", args=_normalize_args, grad=True,
+       "Lp-normalisation along a dim (p = 1, 2, 3, inf)", args=_normalize_args, grad=True, out=True,
        grad_undefined=_normalize_undefined, **ACCUMULATES),
 )
 if hasattr(F, "rms_norm"):
@@ -636,18 +663,42 @@ def _index_into(weight_input: int):
     return values
 
 
+def _padding_idx(draw, num: int) -> int:
+    """A row index, written negatively half the time."""
+    i = draw(st.integers(0, num - 1))
+    return i - num if draw(st.booleans()) else i
+
+
+def _max_norm(draw) -> dict:
+    """max_norm (rows looked up are renormalised to it, in place) in a quarter of the
+    cases, with its norm_type now and then."""
+    if draw(st.integers(0, 3)) < 3:
+        return {}
+    out = {"max_norm": draw(st.sampled_from((1.0, 0.5, 2.0)))}
+    if draw(st.booleans()):
+        out["norm_type"] = draw(st.sampled_from((1.0, 3.0, 2.0)))
+    return out
+
+
 def _embedding_args(draw, shapes, dtypes):
     num = shapes[1][0]
     out = {}
     if draw(st.booleans()):
-        out["padding_idx"] = draw(st.integers(-num, num - 1))
+        out["padding_idx"] = _padding_idx(draw, num)
     if draw(st.integers(0, 3)) == 0:
         out["scale_grad_by_freq"] = True
+    out.update(_max_norm(draw))
     return out
 
 
+def _renormable(w, kw):
+    """With max_norm the lookup renormalises rows of the weight in place: it gets a copy
+    in the drawn layout, the case's weight stays as it was."""
+    return writable_copy(w) if kw.get("max_norm") is not None else w
+
+
 def _embedding(idx, w, **kw):
-    return F.embedding(idx, w, **kw)
+    return F.embedding(idx, _renormable(w, kw), **kw)
 
 
 def _bag_shapes(draw, budget: ShapeBudget):
@@ -676,7 +727,10 @@ def _bag_args(modes):
         if mode == "sum" and draw(st.booleans()):
             out["per_sample_weights"] = True
         if draw(st.integers(0, 3)) == 0:
-            out["padding_idx"] = draw(st.integers(-num, num - 1))
+            out["padding_idx"] = _padding_idx(draw, num)
+        if mode != "max" and draw(st.integers(0, 3)) == 0:   # (not supported with max)
+            out["scale_grad_by_freq"] = True
+        out.update(_max_norm(draw))
         return out
     return build
 
@@ -684,7 +738,8 @@ def _bag_args(modes):
 def _embedding_bag(idx, w, psw, *, offsets=None, per_sample_weights=False, **kw):
     if offsets is not None:
         offsets = torch.tensor(offsets, dtype=idx.dtype, device=idx.device)
-    return F.embedding_bag(idx, w, offsets, per_sample_weights=psw if per_sample_weights else None, **kw)
+    return F.embedding_bag(idx, _renormable(w, kw), offsets, per_sample_weights=psw if per_sample_weights else None,
+                           **kw)
 
 
 register(
@@ -776,44 +831,71 @@ def _activation(name, fn, doc, dtypes=FLOAT, args=None, **kw):
     return nn(name, fn, any_shape(1), dtypes, doc, args=args, **kw)
 
 
+def in_place_option(fn):
+    """``fn`` (an F function taking ``inplace``) whose in-place calls write a copy of the
+    input in its layout (``writable_copy``): the in-place kernel sees the drawn strides,
+    the case's input stays as it was (the random judges read it), and under grad the
+    write goes to a non-leaf, as a model's in-place activation does."""
+    def call(x, *, inplace=False, **kw):
+        return fn(writable_copy(x) if inplace else x, inplace=inplace, **kw)
+    call.__name__ = getattr(fn, "__name__", "call")
+    return call
+
+
+def _in_place_activation(name, fn, doc, args=None, **kw):
+    """An activation whose ``inplace`` flag is drawn too (see in_place_option)."""
+    return _activation(name, in_place_option(fn), doc, args=with_inplace(args), **kw)
+
+
+def with_inplace(build=None):
+    """``build``'s arguments plus ``inplace=True`` in a quarter of the cases (left out
+    first: shrinking goes to the out-of-place call)."""
+    def wrapped(draw, shapes, dtypes):
+        out = build(draw, shapes, dtypes) if build is not None else {}
+        if draw(st.integers(0, 3)) == 3:
+            out["inplace"] = True
+        return out
+    return wrapped
+
+
 register(
     _activation("relu", lambda x: F.relu(x), "max(x, 0)", dtypes=FLOAT + SIGNED_AND_BYTE,
                 method="relu", inplace="relu_", grad_undefined=AT_ZERO),
-    _activation("relu6", lambda x: F.relu6(x), "min(max(x, 0), 6)", dtypes=FLOAT + SIGNED_AND_BYTE,
+    _in_place_activation("relu6", F.relu6, "min(max(x, 0), 6)", dtypes=FLOAT + SIGNED_AND_BYTE,
                 grad_undefined=kinks((0.0, 6.0))),
-    _activation("leaky_relu", lambda x, **kw: F.leaky_relu(x, **kw), "leaky ReLU (slopes incl. 0, > 1, < 0)",
+    _in_place_activation("leaky_relu", F.leaky_relu, "leaky ReLU (slopes incl. 0, > 1, < 0)",
                 args=_choice(negative_slope=(0.01, 0.2, 0.0, -0.5, 1.5)),
                 grad_undefined=when(lambda kw: kw.get("negative_slope", 0.01) != 1, AT_ZERO)),
     # (ELU's slopes at 0 are alpha and 1; CELU's are both 1: no kink)
-    _activation("elu", lambda x, **kw: F.elu(x, **kw), "ELU", args=_choice(alpha=(1.0, 0.5, 2.0)),
+    _in_place_activation("elu", F.elu, "ELU", args=_choice(alpha=(1.0, 0.5, 2.0)),
                 grad_undefined=when(lambda kw: kw.get("alpha", 1.0) != 1, AT_ZERO)),
-    _activation("selu", lambda x: F.selu(x), "SELU", grad_undefined=AT_ZERO),
-    _activation("celu", lambda x, **kw: F.celu(x, **kw), "CELU", args=_choice(alpha=(1.0, 0.5, 2.0))),
+    _in_place_activation("selu", F.selu, "SELU", grad_undefined=AT_ZERO),
+    _in_place_activation("celu", F.celu, "CELU", args=_choice(alpha=(1.0, 0.5, 2.0))),
     _activation("gelu", lambda x, **kw: F.gelu(x, **kw), "GELU, exact or tanh approximation",
                 args=_choice(approximate=("none", "tanh"))),
-    _activation("silu", lambda x: F.silu(x), "x * sigmoid(x)"),
-    _activation("mish", lambda x: F.mish(x), "x * tanh(softplus(x))"),
+    _in_place_activation("silu", F.silu, "x * sigmoid(x)"),
+    _in_place_activation("mish", F.mish, "x * tanh(softplus(x))"),
     _activation("softplus", lambda x, **kw: F.softplus(x, **kw), "softplus with beta and threshold",
                 args=_choice(beta=(1.0, 0.5, 2.0), threshold=(20.0, 1.0, 5.0)),
                 # (above beta*x = threshold it is x: the derivative jumps from sigmoid(threshold) to 1)
                 grad_undefined=kinks(lambda kw: (kw.get("threshold", 20.0) / kw.get("beta", 1.0),))),
     _activation("softsign", lambda x: F.softsign(x), "x / (1 + |x|)"),
-    _activation("hardtanh", lambda x, **kw: F.hardtanh(x, **kw), "clamp to [min_val, max_val]",
+    _in_place_activation("hardtanh", F.hardtanh, "clamp to [min_val, max_val]",
                 args=_hardtanh_args,
                 grad_undefined=kinks(lambda kw: (kw.get("min_val", -1.0), kw.get("max_val", 1.0)))),
-    _activation("hardsigmoid", lambda x: F.hardsigmoid(x), "piecewise-linear sigmoid",
+    _in_place_activation("hardsigmoid", F.hardsigmoid, "piecewise-linear sigmoid",
                 grad_undefined=kinks((-3.0, 3.0))),
-    _activation("hardswish", lambda x: F.hardswish(x), "x * hardsigmoid(x)", grad_undefined=kinks((-3.0, 3.0))),
+    _in_place_activation("hardswish", F.hardswish, "x * hardsigmoid(x)", grad_undefined=kinks((-3.0, 3.0))),
     _activation("hardshrink", lambda x, **kw: F.hardshrink(x, **kw), "zero inside [-lambd, lambd]",
                 args=_choice(lambd=(0.5, 0.0, 1.5)), grad_undefined=AT_LAMBD),
     _activation("softshrink", lambda x, **kw: F.softshrink(x, **kw), "shrink towards zero by lambd",
                 args=_choice(lambd=(0.5, 0.0, 1.5)), grad_undefined=AT_LAMBD),
     _activation("tanhshrink", lambda x: F.tanhshrink(x), "x - tanh(x)"),
     _activation("logsigmoid", lambda x: F.logsigmoid(x), "log(sigmoid(x))"),
-    _activation("rrelu_eval", lambda x, **kw: F.rrelu(x, **kw),
+    _in_place_activation("rrelu_eval", F.rrelu,
                 "randomized leaky ReLU in eval mode (fixed slope (lower + upper) / 2)", args=_rrelu_args,
                 grad_undefined=AT_ZERO),
-    _activation("threshold", lambda x, **kw: F.threshold(x, **kw), "x if x > threshold else value",
+    _in_place_activation("threshold", F.threshold, "x if x > threshold else value",
                 dtypes=FLOAT + SIGNED_AND_BYTE, args=_threshold_args,
                 grad_undefined=kinks(lambda kw: (kw.get("threshold"),))),
     nn("glu", lambda x, **kw: F.glu(x, **kw), _glu_shapes, FLOAT, "gated linear unit along an even dim",
@@ -943,18 +1025,18 @@ def _feature_shapes(draw, budget: ShapeBudget):
 
 
 register(
-    nn("dropout", lambda x, **kw: F.dropout(x, **kw), any_shape(1), FLOAT,
+    nn("dropout", in_place_option(F.dropout), any_shape(1), FLOAT,
        "zero elements with probability p, scale the rest by 1/(1-p) (judged statistically)",
-       args=_dropout_args, semantics=RANDOM, statistical=dropout_judge("plain")),
-    nn("dropout2d", lambda x, **kw: F.dropout2d(x, **kw), _dropout2d_shapes, FLOAT,
+       args=with_inplace(_dropout_args), semantics=RANDOM, statistical=dropout_judge("plain")),
+    nn("dropout2d", in_place_option(F.dropout2d), _dropout2d_shapes, FLOAT,
        "zero whole (n, c) channels of a 4-D input with probability p (judged statistically)",
-       args=_dropout_args, semantics=RANDOM, statistical=dropout_judge("feature")),
-    nn("alpha_dropout", lambda x, **kw: F.alpha_dropout(x, **kw), any_shape(1), FLOAT,
+       args=with_inplace(_dropout_args), semantics=RANDOM, statistical=dropout_judge("feature")),
+    nn("alpha_dropout", in_place_option(F.alpha_dropout), any_shape(1), FLOAT,
        "SELU-preserving dropout (judged statistically)",
-       args=_dropout_args, semantics=RANDOM, statistical=dropout_judge("alpha")),
-    nn("feature_alpha_dropout", lambda x, **kw: F.feature_alpha_dropout(x, **kw), _feature_shapes, FLOAT,
+       args=with_inplace(_dropout_args), semantics=RANDOM, statistical=dropout_judge("alpha")),
+    nn("feature_alpha_dropout", in_place_option(F.feature_alpha_dropout), _feature_shapes, FLOAT,
        "alpha dropout of whole (n, c) channels (judged statistically)",
-       args=_dropout_args, semantics=RANDOM, statistical=dropout_judge("feature_alpha")),
+       args=with_inplace(_dropout_args), semantics=RANDOM, statistical=dropout_judge("feature_alpha")),
 )
 
 
@@ -1024,7 +1106,7 @@ for _mode in ("nearest", "nearest-exact", "linear", "bicubic", "area"):
            _INTERP_DOCS[_mode], args=_interp_args(_mode), grad=True,
            # Linear and cubic weights are exactly 0 where an output falls on an input
            # sample: CPU's 0 x inf is NaN there, CUDA skips the tap (H100, bilinear).
-           **(CONVOLVES if _mode in ("linear", "bicubic") else ACCUMULATES if _mode == "area" else {})),
+           **(RESAMPLES if _mode in ("linear", "bicubic") else ACCUMULATES if _mode == "area" else {})),
     )
 
 
@@ -1046,7 +1128,7 @@ def _grid_args(draw, shapes, dtypes):
     modes = ("bilinear", "nearest") if five_d else ("bilinear", "nearest", "bicubic")
     return {"mode": draw(st.sampled_from(modes)),
             "padding_mode": draw(st.sampled_from(("zeros", "border", "reflection"))),
-            "align_corners": draw(st.booleans())}
+            "align_corners": draw(st.sampled_from((False, True, None)))}
 
 
 def _grid_values(shapes, kwargs):
@@ -1087,7 +1169,8 @@ def _affine_args(draw, shapes, dtypes):
     n, rows, _ = shapes[0]
     nd = rows  # 2 rows -> 2-D, 3 rows -> 3-D
     spatial = [draw(st.integers(1, 6 if nd == 2 else 4)) for _ in range(nd)]
-    return {"size": tuple([n, draw(st.integers(1, 3))] + spatial), "align_corners": draw(st.booleans())}
+    return {"size": tuple([n, draw(st.integers(1, 3))] + spatial),
+            "align_corners": draw(st.sampled_from((False, True, None)))}
 
 
 register(
@@ -1223,8 +1306,9 @@ def _unfold_args(draw, shapes, dtypes):
         if n + 2 * p < d * (k - 1) + 1:
             d = 1
         ks.append(k), ss.append(draw(st.integers(1, 3))), ps.append(p), ds.append(d)
-    return {"kernel_size": _pack(draw, ks), "dilation": _pack(draw, ds), "padding": _pack(draw, ps),
-            "stride": _pack(draw, ss)}
+    return _left_at_default(draw, {"kernel_size": _pack(draw, ks), "dilation": _pack(draw, ds),
+                                   "padding": _pack(draw, ps), "stride": _pack(draw, ss)},
+                            dilation=1, padding=0, stride=1)
 
 
 def _fold_shapes(draw, budget: ShapeBudget):
@@ -1251,8 +1335,10 @@ def _fold_args(draw, shapes, dtypes):
             p = 0
             n = (b - 1) * s + d * (k - 1) + 1
         sizes.append(n), strides.append(s), pads.append(p), dils.append(d)
-    return {"output_size": tuple(sizes), "kernel_size": (kh, kw), "dilation": _pack(draw, dils),
-            "padding": _pack(draw, pads), "stride": _pack(draw, strides)}
+    return _left_at_default(draw, {"output_size": tuple(sizes), "kernel_size": (kh, kw),
+                                   "dilation": _pack(draw, dils), "padding": _pack(draw, pads),
+                                   "stride": _pack(draw, strides)},
+                            dilation=1, padding=0, stride=1)
 
 
 def _channel_shuffle_shapes(draw, budget: ShapeBudget):

@@ -176,6 +176,45 @@ def _vector_pairs(n_vectors: int, *, target: bool):
     return build
 
 
+def takes(fn, name: str) -> bool:
+    """Whether this torch's ``fn`` has parameter ``name`` (mse_loss's ``weight`` is new)."""
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def weighted_pairs(fn):
+    """pair_shapes() plus a per-element weight of the input's shape, where this torch's
+    ``fn`` takes one (an older torch's cases keep two inputs)."""
+    pairs = pair_shapes()
+    if not takes(fn, "weight"):
+        return pairs
+
+    def build(draw, budget: ShapeBudget):
+        x, y = pairs(draw, budget)
+        return (x, y, x)
+    return build
+
+
+def weighted(fn):
+    """``fn(x, y)``, given the third input as ``weight`` where the case says so."""
+    def call(x, y, w=None, *, use_weight=False, **kw):
+        return fn(x, y, weight=w, **kw) if use_weight else fn(x, y, **kw)
+    call.__name__ = fn.__name__
+    return call
+
+
+def weight_flag(fn, build):
+    """``build``'s arguments plus ``use_weight`` where this torch's ``fn`` takes a weight."""
+    if not takes(fn, "weight"):
+        return build
+
+    def wrapped(draw, shapes, dtypes):
+        return {**build(draw, shapes, dtypes), "use_weight": draw(st.booleans())}
+    return wrapped
+
+
 def _gaussian_shapes(draw, budget: ShapeBudget):
     """input, target of one shape; var of that shape, or with its last side 1
     (heteroscedastic per row), or without the last dim (homoscedastic)."""
@@ -403,20 +442,23 @@ def _triplet_undefined(inputs, kwargs, rtol=1e-5):
 # -- specs: elementwise and embedding losses ---------------------------------------------
 
 register(
-    nn_op("mse_loss", lambda x, y, **kw: F.mse_loss(x, y, **kw), pair_shapes(),
-          "mean squared error (broadcast targets sometimes)", input_dtypes=(None, None),
-          args=reduction_arg()),
-    nn_op("l1_loss", lambda x, y, **kw: F.l1_loss(x, y, **kw), pair_shapes(),
-          "mean absolute error (broadcast targets sometimes)", input_dtypes=(None, None),
-          args=reduction_arg(), grad_undefined=equal_operands((0, 1))),
+    nn_op("mse_loss", weighted(F.mse_loss), weighted_pairs(F.mse_loss),
+          "mean squared error (broadcast targets sometimes), per-element weight optional",
+          input_dtypes=(None, None, None), input_values=(None, None, WEIGHTS),
+          args=weight_flag(F.mse_loss, reduction_arg())),
+    nn_op("l1_loss", weighted(F.l1_loss), weighted_pairs(F.l1_loss),
+          "mean absolute error (broadcast targets sometimes), per-element weight optional",
+          input_dtypes=(None, None, None), input_values=(None, None, WEIGHTS),
+          args=weight_flag(F.l1_loss, reduction_arg()), grad_undefined=equal_operands((0, 1))),
     # (beta > 0 is C1: the quadratic piece meets the linear one with the same slope)
     nn_op("smooth_l1_loss", lambda x, y, **kw: F.smooth_l1_loss(x, y, **kw), pair_shapes(),
           "smooth L1 with beta (beta 0 is plain L1)", input_dtypes=(None, None),
           args=with_reduction(_pick(beta=(1.0, 0.5, 0.0, 2.0))),
           grad_undefined=when(lambda kw: kw.get("beta", 1.0) == 0, equal_operands((0, 1)))),
-    nn_op("huber_loss", lambda x, y, **kw: F.huber_loss(x, y, **kw), pair_shapes(),
-          "Huber loss with delta", input_dtypes=(None, None),
-          args=with_reduction(_pick(delta=(1.0, 0.5, 2.0)))),
+    nn_op("huber_loss", weighted(F.huber_loss), weighted_pairs(F.huber_loss),
+          "Huber loss with delta, per-element weight optional",
+          input_dtypes=(None, None, None), input_values=(None, None, WEIGHTS),
+          args=weight_flag(F.huber_loss, with_reduction(_pick(delta=(1.0, 0.5, 2.0))))),
     nn_op("soft_margin_loss", lambda x, y, **kw: F.soft_margin_loss(x, y, **kw), same_shapes(2),
           "log(1 + exp(-y x)) with +-1 targets", input_dtypes=(None, None),
           input_values=(None, SIGNS), discrete_inputs=(1,), args=reduction_arg(), grad_inputs=(0,)),
@@ -547,15 +589,28 @@ def _ctc_args(draw, shapes, dtypes):
         for il in input_lengths:
             cap = s if draw(st.integers(0, 4)) == 0 else min(s, max(0, il // 2))
             target_lengths.append(draw(st.integers(0, cap)))
-    return {"input_lengths": tuple(input_lengths), "target_lengths": tuple(target_lengths),
-            "lengths_as": draw(st.sampled_from(("tensor", "list"))),
-            "reduction": draw(st.sampled_from(REDUCTIONS)),
-            "zero_infinity": draw(st.booleans())}
+    out = {"input_lengths": tuple(input_lengths), "target_lengths": tuple(target_lengths),
+           "lengths_as": draw(st.sampled_from(("tensor", "list"))),
+           "reduction": draw(st.sampled_from(REDUCTIONS)),
+           "zero_infinity": draw(st.booleans())}
+    if lp[-1] >= 3 and draw(st.booleans()):
+        # the blank: the first class (the default) or the last; targets take neither
+        out["blank"] = draw(st.sampled_from((0, lp[-1] - 1)))
+    return out
+
+
+def _ctc_targets(shapes, kwargs):
+    """Target classes in [1, C-1], or [1, C-2] where the blank is the last class (C >= 3
+    then): never the blank, and never class 0 (whatever the blank, so a case's targets
+    stay valid when the reducer takes its blank away)."""
+    c = shapes[0][-1]
+    high = c - 2 if kwargs.get("blank", 0) == c - 1 else c - 1
+    return {"distribution": "int_range", "low": 1, "high": max(1, high), "allow_specials": False}
 
 
 def _ctc(log_probs, targets, *, input_lengths, target_lengths, lengths_as="tensor", **kw):
-    """CTC of log_softmax(log_probs) (blank 0); lengths from the kwargs, as tensors on
-    the input's device or as lists.
+    """CTC of log_softmax(log_probs) (blank 0, or the last class where the case says);
+    lengths from the kwargs, as tensors on the input's device or as lists.
 
     1-D (concatenated) targets are made contiguous: eager CPU (torch 2.13) steps through
     them as if their stride were 1, so a gapped view gives wrong losses and an expanded
@@ -570,13 +625,13 @@ def _ctc(log_probs, targets, *, input_lengths, target_lengths, lengths_as="tenso
             il, tl = il.reshape(()), tl.reshape(())
     else:
         il, tl = list(input_lengths), list(target_lengths)  # one-element lists when unbatched
-    return F.ctc_loss(log_probs.log_softmax(-1), targets, il, tl, blank=0, **kw)
+    return F.ctc_loss(log_probs.log_softmax(-1), targets, il, tl, **kw)
 
 
 register(
     nn_op("ctc_loss", _ctc, _ctc_shapes,
           "CTC loss of log_softmax'd (T, N, C) or (T, C), padded or concatenated targets",
-          input_dtypes=(None, ("int64", "int32")), input_values=(None, class_targets(low=1, last_dim=True)),
+          input_dtypes=(None, ("int64", "int32")), input_values=(None, _ctc_targets),
           args=_ctc_args, grad_inputs=(0,), rtol_scale=16, atol_scale=16),
 )
 
@@ -630,7 +685,9 @@ def _sdpa_args(draw, shapes, dtypes):
     if q[-3] != k[-3]:
         out["enable_gqa"] = True
     elif HAS_GQA and draw(st.booleans()):
-        out["enable_gqa"] = draw(st.booleans())
+        # (no GQA over zero key heads: torch 2.11's eager CPU divides by their number,
+        # SIGFPE, and the reference would die with it)
+        out["enable_gqa"] = draw(st.booleans()) and k[-3] > 0
     return out
 
 
@@ -742,25 +799,42 @@ def _rnn_layer_shapes(kind: str):
     return build
 
 
-def _gru_layer(x, h0, w_ih, w_hh, b_ih, b_hh, *, batch_first=False, has_biases=True):
+def rnn_batch_mismatch(x, hx, batch_first: bool, layers_dirs: int) -> str | None:
+    """Why ``hx`` does not fit ``x`` as torch's RNNs document them (x (T, N, I), or
+    (N, T, I) batch first; every state (L*D, N, H)), or None. Eager CPU broadcasts a
+    state of another batch silently, so a reduction shrinking x's batch alone kept CUDA's
+    "rnn: hx is not contiguous" on a call outside the op's contract (run 37, H200: six
+    gru/lstm findings of it)."""
+    states = hx if isinstance(hx, tuple) else (hx,)
+    if x.dim() != 3 or any(h.dim() != 3 for h in states):
+        return "x and every state must be 3-D"
+    batch = x.shape[0] if batch_first else x.shape[1]
+    if any(h.shape[0] != layers_dirs or h.shape[1] != batch for h in states):
+        return f"every state must be ({layers_dirs}, {batch}, H) for this x"
+    return None
+
+
+def _gru_layer(x, h0, w_ih, w_hh, b_ih, b_hh, *, batch_first=False, has_biases=True, train=False):
     # torch.gru's documented shapes: eager CPU broadcasts others silently (the reducer
     # would otherwise wander outside the op's contract), so the wrapper refuses them.
     gh, h = 3 * h0.shape[-1], h0.shape[-1]
     if (x.dim() != 3 or h0.dim() != 3 or w_ih.shape != (gh, x.shape[-1]) or w_hh.shape != (gh, h)
-            or has_biases and (b_ih.shape != (gh,) or b_hh.shape != (gh,))):
-        raise ValueError("gru: expected x and h0 3-D, w_ih (3H, I), w_hh (3H, H), biases (3H,)")
+            or has_biases and (b_ih.shape != (gh,) or b_hh.shape != (gh,))
+            or rnn_batch_mismatch(x, h0, batch_first, 1)):
+        raise ValueError("gru: expected x and h0 3-D of one batch, w_ih (3H, I), w_hh (3H, H), biases (3H,)")
     return torch.gru(x, h0, [w_ih, w_hh, b_ih, b_hh] if has_biases else [w_ih, w_hh], has_biases, 1, 0.0,
-                     False, False, batch_first)
+                     train, False, batch_first)
 
 
-def _lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, *, batch_first=False, has_biases=True):
+def _lstm_layer(x, h0, c0, w_ih, w_hh, b_ih, b_hh, *, batch_first=False, has_biases=True, train=False):
     # torch.lstm's documented shapes (see _gru_layer)
     gh, h = 4 * h0.shape[-1], h0.shape[-1]
     if (x.dim() != 3 or h0.dim() != 3 or c0.shape != h0.shape or w_ih.shape != (gh, x.shape[-1])
-            or w_hh.shape != (gh, h) or has_biases and (b_ih.shape != (gh,) or b_hh.shape != (gh,))):
-        raise ValueError("lstm: expected x, h0, c0 3-D, w_ih (4H, I), w_hh (4H, H), biases (4H,)")
+            or w_hh.shape != (gh, h) or has_biases and (b_ih.shape != (gh,) or b_hh.shape != (gh,))
+            or rnn_batch_mismatch(x, (h0, c0), batch_first, 1)):
+        raise ValueError("lstm: expected x, h0, c0 3-D of one batch, w_ih (4H, I), w_hh (4H, H), biases (4H,)")
     return torch.lstm(x, (h0, c0), [w_ih, w_hh, b_ih, b_hh] if has_biases else [w_ih, w_hh], has_biases, 1, 0.0,
-                      False, False, batch_first)
+                      train, False, batch_first)
 
 
 def _rnn_shapes(kind: str):
@@ -785,7 +859,12 @@ def _rnn_args(draw, shapes, dtypes):
     x, h0 = shapes[0], shapes[1]
     n = h0[1]
     options = [bf for bf, batch in ((False, x[1]), (True, x[0])) if batch == n]
-    return {"batch_first": draw(st.sampled_from(options)), "has_biases": draw(st.booleans())}
+    out = {"batch_first": draw(st.sampled_from(options)), "has_biases": draw(st.booleans())}
+    if draw(st.integers(0, 2)) == 2:
+        # training mode without dropout: the same result, another path (cuDNN keeps
+        # what backward needs)
+        out["train"] = True
+    return out
 
 
 def _flat_weights(params, gates: int, inputs: int, hidden: int, has_biases: bool) -> list:
@@ -811,19 +890,24 @@ def _rnn(kind: str):
     g = GATES[kind]
     layer = getattr(torch, kind)
 
-    def run(x, hx, params, batch_first, has_biases):
+    def run(x, hx, params, batch_first, has_biases, train):
+        if params.dim() != 3:
+            raise ValueError(f"{kind}: params must be (layers, directions, K)")
+        wrong = rnn_batch_mismatch(x, hx, batch_first, params.shape[0] * params.shape[1])
+        if wrong:
+            raise ValueError(f"{kind}: {wrong}")
         hidden = (hx[0] if isinstance(hx, tuple) else hx).shape[-1]
         weights = _flat_weights(params, g, x.shape[-1], hidden, has_biases)
-        return layer(x, hx, weights, has_biases, params.shape[0], 0.0, False,
+        return layer(x, hx, weights, has_biases, params.shape[0], 0.0, train,
                      params.shape[1] == 2, batch_first)
 
     if kind == "lstm":
-        def fn(x, h0, c0, params, *, batch_first=False, has_biases=True):
-            return run(x, (h0, c0), params, batch_first, has_biases)
+        def fn(x, h0, c0, params, *, batch_first=False, has_biases=True, train=False):
+            return run(x, (h0, c0), params, batch_first, has_biases, train)
         return fn
 
-    def fn(x, h0, params, *, batch_first=False, has_biases=True):
-        return run(x, h0, params, batch_first, has_biases)
+    def fn(x, h0, params, *, batch_first=False, has_biases=True, train=False):
+        return run(x, h0, params, batch_first, has_biases, train)
     return fn
 
 

@@ -9,8 +9,17 @@ Values are never compared with the CPU (different generators): every spec carrie
 a permutation, normal with per-element parameters, an in-place sampler's law...). The
 distribution oracle (:mod:`mpsfuzz.oracles.distribution`) judges the DUT's output
 against it: metadata, support, a statistical test, variety, unfilled positions.
+
+Besides their own parameters, a quarter of the cases pass an explicit ``generator``: a
+``torch.Generator`` made on the input's device and seeded with the case's number (the
+others use the default generator, which the executor seeds); the factories sometimes
+pass ``dtype=None`` (where the default dtype is the one drawn) and the ``*_like`` ones
+a ``dtype`` and a ``memory_format``. (bernoulli and multinomial draw no generator: their
+Tensor-method variant passes the case's keyword arguments to the method as they are.)
 """
 from __future__ import annotations
+
+import inspect
 
 import torch
 from hypothesis import strategies as st
@@ -18,6 +27,7 @@ from hypothesis import strategies as st
 from .. import dtypes as dt
 from ..opspec import (Distribution, OpSpec, ShapeBudget, any_shape, broadcastable_to, draw_rank, draw_side, fit,
                       register, same_shapes)
+from ..recipes import DtypeArg
 
 FAMILY = "random"
 RANDOM = frozenset({"random"})
@@ -30,6 +40,35 @@ INPUT_OPTS = dict(allow_specials=False, allow_nonfinite=False)
 
 
 # -- argument builders ----------------------------------------------------------------------
+
+def _takes(fn, name: str) -> bool:
+    """Whether this torch's ``fn`` documents parameter ``name`` (``rand_like`` took no
+    generator before torch 2.9)."""
+    try:
+        return name in inspect.signature(fn).parameters
+    except (TypeError, ValueError):  # a builtin: its documented signature
+        return f"{name}=" in (fn.__doc__ or "").split("\n\n")[0]
+
+
+def _rng(draw) -> dict:
+    """An explicit generator in a quarter of the cases: its seed (the wrapper makes a
+    ``torch.Generator`` on the input's device), else none (the seeded default one)."""
+    return {"generator": draw(st.integers(0, 2**16))} if draw(st.integers(0, 3)) == 3 else {}
+
+
+def with_rng(build=None):
+    """``build``'s arguments plus, sometimes, a generator."""
+    def wrapped(draw, shapes, dtypes):
+        out = build(draw, shapes, dtypes) if build is not None else {}
+        out.update(_rng(draw))
+        return out
+    return wrapped
+
+
+def _default_dtype_sometimes(draw, dtype_name: str, default: str) -> dict:
+    """``dtype=None`` now and then where the factory's default dtype is the one drawn
+    (the distribution oracle holds the result to the dummy input's dtype)."""
+    return {"dtype": None} if dtype_name == default and draw(st.booleans()) else {}
 
 def _size(draw) -> tuple[int, ...]:
     """A size for the generators: up to ~4096 elements, 0-d, empty or >4-D sometimes."""
@@ -48,7 +87,7 @@ def _dummy_shapes(draw, budget: ShapeBudget):
 
 
 def _size_args(draw, shapes, dtypes):
-    return {"size": _size(draw)}
+    return {"size": _size(draw), **_default_dtype_sometimes(draw, dtypes[0], "float32"), **_rng(draw)}
 
 
 def _int_range(draw, dtype_name: str) -> tuple[int, int]:
@@ -67,12 +106,36 @@ def _int_range(draw, dtype_name: str) -> tuple[int, int]:
 
 def _randint_args(draw, shapes, dtypes):
     low, high = _int_range(draw, dtypes[0])
-    return {"low": low, "high": high, "size": _size(draw)}
+    return {"low": low, "high": high, "size": _size(draw), **_default_dtype_sometimes(draw, dtypes[0], "int64"),
+            **_rng(draw)}
+
+
+# The memory formats a *_like result may take besides the input's own (preserve_format).
+_FORMATS = {4: ("contiguous_format", "channels_last"), 5: ("contiguous_format", "channels_last_3d")}
+
+
+def _like_args(fn):
+    """rand_like/randn_like/randint_like: dtype given explicitly (the input's: the
+    distribution oracle holds the result to it), a memory format, a generator (where
+    this torch's function takes one); each left out first."""
+    generator = _takes(fn, "generator")
+
+    def build(draw, shapes, dtypes):
+        out: dict = {}
+        if draw(st.integers(0, 3)) == 3:
+            out["dtype"] = DtypeArg(dtypes[0])
+        if draw(st.integers(0, 3)) == 3:
+            out["memory_format"] = draw(st.sampled_from(("preserve_format",)
+                                                        + _FORMATS.get(len(shapes[0]), ("contiguous_format",))))
+        if generator:
+            out.update(_rng(draw))
+        return out
+    return build
 
 
 def _randint_like_args(draw, shapes, dtypes):
     low, high = _int_range(draw, dtypes[0])
-    return {"low": low, "high": high}
+    return {"low": low, "high": high, **_like_args(torch.randint_like)(draw, shapes, dtypes)}
 
 
 _PERM_MAX = {"int8": 128, "uint8": 256, "int16": 4096, "float16": 2048, "bfloat16": 256}
@@ -81,7 +144,7 @@ _PERM_MAX = {"int8": 128, "uint8": 256, "int16": 4096, "float16": 2048, "bfloat1
 def _randperm_args(draw, shapes, dtypes):
     top = min(4096, _PERM_MAX.get(dtypes[0], 4096))
     n = draw(st.one_of(st.integers(0, 20), st.integers(21, top)))
-    return {"n": n}
+    return {"n": n, **_default_dtype_sometimes(draw, dtypes[0], "int64"), **_rng(draw)}
 
 
 _MEANS = (0.0, 1.5, -3.0, 100.0)
@@ -93,7 +156,8 @@ def _mean_std(draw, shapes=None, dtypes=None):
 
 
 def _normal_size_args(draw, shapes, dtypes):
-    return {**_mean_std(draw), "size": _size(draw)}
+    return {**_mean_std(draw), "size": _size(draw), **_default_dtype_sometimes(draw, dtypes[0], "float32"),
+            **_rng(draw)}
 
 
 _RANGES = ((0.0, 1.0), (-1.0, 1.0), (-3.0, 5.0), (2.0, 2.5), (-100.0, 100.0), (1e-3, 2e-3))
@@ -181,9 +245,29 @@ def _writable(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+def generator_on(device, kw: dict) -> dict:
+    """``kw`` with a drawn generator seed replaced by a ``torch.Generator`` on ``device``
+    seeded with it (a case holds the seed; the generator lives on the target)."""
+    if kw.get("generator") is None:
+        kw.pop("generator", None)
+        return kw
+    return {**kw, "generator": torch.Generator(device=device).manual_seed(kw["generator"])}
+
+
+def _like(factory):
+    """A *_like factory with a drawn memory format (by its name in torch: channels_last)
+    and generator."""
+    def call(x, *args, **kw):
+        if "memory_format" in kw:
+            kw["memory_format"] = getattr(torch, kw["memory_format"])
+        return factory(x, *args, **generator_on(x.device, kw))
+    call.__name__ = factory.__name__
+    return call
+
+
 def _in_place(method: str):
     def call(x, **kw):
-        getattr(_writable(x), method)(**kw)
+        getattr(_writable(x), method)(**generator_on(x.device, kw))
         return x
     call.__name__ = method
     return call
@@ -192,29 +276,33 @@ def _in_place(method: str):
 def _sized(factory):
     def call(x, **kw):
         size = tuple(kw.pop("size"))
-        return factory(size, device=x.device, dtype=x.dtype, **kw)
+        kw.setdefault("dtype", x.dtype)
+        return factory(size, device=x.device, **generator_on(x.device, kw))
     call.__name__ = factory.__name__
     return call
 
 
-def _bernoulli_tensor_inplace(x, p):
+def _bernoulli_tensor_inplace(x, p, **kw):
     """x.bernoulli_(p) with p broadcast to x; an expanded x is written through its
     first element along stride-0 dims (p narrowed alike)."""
     index = tuple(slice(0, 1) if x.stride(d) == 0 and x.size(d) > 1 else slice(None) for d in range(x.dim()))
-    _writable(x).bernoulli_(p.expand(x.shape)[index])
+    _writable(x).bernoulli_(p.expand(x.shape)[index], **generator_on(x.device, kw))
     return x
 
 
 def _randint_fn(x, low, high, size, **kw):
-    return torch.randint(low, high, tuple(size), device=x.device, dtype=x.dtype, **kw)
+    kw.setdefault("dtype", x.dtype)
+    return torch.randint(low, high, tuple(size), device=x.device, **generator_on(x.device, kw))
 
 
 def _randperm_fn(x, n, **kw):
-    return torch.randperm(n, device=x.device, dtype=x.dtype, **kw)
+    kw.setdefault("dtype", x.dtype)
+    return torch.randperm(n, device=x.device, **generator_on(x.device, kw))
 
 
 def _normal_size_fn(x, mean, std, size, **kw):
-    return torch.normal(mean, std, tuple(size), device=x.device, dtype=x.dtype, **kw)
+    kw.setdefault("dtype", x.dtype)
+    return torch.normal(mean, std, tuple(size), device=x.device, **generator_on(x.device, kw))
 
 
 # -- specs ----------------------------------------------------------------------------------------
@@ -253,60 +341,64 @@ register(
     random_op("normal_size", _normal_size_fn, _dummy_shapes, FLOAT,
               "normal(mean, std, size) with float parameters", law("normal"),
               args=_normal_size_args, out=True),
-    random_op("rand_like", lambda x: torch.rand_like(x), ANY_SHAPE, UNIFORM_DTYPES,
-              "uniform [0,1) shaped like a (strided) input", law("unit-uniform", like=True)),
-    random_op("randn_like", lambda x: torch.randn_like(x), ANY_SHAPE, UNIFORM_DTYPES,
-              "standard normal shaped like a (strided) input", law("standard-normal", like=True)),
-    random_op("randint_like", lambda x, low, high: torch.randint_like(x, low, high), ANY_SHAPE,
+    random_op("rand_like", _like(torch.rand_like), ANY_SHAPE, UNIFORM_DTYPES,
+              "uniform [0,1) shaped like a (strided) input, a memory format", law("unit-uniform", like=True),
+              args=_like_args(torch.rand_like)),
+    random_op("randn_like", _like(torch.randn_like), ANY_SHAPE, UNIFORM_DTYPES,
+              "standard normal shaped like a (strided) input, a memory format",
+              law("standard-normal", like=True), args=_like_args(torch.randn_like)),
+    random_op("randint_like", _like(lambda x, low, high, **kw: torch.randint_like(x, low, high, **kw)), ANY_SHAPE,
               RANDINT_DTYPES, "uniform integers in [low, high) shaped like the input",
               law("uniform-integers", like=True), args=_randint_like_args),
 )
 
 register(
-    random_op("normal", lambda m, s, **kw: torch.normal(m, s, **kw), same_shapes(2), FLOAT,
+    random_op("normal", lambda m, s, **kw: torch.normal(m, s, **generator_on(m.device, kw)), same_shapes(2), FLOAT,
               "normal(mean tensor, std tensor), per-element parameters",
               law("normal-per-element", form="both"),
-              input_dtypes=(None, None), input_values=(None, _const(STDS)), out=True),
-    random_op("normal_mean_tensor", lambda m, std, **kw: torch.normal(m, std=std, **kw), ANY_SHAPE, FLOAT,
-              "normal(mean tensor, std float)", law("normal-per-element", form="mean"),
-              args=lambda draw, s, d: {"std": draw(st.sampled_from(_STDS))}, out=True),
-    random_op("normal_std_tensor", lambda s, mean, **kw: torch.normal(mean=mean, std=s, **kw), ANY_SHAPE, FLOAT,
-              "normal(mean float, std tensor)", law("normal-per-element", form="std"),
-              input_values=(_const(STDS),), args=lambda draw, s, d: {"mean": draw(st.sampled_from(_MEANS))},
-              out=True),
+              input_dtypes=(None, None), input_values=(None, _const(STDS)), args=with_rng(), out=True),
+    random_op("normal_mean_tensor", lambda m, std, **kw: torch.normal(m, std=std, **generator_on(m.device, kw)),
+              ANY_SHAPE, FLOAT, "normal(mean tensor, std float)", law("normal-per-element", form="mean"),
+              args=with_rng(lambda draw, s, d: {"std": draw(st.sampled_from(_STDS))}), out=True),
+    random_op("normal_std_tensor", lambda s, mean, **kw: torch.normal(mean=mean, std=s, **generator_on(s.device, kw)),
+              ANY_SHAPE, FLOAT, "normal(mean float, std tensor)", law("normal-per-element", form="std"),
+              input_values=(_const(STDS),),
+              args=with_rng(lambda draw, s, d: {"mean": draw(st.sampled_from(_MEANS))}), out=True),
     random_op("bernoulli", lambda p, **kw: torch.bernoulli(p, **kw), ANY_SHAPE, FLOAT,
               "bernoulli with per-element probabilities (p=0/1 exact)", law("bernoulli-per-element"),
               input_values=(_const(PROBS),), method="bernoulli", out=True),
-    random_op("bernoulli_p", lambda x, p: torch.bernoulli(x, p=p), ANY_SHAPE, FLOAT,
-              "bernoulli(input, p float): samples shaped like input", law("bernoulli"), args=_p_arg),
+    random_op("bernoulli_p", lambda x, p, **kw: torch.bernoulli(x, p=p, **generator_on(x.device, kw)), ANY_SHAPE,
+              FLOAT, "bernoulli(input, p float): samples shaped like input", law("bernoulli"), args=with_rng(_p_arg)),
     random_op("multinomial", lambda w, **kw: torch.multinomial(w, **kw), _multinomial_shapes, FLOAT,
               "multinomial over 1-D/2-D weights with zeros, with and without replacement",
               law("multinomial"), input_values=(_const(WEIGHTS),), args=_multinomial_args,
               method="multinomial", out=True),
-    random_op("poisson", lambda r: torch.poisson(r), ANY_SHAPE, FLOAT,
-              "poisson with per-element rates in [0, 10]", law("poisson-per-element"), input_values=(_const(RATES),)),
+    random_op("poisson", lambda r, **kw: torch.poisson(r, **generator_on(r.device, kw)), ANY_SHAPE, FLOAT,
+              "poisson with per-element rates in [0, 10]", law("poisson-per-element"), input_values=(_const(RATES),),
+              args=with_rng()),
 )
 
 register(
     random_op("normal_", _in_place("normal_"), ANY_SHAPE, FLOAT,
-              "in-place normal(mean, std) on a strided self", law("normal-in-place"), args=_mean_std),
+              "in-place normal(mean, std) on a strided self", law("normal-in-place"), args=with_rng(_mean_std)),
     random_op("uniform_", _in_place("uniform_"), ANY_SHAPE, FLOAT,
               "in-place uniform [from, to) on a strided self (to itself allowed: rounding)",
-              law("uniform-in-place"), args=_uniform_args),
+              law("uniform-in-place"), args=with_rng(_uniform_args)),
     random_op("bernoulli_", _in_place("bernoulli_"), ANY_SHAPE, FLOAT + INTS + ("bool",),
-              "in-place bernoulli(p float) on a strided self", law("bernoulli-in-place"), args=_p_arg),
+              "in-place bernoulli(p float) on a strided self", law("bernoulli-in-place"), args=with_rng(_p_arg)),
     random_op("bernoulli_tensor_", _bernoulli_tensor_inplace,
               _bernoulli_tensor_shapes, FLOAT, "in-place bernoulli with a broadcast probability tensor",
-              law("bernoulli-per-element-in-place"), input_dtypes=(None, None), input_values=(None, _const(PROBS))),
+              law("bernoulli-per-element-in-place"), input_dtypes=(None, None), input_values=(None, _const(PROBS)),
+              args=with_rng()),
     random_op("exponential_", _in_place("exponential_"), ANY_SHAPE, FLOAT,
-              "in-place exponential(lambd) on a strided self", law("exponential-in-place"), args=_lambd_arg),
+              "in-place exponential(lambd) on a strided self", law("exponential-in-place"), args=with_rng(_lambd_arg)),
     random_op("geometric_", _in_place("geometric_"), ANY_SHAPE, FLOAT + ("int32", "int64"),
-              "in-place geometric(p): integers >= 1", law("geometric-in-place"), args=_geometric_arg),
+              "in-place geometric(p): integers >= 1", law("geometric-in-place"), args=with_rng(_geometric_arg)),
     random_op("log_normal_", _in_place("log_normal_"), ANY_SHAPE, FLOAT,
-              "in-place log-normal(mean, std)", law("log-normal-in-place"), args=_log_normal_args),
+              "in-place log-normal(mean, std)", law("log-normal-in-place"), args=with_rng(_log_normal_args)),
     random_op("cauchy_", _in_place("cauchy_"), ANY_SHAPE, FLOAT,
-              "in-place Cauchy(median, sigma)", law("cauchy-in-place"), args=_cauchy_args),
+              "in-place Cauchy(median, sigma)", law("cauchy-in-place"), args=with_rng(_cauchy_args)),
     random_op("random_", _in_place("random_"), ANY_SHAPE, FLOAT + INTS + ("bool",),
               "in-place uniform integers: [from, to), [0, to) or the dtype's default range",
-              law("random-integers-in-place"), args=_random_args),
+              law("random-integers-in-place"), args=with_rng(_random_args)),
 )

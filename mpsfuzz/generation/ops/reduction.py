@@ -70,9 +70,28 @@ def _sum_dtype(draw, shapes, dtypes):
     return {"dtype": DtypeArg(draw(st.sampled_from(("int64", "float32", "int32"))))}
 
 
+def _accumulate_dtype(*, floating_only: bool = False):
+    """Sometimes an explicit result dtype (``dtype=``), one each op takes for the input's
+    dtype: as wide or wider for floats and complex (norms refuse narrowing), and an
+    integer or float for integral inputs (unless ``floating_only``)."""
+    def build(draw, shapes, dtypes):
+        d = first_dtype(dtypes)
+        if draw(st.integers(0, 3)) < 3:
+            return {}
+        if d in dt.COMPLEX:
+            return {"dtype": DtypeArg("complex128")}
+        if d in dt.FLOAT:
+            return {"dtype": DtypeArg(draw(st.sampled_from(("float64",) if d == "float64" else ("float32", "float64"))))}
+        if floating_only:
+            return {}
+        return {"dtype": DtypeArg(draw(st.sampled_from(("int64", "float32"))))}
+    return build
+
+
 def _correction(draw, shapes, dtypes):
-    how = draw(st.integers(0, 3))
-    return {} if how == 0 else {"correction": how - 1}
+    """No correction (the default, 1), None (the same, said), or 0, 1, 2."""
+    how = draw(st.integers(0, 4))
+    return {} if how == 0 else {"correction": None} if how == 4 else {"correction": how - 1}
 
 
 def _norm_p(draw, shapes, dtypes):
@@ -84,7 +103,10 @@ def _kthvalue_args(draw, shapes, dtypes):
     rank = len(shape)
     dim = draw(st.integers(-rank, rank - 1)) if rank else 0
     size = shape[dim] if rank else 1
-    return {"k": draw(st.integers(1, max(1, size))), "dim": dim, "keepdim": draw(st.booleans())}
+    out = {"k": draw(st.integers(1, max(1, size))), "dim": dim, "keepdim": draw(st.booleans())}
+    if dim in (-1, rank - 1) and draw(st.integers(0, 2)) == 2:
+        del out["dim"]   # the documented default (None): the last dim
+    return out
 
 
 def _logsumexp_dims(draw, shapes, dtypes):
@@ -124,10 +146,13 @@ def _full_out(reduce, *, all_dims: bool):
 
 
 def _last_dim_args(*builders):
-    """``dim=-1`` passed explicitly (argsort/topk: their canonicalisers gather along the
-    last dim; awkward layouts still permute which memory dim that is)."""
+    """The last dim, written ``-1``, as ``rank - 1`` or left to the default (the last dim
+    for both argsort and topk: their canonicalisers gather along it; awkward layouts
+    still permute which memory dim that is)."""
     def build(draw, shapes, dtypes):
-        out = {"dim": -1}
+        rank = len(shapes[0])
+        how = draw(st.integers(0, 2))
+        out = {"dim": -1} if how == 0 else {"dim": max(rank - 1, 0)} if how == 1 else {}
         for b in builders:
             out.update(b(draw, shapes, dtypes))
         return out
@@ -177,8 +202,11 @@ def _unique_args(draw, shapes, dtypes):
 
 def _histc_args(draw, shapes, dtypes):
     lo = draw(st.sampled_from((0, -2, -1, 0.5)))
-    return {"bins": draw(st.integers(1, 12)), "min": lo,
-            "max": draw(st.sampled_from((lo, lo + 1, lo + 3, lo + 0.5)))}
+    out = {"bins": draw(st.integers(1, 12)), "min": lo,
+           "max": draw(st.sampled_from((lo, lo + 1, lo + 3, lo + 0.5)))}
+    if draw(st.integers(0, 4)) == 4:
+        del out["bins"]   # the documented default, 100
+    return out
 
 
 def _bincount_values(shapes, kwargs):
@@ -352,15 +380,17 @@ register(
               args=combine_args(_dims(), _sum_dtype), rtol_scale=16, atol_scale=16,
               semantics=ORDER, **_variants("sum", grad=True)),
     reduction("nansum", lambda x, **kw: torch.nansum(x, **kw), REAL_BOOL,
-              "sum treating NaN as zero", args=_dims(), rtol_scale=16, atol_scale=16,
+              "sum treating NaN as zero, optionally into a given dtype",
+              args=combine_args(_dims(), _accumulate_dtype()), rtol_scale=16, atol_scale=16,
               semantics=ORDER, **_variants("nansum", grad=True)),
     reduction("prod", _full_out(torch.prod, all_dims=False), ALL,
               "product over one dim or everything (up to 8-D)",
-              args=dim_arg(), rtol_scale=32, atol_scale=16, semantics=ORDER, **_variants("prod", grad=True)),
-    reduction("mean", lambda x, **kw: torch.mean(x, **kw), FC, "mean over dims",
-              args=_dims(), rtol_scale=16, atol_scale=16, semantics=ORDER, **_variants("mean", grad=True)),
+              args=combine_args(dim_arg(), _accumulate_dtype()), rtol_scale=32, atol_scale=16, semantics=ORDER,
+              **_variants("prod", grad=True)),
+    reduction("mean", lambda x, **kw: torch.mean(x, **kw), FC, "mean over dims, optionally in a given dtype",
+              args=combine_args(_dims(), _accumulate_dtype(floating_only=True)), rtol_scale=16, atol_scale=16, semantics=ORDER, **_variants("mean", grad=True)),
     reduction("nanmean", lambda x, **kw: torch.nanmean(x, **kw), FLOAT, "mean ignoring NaN",
-              args=_dims(), rtol_scale=16, atol_scale=16, semantics=ORDER, **_variants("nanmean", grad=True)),
+              args=combine_args(_dims(), _accumulate_dtype(floating_only=True)), rtol_scale=16, atol_scale=16, semantics=ORDER, **_variants("nanmean", grad=True)),
     reduction("var", lambda x, **kw: torch.var(x, **kw), FC,
               "variance with a correction (0-d and >4-D inputs included)",
               args=combine_args(_dims(), _correction), rtol_scale=32, atol_scale=32,
@@ -409,7 +439,7 @@ register(
               args=dim_arg(allow_none=False), canonicalise=_idx_values, semantics=TIES, out=True),
     reduction("nanmedian_all", lambda x: torch.nanmedian(x), REAL, "median of all non-NaN elements",
               **_variants("nanmedian", out=False)),
-    reduction("kthvalue", lambda x, k, dim, keepdim=False, **kw: torch.kthvalue(x, k, dim, keepdim=keepdim, **kw),
+    reduction("kthvalue", lambda x, k, keepdim=False, **kw: torch.kthvalue(x, k, keepdim=keepdim, **kw),
               REAL, "k-th smallest value and its index along a dim", args=_kthvalue_args,
               canonicalise=_idx_values, semantics=TIES, **_variants("kthvalue")),
     reduction("mode", lambda x, dim, keepdim=False, **kw: torch.mode(x, dim, keepdim, **kw), REAL_BOOL,
@@ -427,7 +457,8 @@ register(
               FLOAT_AND_WIDE_COMPLEX, "log of the sum of exponentials", args=_logsumexp_dims,
               rtol_scale=16, atol_scale=16, semantics=ORDER, **_variants("logsumexp", grad=True)),
     reduction("norm", lambda x, p, **kw: torch.norm(x, p, **kw), FC, "p-norm (torch.norm)",
-              args=combine_args(_norm_p, dim_arg()), rtol_scale=16, atol_scale=16,
+              args=combine_args(_norm_p, dim_arg(), _accumulate_dtype(floating_only=True)), rtol_scale=16,
+              atol_scale=16,
               semantics=ORDER, grad_undefined=vector_norm_kinks(ord="p"), **_variants("norm", grad=True)),
     reduction("dist", lambda x, y, p=2, **kw: torch.dist(x, y, p), FLOAT, "p-norm of x - y, broadcast",
               shapes=broadcast_shapes(2), input_dtypes=(None, None), args=_dist_p,
@@ -439,10 +470,10 @@ register(
               args=_renorm_args, rtol_scale=16, atol_scale=16, semantics=ORDER,
               grad_undefined=_renorm_undefined, **_variants("renorm", inplace="renorm_", grad=True)),
     reduction("cumsum", lambda x, dim, **kw: torch.cumsum(x, dim, **kw), ALL, "running sum along a dim",
-              args=_one_dim, rtol_scale=16, atol_scale=16,
+              args=combine_args(_one_dim, _accumulate_dtype()), rtol_scale=16, atol_scale=16,
               semantics=ORDER, **_variants("cumsum", inplace="cumsum_", grad=True)),
     reduction("cumprod", lambda x, dim, **kw: torch.cumprod(x, dim, **kw), ALL, "running product along a dim",
-              args=_one_dim, rtol_scale=32, atol_scale=16,
+              args=combine_args(_one_dim, _accumulate_dtype()), rtol_scale=32, atol_scale=16,
               semantics=ORDER, **_variants("cumprod", inplace="cumprod_", grad=True)),
     reduction("logcumsumexp", lambda x, dim, **kw: torch.logcumsumexp(x, dim, **kw), FLOAT_AND_WIDE_COMPLEX,
               "running log-sum-exp along a dim (complex: compared as principal logarithms)", args=_one_dim,

@@ -1,0 +1,182 @@
+"""How far arithmetic in the case's dtype may legitimately take a result: the first-order
+rounding error bound of the op's decomposition.
+
+A backend that computes an op in its dtype rounds every intermediate result t_k to
+t_k (1 + e_k), |e_k| <= u. To first order an output y moves by sum_k (dy/dt_k) t_k e_k,
+so |error| <= u * sum_k |dy/dt_k| |t_k|: the bound. It is measured, not guessed: the op
+is traced into aten ops that autograd differentiates (torch's decompositions, stopped at
+pointwise kernels and reductions, which round once), the traced graph is run with every
+fresh floating result multiplied by (1 + e_k) for zero-valued e_k that require a
+gradient, and the gradient of each disputed output with respect to the e_k is taken.
+
+This is what a random move of each intermediate (``intermediate_moves.py``) samples,
+computed exactly: the moves missed a cancellation that two seeds did not happen to
+expose (run 37, H200: float16 group_norm on groups of two, mean 1.24 and deviation 0.157:
+a rounding of the mean costs 7.9 u of an output of 1, and CUDA was 6 u off).
+
+For a gradient the forward and backward are traced together, and the bound covers the
+backward's roundings too. The bound is that of *an* implementation, the decomposition's
+algebraic form; a backend may use another, so the arbiter allows a few times it.
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+# Intermediates whose rounding costs nothing: exact kernels, and views.
+_EXACT = frozenset({
+    "view", "reshape", "_unsafe_view", "expand", "permute", "transpose", "t", "squeeze", "unsqueeze", "select",
+    "slice", "alias", "clone", "_to_copy", "to", "copy", "detach", "lift_fresh", "lift_fresh_copy", "neg", "abs",
+    "where", "index", "index_select", "gather", "cat", "stack", "split", "split_with_sizes", "unbind", "narrow",
+    "flip", "roll", "constant_pad_nd", "amax", "amin", "max", "min", "maximum", "minimum", "clamp", "clamp_min",
+    "clamp_max", "relu", "sign", "sgn", "floor", "ceil", "round", "trunc", "zeros_like", "ones_like", "full_like",
+    "empty_like", "zeros", "ones", "full", "scalar_tensor", "arange", "masked_fill", "fill", "diagonal", "tril",
+    "triu", "repeat", "expand_copy", "view_copy", "as_strided", "squeeze_copy", "unsqueeze_copy", "permute_copy",
+})
+# Kernels that round once however many terms they take (the decomposition stops there).
+_LEAVES = frozenset({
+    "sum", "mean", "var", "std", "var_mean", "std_mean", "prod", "cumsum", "cumprod", "mm", "bmm", "addmm", "dot",
+    "mv", "matmul", "logsumexp", "linalg_vector_norm", "norm",
+}) | _EXACT
+
+# Disputed positions measured per output leaf (one backward each).
+MAX_POSITIONS = 16
+
+
+def _differentiable_table() -> dict:
+    """torch's decompositions that land on aten ops autograd differentiates: those of
+    pointwise kernels, reductions and views are left out (they would end in prims)."""
+    from torch._decomp import decomposition_table
+    out = {}
+    for op, fn in decomposition_table.items():
+        if not isinstance(op, torch._ops.OpOverload) or op.namespace != "aten":
+            continue
+        if torch.Tag.pointwise in op.tags or op.overloadpacket.__name__.strip("_") in _LEAVES:
+            continue
+        out[op] = fn
+    return out
+
+
+_TABLE: dict | None = None
+
+
+def _trace(fn, args):
+    global _TABLE
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from .tracing import outside_modes
+    if _TABLE is None:
+        _TABLE = _differentiable_table()
+    copies = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+    with outside_modes():
+        return make_fx(fn, decomposition_table=_TABLE, tracing_mode="real")(*copies)
+
+
+class _Rounded(torch.fx.Interpreter):
+    """Runs a traced graph with each fresh floating result t_k returned as t_k (1 + e_k)."""
+
+    def __init__(self, graph_module):
+        super().__init__(graph_module)
+        self.errors: list[torch.Tensor] = []
+
+    def call_function(self, target, args, kwargs):
+        out = super().call_function(target, args, kwargs)
+        name = getattr(getattr(target, "overloadpacket", None), "__name__", "").strip("_")
+        if not name or name in _EXACT:
+            return out
+        if isinstance(out, (tuple, list)):   # var_mean: the mean is rounded too
+            return type(out)(self._rounded(o) for o in out)
+        return self._rounded(out)
+
+    def _rounded(self, out):
+        if not isinstance(out, torch.Tensor) or not (out.is_floating_point() or out.is_complex()) or not out.numel():
+            return out
+        e = torch.zeros(out.shape, dtype=torch.float64, requires_grad=True)
+        self.errors.append(e)
+        return out * (1 + e)
+
+
+def _graph_and_args(obs, grads: bool):
+    """(traced graph, its arguments, how many outputs it returns per leaf) for the
+    case's call in float64: the forward, or the forward and backward together."""
+    from ...execution.executor import grad_inputs, leaves, upstream_gradient
+    from .float64 import dense_wide_inputs, wide_kwargs
+    spec, case = obs.spec, obs.case
+    inputs = dense_wide_inputs(case)
+    kwargs = wide_kwargs(case)
+    fn = spec.as_reference().fn
+    if not grads:
+        return _trace(lambda *a: fn(*a, **kwargs), inputs), inputs
+    wrt = grad_inputs(spec, inputs)
+    if not wrt:
+        return None
+    with torch.enable_grad():
+        probe = [t.detach().requires_grad_(i in wrt) if isinstance(t, torch.Tensor) else t
+                 for i, t in enumerate(inputs)]
+        diff = [o for o in leaves(fn(*probe, **kwargs)) if o.requires_grad and (o.is_floating_point()
+                                                                                 or o.is_complex())]
+    seed = case.inputs[0].values.seed if case.inputs else 0
+    upstream = [upstream_gradient(o.shape, o.dtype, j, seed) for j, o in enumerate(diff)]
+    n = len(inputs)
+
+    def joint(*args):
+        xs = [a.detach().requires_grad_(True) if i in wrt else a for i, a in enumerate(args[:n])]
+        outs = [o for o in leaves(fn(*xs, **kwargs)) if o.requires_grad and (o.is_floating_point()
+                                                                            or o.is_complex())]
+        got = torch.autograd.grad(outs, [xs[i] for i in wrt], list(args[n:]), allow_unused=True)
+        return tuple(torch.zeros_like(xs[i]) if g is None else g for g, i in zip(got, wrt))
+    return _trace(joint, inputs + upstream), inputs + upstream
+
+
+@contextlib.contextmanager
+def _float64_default():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def rounding_bounds(obs, grads: bool, wanted: dict[int, list[int]], unit: float) -> dict[int, torch.Tensor] | None:
+    """Per output leaf in ``wanted`` ({leaf: flat positions}), a float64 tensor of the
+    leaf's flattened shape holding, at those positions, the first-order rounding error
+    bound for arithmetic of roundoff ``unit`` (0 elsewhere); None where the op cannot be
+    traced or differentiated this way (cached per case)."""
+    from ..values import flatten_outputs
+    from .tracing import outside_modes
+    if (not grads and obs.spec.canonicalise is not None) or obs.case.variant == "autocast" \
+            or "random" in obs.spec.semantics:
+        return None   # compared through a canonical form, or not the plain call: positions differ
+    key = ("rounding_bounds", grads, unit, tuple(sorted((k, tuple(v)) for k, v in wanted.items())))
+    if key in obs.cache:
+        return obs.cache[key]
+    result = None
+    try:
+        with _float64_default():
+            got = _graph_and_args(obs, grads)
+            if got is not None:
+                graph, args = got
+                runner = _Rounded(graph)
+                with outside_modes(), torch.enable_grad():
+                    out = runner.run(*[a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args])
+                    outs = list(out) if grads else [o for o in flatten_outputs(out)]
+                    result = {}
+                    for leaf, positions in wanted.items():
+                        y = outs[leaf] if leaf < len(outs) else None
+                        if not isinstance(y, torch.Tensor) or not y.requires_grad:
+                            continue
+                        flat = y.reshape(-1)
+                        bound = torch.zeros(flat.shape, dtype=torch.float64)
+                        for pos in positions[:MAX_POSITIONS]:
+                            target = flat[pos].real if flat.is_complex() else flat[pos]
+                            parts = torch.autograd.grad(target, runner.errors, retain_graph=True, allow_unused=True)
+                            value = unit * sum(float(p.abs().sum()) for p in parts if p is not None)
+                            # a NaN or infinite input makes the derivatives say nothing
+                            bound[pos] = value if value == value and value != float("inf") else 0.0
+                        result[leaf] = bound
+    except Exception:   # best effort: no bound, the other rules stand
+        result = None
+    obs.cache[key] = result
+    return result

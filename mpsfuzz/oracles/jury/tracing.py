@@ -1,0 +1,119 @@
+"""Tracing an op into torch's decompositions (``torch._decomp``) on real tensors, and
+running the traced graph under a dispatch mode: what the decomposition juror runs (its
+kernels recorded), and what the float64 juror watches or moves (its intermediates: a
+fused kernel such as ``native_group_norm`` keeps its mean and variance to itself; its
+decomposition shows them).
+
+The traced graph of a case is made once and kept in ``obs.cache``: the forward, or for
+the grads oracle the forward and backward traced together against the executor's
+upstream gradients (so the backward's kernels are decomposed too, and no autograd is
+needed to run it).
+"""
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+
+def traced(fn, args: list):
+    """``fn`` traced with torch's decompositions on copies of ``args`` (real tensors, so
+    data-dependent ops trace too). Traced outside any recorder: tracing may run the
+    op's own kernel once beside the decomposition."""
+    from torch._decomp import decomposition_table
+    from torch.fx.experimental.proxy_tensor import make_fx
+    copies = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+    with outside_modes():
+        return make_fx(fn, decomposition_table=decomposition_table, tracing_mode="real")(*copies)
+
+
+def outside_modes():
+    """A context without the dispatch modes on the stack. In a campaign's worker none is
+    there outside the target's ``run``; a test's harness may leave one (eager CPU's
+    kernels made faulty by a mode, ``testing/cpu_faults.py``), and make_fx would trace
+    that mode's Python into the graph, where a faulty C++ kernel is never traced: the
+    decomposition replaces the kernel before it runs."""
+    try:
+        from torch.utils._python_dispatch import _disable_current_modes
+    except ImportError:  # pragma: no cover - a torch without it
+        return contextlib.nullcontext()
+    return _disable_current_modes()
+
+
+@contextlib.contextmanager
+def _float64_default():
+    previous = torch.get_default_dtype()
+    torch.set_default_dtype(torch.float64)   # int -> float results in float64, as the float64 juror's
+    try:
+        yield
+    finally:
+        torch.set_default_dtype(previous)
+
+
+def _trace(obs, grads: bool):
+    """(graph, arguments) of the case's call in float64 on dense copies, or why none."""
+    from ...execution.executor import grad_inputs, leaves, upstream_gradient
+    from .float64 import dense_wide_inputs, wide_kwargs
+    spec, case = obs.spec, obs.case
+    if case.variant == "autocast" or "random" in spec.semantics:
+        return "not traced: the autocast variant or a random op"
+    inputs = dense_wide_inputs(case)
+    kwargs = wide_kwargs(case)
+    fn = spec.as_reference().fn
+    with _float64_default():
+        forward = traced(lambda *a: fn(*a, **kwargs), inputs)
+        if not grads:
+            return forward, inputs
+        wrt = grad_inputs(spec, inputs)
+        if not wrt:
+            return "no differentiable input"
+        probe = [t.detach().requires_grad_(i in wrt) if isinstance(t, torch.Tensor) else t
+                 for i, t in enumerate(inputs)]
+        with outside_modes():
+            probed = leaves(forward(*probe))
+        diff = [o for o in probed if o.requires_grad and (o.is_floating_point() or o.is_complex())]
+        seed = case.inputs[0].values.seed if case.inputs else 0
+        upstream = [upstream_gradient(o.shape, o.dtype, j, seed) for j, o in enumerate(diff)]
+        n = len(inputs)
+
+        def joint(*args):
+            xs = [a.detach().requires_grad_(True) if i in wrt else a for i, a in enumerate(args[:n])]
+            outs = [o for o in leaves(fn(*xs, **kwargs))
+                    if o.requires_grad and (o.is_floating_point() or o.is_complex())]
+            got = torch.autograd.grad(outs, [xs[i] for i in wrt], list(args[n:]), allow_unused=True)
+            return tuple(torch.zeros_like(xs[i]) if g is None else g for g, i in zip(got, wrt))
+        return traced(joint, inputs + upstream), inputs + upstream
+
+
+def traced_call(obs, grads: bool):
+    """The case's decomposed call (cached): (graph, arguments), or why there is none."""
+    key = ("decomposed", grads)
+    if key not in obs.cache:
+        try:
+            obs.cache[key] = _trace(obs, grads)
+        except Exception as exc:   # best effort: no decomposition
+            first = (str(exc).strip().splitlines() or [""])[0][:120]
+            obs.cache[key] = f"not traced: {type(exc).__name__}: {first}"
+    return obs.cache[key]
+
+
+def decomposed_leaves(obs, grads: bool, mode=None) -> list | str:
+    """The decomposed call's leaves, run under the dispatch ``mode`` (a recorder, or a
+    mode that moves or watches intermediates): its outputs canonicalised as the op's
+    are, or its gradients; or why there are none."""
+    from ..values import flatten_outputs
+    got = traced_call(obs, grads)
+    if isinstance(got, str):
+        return got
+    graph, args = got
+    args = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]   # in-place ops keep the cache
+    with _float64_default(), outside_modes(), (mode or contextlib.nullcontext()), \
+            (contextlib.nullcontext() if grads else torch.no_grad()):
+        out = graph(*args)
+    if grads:
+        return list(out)
+    spec = obs.spec
+    if spec.canonicalise is not None:
+        with torch.no_grad():
+            out = spec.canonicalise(args[:len(obs.case.inputs)], out)
+    return flatten_outputs(out)
