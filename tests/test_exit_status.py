@@ -53,20 +53,21 @@ class Poller:
 
 @pytest.fixture(scope="module")
 def crashing_pool():
-    """A worker pool of the fault target with add's alpha fault on. Created before any
-    plain process here: the process's one forkserver is then the pool's zygote (torch
-    preloaded), not a bare one that every later worker would import torch into."""
+    """A worker pool of the fault target with add's alpha fault on, for every worker it
+    starts (each crash's replacement too: a worker takes the driver's environment when
+    it starts). Created before any plain process here: where this process has no
+    forkserver yet, it is then the pool's zygote (torch preloaded)."""
     old = os.environ.get("MPSFUZZ_FAULTS")
-    os.environ["MPSFUZZ_FAULTS"] = "add_alpha_abort"   # read when the worker starts
+    os.environ["MPSFUZZ_FAULTS"] = "add_alpha_abort"
     try:
         pool = WorkerPool("mpsfuzz.testing.faults:target", timeout_s=20, execute=judge_case)
+        yield pool
+        pool.close()
     finally:
         if old is None:
             del os.environ["MPSFUZZ_FAULTS"]
         else:
             os.environ["MPSFUZZ_FAULTS"] = old
-    yield pool
-    pool.close()
 
 
 def test_a_status_read_by_two_threads_at_once_is_the_real_one(crashing_pool):
@@ -119,3 +120,32 @@ def test_a_worker_killed_by_its_case_reads_sigabrt_whatever_other_threads_start(
             assert isinstance(outcome, ProcessEvent), outcome
             codes.append(outcome.returncode)
     assert set(codes) == {ABORTED}, sorted(set(codes))
+
+
+STALE_ZYGOTE = """
+import os
+from mpsfuzz.execution.worker import WorkerPool
+from mpsfuzz.execution.observation import ProcessEvent
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.oracles import DEFAULT
+from mpsfuzz.oracles.judge import judge_case
+os.environ["MPSFUZZ_FAULTS"] = "every_random_kernel_skew"   # add's abort off
+WorkerPool("mpsfuzz.testing.faults:target", execute=judge_case).close()   # starts the zygote
+del os.environ["MPSFUZZ_FAULTS"]   # unset: all faults, add's abort among them
+pool = WorkerPool("mpsfuzz.testing.faults:target", execute=judge_case)
+recipe = TensorRecipe((2,), "float32", Layout(0, (), (), ()), ValueRecipe(distribution="normal", seed=1))
+outcome = pool.run(Case("add", (recipe, recipe), (("alpha", 2.0),)).to_json(), DEFAULT, "add")
+print("CRASHED" if isinstance(outcome, ProcessEvent) else "RAN")
+pool.close()
+"""
+
+
+def test_a_worker_sees_the_drivers_settings_not_the_zygotes():
+    """A forkserver started under one MPSFUZZ_FAULTS must not hand it to workers started
+    after the driver unset it (the zygote's environment is inherited by every fork): in
+    CI the crash test's replacement workers ran under another module's stale faults."""
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "MPSFUZZ_FAULTS"}
+    run = subprocess.run([sys.executable, "-c", STALE_ZYGOTE], capture_output=True, text=True, timeout=300, env=env)
+    assert run.stdout.strip().splitlines()[-1:] == ["CRASHED"], run.stdout + run.stderr

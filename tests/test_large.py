@@ -4,7 +4,10 @@ and size conditions that triage names."""
 from __future__ import annotations
 
 import math
+import os
 import resource
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -16,7 +19,7 @@ from mpsfuzz.generation.strategies import example_cases
 from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.triage.probe import PASSES, SAME, Outcome
 
-from test_fault_campaigns import FAULT_TARGET, findings_in, mpsfuzz
+from test_fault_campaigns import FAULT_TARGET, findings_in
 
 LARGE_OPS = catalogue.families()["large"]
 
@@ -113,13 +116,30 @@ def test_a_dense_input_past_max_bytes_is_no_case_and_allocates_nothing(monkeypat
     assert stride0.materialize("cpu").shape == (2**31 + 1,)
 
 
+# Runs the campaign in a fresh interpreter that reports the largest resident set of
+# the processes it waited for: this test process's own RUSAGE_CHILDREN would count every
+# earlier test's subprocesses on the same xdist worker (CI once read 2.3 GiB there).
+_MAX_CHILD_RSS = """
+import resource, subprocess, sys
+code = subprocess.run([sys.executable, "-m", "mpsfuzz", *sys.argv[1:]]).returncode
+print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss, file=sys.stderr)
+sys.exit(code)
+"""
+
+
 def _run_large(fault: str, tmp_path, cases: int):
     corpus = tmp_path / "corpus"
-    run = mpsfuzz("run", "--ops", "sum_large", "--target", FAULT_TARGET, "--max-cases", str(cases), "--seed", "1",
-                  "--corpus", str(corpus), "--timeout", "20", "--minimise-budget", "60", "--max-findings", "1",
-                  "--no-progress", faults=fault, cwd=tmp_path)
-    children_rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    run = mpsfuzz_measured("run", "--ops", "sum_large", "--target", FAULT_TARGET, "--max-cases", str(cases),
+                           "--seed", "1", "--corpus", str(corpus), "--timeout", "20", "--minimise-budget", "60",
+                           "--max-findings", "1", "--no-progress", faults=fault, cwd=tmp_path)
+    children_rss_kib = int(run.stderr.strip().splitlines()[-1])
     return run, findings_in(corpus), children_rss_kib
+
+
+def mpsfuzz_measured(*args: str, faults: str, cwd, timeout: float = 240) -> subprocess.CompletedProcess:
+    env = dict(os.environ, MPSFUZZ_FAULTS=faults)
+    return subprocess.run([sys.executable, "-c", _MAX_CHILD_RSS, *args], cwd=cwd, env=env, text=True,
+                          capture_output=True, timeout=timeout)
 
 
 def test_a_fault_on_dims_of_65536_is_found_and_the_size_named(tmp_path):

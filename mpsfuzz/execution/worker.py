@@ -135,6 +135,11 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state
     # A Ctrl-C at the terminal reaches the whole process group: the campaign decides
     # what an interrupt means (summary, findings kept), never a worker dying of it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # The worker sees the driver's settings as they were when it was started, not the
+    # zygote's: a forkserver started earlier (under other MPSFUZZ_FAULTS, say) would
+    # otherwise hand every worker its stale variables, which update() leaves in place.
+    for stale in [k for k in os.environ if k.startswith(_ENV_PREFIXES) and k not in env]:
+        del os.environ[stale]
     os.environ.update(env)
     limit_threads()
     if compile_state is not None:
