@@ -98,8 +98,9 @@ def _campaign_arguments(p, *, budget_help: str) -> None:
                    help="a Python file of @mpsfuzz.kernel declarations (your own kernels and their references); "
                         "repeatable; without --ops, only its kernels are fuzzed")
     p.add_argument("--large", action="store_true",
-                   help="add the large-size family (reductions over dims of 65,536+; past 2^31 and 2^32 "
-                        "elements within --max-bytes)")
+                   help="add the large sizes: each selected op's large class (its dims of 65,536+, as "
+                        "<op>@large) and, for 'all' or a whole family, the large family (reductions and copies past "
+                        "2^31 and 2^32 elements within --max-bytes)")
     p.add_argument("--max-bytes", type=_size("--max-bytes"), default=None, dest="max_bytes",
                    help="the most memory one input may take, and what the large family assumes a kernel may "
                         "allocate for it (default 1GB; e.g. 40GB on an 80 GB GPU draws 2^31 and 2^32 elements)")
@@ -676,7 +677,7 @@ def _campaign_setup(args, console, *, default_budget: str | None):
         ops = catalogue.select(args.ops or "all") if args.ops or not kernel_ops else kernel_ops
         if args.large and not set(ops) <= set(kernel_ops):
             # (a selection of users' kernels alone gets their large inputs, not the family)
-            ops += [op for op in catalogue.select(catalogue.LARGE_FAMILY) if op not in ops]
+            ops += [op for op in catalogue.large_class(ops) + _large_family_for(args.ops) if op not in ops]
         if args.large:
             # users' kernels that declare large=True inputs draw them (in every process)
             os.environ[LARGE_ENV] = "1"
@@ -803,6 +804,16 @@ def _drawing(args, config, jobs: int):
     return replace(config, draw_jobs=draw_jobs, siblings=siblings)
 
 
+def _large_family_for(selection: str | None) -> list[str]:
+    """The large family's ops (reductions and copies past 2^31 elements) where ``--ops``
+    names ``all`` or a whole family; ops named one by one get their large class alone."""
+    from .generation import catalogue
+    items = {item.strip() for item in (selection or "all").split(",")}
+    if items & ({"all"} | set(catalogue.families())):
+        return catalogue.select(catalogue.LARGE_FAMILY)
+    return []
+
+
 def _size_large_cases(args, config, target, jobs: int, console, *, auto: bool):
     """The large family's bound per case from the device's free memory over the lanes
     (campaign/sizing.py); the daemon (``auto``) also turns the family on where the
@@ -828,7 +839,7 @@ def _size_large_cases(args, config, target, jobs: int, console, *, auto: bool):
     os.environ[kernels.LARGE_ENV] = "1"
     if all(catalogue.get(op).family == kernels.FAMILY for op in config.ops):
         return config     # users' kernels alone: their large inputs, not the family
-    added = catalogue.select(catalogue.LARGE_FAMILY)
+    added = catalogue.large_class(list(config.ops)) + _large_family_for(getattr(args, "ops", None))
     if args.shard is not None:
         added = catalogue.shard(added, *args.shard)
     return replace(config, ops=list(config.ops) + [op for op in added if op not in config.ops])

@@ -149,7 +149,7 @@ def test_a_fault_on_dims_of_65536_is_found_and_the_size_named(tmp_path):
     # apart as flaky, as it should be, and not this test's business)
     (finding,) = [f for f in found if f["status"] != "flaky"]
     assert "side>=65536" in finding["conditions"], finding["explanation"]
-    assert "a dim is 65,536 or longer" in finding["explanation"]
+    assert "has a dim of 65,536 or more (dim " in finding["explanation"], finding["explanation"]
     assert max(finding["case"]["inputs"][0]["shape"]) >= 65536
     # bounded host memory: no process held more than 2 GiB (a dense 2^31 float input is 8 GiB)
     assert rss_kib < 2 * 1024 * 1024, rss_kib
@@ -167,7 +167,7 @@ class _SizeProber:
 
 @pytest.mark.parametrize("threshold,condition,phrase", [
     (lambda r: r.numel >= 2**31, "numel>=2147483648", "an input has 2^31 or more elements (4,295,098,369 here)"),
-    (lambda r: max(r.shape) >= 65536, "side>=65536", "a dim is 65,536 or longer (65,537 here)"),
+    (lambda r: max(r.shape) >= 65536, "side>=65536", "`input` has a dim of 65,536 or more (dim 0: 65,537 here)"),
 ])
 def test_triage_names_the_size_a_failure_needs(threshold, condition, phrase):
     """A failure past 2^31 elements, or only with a dim of 65,536+ (the trigger of each

@@ -50,7 +50,10 @@ def test_drawing_is_reproducible_for_a_seed():
 def test_every_family_meets_the_valid_share_targets():
     """Issue 3: no op below 30% valid; every family at least 70% overall. (The per-op
     figures for the closing note come from `mpsfuzz ops --stats` at 100 cases per op.)"""
-    ops = sorted(catalogue.all_ops())
+    # (The large class's shares are held to in test_large_sizes.py: measured here, in this
+    # process, one conv1d@large case with 65,536 stride-0 float16 channels segfaults eager
+    # CPU torch 2.13, and a crash is what the campaign's worker processes are for.)
+    ops = sorted(n for n, spec in catalogue.all_ops().items() if not spec.size_class)
     results = validity.measure(ops, rejection=reference_rejection, cases_per_op=25, seed=0)
     below_floor = [(r.op, r.valid, r.cases, r.first_rejection) for r in results if r.share < validity.FLOOR_SHARE]
     assert below_floor == []

@@ -22,12 +22,20 @@ def _load() -> None:
         _LOADED = True
         from .ops import (elementwise, fft, indexing, large, large_rows, linalg, nn, nn_losses,  # (they register)
                           random, reduction)
+        _register_size_classes()
     # Users' kernel files named in MPSFUZZ_KERNELS (``run --kernels``), in whatever
     # process looks an op up: workers, drafters and repro checks are started elsewhere.
     # Read on every call (a dict look-up): a forkserver may have loaded the catalogue
     # before the variable was set.
     from . import kernels
     kernels.load_from_env()
+
+
+def _register_size_classes() -> None:
+    """Every op that declares dims that may grow joins the large size class."""
+    from .large_sizes import large_variant
+    for spec in [s for s in REGISTRY.values() if s.grows and not s.size_class]:
+        REGISTRY.setdefault(spec.name + "@large", large_variant(spec))
 
 
 def all_ops() -> dict[str, OpSpec]:
@@ -38,7 +46,8 @@ def all_ops() -> dict[str, OpSpec]:
 def families() -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
     for spec in all_ops().values():
-        out.setdefault(spec.family, []).append(spec.name)
+        if not spec.size_class:         # (the large class is named apart: large_class())
+            out.setdefault(spec.family, []).append(spec.name)
     return {k: sorted(v) for k, v in sorted(out.items())}
 
 
@@ -60,8 +69,17 @@ class UnknownOpError(ValueError):
     pass
 
 
+def large_class(ops: list[str]) -> list[str]:
+    """The large size class of ``ops`` (``--large``): each one's ``@large`` variant, where
+    it declares dims that may grow."""
+    registry = all_ops()
+    return [v for v in (op + "@large" for op in ops) if v in registry]
+
+
 def select(selection: str) -> list[str]:
-    """Resolve ``--ops``: ``all``, a family, an op name, or a comma list of these."""
+    """Resolve ``--ops``: ``all``, a family, an op name, or a comma list of these. The
+    large sizes (the ``large`` family, an op's ``@large`` variant) only where named:
+    ``--large`` adds them (:func:`large_class`)."""
     ops, fams = all_ops(), families()
     chosen: list[str] = []
     for item in (s.strip() for s in selection.split(",")):
@@ -70,7 +88,7 @@ def select(selection: str) -> list[str]:
         if item == "all":
             # Every family but the large sizes (seconds a case, on a device with the
             # memory): `run --large` or `--ops large` asks for those.
-            names = sorted(n for n, spec in ops.items() if spec.family != LARGE_FAMILY)
+            names = sorted(n for n, spec in ops.items() if spec.family != LARGE_FAMILY and not spec.size_class)
         elif item in fams:
             names = fams[item]
         elif item in ops:

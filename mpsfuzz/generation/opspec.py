@@ -265,6 +265,13 @@ class OpSpec:
     # None``. A user's kernel documents its inputs (generation/kernels.py); triage's
     # edits past that are not valid inputs.
     outside: Callable | None = None
+    # Dims that may grow past 65,536 (generation/large_sizes.Grows): the op joins the
+    # large size class, as ``<name>@large``, by declaring them.
+    grows: tuple = ()
+    # "large" for that class's variants, whose ``base`` names the op they were made from
+    # (references and jurors keyed by op name look the base up).
+    size_class: str = ""
+    base: str = ""
 
     def __post_init__(self):
         unknown = set(self.semantics) - set(SEMANTICS)
@@ -296,6 +303,11 @@ class OpSpec:
         return replace(self, fn=self.reference_fn, reference_fn=None)
 
     @property
+    def base_name(self) -> str:
+        """The op this spec calls: itself, or the op a size-class variant was made from."""
+        return self.base or self.name
+
+    @property
     def arity(self) -> int:
         return len(self.input_dtypes) if self.input_dtypes else 1
 
@@ -310,6 +322,15 @@ def register(*specs: OpSpec) -> None:
         if spec.name in REGISTRY:
             raise ValueError(f"op {spec.name!r} is registered twice")
         REGISTRY[spec.name] = spec
+
+
+def declare_grows(table: dict) -> None:
+    """An op table's dims that may grow past 65,536, ``{op: (Grows, ...)}``
+    (generation/large_sizes.py): each op named joins the large size class."""
+    for name, groups in table.items():
+        if name not in REGISTRY:
+            raise ValueError(f"declare_grows: op {name!r} is not registered")
+        REGISTRY[name] = replace(REGISTRY[name], grows=tuple(groups))
 
 
 # -- shape builders ---------------------------------------------------------------------

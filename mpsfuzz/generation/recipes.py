@@ -506,6 +506,22 @@ def generate_values(recipe: ValueRecipe, shape: tuple[int, ...], dtype_name: str
     return values
 
 
+def integer_bounds(recipe: ValueRecipe, real_name: str) -> tuple[int, int]:
+    """The inclusive range integer values are drawn from (``small_int``, ``int_range``,
+    and every distribution of an integer dtype), within the dtype's range."""
+    info = dt.finfo_or_iinfo(real_name)
+    lo_limit = float(info.min) if info is not None else 0.0
+    hi_limit = float(info.max) if info is not None else 1.0
+    if recipe.distribution == "int_range":
+        low = recipe.low if recipe.low is not None else max(lo_limit, -(2.0**62))
+        high = recipe.high if recipe.high is not None else min(hi_limit, 2.0**62)
+    else:
+        low = recipe.low if recipe.low is not None else -4
+        high = recipe.high if recipe.high is not None else 4
+    low, high = int(max(low, lo_limit)), int(min(high, hi_limit))
+    return low, max(low, high)
+
+
 def _real_values(recipe: ValueRecipe, shape, real_name: str, gen) -> torch.Tensor:
     """Values in float64 or int64 (wide enough for every target dtype), clamped to range."""
     dist = recipe.distribution
@@ -514,15 +530,7 @@ def _real_values(recipe: ValueRecipe, shape, real_name: str, gen) -> torch.Tenso
     lo_limit = float(info.min) if info is not None else 0.0
     hi_limit = float(info.max) if info is not None else 1.0
     if dist in ("small_int", "int_range") or (integral and dist not in ("bool",)):
-        if dist == "int_range":
-            low = recipe.low if recipe.low is not None else max(lo_limit, -(2.0**62))
-            high = recipe.high if recipe.high is not None else min(hi_limit, 2.0**62)
-        else:
-            low = recipe.low if recipe.low is not None else -4
-            high = recipe.high if recipe.high is not None else 4
-        low, high = int(max(low, lo_limit)), int(min(high, hi_limit))
-        if high < low:
-            high = low
+        low, high = integer_bounds(recipe, real_name)
         values = torch.randint(low, high + 1, shape, generator=gen, dtype=torch.int64)
         return values if integral else values.to(torch.float64)
     if dist == "bool":

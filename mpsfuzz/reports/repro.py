@@ -36,7 +36,8 @@ from ..corpus.finding import Finding, now_iso
 from ..execution.executor import OUT_FILLER
 from ..generation import catalogue
 from ..generation import dtypes as dt
-from ..generation.recipes import DEVICE_GENERATED, GAP_FILLER, HASH_CHUNK, Case, TensorRecipe, index_hash_values, resolve_kwargs
+from ..generation.recipes import (DEVICE_GENERATED, GAP_FILLER, HASH_CHUNK, MATRIX_DISTRIBUTIONS, Case, TensorRecipe,
+                                  index_hash_values, integer_bounds, resolve_kwargs)
 from ..oracles.grads import BACKWARD_SCALE
 from ..oracles.values import dut_alone_scale, leaf_tolerance
 from .source import Rendering, SourceError, literal
@@ -145,9 +146,18 @@ def _seeded_values(recipe: TensorRecipe) -> list[str] | None:
     v = recipe.values
     shape = recipe._value_shape()
     real = dt.real_dtype_name(recipe.dtype)
-    if v.distribution not in ("normal", "uniform", "positive") or recipe.dtype in dt.INTEGRAL or recipe.dtype == "bool":
+    if recipe.dtype == "bool" or v.distribution in MATRIX_DISTRIBUTIONS + DEVICE_GENERATED:
         return None
-    if v.distribution == "normal":
+    integral = recipe.dtype in dt.INTEGRAL
+    if integral or v.distribution in ("small_int", "int_range"):
+        # (what generate_values draws: int64 integers in the range, as float64 for a float)
+        low, high = integer_bounds(v, real)
+        one = f"torch.randint({low}, {high + 1}, {shape}, generator=g, dtype=torch.int64)"
+        if not integral:
+            one += ".to(torch.float64)"
+    elif v.distribution == "bool":
+        return None
+    elif v.distribution == "normal":
         one = f"torch.randn({shape}, generator=g, dtype=torch.float64)"
         if v.high is not None and v.high != 1.0:
             one += f" * {v.high!r}"
@@ -156,8 +166,9 @@ def _seeded_values(recipe: TensorRecipe) -> list[str] | None:
         low = v.low if v.low is not None else low
         high = v.high if v.high is not None else high
         one = f"torch.rand({shape}, generator=g, dtype=torch.float64) * {high - low!r} + {low!r}"
-    info = torch.finfo(dt.to_torch(real))
-    one = f"({one}).clamp({float(info.min)!r}, {float(info.max)!r})"
+    if not (integral or v.distribution in ("small_int", "int_range")):
+        info = torch.finfo(dt.to_torch(real))
+        one = f"({one}).clamp({float(info.min)!r}, {float(info.max)!r})"
     expr = f"torch.complex({one}, {one})" if recipe.dtype in dt.COMPLEX else one
     lines = [f"g = torch.Generator().manual_seed({int(v.seed) & 0xFFFF_FFFF_FFFF})",
              f"values = {expr}.to({dt.to_torch(recipe.dtype)})"]

@@ -657,6 +657,20 @@ def _dim_65536_under_int32(func, args, kwargs) -> bool:
     return x.numel() < 2**31 and any(n >= 65536 for n in x.shape)
 
 
+def _batch_65536(func, args, kwargs) -> bool:
+    return _input(func, args, kwargs).shape[0] >= 65536
+
+
+def _conv1d_width_65536(func, args, kwargs) -> bool:
+    x, weight = _input(func, args, kwargs), _arg(func, args, kwargs, 1)
+    return weight.dim() == 3 and x.shape[-1] >= 65536
+
+
+def _softmax_dim_65536(func, args, kwargs) -> bool:
+    x, dim = _input(func, args, kwargs), _arg(func, args, kwargs, 1)
+    return x.dim() > 0 and x.shape[dim] >= 65536
+
+
 def _index_out_of_range(func, args, kwargs) -> bool:
     # index_select(self, dim, index)
     x, dim, index = (_arg(func, args, kwargs, i) for i in range(3))
@@ -1011,6 +1025,14 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("sum_dim_65536", "like pytorch#149004 (min/max over large dims): sum wrong "
           "when a dim has 65,536 or more elements (below 2^31 in all)",
           ("aten::sum",), _dim_65536_under_int32, "corrupt"),
+    # A grid dim past 65,535 (Metal's limit on threadgroups per dim), in ops far from the
+    # reductions: a kernel that maps a batch, a width or a softmax row onto it
+    Fault("bmm_batch_65536", "the class of pytorch#140726 (a size past 65,536 on one grid dim): bmm "
+          "wrong for a batch of 65,536 or more matrices", ("aten::bmm",), _batch_65536, "corrupt"),
+    Fault("conv1d_width_65536", "like pytorch#134770 (MPS conv1d with an output of 2**16): a 1-D "
+          "convolution wrong when its input is 65,536 or more wide", ("aten::convolution",), _conv1d_width_65536, "corrupt"),
+    Fault("softmax_dim_65536", "the class of pytorch#140726 again: softmax wrong when its dim has "
+          "65,536 or more positions", ("aten::_softmax",), _softmax_dim_65536, "corrupt"),
     Fault("cumsum_leak", "like pytorch#145503: cumsum leaks memory on every call",
           ("aten::cumsum",), _always, "leak"),
     # nn, losses, attention, backward, indexing, out=, in-place and RNG bugs

@@ -45,6 +45,7 @@ import torch
 
 from ..generation import catalogue
 from ..generation import dtypes as dt
+from ..generation.large_sizes import long_dim_phrase
 from ..generation.recipes import NONFINITE_SPECIALS, Case, main_input
 from . import edits
 from .probe import PASSES, SAME, Prober, out_of_time
@@ -443,7 +444,8 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
         most = max(r.numel for r in case.inputs)
         return f"an input has {_power_of_two(int(condition[len('numel>='):]))} or more elements ({most:,} here)"
     if condition.startswith("side>="):
-        return f"a dim is {int(condition[len('side>='):]):,} or longer ({max(n for r in case.inputs for n in r.shape):,} here)"
+        return long_dim_phrase(catalogue.all_ops().get(case.op), [r.shape for r in case.inputs], names,
+                               int(condition[len("side>="):]))
     if condition.startswith(DIVISIBILITY):
         m = main_input(case)
         k, n = int(condition[len(DIVISIBILITY):]), case.inputs[m].shape[-1]

@@ -19,6 +19,8 @@ from hypothesis import strategies as st
 
 from .. import dtypes as dt
 from ..grad_points import both_zero, equal_operands, kinks, wide, when, zero_crossings
+from ..large_sizes import grows
+from ..opspec import REGISTRY, declare_grows
 from ..opspec import OpSpec, any_shape, broadcast_shapes, expand, first_dtype, nonzero_int_divisor, register
 
 FAMILY = "elementwise"
@@ -619,3 +621,9 @@ register(
     ternary("addcdiv", lambda x, a, b, value=1, **kw: torch.addcdiv(x, a, b, value=value, **kw), FC,
             "x + value*a/b", args=_alpha_args("value"), **variants("addcdiv", grad=True)),
 )
+
+# Dims that may grow past 65,536 (the large size class, generation/large_sizes.py): long
+# rows and many of them, broadcast operands alike.
+_ROWS = (grows("length", (0, -1), (1, -1), (2, -1)), grows("rows", (0, -2), (1, -2), (2, -2)))
+declare_grows({op: _ROWS for op in ("add", "sub", "mul", "div", "where", "neg", "abs", "exp", "tanh", "sigmoid",
+                                    "clamp", "maximum", "pow") if op in REGISTRY})

@@ -32,6 +32,8 @@ from hypothesis import strategies as st
 
 from .. import dtypes as dt
 from ..grad_points import near, slack, wide
+from ..large_sizes import grows
+from ..opspec import REGISTRY, declare_grows
 from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcastable_to, draw_rank, draw_side, expand,
                       first_dtype, fit, prod, register)
 from ..recipes import DtypeArg
@@ -1148,3 +1150,12 @@ register(
        input_dtypes=(None, None), input_values=("small_int", "small_int"), args=_bucketize_args,
        allow_nonfinite=False, out=True, mutates=(1,)),
 )
+
+# Dims that may grow past 65,536 (the large size class, generation/large_sizes.py).
+declare_grows({
+    "index_select": (grows("rows", (0, 0)), grows("length", (0, -1)), grows("indices", (1, 0))),
+    "gather": (grows("rows", (0, 0), (1, 0)), grows("length", (0, -1), (1, -1))),
+    "scatter": (grows("rows", (0, 0), (1, 0), (2, 0)), grows("length", (0, -1), (1, -1), (2, -1))),
+    "cat": (grows("rows", (0, 0), (1, 0), (2, 0)), grows("length", (0, -1), (1, -1), (2, -1))),
+    "stack": (grows("rows", (0, 0), (1, 0), (2, 0)), grows("length", (0, -1), (1, -1), (2, -1))),
+})

@@ -40,6 +40,8 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from ..grad_points import equal_operands, is_zero, kinks, near, slack, vector_norm_reason, when, wide, zero_crossings
+from ..large_sizes import grows
+from ..opspec import REGISTRY, declare_grows
 from ..opspec import (OpSpec, ShapeBudget, broadcast_shapes, broadcastable_to, draw_side, expand, fit,
                       integers_once, register, same_shapes, sampled_once)
 
@@ -950,3 +952,12 @@ register(
           "torch.gru, 1-2 layers, bidirectional, batch_first, weights sliced from one input",
           input_dtypes=(None,) * 3, args=_rnn_args, **RNN_KW),
 )
+
+# Dims that may grow past 65,536 (the large size class, generation/large_sizes.py).
+declare_grows({
+    "cross_entropy": (grows("batch", (0, 0), (1, 0), min_rank=2), grows("channels", (0, 1), (2, 0))),
+    "nll_loss": (grows("batch", (0, 0), (1, 0), min_rank=2), grows("channels", (0, 1), (2, 0))),
+    "mse_loss": (grows("length", (0, -1), (1, -1), (2, -1)), grows("rows", (0, 0), (1, 0), (2, 0))),
+    "scaled_dot_product_attention": (grows("length", (1, -2), (2, -2)), grows("rows", (0, -2)),
+                                     grows("batch", (0, 0), (1, 0), (2, 0))),
+})

@@ -26,6 +26,8 @@ from hypothesis import strategies as st
 from .. import dtypes as dt
 from ..grad_points import (any_of, constant_slices, dims_of, near, rows, slack, ties, vector_norm_kinks,
                            vector_norm_reason, wide, zero_crossings)
+from ..large_sizes import grows
+from ..opspec import REGISTRY, declare_grows
 from ..opspec import (OpSpec, any_shape, broadcast_shapes, combine_args, dim_arg, draw_side, expand,
                       first_dtype, fit, gather_at_indices, register)
 from ..recipes import DtypeArg
@@ -539,3 +541,10 @@ register(
               input_dtypes=(None, ("float32", "float64", "float16")), input_values=(_bincount_values, None),
               args=_minlength, rtol_scale=16, atol_scale=16, **_variants("bincount", out=False)),
 )
+
+# Dims that may grow past 65,536 (the large size class, generation/large_sizes.py): along
+# the long dim (a reduction over 65,536+ elements) or across it (65,536+ of them).
+_ALONG_OR_ACROSS = (grows("length", (0, -1)), grows("rows", (0, 0)))
+declare_grows({op: _ALONG_OR_ACROSS for op in (
+    "sum", "mean", "amax", "amin", "argmax", "argmin", "logsumexp", "cumsum", "cumprod", "sort", "argsort",
+    "topk", "std", "var", "prod", "cummax") if op in REGISTRY})

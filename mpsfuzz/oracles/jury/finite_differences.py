@@ -90,7 +90,7 @@ def finite_difference_vote(obs, failure, ballots):
     from .numpy_refs import NUMPY
     if failure.oracle != "grads" or obs.case.variant != "grad":
         return None
-    table = NUMPY.get(obs.spec.name)
+    table = NUMPY.get(obs.spec.base_name)
     if table is None:
         return None
     try:

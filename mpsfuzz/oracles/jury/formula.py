@@ -12,7 +12,7 @@ from .reference_vote import table_vote
            "normalisations, losses, convolutions, products)")
 def formula_vote(obs, failure, ballots):
     from .formulas import FORMULAS
-    fn = FORMULAS.get(obs.spec.name)
+    fn = FORMULAS.get(obs.spec.base_name)
     if fn is None:
         return None
     return table_vote("formula", "the documented formula in float64", fn, obs, failure, ballots)

@@ -116,7 +116,7 @@ def per_element(obs, ballots: list[dict], compute) -> tuple[list[dict], dict[int
        doc="each disputed element alone with math/cmath, mpmath at high precision or exact integers")
 def scalar_vote(obs, failure, ballots):
     from .scalar_refs import SCALAR
-    fn = SCALAR.get(obs.spec.name)
+    fn = SCALAR.get(obs.spec.base_name)
     if fn is None or failure.oracle == "grads" or obs.case.variant == "autocast":
         return None
     kwargs = obs.case.kwargs_dict()
