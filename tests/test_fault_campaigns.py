@@ -21,6 +21,14 @@ def mpsfuzz(*args: str, faults: str, cwd: Path, timeout: float = 240) -> subproc
                           capture_output=True, timeout=timeout)
 
 
+def unverified_triu_finding(corpus: Path, cwd: Path) -> subprocess.CompletedProcess:
+    """A campaign that finds the triu fault and leaves its repro script unrun
+    (``--no-verify-repros``): one ``unverified`` finding in ``corpus``."""
+    return mpsfuzz("run", "--ops", "triu", "--target", FAULT_TARGET, "--max-cases", "300", "--seed", "1",
+                   "--corpus", str(corpus), "--max-findings", "1", "--no-progress", "--no-verify-repros",
+                   faults="triu_tril_gt3d", cwd=cwd)
+
+
 def findings_in(corpus: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(corpus.glob("*.json"))]
 

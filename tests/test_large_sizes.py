@@ -11,11 +11,11 @@ import torch
 
 from mpsfuzz.generation import catalogue
 from mpsfuzz.generation.large_sizes import MAX_ELEMENTS, SIDES, Grows, grows, grown, large_variant, long_dim_phrase
-from mpsfuzz.generation.opspec import REGISTRY, declare_grows
+from mpsfuzz.generation.opspec import declare_grows
 from mpsfuzz.generation.recipes import Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.generation.strategies import example_cases
 
-LARGE_CLASS = sorted(n for n, s in catalogue.all_ops().items() if s.size_class == "large")
+LARGE_CLASS = sorted(n for n in catalogue.all_ops() if n.endswith("@large"))
 
 # What the issue asks the class to reach, family by family.
 ASKED = ["mm", "addmm", "linear", "bmm", "baddbmm", "matmul", "pad_constant", "pad_reflect", "pad_replicate",
@@ -25,7 +25,7 @@ ASKED = ["mm", "addmm", "linear", "bmm", "baddbmm", "matmul", "pad_constant", "p
 
 
 def test_every_family_the_issue_names_has_its_large_class():
-    assert set(catalogue.large_class(ASKED)) == {op + "@large" for op in ASKED}
+    assert {v for v in catalogue.large_class(ASKED) if v.endswith("@large")} == {op + "@large" for op in ASKED}
     families = {catalogue.get(op).family for op in LARGE_CLASS}
     assert {"linalg", "nn", "reduction", "indexing", "elementwise"} <= families   # (losses are nn ops)
 
@@ -155,3 +155,74 @@ def test_faults_past_65536_in_bmm_conv1d_and_softmax_are_found_minimised_and_exp
         assert "torch.randint(" in finding["repro"]["script"] and len(finding["repro"]["script"]) < 4000
     rss_kib = int(run.stderr.strip().splitlines()[-1])
     assert rss_kib < 2 * 1024 * 1024, rss_kib
+
+
+# -- past 2^31 elements: the @huge class, judged on blocks of rows --------------------------
+
+from mpsfuzz.execution.targets import load_target  # noqa: E402
+from mpsfuzz.generation import large_sizes  # noqa: E402
+from mpsfuzz.generation.recipes import Case  # noqa: E402
+from mpsfuzz.oracles.judge import judge_case  # noqa: E402
+from mpsfuzz.testing import faults  # noqa: E402
+
+HUGE = sorted(n for n in catalogue.all_ops() if n.endswith("@huge"))
+
+
+def test_sliced_groups_give_every_family_that_maps_rows_a_huge_class():
+    assert {"bmm@huge", "mm@huge", "conv1d@huge", "conv2d@huge", "max_pool2d@huge", "exp@huge"} <= set(HUGE)
+    assert "bmm@huge" in catalogue.large_class(["bmm"]) and "softmax@huge" not in catalogue.all_ops()
+    with pytest.raises(ValueError, match=r"sliced=True with dims=\(\(0, -1\),\)"):
+        grows("rows", (0, -1), sliced=True)
+
+
+def test_boundary_blocks_hold_the_rows_of_both_shapes_boundaries_and_of_65536():
+    blocks = large_sizes.boundary_blocks((2**31 // 6 + 2, 3, 2), (2**31 // 6 + 2, 3, 4))
+    rows = {r for a, b in blocks for r in range(a, b)}
+    assert {0, 65535, 65536, (2**31 - 1) // 6, 2**31 // 6, (2**31 - 1) // 12, 2**31 // 12} <= rows
+    assert len(rows) < 40
+
+
+@pytest.mark.parametrize("op", HUGE)
+def test_a_huge_case_is_judged_on_its_rows_and_the_reference_builds_only_those(op, monkeypatch):
+    """With the default --max-bytes the class draws about 2^22 elements (the path CI can
+    afford; 2^31 and 2^32 where the device has the memory): the op on the whole input,
+    cut to the boundary rows, equals the op on those rows alone, which is all the CPU
+    reference makes."""
+    spec = catalogue.get(op)
+    drawn = example_cases(spec, 3, seed=3)
+    big = [c for c in drawn if c.inputs[0].numel > MAX_ELEMENTS]
+    assert big and all(r.values.distribution == "index_hash" and r.alias is None for c in drawn for r in c.inputs)
+    for case in big[:2]:
+        reference = case.inputs and spec.reference_inputs(case)
+        assert sum(t.numel() for t in reference) < 64 * 64 * 40      # a few rows, not 2^22 elements
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            got = spec.fn(*case.materialize("cpu"), **case.kwargs_dict())
+            want = spec.reference_fn(*reference, **case.kwargs_dict())
+        torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3, equal_nan=True)
+
+
+def test_huge_sizes_reach_2_31_and_2_32_elements_where_max_bytes_allows(monkeypatch):
+    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(64 << 30))
+    numels = [c.inputs[0].numel for c in example_cases(catalogue.get("bmm@huge"), 40, seed=1)]
+    assert any(2**31 - 64 <= n < 2**32 for n in numels) and any(n >= 2**32 - 64 for n in numels)
+    assert all(n * large_sizes.BYTES_PER_ELEMENT <= 64 << 30 for n in numels)
+
+
+def test_a_bmm_that_wraps_past_the_32_bit_limit_is_found_on_the_result_rows(monkeypatch):
+    """The fault bmm_past_int32 (the result's elements past the limit written where the
+    index wrapped), the limit and the boundaries lowered to 2^20 so it runs here: the
+    result's rows around its own 2^20th element (not the input's) are compared, and the
+    reference builds those rows alone."""
+    monkeypatch.setattr(faults, "INT32_LIMIT", 2**20)
+    monkeypatch.setattr(large_sizes, "BOUNDARIES", (2**20,))
+    monkeypatch.setenv("MPSFUZZ_FAULTS", "bmm_past_int32")
+    target = load_target("mpsfuzz.testing.faults:target")
+
+    def case(batch):
+        a = TensorRecipe((batch, 2, 1), "float16", Layout(), ValueRecipe("index_hash", seed=5))
+        b = TensorRecipe((batch, 1, 2), "float16", Layout(), ValueRecipe("index_hash", seed=6))
+        return Case("bmm@huge", (a, b))
+    past = judge_case(case(2**20 // 2 + 8), target, ("values", "metadata", "errors"))
+    assert past["valid"] and [f["oracle"] for f in past["failures"]] == ["values"]
+    assert not judge_case(case(2**20 // 2 - 8), target, ("values",))["failures"]

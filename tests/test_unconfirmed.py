@@ -9,7 +9,7 @@ import json
 from mpsfuzz.reports.repro import Script
 from mpsfuzz.reports.verify import run_and_judge
 
-from test_fault_campaigns import FAULT_TARGET, findings_in, mpsfuzz
+from test_fault_campaigns import FAULT_TARGET, findings_in, mpsfuzz, unverified_triu_finding
 
 
 def test_a_finding_its_script_cannot_confirm_is_unconfirmed_not_new(tmp_path):
@@ -37,9 +37,7 @@ def test_a_script_that_cannot_run_here_is_not_verified_not_a_non_repro(tmp_path)
 
 def test_repro_command_says_not_verified_here_when_the_target_does_not_import(tmp_path):
     corpus = tmp_path / "corpus"
-    run = mpsfuzz("run", "--ops", "triu", "--target", FAULT_TARGET, "--max-cases", "300", "--seed", "1",
-                  "--corpus", str(corpus), "--max-findings", "1", "--no-progress", "--no-verify-repros",
-                  faults="triu_tril_gt3d", cwd=tmp_path)
+    run = unverified_triu_finding(corpus, tmp_path)
     assert run.returncode == 1, run.stdout + run.stderr
     (path,) = corpus.glob("triu-*.json")
     data = json.loads(path.read_text())

@@ -9,7 +9,7 @@ import json
 from mpsfuzz.corpus.finding import Finding
 
 from test_corpus import case, wrong_values
-from test_fault_campaigns import FAULT_TARGET, findings_in, mpsfuzz
+from test_fault_campaigns import FAULT_TARGET, findings_in, mpsfuzz, unverified_triu_finding
 
 
 def test_the_status_follows_the_verification():
@@ -25,9 +25,7 @@ def test_the_status_follows_the_verification():
 
 def test_an_unverified_finding_is_verified_again_by_the_next_run(tmp_path):
     corpus = tmp_path / "corpus"
-    first = mpsfuzz("run", "--ops", "triu", "--target", FAULT_TARGET, "--max-cases", "300", "--seed", "1",
-                    "--corpus", str(corpus), "--max-findings", "1", "--no-progress", "--no-verify-repros",
-                    faults="triu_tril_gt3d", cwd=tmp_path)
+    first = unverified_triu_finding(corpus, tmp_path)
     # not new, but counted: an unverified target finding hides nothing from the exit code
     assert first.returncode == 1, first.stdout + first.stderr
     (found,) = findings_in(corpus)

@@ -33,9 +33,11 @@ def _load() -> None:
 
 def _register_size_classes() -> None:
     """Every op that declares dims that may grow joins the large size class."""
-    from .large_sizes import large_variant
+    from .large_sizes import huge_variant, large_variant
     for spec in [s for s in REGISTRY.values() if s.grows and not s.size_class]:
-        REGISTRY.setdefault(spec.name + "@large", large_variant(spec))
+        for variant in (large_variant(spec), huge_variant(spec)):
+            if variant is not None:
+                REGISTRY.setdefault(variant.name, variant)
 
 
 def all_ops() -> dict[str, OpSpec]:
@@ -71,9 +73,10 @@ class UnknownOpError(ValueError):
 
 def large_class(ops: list[str]) -> list[str]:
     """The large size class of ``ops`` (``--large``): each one's ``@large`` variant, where
-    it declares dims that may grow."""
+    it declares dims that may grow, and ``@huge`` (past 2^31 elements), where it declares
+    rows that are sliced."""
     registry = all_ops()
-    return [v for v in (op + "@large" for op in ops) if v in registry]
+    return [v for op in ops for v in (op + "@large", op + "@huge") if v in registry]
 
 
 def select(selection: str) -> list[str]:

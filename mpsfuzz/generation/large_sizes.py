@@ -29,7 +29,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from .opspec import LARGE_REAL_NUMEL, OpSpec, ShapeBudget, sampled_once
+import torch
+
+from .opspec import LARGE_REAL_NUMEL, OpSpec, ShapeBudget, integers_once, sampled_once
+from .recipes import max_bytes
 
 SIZE_CLASS = "large"
 SUFFIX = "@large"
@@ -54,16 +57,23 @@ class Grows:
     # The first input's fewest dims for the group to apply (a loss's batch dim is dim 0
     # only where the input is batched).
     min_rank: int = 0
+    # Every dim is dim 0 of its input, and row i of the result (dim 0) depends on row i
+    # of these inputs alone, whatever the arguments (a batch of matrices, of signals, an
+    # elementwise op's rows): the op also joins the class past 2^31 elements, ``@huge``,
+    # judged on blocks of rows (huge_variant).
+    sliced: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"kind={self.kind!r}: expected one of {', '.join(KINDS)}")
         if not self.dims or not all(isinstance(d, tuple) and len(d) == 2 for d in self.dims):
             raise ValueError(f"dims={self.dims!r}: expected one or more (input, dim) pairs")
+        if self.sliced and any(d != 0 for _, d in self.dims):
+            raise ValueError(f"sliced=True with dims={self.dims!r}: rows are dim 0 of each input")
 
 
-def grows(kind: str, *dims: tuple[int, int], min_rank: int = 0) -> Grows:
-    return Grows(kind, tuple(dims), min_rank)
+def grows(kind: str, *dims: tuple[int, int], min_rank: int = 0, sliced: bool = False) -> Grows:
+    return Grows(kind, tuple(dims), min_rank, sliced)
 
 
 def _dim(shape, d: int) -> int | None:
@@ -157,3 +167,136 @@ def long_dim_phrase(spec: OpSpec | None, shapes, names: list[str], boundary: int
 
 def input_elements(shapes) -> int:
     return max((math.prod(s) for s in shapes), default=0)
+
+
+# -- past 2^31 elements: the ``@huge`` class, judged on blocks of rows ------------------
+
+HUGE_SUFFIX = "@huge"
+BOUNDARIES = (2**31, 2**32)
+# Device memory one logical element may need: the input (1-2 bytes), a result of up to 4
+# bytes, and as much again for a kernel's temporaries.
+BYTES_PER_ELEMENT = 12
+MEDIUM = 1 << 22            # what --max-bytes allows when no boundary fits (CI's size)
+# Rows either side of 65,536 (a grid dim's limit), besides the boundaries of the elements.
+_ROW_BOUNDARIES = (65535, 65536)
+# 1- and 2-byte dtypes: 2^31 elements in 2 to 4 GB, and values (index_hash: small
+# integers, quarters up to 30 for floats) whose products and short sums are exact.
+HUGE_DTYPES = ("float16", "int8", "uint8", "bool")
+
+
+def boundary_blocks(shape: tuple, *others: tuple) -> list[tuple[int, int]]:
+    """Blocks ``[a, b)`` of rows (dim 0) that hold the elements at flat offsets 0,
+    2^31 - 1, 2^31, 2^32 - 1, 2^32 and the last, of ``shape`` and of each of ``others``
+    (shapes of as many rows: a result's, whose rows may be wider), and rows 65,535 and
+    65,536, with a row either side; merged, in order."""
+    if not shape or shape[0] == 0:
+        return []
+    rows = shape[0]
+    if math.prod(shape) == 0:
+        return [(0, min(rows, 3))]
+    wanted = {r for r in _ROW_BOUNDARIES if r < rows}
+    for s in (shape, *(o for o in others if o and o[0] == rows and math.prod(o))):
+        numel = math.prod(s)
+        per_row = numel // rows
+        offsets = {0, numel - 1} | {o + d for o in BOUNDARIES for d in (-1, 0) if 0 <= o + d < numel}
+        wanted |= {o // per_row for o in offsets}
+    blocks: list[list[int]] = []
+    for r in sorted(wanted):
+        a, b = max(0, r - 1), min(rows, r + 2)
+        if blocks and a <= blocks[-1][1]:
+            blocks[-1][1] = max(blocks[-1][1], b)
+        else:
+            blocks.append([a, b])
+    return [(a, b) for a, b in blocks]
+
+
+def _huge_shapes(spec: OpSpec, group: Grows):
+    base = spec.shapes
+
+    def shapes(draw, budget: ShapeBudget) -> tuple:
+        small = ShapeBudget(min_rank=max(1, spec.min_rank, group.min_rank), max_rank=min(budget.max_rank, 4),
+                            max_side=min(budget.max_side, 4), allow_empty=False, max_numel=64)
+        drawn = base(draw, small)
+        if not applies(group, drawn):
+            return drawn
+        grown_inputs = [i for i, _ in group.dims if i < len(drawn) and drawn[i]]
+        per_row = max(max(1, math.prod(drawn[i][1:])) for i in grown_inputs)
+        limit = max_bytes() // BYTES_PER_ELEMENT
+        targets = tuple(t for t in BOUNDARIES if t + 2 * per_row <= limit) or (min(MEDIUM, limit),)
+        target = draw(sampled_once(targets))
+        rows = max(1, target // per_row + draw(integers_once(-1, 2)))   # below, at and past it
+        return grown(drawn, group, rows)
+    return shapes
+
+
+def _rows_of(op, group: Grows):
+    """The op on the whole inputs, then only the boundary blocks' rows of each result
+    (all of it where the case's shapes are outside the group: a small case)."""
+    primary = group.dims[0][0]
+
+    def fn(*inputs, **kwargs):
+        out = op(*inputs, **kwargs)
+        if not applies(group, [tuple(t.shape) for t in inputs]):
+            return out
+        outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+        blocks = boundary_blocks(tuple(inputs[primary].shape), *(tuple(o.shape) for o in outs))
+        cut = tuple(torch.cat([o[a:b] for a, b in blocks]) for o in outs)
+        return cut if isinstance(out, (tuple, list)) else cut[0]
+    fn.__name__ = fn.__qualname__ = f"rows_of_{getattr(op, '__name__', 'op')}"
+    return fn
+
+
+def _result_shapes(op, case) -> tuple:
+    """The shapes of ``op``'s results for ``case``, from the meta device (no memory)."""
+    from .recipes import resolve_kwargs
+    from . import dtypes as dt
+    try:
+        out = op(*[torch.empty(r.shape, dtype=dt.to_torch(r.dtype), device="meta") for r in case.inputs],
+                 **resolve_kwargs(case.kwargs))
+    except Exception:      # (no meta kernel: the input's rows alone)
+        return ()
+    return tuple(tuple(o.shape) for o in (out if isinstance(out, (tuple, list)) else (out,)))
+
+
+def _sliced_reference_inputs(op, group: Grows):
+    """The CPU reference's inputs: the grown inputs' boundary rows alone (those of the
+    result's boundaries too), made from their hash; the others whole (small)."""
+    primary = group.dims[0][0]
+    sliced = {i for i, _ in group.dims}
+
+    def blocks(case) -> dict[int, list]:
+        if not applies(group, [r.shape for r in case.inputs]):
+            return {}
+        rows = boundary_blocks(case.inputs[primary].shape, *_result_shapes(op, case))
+        return {i: rows for i in sliced if i < len(case.inputs) and case.inputs[i].rank
+                and case.inputs[i].shape[0] == case.inputs[primary].shape[0]}
+
+    def inputs(case) -> list | None:
+        cut = blocks(case)
+        if not cut:
+            return None                       # a small case: the reference runs on it whole
+        return [r.rows_values(cut[i]) if i in cut else r.materialize("cpu") for i, r in enumerate(case.inputs)]
+    inputs.blocks = blocks
+    return inputs
+
+
+def huge_variant(spec: OpSpec) -> OpSpec | None:
+    """``spec`` past 2^31 elements along its sliced group (None where it has none, or no
+    1- or 2-byte dtype): inputs made on the device from a hash of each element's index,
+    up to 2^31 and 2^32 elements where --max-bytes allows BYTES_PER_ELEMENT an element
+    (else about 2^22), the result compared on the boundary blocks' rows only; the CPU
+    reference runs on those rows of the inputs alone (host memory: a few rows)."""
+    groups = [g for g in spec.grows if g.sliced]
+    dtypes = tuple(d for d in spec.dtypes if d in HUGE_DTYPES)
+    if not groups or not dtypes:
+        return None
+    group = groups[0]
+    count = len(spec.input_dtypes) or 1
+    return OpSpec(name=spec.name + HUGE_SUFFIX, family=spec.family, fn=_rows_of(spec.fn, group),
+                  shapes=_huge_shapes(spec, group), dtypes=dtypes, input_dtypes=spec.input_dtypes,
+                  input_values=("index_hash",) * count, args=spec.args, allow_nonfinite=False, allow_specials=False,
+                  min_rank=spec.min_rank, max_rank=spec.max_rank, canonicalise=spec.canonicalise,
+                  rtol_scale=spec.rtol_scale, atol_scale=spec.atol_scale, semantics=spec.semantics | {"large"},
+                  reference_fn=spec.fn, reference_inputs=_sliced_reference_inputs(spec.fn, group), grows=(group,),
+                  size_class=SIZE_CLASS, base=spec.name,
+                  doc=f"{spec.doc} (past 2^31 elements along its {group.kind}, compared on blocks of rows)")

@@ -97,39 +97,34 @@ def resolve(dotted: str) -> Callable:
 _CALL = re.compile(r"^\s*(?:\.\.\s+function::\s+)?(?P<name>[A-Za-z_][\w.]*)\((?P<rest>.*)$")
 
 
+def _outside_quotes(text: str, depth: int = 0):
+    """(index, character, bracket depth after it) for each character of ``text`` outside
+    quotes, starting at ``depth``."""
+    quote = None
+    for i, ch in enumerate(text):
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        else:
+            depth += (ch in "([{") - (ch in ")]}")
+            yield i, ch, depth
+
+
 def _balanced(text: str) -> str | None:
     """The text inside the parentheses that ``text`` continues (it starts just after
     the opening one), or None where they do not close on this line."""
-    depth, quote = 1, None
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-            if depth == 0:
-                return text[:i]
+    for i, _, depth in _outside_quotes(text, 1):
+        if depth == 0:
+            return text[:i]
     return None
 
 
 def _split_top(text: str) -> list[str]:
     """``text`` split at the commas outside brackets and quotes."""
-    parts, depth, quote, start = [], 0, None, 0
-    for i, ch in enumerate(text):
-        if quote:
-            if ch == quote:
-                quote = None
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif ch == "," and depth == 0:
+    parts, start = [], 0
+    for i, ch, depth in _outside_quotes(text):
+        if ch == "," and depth == 0:
             parts.append(text[start:i])
             start = i + 1
     parts.append(text[start:])

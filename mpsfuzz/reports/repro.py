@@ -243,6 +243,14 @@ def tensor_lines(recipe: TensorRecipe, name: str) -> list[str]:
     return lines
 
 
+def _sliced_rows(spec, case: Case) -> dict[int, list]:
+    """{input: its blocks of rows} that the reference of a large row-wise op sees: what
+    its ``reference_inputs`` says (``.blocks``), else input 0's boundary blocks."""
+    from ..generation.large_sizes import boundary_blocks
+    declared = getattr(spec.reference_inputs, "blocks", None)
+    return declared(case) if declared is not None else {0: boundary_blocks(case.inputs[0].shape)}
+
+
 def _slice_view(storage: str, start: int, recipe: TensorRecipe) -> str:
     """Source of ``recipe``'s view into the flat ``storage`` whose base buffer begins at
     ``start``: the dense part after the offset, viewed, then gaps, permutation, expansion."""
@@ -593,11 +601,10 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     expect: dict = {"outcome": "assertion"}
     cpu_names = [b.on_cpu(n, i) for i, n in enumerate(names)]
     if spec.reference_inputs is not None and case.inputs and case.inputs[0].values.distribution in DEVICE_GENERATED:
-        # A row-wise op of the large family: the reference sees only the rows its
-        # result is compared on, cut from the device's input (the same values).
-        from ..generation.ops.large_rows import boundary_blocks
-        blocks = ", ".join(f"{names[0]}[{a}:{b_}]" for a, b_ in boundary_blocks(case.inputs[0].shape))
-        cpu_names = [f"torch.cat([{blocks}]).cpu()"] + cpu_names[1:]
+        # A row-wise op of the large sizes: the reference sees only the rows its result
+        # is compared on, cut from the device's inputs (the same values).
+        for i, rows in _sliced_rows(spec, case).items():
+            cpu_names[i] = "torch.cat([" + ", ".join(f"{names[i]}[{a}:{b_}]" for a, b_ in rows) + "]).cpu()"
     # The executor computed the CPU reference in a wider dtype where CPU has no kernel:
     # value findings say so; an error finding's script asks eager CPU itself.
     widened = case.variant != "autocast" and (

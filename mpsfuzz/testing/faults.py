@@ -932,7 +932,7 @@ def _wrapped_past_int32(out):
     if isinstance(out, torch.Tensor) and out.numel() > INT32_LIMIT and out.is_contiguous():
         flat = out.view(-1)
         n = flat.numel() - INT32_LIMIT
-        flat[INT32_LIMIT:].copy_(flat[:n])
+        flat[INT32_LIMIT:].copy_(flat[:n].clone())   # (a result of more than twice the limit overlaps)
     return out
 
 
@@ -1033,6 +1033,9 @@ FAULTS: dict[str, Fault] = _registry(
           "convolution wrong when its input is 65,536 or more wide", ("aten::convolution",), _conv1d_width_65536, "corrupt"),
     Fault("softmax_dim_65536", "the class of pytorch#140726 again: softmax wrong when its dim has "
           "65,536 or more positions", ("aten::_softmax",), _softmax_dim_65536, "corrupt"),
+    Fault("bmm_past_int32", "32-bit indexing in a batched matmul (the class of the silent corruption past 2^31 "
+          "elements): bmm of 2^31 or more input elements writes the result's elements past 2^31 where the index "
+          "wrapped", ("aten::bmm",), _numel_past_int32, "wrap_int32"),
     Fault("cumsum_leak", "like pytorch#145503: cumsum leaks memory on every call",
           ("aten::cumsum",), _always, "leak"),
     # nn, losses, attention, backward, indexing, out=, in-place and RNG bugs

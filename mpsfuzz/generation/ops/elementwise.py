@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from .. import dtypes as dt
 from ..grad_points import both_zero, equal_operands, kinks, wide, when, zero_crossings
 from ..large_sizes import grows
-from ..opspec import REGISTRY, declare_grows
+from ..opspec import declare_grows
 from ..opspec import OpSpec, any_shape, broadcast_shapes, expand, first_dtype, nonzero_int_divisor, register
 
 FAMILY = "elementwise"
@@ -625,5 +625,7 @@ register(
 # Dims that may grow past 65,536 (the large size class, generation/large_sizes.py): long
 # rows and many of them, broadcast operands alike.
 _ROWS = (grows("length", (0, -1), (1, -1), (2, -1)), grows("rows", (0, -2), (1, -2), (2, -2)))
-declare_grows({op: _ROWS for op in ("add", "sub", "mul", "div", "where", "neg", "abs", "exp", "tanh", "sigmoid",
-                                    "clamp", "maximum", "pow") if op in REGISTRY})
+# (a unary op's rows are also independent whatever its arguments: past 2^31 elements too)
+_UNARY_ROWS = (grows("length", (0, -1)), grows("rows", (0, 0), sliced=True))
+declare_grows({**{op: _ROWS for op in ("add", "sub", "mul", "div", "where", "maximum", "pow")},
+               **{op: _UNARY_ROWS for op in ("neg", "abs", "exp", "tanh", "sigmoid", "clamp")}})

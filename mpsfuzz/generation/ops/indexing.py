@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 from .. import dtypes as dt
 from ..grad_points import near, slack, wide
 from ..large_sizes import grows
-from ..opspec import REGISTRY, declare_grows
+from ..opspec import declare_grows
 from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcastable_to, draw_rank, draw_side, expand,
                       first_dtype, fit, prod, register)
 from ..recipes import DtypeArg

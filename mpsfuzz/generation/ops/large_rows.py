@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import torch
 
+from ..large_sizes import boundary_blocks
 from ..opspec import OpSpec, integers_once, register, sampled_once
 from ..recipes import max_bytes
 
@@ -37,29 +38,6 @@ BYTES_PER_ELEMENT = 12
 _BOUNDARIES = (2**31, 2**32)
 _ROW_LENGTHS = (1024, 4096, 1000, 3)       # 1,000 and 3: rows that do not divide 2^31
 _MEDIUM = 1 << 22                           # what --max-bytes allows when no boundary fits
-
-
-def boundary_blocks(shape: tuple) -> list[tuple[int, int]]:
-    """Blocks ``[a, b)`` of rows (dim 0) that hold the elements at flat offsets 0,
-    2^31 - 1, 2^31, 2^32 - 1, 2^32 and the last, with a row either side; merged, in
-    order."""
-    if not shape or shape[0] == 0:
-        return []
-    rows, numel = shape[0], 1
-    for n in shape:
-        numel *= n
-    if numel == 0:
-        return [(0, min(rows, 3))]
-    per_row = numel // rows
-    offsets = {0, numel - 1} | {o + d for o in _BOUNDARIES for d in (-1, 0) if 0 <= o + d < numel}
-    blocks: list[list[int]] = []
-    for r in sorted({o // per_row for o in offsets}):
-        a, b = max(0, r - 1), min(rows, r + 2)
-        if blocks and a <= blocks[-1][1]:
-            blocks[-1][1] = max(blocks[-1][1], b)
-        else:
-            blocks.append([a, b])
-    return [(a, b) for a, b in blocks]
 
 
 def row_sizes(draw, budget) -> tuple:

@@ -18,7 +18,7 @@ from .. import dtypes as dt
 from ..grad_points import (dims_of, eps_of, matrix_last_two, matrix_norm_reason, repeated_spectrum, rows,
                            slack, spectrum_reason, vector_norm_kinks, vector_norm_reason, wide)
 from ..large_sizes import grows
-from ..opspec import REGISTRY, declare_grows
+from ..opspec import declare_grows
 from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcast_shapes, broadcastable_to, combine_args, dim_arg,
                       draw_side, expand, first_dtype, fit, fit_keep_last, integers_once, matmul_shapes, matrix_shapes,
                       register, sampled_once)
@@ -854,8 +854,8 @@ register(
 
 # Dims that may grow past 65,536 (the large size class, generation/large_sizes.py).
 declare_grows({
-    "mm": (grows("rows", (0, 0)), grows("inner", (0, 1), (1, 0)), grows("cols", (1, 1))),
-    "bmm": (grows("batch", (0, 0), (1, 0)), grows("rows", (0, 1)), grows("inner", (0, 2), (1, 1)),
+    "mm": (grows("rows", (0, 0), sliced=True), grows("inner", (0, 1), (1, 0)), grows("cols", (1, 1))),
+    "bmm": (grows("batch", (0, 0), (1, 0), sliced=True), grows("rows", (0, 1)), grows("inner", (0, 2), (1, 1)),
             grows("cols", (1, 2))),
     "matmul": (grows("batch", (0, -3), (1, -3)), grows("batch", (1, -3), (0, -3)), grows("rows", (0, -2))),
     "addmm": (grows("rows", (1, 0), (0, -2)), grows("inner", (1, 1), (2, 0)), grows("cols", (2, 1), (0, -1))),

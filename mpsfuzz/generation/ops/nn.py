@@ -30,7 +30,7 @@ from hypothesis import strategies as st
 from .. import dtypes as dt
 from ..grad_points import dims_of, is_zero, kinks, near, rows, slack, vector_norm_reason, when, wide, zero_crossings
 from ..large_sizes import grows
-from ..opspec import REGISTRY, declare_grows
+from ..opspec import declare_grows
 from ..opspec import OpSpec, ShapeBudget, any_shape, expand, prod, register, writable_copy
 from ..recipes import DtypeArg
 
@@ -1393,15 +1393,15 @@ register(
 declare_grows({
     "linear": (grows("rows", (0, -2)), grows("inner", (0, -1), (1, 1)), grows("cols", (1, 0), (2, 0))),
     # (in channels: the weight's too, and the groups read back are then 1)
-    "conv1d": (grows("batch", (0, -3)), grows("width", (0, -1)), grows("channels", (0, -2), (1, 1))),
-    "conv2d": (grows("batch", (0, -4)), grows("width", (0, -1)), grows("rows", (0, -2)),
+    "conv1d": (grows("batch", (0, 0), min_rank=3, sliced=True), grows("width", (0, -1)), grows("channels", (0, -2), (1, 1))),
+    "conv2d": (grows("batch", (0, 0), min_rank=4, sliced=True), grows("width", (0, -1)), grows("rows", (0, -2)),
                grows("channels", (0, -3), (1, 1))),
     "conv_transpose1d": (grows("batch", (0, -3)), grows("width", (0, -1))),
-    "max_pool1d": (grows("batch", (0, -3)), grows("channels", (0, -2)), grows("width", (0, -1))),
-    "avg_pool1d": (grows("batch", (0, -3)), grows("channels", (0, -2)), grows("width", (0, -1))),
-    "max_pool2d": (grows("batch", (0, -4)), grows("channels", (0, -3)), grows("width", (0, -1)),
+    "max_pool1d": (grows("batch", (0, 0), min_rank=3, sliced=True), grows("channels", (0, -2)), grows("width", (0, -1))),
+    "avg_pool1d": (grows("batch", (0, 0), min_rank=3, sliced=True), grows("channels", (0, -2)), grows("width", (0, -1))),
+    "max_pool2d": (grows("batch", (0, 0), min_rank=4, sliced=True), grows("channels", (0, -3)), grows("width", (0, -1)),
                    grows("rows", (0, -2))),
-    "avg_pool2d": (grows("batch", (0, -4)), grows("channels", (0, -3)), grows("width", (0, -1)),
+    "avg_pool2d": (grows("batch", (0, 0), min_rank=4, sliced=True), grows("channels", (0, -3)), grows("width", (0, -1)),
                    grows("rows", (0, -2))),
     "adaptive_avg_pool1d": (grows("batch", (0, -3)), grows("channels", (0, -2)), grows("width", (0, -1))),
     "pad_constant": (grows("rows", (0, 0)), grows("width", (0, -1))),
@@ -1413,6 +1413,6 @@ declare_grows({
     "layer_norm": (grows("length", (0, -1), (1, -1), (2, -1)),),
     "group_norm": (grows("batch", (0, 0)), grows("width", (0, -1))),
     "embedding": (grows("indices", (0, -1)), grows("rows", (1, 0)), grows("cols", (1, 1))),
-    "relu": (grows("length", (0, -1)), grows("rows", (0, 0))),
-    "gelu": (grows("length", (0, -1)), grows("rows", (0, 0))),
+    "relu": (grows("length", (0, -1)), grows("rows", (0, 0), sliced=True)),
+    "gelu": (grows("length", (0, -1)), grows("rows", (0, 0), sliced=True)),
 })

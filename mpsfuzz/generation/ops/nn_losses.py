@@ -41,7 +41,7 @@ from hypothesis import strategies as st
 
 from ..grad_points import equal_operands, is_zero, kinks, near, slack, vector_norm_reason, when, wide, zero_crossings
 from ..large_sizes import grows
-from ..opspec import REGISTRY, declare_grows
+from ..opspec import declare_grows
 from ..opspec import (OpSpec, ShapeBudget, broadcast_shapes, broadcastable_to, draw_side, expand, fit,
                       integers_once, register, same_shapes, sampled_once)
 

@@ -38,7 +38,7 @@ import torch
 
 from ...generation.ops.fft import transform_plan
 
-from .references import NotApplicable, Reference
+from .references import POLYNOMIALS, NotApplicable, Reference
 
 NUMPY: dict[str, Reference] = {}
 
@@ -555,20 +555,6 @@ def _fmod(inputs, kwargs):
     return tens(_modulus(x, _nonzero_divisor(y), False), dtype)
 
 
-@reference("remainder_float")
-def _remainder_float(inputs, kwargs):
-    allowed(kwargs)
-    dtype, (x, y) = _common(inputs)
-    return tens(np.remainder(x, y), dtype)
-
-
-@reference("fmod_float")
-def _fmod_float(inputs, kwargs):
-    allowed(kwargs)
-    dtype, (x, y) = _common(inputs)
-    return tens(np.fmod(x, y), dtype)
-
-
 def _int_power(x, e):
     """x ** e in x's integer dtype, wrapping; negative exponents as torch: 1 ** e = 1,
     (-1) ** e = +-1, anything else 0 (0 ** negative is undefined)."""
@@ -655,15 +641,9 @@ for _names, _fn in ((("fmax", "fmax_cpu_scalar"), np.fmax), (("fmin", "fmin_cpu_
                     (("maximum", "max_binary"), np.maximum), (("minimum", "min_binary"), np.minimum),
                     (("bitwise_and",), np.bitwise_and), (("bitwise_or",), np.bitwise_or),
                     (("bitwise_xor",), np.bitwise_xor), (("bitwise_left_shift",), np.left_shift),
-                    (("bitwise_right_shift",), np.right_shift)):
+                    (("bitwise_right_shift",), np.right_shift), (("remainder_float",), np.remainder),
+                    (("fmod_float",), np.fmod), (("gcd",), np.gcd)):
     reference(*_names)(_same_dtype_binary(_fn))
-
-
-@reference("gcd")
-def _gcd(inputs, kwargs):
-    allowed(kwargs)
-    dtype, (x, y) = _common(inputs)
-    return tens(np.gcd(x, y), dtype)
 
 
 @reference("lcm")
@@ -803,10 +783,7 @@ def _polynomial_ref(kind: str, scalar_n: bool):
     return ref
 
 
-for _p in ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
-           "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
-           "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
-           "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p"):
+for _p in POLYNOMIALS:
     reference(f"special.{_p}")(_polynomial_ref(_p, scalar_n=False))
     reference(f"special.{_p}_scalar_n")(_polynomial_ref(_p, scalar_n=True))
 

@@ -34,3 +34,11 @@ class NotApplicable(Exception):
 
 # (inputs, kwargs) -> outputs, as described above.
 Reference = Callable[[list, dict], Any]
+
+
+# torch.special's orthogonal polynomials (each also with a scalar n: ``<name>_scalar_n``),
+# which the numpy and the exact scalar references both compute.
+POLYNOMIALS = ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
+               "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
+               "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
+               "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p")

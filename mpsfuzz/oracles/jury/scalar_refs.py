@@ -34,7 +34,7 @@ from typing import Any, Callable
 
 import torch
 
-from .references import NotApplicable
+from .references import POLYNOMIALS, NotApplicable
 
 ScalarReference = Callable[[tuple, dict], Any]
 SCALAR: dict[str, ScalarReference] = {}
@@ -1215,10 +1215,7 @@ def _polynomial(kind: str, scalar_n: bool):
     return ref
 
 
-for _p in ("chebyshev_polynomial_t", "chebyshev_polynomial_u", "chebyshev_polynomial_v",
-           "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t", "shifted_chebyshev_polynomial_u",
-           "shifted_chebyshev_polynomial_v", "shifted_chebyshev_polynomial_w", "hermite_polynomial_h",
-           "hermite_polynomial_he", "laguerre_polynomial_l", "legendre_polynomial_p"):
+for _p in POLYNOMIALS:
     reference(f"special.{_p}")(_polynomial(_p, scalar_n=False))
     reference(f"special.{_p}_scalar_n")(_polynomial(_p, scalar_n=True))
 

@@ -64,14 +64,23 @@ def root(v: torch.Tensor, p: float) -> torch.Tensor:
     return taken * (1 - zero)
 
 
+def whole_power(x: torch.Tensor, p: float) -> torch.Tensor | None:
+    """x ** p by repeated products (exact, any sign) where p is a whole number >= 0,
+    else None."""
+    if not (float(p).is_integer() and p >= 0):
+        return None
+    out = torch.ones_like(x)
+    for _ in range(int(p)):
+        out = out * x
+    return out
+
+
 def power(x: torch.Tensor, p: float) -> torch.Tensor:
     """x ** p of a x >= 0, or of any x for a whole p (then by repeated products, exact);
     a fractional power of 0 is 0 with a zero gradient (p > 1, as in the drawn norms)."""
-    if float(p).is_integer() and p >= 0:
-        out = torch.ones_like(x)
-        for _ in range(int(p)):
-            out = out * x
-        return out
+    whole = whole_power(x, p)
+    if whole is not None:
+        return whole
     zero = zero_factor(x)
     return torch.exp(p * torch.log(x + zero)) * (1 - zero)
 

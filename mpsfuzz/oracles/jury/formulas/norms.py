@@ -56,18 +56,23 @@ def updated_running(old, observed_mean, observed_var_unbiased, momentum: float):
                 (1 - momentum) * old[1] + momentum * observed_var_unbiased)
 
 
-def batch_norm_reference(inputs, kwargs):
+def _running_norm_arguments(inputs, kwargs, min_rank: int, what: str):
+    """(x, running mean, running var, weight or None, bias or None, momentum, eps) of a
+    batch or instance norm call (weight and bias None where ``affine`` is off)."""
     real_inputs(inputs, 0, 1, 2, 3, 4)
     x, running_mean, running_var, weight, bias = inputs
-    if x.dim() < 2:
-        raise NotApplicable("batch norm takes (N, C, *spatial)")
+    if x.dim() < min_rank:
+        raise NotApplicable(f"{what} takes (N, C, *spatial)")
+    w, b = (weight, bias) if kwargs.get("affine", True) else (None, None)
+    return x, running_mean, running_var, w, b, kwargs.get("momentum", 0.1), kwargs.get("eps", 1e-5)
+
+
+def batch_norm_reference(inputs, kwargs):
+    x, running_mean, running_var, w, b, momentum, eps = _running_norm_arguments(inputs, kwargs, 2, "batch norm")
     training, track = bool(kwargs["training"]), kwargs.get("track", True)
-    affine_on = kwargs.get("affine", True)
-    momentum, eps = kwargs.get("momentum", 0.1), kwargs.get("eps", 1e-5)
     if momentum is None:
         raise NotApplicable("momentum=None (a cumulative average)")
     rank = x.dim()
-    w, b = (weight, bias) if affine_on else (None, None)
     if training:
         dims = (0,) + tuple(range(2, rank))
         mean, var, count = biased_moments(x, dims)
@@ -85,15 +90,9 @@ def batch_norm_reference(inputs, kwargs):
 
 
 def instance_norm_reference(inputs, kwargs):
-    real_inputs(inputs, 0, 1, 2, 3, 4)
-    x, running_mean, running_var, weight, bias = inputs
-    if x.dim() < 3:
-        raise NotApplicable("instance norm takes (N, C, *spatial)")
+    x, running_mean, running_var, w, b, momentum, eps = _running_norm_arguments(inputs, kwargs, 3, "instance norm")
     use_input_stats, track = bool(kwargs["use_input_stats"]), kwargs.get("track", False)
-    affine_on = kwargs.get("affine", True)
-    momentum, eps = kwargs.get("momentum", 0.1), kwargs.get("eps", 1e-5)
     rank = x.dim()
-    w, b = (weight, bias) if affine_on else (None, None)
     if not use_input_stats:
         if not track:
             raise NotApplicable("running statistics asked for but not given")

@@ -26,6 +26,7 @@ import torch
 
 from ..references import NotApplicable, Reference
 from .arguments import per_dim, real_inputs
+from .elementary import whole_power
 from .taps import Taps, flat_positions, gather, invalid_filled, tap_dims, taps, valid_of
 
 
@@ -163,11 +164,9 @@ def signed_power(x: torch.Tensor, p: float) -> torch.Tensor:
     """x ** p as torch's pow takes it: a whole p by repeated products (any sign); a
     fractional one through exp(p log x), NaN (value and gradient) for x < 0, and 0 with
     a zero gradient at x = 0."""
-    if float(p).is_integer() and p >= 0:
-        out = torch.ones_like(x)
-        for _ in range(int(p)):
-            out = out * x
-        return out
+    whole = whole_power(x, p)
+    if whole is not None:
+        return whole
     zero = exact_zero(x)
     return torch.exp(p * torch.log(x + zero)) * (1 - zero)
 
