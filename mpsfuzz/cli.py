@@ -487,6 +487,10 @@ def cmd_ops(args, console) -> int:
             undefined = sum(ops[n].grad_undefined is not None for n in names)
             table.add_row(fam, str(len(names)), "/".join(map(str, counts)), str(undefined), ", ".join(names))
     console.print(table)
+    sized = sorted(n for n, spec in ops.items() if spec.size_class and (args.family in (None, spec.family)))
+    if sized:
+        console.print(f"large size class ({len(sized)}, added by `run --large`): {', '.join(sized)}",
+                      highlight=False, soft_wrap=True)
     return EXIT_CLEAN
 
 

@@ -226,3 +226,13 @@ def test_a_bmm_that_wraps_past_the_32_bit_limit_is_found_on_the_result_rows(monk
     past = judge_case(case(2**20 // 2 + 8), target, ("values", "metadata", "errors"))
     assert past["valid"] and [f["oracle"] for f in past["failures"]] == ["values"]
     assert not judge_case(case(2**20 // 2 - 8), target, ("values",))["failures"]
+
+
+def test_ops_lists_the_large_class_apart():
+    import subprocess
+    import sys
+    run = subprocess.run([sys.executable, "-m", "mpsfuzz", "ops", "--family", "linalg"], capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    line = [ln for ln in run.stdout.splitlines() if ln.startswith("large size class")]
+    assert line and "bmm@large" in line[0] and "bmm@huge" in line[0] and "conv1d@large" not in line[0]

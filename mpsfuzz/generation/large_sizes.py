@@ -62,6 +62,9 @@ class Grows:
     # elementwise op's rows): the op also joins the class past 2^31 elements, ``@huge``,
     # judged on blocks of rows (huge_variant).
     sliced: bool = False
+    # Whether a later pair's 1 (where the first's size is not 1) is a broadcast that
+    # stays 1; not for a convolution's weight, whose 1 in channels is channels/groups.
+    broadcasts: bool = True
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -72,8 +75,9 @@ class Grows:
             raise ValueError(f"sliced=True with dims={self.dims!r}: rows are dim 0 of each input")
 
 
-def grows(kind: str, *dims: tuple[int, int], min_rank: int = 0, sliced: bool = False) -> Grows:
-    return Grows(kind, tuple(dims), min_rank, sliced)
+def grows(kind: str, *dims: tuple[int, int], min_rank: int = 0, sliced: bool = False,
+          broadcasts: bool = True) -> Grows:
+    return Grows(kind, tuple(dims), min_rank, sliced, broadcasts)
 
 
 def _dim(shape, d: int) -> int | None:
@@ -94,7 +98,7 @@ def grown(shapes, group: Grows, side: int) -> tuple:
     for i, d in group.dims:
         if i >= len(out) or (k := _dim(out[i], d)) is None:
             continue
-        if out[i][k] == 1 and first != 1 or out[i][k] == 0:
+        if group.broadcasts and out[i][k] == 1 and first != 1 or out[i][k] == 0:
             continue                        # broadcast along the group's dim, or empty: stays so
         out[i][k] = side
     return tuple(tuple(s) for s in out)
@@ -189,14 +193,20 @@ def boundary_blocks(shape: tuple, *others: tuple) -> list[tuple[int, int]]:
     2^31 - 1, 2^31, 2^32 - 1, 2^32 and the last, of ``shape`` and of each of ``others``
     (shapes of as many rows: a result's, whose rows may be wider), and rows 65,535 and
     65,536, with a row either side; merged, in order."""
+    # (Plain loops, no math.prod: a repro script carries this function's source.)
     if not shape or shape[0] == 0:
         return []
     rows = shape[0]
-    if math.prod(shape) == 0:
+    sizes = []
+    for s in (shape, *others):
+        numel = 1
+        for n in s:
+            numel *= n
+        sizes.append(numel if s and s[0] == rows else 0)
+    if sizes[0] == 0:
         return [(0, min(rows, 3))]
     wanted = {r for r in _ROW_BOUNDARIES if r < rows}
-    for s in (shape, *(o for o in others if o and o[0] == rows and math.prod(o))):
-        numel = math.prod(s)
+    for numel in (n for n in sizes if n):
         per_row = numel // rows
         offsets = {0, numel - 1} | {o + d for o in BOUNDARIES for d in (-1, 0) if 0 <= o + d < numel}
         wanted |= {o // per_row for o in offsets}
@@ -231,12 +241,13 @@ def _huge_shapes(spec: OpSpec, group: Grows):
 
 def _rows_of(op, group: Grows):
     """The op on the whole inputs, then only the boundary blocks' rows of each result
-    (all of it where the case's shapes are outside the group: a small case)."""
-    primary = group.dims[0][0]
+    (all of it where the case's shapes are outside the group: a small case). Its
+    closure holds numbers and functions alone: a repro script carries its source."""
+    primary, min_rank = group.dims[0][0], max(1, group.min_rank)   # (a sliced group's rows are dim 0)
 
     def fn(*inputs, **kwargs):
         out = op(*inputs, **kwargs)
-        if not applies(group, [tuple(t.shape) for t in inputs]):
+        if inputs[primary].dim() < min_rank:
             return out
         outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
         blocks = boundary_blocks(tuple(inputs[primary].shape), *(tuple(o.shape) for o in outs))

@@ -1393,9 +1393,10 @@ register(
 declare_grows({
     "linear": (grows("rows", (0, -2)), grows("inner", (0, -1), (1, 1)), grows("cols", (1, 0), (2, 0))),
     # (in channels: the weight's too, and the groups read back are then 1)
-    "conv1d": (grows("batch", (0, 0), min_rank=3, sliced=True), grows("width", (0, -1)), grows("channels", (0, -2), (1, 1))),
+    "conv1d": (grows("batch", (0, 0), min_rank=3, sliced=True), grows("width", (0, -1)),
+               grows("channels", (0, -2), (1, 1), broadcasts=False)),
     "conv2d": (grows("batch", (0, 0), min_rank=4, sliced=True), grows("width", (0, -1)), grows("rows", (0, -2)),
-               grows("channels", (0, -3), (1, 1))),
+               grows("channels", (0, -3), (1, 1), broadcasts=False)),
     "conv_transpose1d": (grows("batch", (0, -3)), grows("width", (0, -1))),
     "max_pool1d": (grows("batch", (0, 0), min_rank=3, sliced=True), grows("channels", (0, -2)), grows("width", (0, -1))),
     "avg_pool1d": (grows("batch", (0, 0), min_rank=3, sliced=True), grows("channels", (0, -2)), grows("width", (0, -1))),
@@ -1411,7 +1412,7 @@ declare_grows({
     "softmax": (grows("length", (0, -1)), grows("rows", (0, 0))),
     "log_softmax": (grows("length", (0, -1)), grows("rows", (0, 0))),
     "layer_norm": (grows("length", (0, -1), (1, -1), (2, -1)),),
-    "group_norm": (grows("batch", (0, 0)), grows("width", (0, -1))),
+    "group_norm": (grows("batch", (0, 0)), grows("width", (0, -1), min_rank=3)),
     "embedding": (grows("indices", (0, -1)), grows("rows", (1, 0)), grows("cols", (1, 1))),
     "relu": (grows("length", (0, -1)), grows("rows", (0, 0), sliced=True)),
     "gelu": (grows("length", (0, -1)), grows("rows", (0, 0), sliced=True)),
