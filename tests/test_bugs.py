@@ -170,3 +170,14 @@ def test_localisation_round_trips_and_old_files_load_without_it():
     assert old.localisation is None
     (bug,) = bugs_of(old)
     assert bug.kernel is None and "before localisation" in bug.reason
+
+
+def test_an_ops_large_class_is_the_op_for_grouping():
+    """bmm@large is bmm: a bug seen at both sizes under the same conditions is one bug;
+    one that needs the size (side>=65536) is a bug of its own."""
+    both = bugs_of(finding("bmm", conditions=("layout:0",), status="not-localised"),
+                   finding("bmm@large", conditions=("layout:0",), status="not-localised"))
+    assert len(both) == 1 and both[0].ops.keys() == {"bmm", "bmm@large"}
+    apart = bugs_of(finding("bmm", conditions=("layout:0",), status="not-localised"),
+                    finding("bmm@large", conditions=("side>=65536",), status="not-localised"))
+    assert len(apart) == 2

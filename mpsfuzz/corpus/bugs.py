@@ -68,6 +68,7 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..generation.large_sizes import base_op_name
 from ..triage.kernel_call import kernel_family
 from ..triage.localise import KERNEL, divergence_class
 from .finding import STATUSES, Finding
@@ -159,7 +160,10 @@ def op_key(finding: Finding) -> tuple | None:
     if finding.flaky or finding.conditions is None or finding.oracle in ("crash", "hang", "leak"):
         return None
     symptom = tuple(k for k in finding.failure.dedup_key if not (isinstance(k, str) and k in _FORMS))
-    return ("op", finding.blame, _device_kind(finding), finding.op, finding.oracle, finding.failure.kind, *symptom)
+    # An op's large size class (bmm@large) is the op: a bug seen at both sizes with
+    # matching conditions is one bug, one that needs the size keeps its own condition.
+    return ("op", finding.blame, _device_kind(finding), base_op_name(finding.op), finding.oracle,
+            finding.failure.kind, *symptom)
 
 
 def finding_conditions(finding: Finding) -> frozenset[str]:

@@ -80,6 +80,11 @@ def grows(kind: str, *dims: tuple[int, int], min_rank: int = 0, sliced: bool = F
     return Grows(kind, tuple(dims), min_rank, sliced, broadcasts)
 
 
+def base_op_name(op: str) -> str:
+    """The op a size-class variant's name stands for (``bmm@large`` -> ``bmm``)."""
+    return op.split("@", 1)[0]
+
+
 def _dim(shape, d: int) -> int | None:
     """``d`` as a non-negative index into ``shape``, or None where it has no such dim."""
     return d % len(shape) if -len(shape) <= d < len(shape) else None
