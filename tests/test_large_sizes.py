@@ -236,3 +236,23 @@ def test_ops_lists_the_large_class_apart():
     assert run.returncode == 0, run.stderr
     line = [ln for ln in run.stdout.splitlines() if ln.startswith("large size class")]
     assert line and "bmm@large" in line[0] and "bmm@huge" in line[0] and "conv1d@large" not in line[0]
+
+
+def test_a_declaration_that_grows_a_broadcast_dim_draws_no_result_past_the_bound():
+    """mse_loss's rows once grew dim 0 of a 1-D target that broadcasts along the input's
+    last dim: (65,537, 1) against (65,537,) is a result of 4 billion elements, and a test
+    process was killed for its memory. Whatever a declaration says, no tensor a drawn
+    case makes (its intermediates too, on the meta device) passes MAX_RESULT_ELEMENTS."""
+    import dataclasses
+    spec = dataclasses.replace(catalogue.get("mse_loss"), name="mse_loss_misdeclared",
+                               grows=(grows("rows", (0, 0), (1, 0), (2, 0)),))
+    variant = large_variant(spec)
+
+    def results(cases):
+        return [large_sizes.largest_tensor(spec.fn, [r.shape for r in c.inputs], [r.dtype for r in c.inputs],
+                                           dict(c.kwargs)) or 0 for c in cases]
+    assert max(results(example_cases(variant, 60, seed=1))) <= large_sizes.MAX_RESULT_ELEMENTS
+    # the guard sees the hazard inside a loss that returns one number
+    hazard = [(65537, 1), (65537,), (65537, 1)]
+    assert large_sizes.largest_tensor(spec.fn, hazard, ["float32"] * 3, {"reduction": "mean"}) == 65537 ** 2
+    assert large_sizes.largest_tensor(spec.fn, [(65537, 1), (1,), (65537, 1)], ["float32"] * 3, {}) == 65537

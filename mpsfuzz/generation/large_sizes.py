@@ -132,6 +132,55 @@ def _large_shapes(spec: OpSpec):
     return shapes
 
 
+# The most elements any tensor a large-class case makes may have, its result or an
+# intermediate: a declaration that grows a dim one input broadcasts along would make
+# (65,537, 65,537) of a (65,537, 1) and a (65,537,) (mse_loss's did, inside a loss that
+# returns one number, and a test process was killed for its memory).
+MAX_RESULT_ELEMENTS = 1 << 24
+
+
+def largest_tensor(fn, shapes, dtypes, kwargs) -> int | None:
+    """The most elements of any tensor ``fn`` makes for these shapes, intermediates
+    included, run on the meta device under a dispatch mode that looks at each (None
+    where it cannot tell: no meta kernel, or an error the case will show anyway)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
+
+    from . import dtypes as dt
+    from .recipes import resolve_kwargs
+
+    class Largest(TorchDispatchMode):
+        most = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            sizes = [t.numel() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
+            self.most = max([self.most, *sizes])
+            return out
+    try:
+        inputs = [torch.empty(s, dtype=dt.to_torch(d), device="meta") for s, d in zip(shapes, dtypes)]
+        with Largest() as seen:
+            fn(*inputs, **resolve_kwargs(tuple(kwargs.items())))
+    except Exception:
+        return None
+    return seen.most
+
+
+def _bounded_args(spec: OpSpec):
+    """The op's argument builder, then the case given up (a Hypothesis rejection, rare)
+    where a tensor it makes would pass MAX_RESULT_ELEMENTS."""
+    base = spec.args
+
+    def args(draw, shapes, dtypes) -> dict:
+        from hypothesis import reject
+        kwargs = base(draw, shapes, dtypes) if base else {}
+        made = largest_tensor(spec.fn, shapes, dtypes, kwargs)
+        if made is not None and made > MAX_RESULT_ELEMENTS:
+            reject()
+        return kwargs
+    return args
+
+
 def _small_integers(shapes, kwargs) -> dict:
     return {"distribution": "small_int"}
 
@@ -141,7 +190,8 @@ def large_variant(spec: OpSpec) -> OpSpec:
     own = list(spec.input_values)
     count = len(spec.input_dtypes) or 16     # (an op of any number of inputs: cat's)
     values = tuple(own[i] if i < len(own) and own[i] is not None else _small_integers for i in range(count))
-    return replace(spec, name=spec.name + SUFFIX, shapes=_large_shapes(spec), input_values=values,
+    return replace(spec, name=spec.name + SUFFIX, shapes=_large_shapes(spec), args=_bounded_args(spec),
+                   input_values=values,
                    size_class=SIZE_CLASS, base=spec.name,
                    doc=f"{spec.doc} (dims of 65,536 and more: {', '.join(sorted({g.kind for g in spec.grows}))})")
 

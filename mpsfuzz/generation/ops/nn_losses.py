@@ -957,7 +957,9 @@ register(
 declare_grows({
     "cross_entropy": (grows("batch", (0, 0), (1, 0), min_rank=2), grows("channels", (0, 1), (2, 0))),
     "nll_loss": (grows("batch", (0, 0), (1, 0), min_rank=2), grows("channels", (0, 1), (2, 0))),
-    "mse_loss": (grows("length", (0, -1), (1, -1), (2, -1)), grows("rows", (0, 0), (1, 0), (2, 0))),
-    "scaled_dot_product_attention": (grows("length", (1, -2), (2, -2)), grows("rows", (0, -2)),
-                                     grows("batch", (0, 0), (1, 0), (2, 0))),
+    # (trailing dims: the target broadcasts, and its dim 0 may be the input's last)
+    "mse_loss": (grows("length", (0, -1), (1, -1), (2, -1)), grows("rows", (0, -2), (1, -2), (2, -2))),
+    # (the mask, input 3, broadcasts to (..., L, S): its L and S grow with the query's and
+    # the keys'; a batch dim is left alone, the mask's rank may not reach it)
+    "scaled_dot_product_attention": (grows("length", (1, -2), (2, -2), (3, -1)), grows("rows", (0, -2), (3, -2))),
 })
