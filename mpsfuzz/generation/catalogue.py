@@ -75,8 +75,9 @@ def large_class(ops: list[str]) -> list[str]:
     """The large size class of ``ops`` (``--large``): each one's ``@large`` variant, where
     it declares dims that may grow, and ``@huge`` (past 2^31 elements), where it declares
     rows that are sliced."""
+    from .large_sizes import SUFFIXES
     registry = all_ops()
-    return [v for op in ops for v in (op + "@large", op + "@huge") if v in registry]
+    return [v for op in ops for v in (op + suffix for suffix in SUFFIXES) if v in registry]
 
 
 def select(selection: str) -> list[str]:

@@ -36,6 +36,7 @@ from .recipes import max_bytes
 
 SIZE_CLASS = "large"
 SUFFIX = "@large"
+SUFFIXES = (SUFFIX, "@huge")       # the class's variants of an op, in the order listed
 KINDS = ("batch", "rows", "cols", "inner", "channels", "length", "width", "indices")
 # Sides drawn, the one shrinking goes to first: just past 65,535 (a grid dim's limit),
 # at 2^16, just below it (the control a bug of the boundary passes), twice past it.
@@ -139,15 +140,28 @@ def _large_shapes(spec: OpSpec):
 MAX_RESULT_ELEMENTS = 1 << 24
 
 
-def largest_tensor(fn, shapes, dtypes, kwargs) -> int | None:
-    """The most elements of any tensor ``fn`` makes for these shapes, intermediates
-    included, run on the meta device under a dispatch mode that looks at each (None
-    where it cannot tell: no meta kernel, or an error the case will show anyway)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.utils._pytree import tree_leaves
-
+def on_meta(fn, shapes, dtypes, kwargs: dict, mode=None):
+    """``fn``'s result for inputs of these shapes and dtypes on the meta device (no
+    memory), under ``mode`` if given; None where it cannot tell (no meta kernel, or an
+    error the case will show anyway)."""
     from . import dtypes as dt
     from .recipes import resolve_kwargs
+    try:
+        inputs = [torch.empty(s, dtype=dt.to_torch(d), device="meta") for s, d in zip(shapes, dtypes)]
+        if mode is None:
+            return fn(*inputs, **resolve_kwargs(tuple(kwargs.items())))
+        with mode:
+            return fn(*inputs, **resolve_kwargs(tuple(kwargs.items())))
+    except Exception:
+        return None
+
+
+def largest_tensor(fn, shapes, dtypes, kwargs) -> int | None:
+    """The most elements of any tensor ``fn`` makes for these shapes, intermediates
+    included: run on the meta device under a dispatch mode that looks at each (None
+    where it cannot tell)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils._pytree import tree_leaves
 
     class Largest(TorchDispatchMode):
         most = 0
@@ -157,13 +171,8 @@ def largest_tensor(fn, shapes, dtypes, kwargs) -> int | None:
             sizes = [t.numel() for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
             self.most = max([self.most, *sizes])
             return out
-    try:
-        inputs = [torch.empty(s, dtype=dt.to_torch(d), device="meta") for s, d in zip(shapes, dtypes)]
-        with Largest() as seen:
-            fn(*inputs, **resolve_kwargs(tuple(kwargs.items())))
-    except Exception:
-        return None
-    return seen.most
+    seen = Largest()
+    return None if on_meta(fn, shapes, dtypes, kwargs, seen) is None else seen.most
 
 
 def _bounded_args(spec: OpSpec):
@@ -230,7 +239,7 @@ def input_elements(shapes) -> int:
 
 # -- past 2^31 elements: the ``@huge`` class, judged on blocks of rows ------------------
 
-HUGE_SUFFIX = "@huge"
+HUGE_SUFFIX = SUFFIXES[1]
 BOUNDARIES = (2**31, 2**32)
 # Device memory one logical element may need: the input (1-2 bytes), a result of up to 4
 # bytes, and as much again for a kernel's temporaries.
@@ -313,15 +322,11 @@ def _rows_of(op, group: Grows):
 
 
 def _result_shapes(op, case) -> tuple:
-    """The shapes of ``op``'s results for ``case``, from the meta device (no memory)."""
-    from .recipes import resolve_kwargs
-    from . import dtypes as dt
-    try:
-        out = op(*[torch.empty(r.shape, dtype=dt.to_torch(r.dtype), device="meta") for r in case.inputs],
-                 **resolve_kwargs(case.kwargs))
-    except Exception:      # (no meta kernel: the input's rows alone)
-        return ()
-    return tuple(tuple(o.shape) for o in (out if isinstance(out, (tuple, list)) else (out,)))
+    """The shapes of ``op``'s results for ``case``, from the meta device (none where it
+    cannot tell: the input's rows alone are then cut)."""
+    out = on_meta(op, [r.shape for r in case.inputs], [r.dtype for r in case.inputs], case.kwargs_dict())
+    return tuple(tuple(o.shape) for o in (out if isinstance(out, (tuple, list)) else (out,))
+                 if isinstance(o, torch.Tensor))
 
 
 def _sliced_reference_inputs(op, group: Grows):
