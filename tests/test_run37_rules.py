@@ -15,7 +15,7 @@ import torch
 from mpsfuzz.generation.recipes import Case
 from mpsfuzz.oracles import DEFAULT, Failure, worker_oracles
 from mpsfuzz.oracles.judge import judge_case
-from mpsfuzz.oracles.values import flatten_outputs
+from replay import Replayed, replay, targets
 
 # Cases of run 37 (H200, torch 2.11), as the corpus recorded them: the case, and the
 # target's values at the disputed positions (output leaf, index, value).
@@ -57,49 +57,8 @@ RUN37 = {
 }
 
 
-class Replayed:
-    """Eager CPU, but with the recorded target's values at the given (leaf, index)
-    positions of the outputs (the gradients, for the grad variant)."""
-
-    device = "cpu"
-    name = "replayed-h200"
-
-    def __init__(self, positions, scale: float = 1.0):
-        self.positions = positions
-        self.scale = scale
-
-    def is_available(self):
-        return True
-
-    def _patch(self, leaves):
-        for leaf, index, value in self.positions:
-            t = leaves[leaf]
-            value = float(value) if isinstance(value, str) else value   # 'nan', 'inf' as recorded
-            t.detach().__setitem__(tuple(index), value * self.scale)
-
-    def run(self, fn, *args, **kwargs):
-        out = fn(*args, **kwargs)
-        if getattr(fn, "__name__", "") == "forward_backward":
-            self._patch([g for g in out[1]])
-        else:
-            self._patch([t for t in flatten_outputs(out) if isinstance(t, torch.Tensor)])
-        return out
-
-    def synchronize(self):
-        pass
-
-    def memory_allocated(self):
-        return 0
-
-
 def judged(name: str, scale: float = 1.0) -> list[Failure]:
-    case_json, positions = RUN37[name]
-    case = Case.from_json(json.loads(case_json))
-    return [Failure.from_json(f) for f in judge_case(case, Replayed(positions, scale), worker_oracles(DEFAULT))["failures"]]
-
-
-def targets(failures) -> list:
-    return [(f.oracle, f.kind) for f in failures if f.blame == "target"]
+    return replay(*RUN37[name], scale)
 
 
 @pytest.mark.parametrize("name", ["bicubic_aa_big", "bicubic_big64", "bilinear_aa_max", "trilinear_max64"])

@@ -214,7 +214,9 @@ def intermediate_leaves(obs: Observation, grads: bool) -> list:
         for seed in (range(1, INTERMEDIATE_MOVES + 1) if unit else ()):
             leaves = decomposed_leaves(obs, grads, moving_mode(unit, seed)) if not isinstance(base, str) else base
             if not isinstance(leaves, str) and truth is not None:
-                leaves = [t + (m - b) if all(isinstance(v, torch.Tensor) and v.shape == t.shape for v in (m, b))
+                # (A leaf without a gradient, a running mean's, is None on every side.)
+                leaves = [t + (m - b) if isinstance(t, torch.Tensor) and all(
+                          isinstance(v, torch.Tensor) and v.shape == t.shape for v in (m, b))
                           else m for t, m, b in zip(truth, leaves, base)]
             if isinstance(leaves, str):
                 try:
