@@ -56,3 +56,20 @@ def test_wrong_values_and_an_overwritten_input_are_one_bug(tmp_path):
     assert bugs[0]["kernel"] == "aten::linalg_eig.default"
     assert set(bugs[0]["oracles"]) == {"values", "variants"}
     assert len(bugs[0]["findings"]) == len(findings_in(corpus)) >= 2
+
+
+def test_a_layout_check_inside_a_random_kernel_is_one_bug_of_that_kernel(tmp_path):
+    """Run 38 (H200): cuDNN's RNN raised "rnn: hx is not contiguous" (and cx, and the
+    weights) for gru, lstm and their stacked forms, and was filed as eight bugs: the
+    call that raised runs on the device alone (a random call, no CPU kernel), so the
+    findings were not localised. The call that raised is the kernel all the same."""
+    run, corpus, bugs = campaign(tmp_path, "dropout,alpha_dropout", "bernoulli_layout_check", budget="45s")
+    found = findings_in(corpus)
+    assert {f["op"] for f in found} == {"dropout", "alpha_dropout"}, run.stdout
+    assert all("bernoulli_: self is not contiguous" in f["message"] for f in found)
+    assert len(bugs) == 1, json.dumps(bugs, indent=1)
+    bug = bugs[0]
+    assert bug["kernel"] == "aten::bernoulli_.float" and bug["localised"], json.dumps(bug, indent=1)
+    assert {o["op"] for o in bug["ops"]} == {"dropout", "alpha_dropout"}
+    record = json.loads(next(corpus.glob("dropout-*.json")).read_text())["localisation"]
+    assert record["status"] == "kernel" and record["confirmed"] is False and "on the device" in record["note"]

@@ -56,6 +56,15 @@ def is_unsupported(exc: BaseException) -> bool:
     return isinstance(exc, NotImplementedError) or is_unsupported_message(str(exc))
 
 
+_MEMORY = re.compile(r"\bout of memory\b|can't allocate memory", re.IGNORECASE)
+
+
+def is_memory_exhausted(exc: BaseException) -> bool:
+    """The host or the device ran out of memory: a capacity of the machine, not an answer."""
+    return isinstance(exc, MemoryError) or type(exc).__name__ == "OutOfMemoryError" \
+        or bool(_MEMORY.search(str(exc)))
+
+
 def is_device_fault(message: str) -> bool:
     text = message.lower()
     return any(h in text for h in _DEVICE_FAULT)

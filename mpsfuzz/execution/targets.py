@@ -42,6 +42,19 @@ def _cuda_synchronize() -> None:
         raw()
 
 
+def release_cached_memory(target) -> None:
+    """Return the caching allocator's unused blocks to the device (a target of ours, or
+    any object whose ``device`` names one; nothing to do on CPU)."""
+    try:
+        kind = torch.device(getattr(target, "device", "cpu")).type
+        if kind == "cuda" and torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+        elif kind == "mps":
+            torch.mps.empty_cache()
+    except Exception:  # best effort: a custom target's device string we cannot read
+        pass
+
+
 class TargetError(ValueError):
     """A target that cannot be loaded or is not available here (a usage error)."""
 

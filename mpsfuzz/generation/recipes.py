@@ -235,6 +235,12 @@ def host_max_bytes() -> int:
     return min(max_bytes(), _bytes_from_env("MPSFUZZ_HOST_MAX_BYTES") or HOST_MAX_BYTES)
 
 
+def case_bytes(case) -> int:
+    """The bytes of the base buffers a case's inputs are made in (an aliasing input
+    shares an earlier one's and counts nothing)."""
+    return sum(r.base_numel * dt.to_torch(r.dtype).itemsize for r in case.inputs if r.alias is None)
+
+
 # Below any bound worth setting: every input and output of a small case is checked, and
 # reading the environment for each was a twentieth of a worker's time on small ops.
 ALWAYS_MATERIALISABLE = 1 << 16

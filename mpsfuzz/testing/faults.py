@@ -1108,6 +1108,10 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("mm_empty_inner", "a GEMM that leaves its output unwritten when the inner dim K is 0 (one kernel "
           "under mm, matmul, chain_matmul, tensordot...: one bug, however many public ops reach it)",
           ("aten::mm",), _empty_inner_dim, "corrupt"),
+    Fault("bernoulli_layout_check", "like cuDNN's RNN on CUDA (torch 2.11, H200: 'rnn: hx is not contiguous'): "
+          "a random kernel that states a layout precondition CPU does not have (one kernel under dropout, "
+          "alpha_dropout, dropout2d: one bug)", ("aten::bernoulli_.float",), _self_noncontiguous, "raise",
+          message="bernoulli_: self is not contiguous"),
     Fault("eig_transposed_clobber", "like CUDA linalg_eig on a transposed input: wrong eigenvalues, and the "
           "input overwritten (one bug that the values and the variants oracles each see)",
           ("aten::linalg_eig",), _input_noncontiguous, "corrupt_and_clobber"),

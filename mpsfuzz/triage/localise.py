@@ -36,7 +36,9 @@ kernel called twice: the functional call before an ``out=`` call), the smallest 
 is found and its first call is the kernel (the others are listed as ``with``). Where no
 call diverges, or fixing all of them does not cure the failure, the bug is ``composite``
 (in how the op combines correct kernels); where no compared call diverges but some calls
-could not be compared (random kernels, a CPU without the kernel), it is not localised.
+could not be compared (random kernels, a CPU without the kernel), it is not localised,
+unless such a call raised on the device: the error starts there, and that call is the
+kernel (``confirmed: false``: no fix run can replace it with CPU's result).
 
 Crashes and hangs cannot be compared in-process: a trace mode appends each call (kernel
 and arguments) to a file before running it and marks it done after it (and after a
@@ -88,6 +90,9 @@ class Divergence:
     detail: str
     call: dict
     where: dict = field(default_factory=dict)
+    # Why no CPU run can confirm it (a random call, or one without a CPU kernel: cuDNN's
+    # RNN): it raised on the device inside this call, and that is where the error starts.
+    device_only: str = ""
 
     def summary(self) -> dict:
         return {"index": self.index, "kernel": self.kernel, "divergence": self.kinds[0], "kinds": list(self.kinds)}
@@ -129,9 +134,9 @@ class CompareMode(TorchDispatchMode):
             # A random call that uses its randomness: on the device only, never compared.
             if kernel_name(func) not in self.seeded:
                 self.seeded.append(kernel_name(func))
-            return func(*args, **kwargs)
+            return self._device_only(index, func, args, kwargs, snap, "a random call, run on the device alone")
         if snap is None:
-            return func(*args, **kwargs)
+            return self._device_only(index, func, args, kwargs, snap, "its arguments could not be copied to CPU")
         if index in self.fix:
             self.fixed[index] = kernel_name(func)
             return self._cpu_in_place_of_device(func, args, kwargs, snap)
@@ -154,6 +159,8 @@ class CompareMode(TorchDispatchMode):
         cpu_out, cpu_error = cpu_call(func, snap)
         if isinstance(cpu_error, Uncomparable):
             self._problem(func, cpu_error)
+            if device_error is not None:
+                self._raised_alone(index, func, args, kwargs, snap, device_error, f"no CPU run of it: {cpu_error}")
             return
         if device_error is not None and cpu_error is not None:
             return  # both reject the call (the messages may differ)
@@ -182,6 +189,34 @@ class CompareMode(TorchDispatchMode):
                 call["error"] = {"type": type(error).__name__, "message": str(error).strip()[:300]}
             self.divergences.append(Divergence(index, kernel_name(func), list(dict.fromkeys(k for k, _, _ in kinds)),
                                                "\n".join(d for _, d, _ in kinds), call, kinds[0][2]))
+
+    def _device_only(self, index, func, args, kwargs, snap, why: str):
+        try:
+            return func(*args, **kwargs)
+        except Exception as exc:
+            from ..execution.executor import is_unsupported
+            if not is_unsupported(exc):
+                self._raised_alone(index, func, args, kwargs, snap, exc, why)
+            raise
+
+    def _raised_alone(self, index, func, args, kwargs, snap, exc: Exception, why: str) -> None:
+        """A call that raised on the device and that no CPU run can compare: the error
+        starts in it all the same (run 38, H200: cuDNN's RNN, ``rnn: hx is not
+        contiguous``, was not localised, so gru, lstm and their stacked forms made
+        eight bugs of one kernel's layout checks)."""
+        if len(self.divergences) >= MAX_RECORDED:
+            return
+        call = {"kernel": kernel_name(func)}
+        if snap is not None:
+            try:
+                with _disable_current_modes(), torch.no_grad():
+                    call = describe_call(func, args, kwargs, snap)
+            except Exception:
+                pass
+        call["error"] = {"type": type(exc).__name__, "message": str(exc).strip()[:300]}
+        self.divergences.append(Divergence(index, kernel_name(func), [RAISES_ON_DEVICE],
+                                           f"{type(exc).__name__}: {str(exc).strip()[:500]}", call,
+                                           device_only=why))
 
     def _problem(self, func, exc: Exception) -> None:
         self.problems += 1
@@ -386,6 +421,11 @@ def _localise(case, target, oracle_names, symptom) -> dict:
         return _kernel_record(candidates[0], case, target, confirmed=False, base=base,
                               note="the device context was lost (poisoned): not confirmed by a fix run")
     for d in candidates:
+        if d.device_only:
+            # No fix run can replace it with CPU's result: the call that raised is the kernel.
+            return _kernel_record(d, case, target, confirmed=False, base=base,
+                                  note=f"the error was raised on the device inside this call ({d.device_only}): "
+                                       "not confirmed by a fix run")
         if cures([d]):
             return _kernel_record(d, case, target, confirmed=True, base=base)
         if state["poisoned"]:
@@ -418,6 +458,8 @@ def _kernel_record(d: Divergence, case, target, *, confirmed: bool, base: dict, 
     if also:
         record["with"] = [x.summary() for x in also]
     try:
+        if d.device_only:
+            raise ReproUnavailable(f"the call has no CPU run to compare with ({d.device_only})")
         record["repro"] = kernel_script(record, device=str(target.device), target_name=target.name)
     except ReproUnavailable as exc:
         record["repro"] = None
