@@ -104,3 +104,48 @@ def test_a_layout_precondition_the_target_alone_states_is_its_finding(backends):
     assert not result["unsupported"]
     (f,) = [Failure.from_json(f) for f in result["failures"]]
     assert (f.oracle, f.kind, f.blame) == ("errors", "dut-raises", "target")
+
+
+def test_a_crash_that_eager_cpu_shares_is_both(monkeypatch):
+    """Runs 5-36 (CUDA, torch 2.11): SDPA with ``enable_gqa`` over zero key heads dies
+    with SIGFPE, and torch 2.11's eager CPU divides by their number too. Here the shared
+    crash is a real one of eager CPU's (torch 2.13): float16 conv1d with stride and
+    dilation 2 and padding 1 segfaults, so a target that runs eager CPU's kernel dies
+    first; triage runs the minimal case on eager CPU alone, which dies the same way."""
+    from mpsfuzz.execution.worker import WorkerPool
+    from mpsfuzz.triage.pipeline import triage
+    from mpsfuzz.triage.probe import Prober
+    from test_triage import FAULT_TARGET
+    monkeypatch.setenv("MPSFUZZ_FAULTS", "none")
+    case = Case("conv1d", (tensor((2, 1, 1), "float16"), tensor((3, 1, 1), "float16"), tensor((3,), "float16")),
+                (("dilation", 2), ("padding", (1,)), ("stride", (2,))))
+    pool = WorkerPool(FAULT_TARGET, timeout_s=20.0, execute=judge_case)
+    try:
+        failures, _, died = Prober(pool, DEFAULT, fresh=True).failures(case)
+        if not died:
+            pytest.fail("eager CPU's float16 conv1d no longer segfaults here: pick another shared crash")
+        crash = next(f for f in failures if f.oracle == "crash")
+        assert crash.blame == "target"                        # the target ran (and died) first
+        done = triage(case, crash, pool, DEFAULT, reruns=1, budget_s=5.0, timeout_s=20.0, localise_it=False)
+    finally:
+        pool.close()
+    assert done.failure.blame == "both", done.failure.message
+    assert "eager CPU dies the same way" in done.failure.message
+
+
+def test_a_crash_of_the_target_alone_stays_the_targets(monkeypatch):
+    from mpsfuzz.execution.worker import WorkerPool
+    from mpsfuzz.triage.pipeline import triage
+    from mpsfuzz.triage.probe import Prober
+    from test_triage import FAULT_TARGET
+    monkeypatch.setenv("MPSFUZZ_FAULTS", "add_alpha_abort")
+    case = Case("add", (tensor((2, 3)), tensor((2, 3))), (("alpha", 2.0),))
+    pool = WorkerPool(FAULT_TARGET, timeout_s=20.0, execute=judge_case)
+    try:
+        failures, _, died = Prober(pool, DEFAULT, fresh=True).failures(case)
+        assert died
+        crash = next(f for f in failures if f.oracle == "crash")
+        done = triage(case, crash, pool, DEFAULT, reruns=1, budget_s=5.0, timeout_s=20.0, localise_it=False)
+    finally:
+        pool.close()
+    assert done.failure.blame == "target", done.failure.message

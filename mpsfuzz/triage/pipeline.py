@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..generation.recipes import Case
 from ..oracles import symptom_key
@@ -104,6 +104,27 @@ def reproduce(case: Case, symptom: tuple, prober: Prober, runs: int) -> Reproduc
     return Reproducibility(runs, failed, cold)
 
 
+def dies_on_cpu_too(case: Case, failure, pool, oracles, timeout_s: float | None) -> bool:
+    """Whether eager CPU alone, the case run with CPU as the target in a fresh worker,
+    dies with the same signal: then the crash is PyTorch's, not the target's (issue 30,
+    point 3; runs 5-36: SDPA with ``enable_gqa`` over zero key heads divides by their
+    number, SIGFPE, on CUDA and on CPU alike)."""
+    from ..execution.worker import WorkerPool
+    from ..oracles.process import signal_name
+    cpu = None
+    try:
+        cpu = WorkerPool("cpu", timeout_s=timeout_s or getattr(pool, "timeout_s", 20.0), execute=pool.execute,
+                         role="cpu-alone")
+        outcome = cpu.run(case.to_json(), tuple(oracles), case.op, timeout_s=timeout_s)
+    except Exception:
+        return False   # best effort: the finding stays the target's
+    finally:
+        if cpu is not None:
+            cpu.close()
+    return getattr(outcome, "kind", None) == "died" \
+        and signal_name(outcome.returncode) == failure.details.get("signal")
+
+
 def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, budget_s: float = 30.0,
            timeout_s: float | None = None, localise_it: bool = True) -> Triage:
     """Re-run, reduce and explain one failure. ``pool`` is the campaign's worker pool
@@ -136,5 +157,12 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
     explanation = explain(minimal, minimal_failure, symptom, prober, budget_s=remaining)
     localisation = (localise(minimal, minimal_failure, pool, oracles, timeout_s=timeout_s)
                     if localise_it else None)
+    if minimal_failure.oracle == "crash" and minimal_failure.blame == "target" \
+            and dies_on_cpu_too(minimal, minimal_failure, pool, oracles, timeout_s):
+        minimal_failure = replace(
+            minimal_failure, blame="both", severity="high",
+            title=minimal_failure.title.split(" crashes the process on ")[0] + " crashes the process on the target "
+            "and on eager CPU alike (" + str(minimal_failure.details.get("signal", "")) + ")",
+            message=minimal_failure.message + "\neager CPU dies the same way on this case, alone in a fresh process")
     return Triage(minimal, minimal_failure, repro, explanation, reduction, case, time.monotonic() - start,
                   localisation)
