@@ -576,6 +576,53 @@ def test_a_failure_being_shrunk_when_the_budget_runs_out_is_recorded_not_lost(tm
     assert list((tmp_path / "corpus").glob("test.fails_large-*.json"))
 
 
+def raises_on_device(op: str) -> Failure:
+    return Failure(oracle="errors", kind="dut-raises", title=f"`{op}` raises", message="boom", severity="high",
+                   dedup_key=("dut-raises", "RuntimeError", "boom"))
+
+
+def test_a_failure_met_only_while_shrinking_another_is_its_own_finding(tmp_path, scripted, registered):
+    """Runs 38 and 39 (H200): SDPA's SIGFPE over zero key heads was met only while the
+    desk shrank another SDPA failure, and dropped there (ten worker deaths, no finding).
+    Here the second failure needs what only shrinking reaches: a one-element input whose
+    values' seed is 0."""
+    registered(_spec("test.two_symptoms"))
+
+    def two_symptoms(case_json):
+        x = case_json["inputs"][0]
+        if x["shape"] == [1] and x["values"]["seed"] == 0:
+            return dict(CLEAN, failures=[raises_on_device("test.two_symptoms").to_json()])
+        if x["shape"] and x["shape"][0] >= 1:
+            return dict(CLEAN, failures=[wrong_values("test.two_symptoms").to_json()])
+        return CLEAN
+    scripted.behaviour["test.two_symptoms"] = two_symptoms
+    c, events = campaign(tmp_path, ["test.two_symptoms"], max_cases=10)
+    result = c.run()
+    oracles = sorted(f.oracle for f, _, new in result.findings if new)
+    assert oracles == ["errors", "values"], notices(events)
+
+
+def test_the_triage_desk_takes_jobs_in_their_priority_order():
+    import threading
+
+    from mpsfuzz.campaign.triage_desk import TriageDesk
+    started, release, order = threading.Event(), threading.Event(), []
+
+    def handle(job, pool):
+        started.set()
+        release.wait(5)
+        order.append(job)
+    desk = TriageDesk(handle, lambda: None, priority=lambda job: (job[0] == "cpu", job[1]))
+    desk.submit(("target", 9))          # in hand at once
+    assert started.wait(5)
+    for job in [("cpu", 0), ("target", 2), ("cpu", 1), ("target", 1), ("target", 1)]:
+        desk.submit(job)
+    release.set()
+    assert desk.drain(5)
+    desk.close()
+    assert order == [("target", 9), ("target", 1), ("target", 1), ("target", 2), ("cpu", 0), ("cpu", 1)]
+
+
 def test_a_worker_runs_torch_on_one_thread_unless_told_otherwise(monkeypatch):
     """A worker per lane, each with torch's default pool of every core, oversubscribed a
     16-core host (8 lanes ran 0.12 of 8x one lane); one thread each ran 0.82."""

@@ -9,6 +9,7 @@ script's interpreter.)
 """
 from __future__ import annotations
 
+import itertools
 import queue
 import threading
 from typing import Callable
@@ -20,9 +21,14 @@ class TriageDesk:
     must not raise (the campaign's handler turns its own failures into harness errors);
     if it does, the job is handed to ``fallback`` on the same thread so nothing is lost."""
 
-    def __init__(self, handle: Callable, make_pool: Callable, fallback: Callable | None = None):
+    def __init__(self, handle: Callable, make_pool: Callable, fallback: Callable | None = None,
+                 priority: Callable | None = None):
         self._handle, self._make_pool, self._fallback = handle, make_pool, fallback
-        self._jobs: queue.Queue = queue.Queue()
+        # ``priority(job)``: a sort key, smallest first (submission order among equals);
+        # the stop sentinel comes after every job.
+        self._priority = priority or (lambda job: ())
+        self._jobs: queue.PriorityQueue = queue.PriorityQueue()
+        self._submitted = itertools.count()
         self._pool = None
         self._busy = 0                 # jobs submitted and not finished
         self._lock = threading.Lock()
@@ -49,11 +55,11 @@ class TriageDesk:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name="mpsfuzz-triage", daemon=True)
                 self._thread.start()
-        self._jobs.put(job)
+        self._jobs.put(((0, self._priority(job)), next(self._submitted), job))
 
     def _serve(self) -> None:
         while True:
-            job = self._jobs.get()
+            *_, job = self._jobs.get()
             if job is None:
                 return
             self._current = job
@@ -90,7 +96,7 @@ class TriageDesk:
         taken = []
         while True:
             try:
-                job = self._jobs.get_nowait()
+                *_, job = self._jobs.get_nowait()
             except queue.Empty:
                 break
             if job is not None:
@@ -115,7 +121,7 @@ class TriageDesk:
     def close(self, timeout: float = 10.0) -> None:
         """Stop the thread (after the job in hand) and close the desk's worker."""
         if self._thread is not None:
-            self._jobs.put(None)
+            self._jobs.put(((1, ()), next(self._submitted), None))
             self._thread.join(timeout)
         if self._pool is not None and (self._thread is None or not self._thread.is_alive()):
             self._pool.close()
