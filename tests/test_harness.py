@@ -602,6 +602,23 @@ def test_a_failure_met_only_while_shrinking_another_is_its_own_finding(tmp_path,
     assert oracles == ["errors", "values"], notices(events)
 
 
+def test_layout_notes_print_one_line_per_op_and_list_every_layout(tmp_path, scripted, registered):
+    """Run 39 (H200): 95 console lines of layout-propagation notes, one per op and set of
+    layouts. The note file keeps every layout; the console says each op once."""
+    registered(_spec("test.drops_format"))
+    note = Failure(oracle="metadata", kind="wrong-memory-format", title="format", message="format",
+                   severity="note", blame="note", dedup_key=("wrong-memory-format",),
+                   details={"target_format": "contiguous", "cpu_format": "channels_last"})
+    scripted.behaviour["test.drops_format"] = lambda case_json: dict(CLEAN, failures=[note.to_json()])
+    c, events = campaign(tmp_path, ["test.drops_format"], max_cases=60)
+    c.run()
+    lines = [m for m in notices(events) if "layout propagation" in m]
+    assert len(lines) == 1, lines
+    from mpsfuzz.corpus.notes import layout_notes
+    (entries,) = [n["entries"] for n in layout_notes([tmp_path / "corpus"])]
+    assert len(entries) >= 2
+
+
 def test_the_triage_desk_takes_jobs_in_their_priority_order():
     import threading
 

@@ -707,7 +707,11 @@ class Campaign:
                 self._notes[key]["times_seen"] += 1
                 return
             self._notes[key] = dict(entry, times_seen=0)
-        if record_layout_propagation(self.corpus, self._target_name or self.target_name, self._device, [entry]):
+            # One line per op on the console (run 39, H200: 95 lines of notes); the note
+            # file lists every layout.
+            first_of_op = sum(e["op"] == case.op for e in self._notes.values()) == 1
+        if record_layout_propagation(self.corpus, self._target_name or self.target_name, self._device, [entry]) \
+                and first_of_op:
             self.emit(Notice(f"{case.op}: {entry['target_format']} where eager CPU returns {entry['cpu_format']} "
                              f"({', '.join(entry['layouts'])} input): layout propagation, noted, not a bug"))
 
