@@ -1,6 +1,6 @@
 """The large size class of every family (issue 31): ops declare which dims may grow past
 65,536, their ``@large`` variants draw them within a bounded host memory, triage names
-the size, and repro scripts build the input on the device from its seed."""
+the size, and repro scripts build the input on the device from the hash its values come from."""
 from __future__ import annotations
 
 import math
@@ -113,8 +113,9 @@ def test_the_explanation_names_the_input_the_kind_and_the_size(op, shapes, phras
 
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "int32", "uint8", "complex64"])
 def test_a_repro_builds_a_large_small_integer_input_from_its_seed(dtype):
-    """A repro script makes a 65,537-element input on the device from its seed (no
-    literal of 65,537 values, no host copy), exactly the values the campaign judged."""
+    """A repro script makes a 65,537-element seeded input (small integers outside the
+    large class, which makes them from the hash) from its seed: no literal of 65,537
+    values, exactly the values the campaign judged."""
     from mpsfuzz.reports.repro import tensor_lines
     recipe = TensorRecipe((65537, 2), dtype, Layout(gaps=(1, 2)), ValueRecipe("small_int", seed=99))
     lines = tensor_lines(recipe, "x")
@@ -123,6 +124,85 @@ def test_a_repro_builds_a_large_small_integer_input_from_its_seed(dtype):
     exec("\n".join(lines), scope)
     assert torch.equal(scope["x"], recipe.materialize("cpu"))
     assert math.prod(scope["x"].shape) == 65537 * 2
+
+
+def test_the_large_class_makes_its_integers_from_the_hash_in_the_declared_bounds():
+    """Inputs without a declaration get small integers (-4..4), an int_range keeps its
+    bounds (indices past 65,536 where the dim is that long), both made from the hash on
+    the device; other distributions stay as declared."""
+    from mpsfuzz.generation.large_sizes import hashed
+    assert hashed({"distribution": "small_int"}) == {"distribution": "index_hash", "low": -4, "high": 4}
+    assert hashed({"distribution": "small_int", "high": 2}) == {"distribution": "index_hash", "low": -4, "high": 2}
+    assert hashed({"distribution": "int_range", "low": 0, "high": 131072, "allow_specials": False}) == {
+        "distribution": "index_hash", "low": 0, "high": 131072, "allow_specials": False}
+    for kept in ({"distribution": "positive"}, {"distribution": "int_range", "low": 0}, {"distribution": "bool"}):
+        assert hashed(kept) == kept
+    cases = example_cases(catalogue.get("index_select@large"), 12, seed=3)
+    long = [c for c in cases if c.inputs[0].shape[c.kwargs_dict()["dim"]] > 65536]
+    assert long
+    for case in long:
+        data, index = case.inputs
+        n = data.shape[case.kwargs_dict()["dim"]]
+        assert (data.values.distribution, data.values.low, data.values.high) == ("index_hash", -4, 4)
+        assert index.values.distribution == "index_hash" and index.values.low in (0, -n) and index.values.high == n - 1
+    nll = catalogue.get("nll_loss@large").input_values
+    assert nll[2](((65537, 3), (65537,), (3,)), {})["distribution"] == "positive"
+
+
+@pytest.mark.parametrize("layout", [Layout(), Layout(gaps=(2, 1)), Layout(offset=3), Layout(expanded=(1,)),
+                                    Layout(permutation=(1, 0)), Layout(offset=1, gaps=(1, 3), permutation=(1, 0))])
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "complex64"])
+def test_a_repro_makes_a_large_class_input_on_the_device_from_the_hash(dtype, layout):
+    """The script defines the hash and fills the input on ``device`` block by block
+    (specials last), with no host draw and no literal of its values: exactly what the
+    campaign made on the device and what the CPU reference made from the same hash."""
+    from mpsfuzz.reports.repro import tensor_lines
+    values = ValueRecipe("index_hash", seed=99, low=-4, high=4, specials=((7, "nan"), (9, "-1")))
+    recipe = TensorRecipe((65537, 2), dtype, layout, values)
+    lines = tensor_lines(recipe, "x")
+    text = "\n".join(lines)
+    assert "def index_hash_values(" in text and "torch.randint(" not in text and "device=device" in text
+    assert len(text) < 3000
+    scope = {"torch": torch, "device": "cpu"}
+    exec(text, scope)
+    made = recipe.materialize("cpu")
+    assert (scope["x"].shape, scope["x"].stride()) == (made.shape, made.stride())
+    as_real = (lambda t: torch.view_as_real(t)) if made.is_complex() else (lambda t: t)
+    assert torch.equal(as_real(scope["x"]).nan_to_num(), as_real(made).nan_to_num())
+
+
+def test_a_large_class_finding_in_a_shared_storage_has_a_script_that_makes_it_on_the_device(monkeypatch):
+    """bmm@large's two inputs in one storage (the second right after the first, gapped)
+    and a batch of 65,537: the fault is found, and the verified script builds the shared
+    storage on the device from the hash, with no host draw."""
+    from mpsfuzz.corpus.finding import Finding
+    from mpsfuzz.generation.recipes import Alias
+    from mpsfuzz.oracles import DEFAULT, Failure
+    from mpsfuzz.reports.repro import repro_for
+    monkeypatch.setenv("MPSFUZZ_FAULTS", "bmm_batch_65536")
+    a = TensorRecipe((65537, 2, 3), "float32", Layout(), ValueRecipe("index_hash", 4, low=-4, high=4))
+    b = TensorRecipe((65537, 3, 2), "float32", Layout(gaps=(1, 2, 1)), ValueRecipe("index_hash", 5, low=-4, high=4),
+                     alias=Alias(0))
+    case = Case("bmm@large", (a, b))
+    failures = [Failure.from_json(f) for f in judge_case(case, faults.FaultTarget(["bmm_batch_65536"]), DEFAULT)["failures"]]
+    failure = next(f for f in failures if f.oracle == "values")
+    finding = Finding.create(case, failure, target_name="faults", target_spec="mpsfuzz.testing.faults:target",
+                             device="cpu")
+    record = repro_for(finding, verify=True, timeout_s=120)
+    script = record["script"]
+    assert "one storage: x and y are views of it" in script and "torch.randint(" not in script
+    assert script.count("def index_hash_values(") == 1 and len(script) < 4000
+    assert record["verified"] is True, record["detail"] + record.get("output", "")
+
+
+def test_a_non_negative_probe_keeps_a_large_class_input_made_from_the_hash():
+    """Triage's "non-negative values" probe moves a bounded hash's range to start at 0
+    (still made on the device), as it does an int_range's."""
+    from mpsfuzz.triage import edits
+    recipe = TensorRecipe((65537,), "float32", values=ValueRecipe("index_hash", 1, low=-4, high=4))
+    probed = edits.non_negative(recipe)
+    assert (probed.values.distribution, probed.values.low, probed.values.high) == ("index_hash", 0, 4)
+    assert float(probed.materialize("cpu").min()) == 0
 
 
 SIZE_FAULTS = {"bmm_batch_65536": ("bmm@large", "a batch of 65,536 or more"),
@@ -152,7 +232,10 @@ def test_faults_past_65536_in_bmm_conv1d_and_softmax_are_found_minimised_and_exp
         assert phrase in finding["explanation"], finding["explanation"]
         assert max(max(r["shape"], default=0) for r in finding["case"]["inputs"]) >= 65536
         assert finding["repro"]["verified"], json.dumps(finding["repro"])[:500]
-        assert "torch.randint(" in finding["repro"]["script"] and len(finding["repro"]["script"]) < 4000
+        # The inputs are made on the device from the hash: no host draw, no literal.
+        script = finding["repro"]["script"]
+        assert "def index_hash_values(" in script and "torch.randint(" not in script, script
+        assert len(script) < 4000, len(script)
     rss_kib = int(run.stderr.strip().splitlines()[-1])
     assert rss_kib < 2 * 1024 * 1024, rss_kib
 

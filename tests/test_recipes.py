@@ -486,3 +486,107 @@ def test_a_view_built_in_one_as_strided_call_is_the_slice_view_permute_expand_ch
     assert (built.shape, built.stride(), built.storage_offset()) == (chain.shape, chain.stride(), chain.storage_offset())
     assert torch.equal(built, chain)
     assert built.untyped_storage().data_ptr() == storage.untyped_storage().data_ptr()
+
+
+# -- index_hash: values made where the tensor is used --------------------------------------
+
+from mpsfuzz.generation.recipes import Alias, index_hash_values  # noqa: E402
+
+# Values the unbounded hash gave before bounds existed: stored corpora and the @huge class
+# (its reference rebuilds rows from the hash) depend on them, bit for bit.
+OLD_HASH = {torch.float32: ([-27.25, -23.5, -12.0, -8.25, 3.25, 14.75], [5.0, 16.5, 28.0, -28.5]),
+            torch.float16: ([-27.25, -23.5, -12.0, -8.25, 3.25, 14.75], [5.0, 16.5, 28.0, -28.5]),
+            torch.int8: ([-114, -22, 60, -99, -17, 65], [84, -85, -3, 89]),
+            torch.uint8: ([11, 103, 185, 26, 108, 190], [209, 40, 122, 214]),
+            torch.int64: ([-114, -22, 60, -99, -17, 65], [84, -85, -3, 89]),
+            torch.bool: ([False, False, False, False, True, False], [False, False, True, True])}
+
+
+@pytest.mark.parametrize("dtype", list(OLD_HASH))
+def test_the_unbounded_index_hash_gives_the_values_it_always_gave(dtype):
+    first, past_2_31 = OLD_HASH[dtype]
+    assert index_hash_values(11, 0, 6, dtype, "cpu").tolist() == first
+    assert index_hash_values(5, 2**31 - 2, 4, dtype, "cpu").tolist() == past_2_31
+    # A recipe without both bounds is the unbounded hash.
+    recipe = TensorRecipe((6,), dt.name_of(dtype),
+                          values=ValueRecipe("index_hash", seed=11, low=-4))
+    assert recipe.materialize("cpu").tolist() == first
+
+
+def test_a_bounded_index_hash_covers_its_range_with_a_long_period():
+    """Bounds give the integers low..high: an index range of 131,073 is covered (indices
+    past 65,536 as often as below), neighbours are unrelated (a row of 9 small integers
+    does not sum to a constant), and the period is 2^31 - 1 indices."""
+    p = 2**31 - 1
+    indices = index_hash_values(3, 0, 131073, torch.int64, "cpu", 0, 131072)
+    assert int(indices.min()) >= 0 and int(indices.max()) <= 131072
+    assert 0.45 < float((indices > 65536).double().mean()) < 0.55
+    assert indices.unique().numel() > 0.6 * 131073          # (1 - 1/e of them, as uniform draws give)
+    small = index_hash_values(3, 0, 9 * 20000, torch.float32, "cpu", -4, 4)
+    assert sorted(small.unique().tolist()) == list(range(-4, 5))
+    assert small.view(-1, 9).sum(1).unique().numel() > 20
+    assert torch.equal(index_hash_values(7, p - 3, 6, torch.int64, "cpu", -4, 4),
+                       index_hash_values(7, 2 * p - 3, 6, torch.int64, "cpu", -4, 4))
+    assert not torch.equal(index_hash_values(7, 0, 64, torch.int64, "cpu", -4, 4),
+                           index_hash_values(8, 0, 64, torch.int64, "cpu", -4, 4))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int32", "uint8", "int64", "complex64", "bool"])
+def test_a_bounded_index_hash_holds_integers_in_its_bounds_as_the_dtype(dtype):
+    recipe = TensorRecipe((4096,), dtype, values=ValueRecipe("index_hash", seed=2, low=-4, high=4))
+    values = recipe.materialize("cpu")
+    assert values.dtype == dt.to_torch(dtype)
+    if dtype == "bool":   # bools ignore the bounds: the unbounded hash's
+        assert torch.equal(values, index_hash_values(2, 0, 4096, torch.bool, "cpu"))
+        return
+    parts = torch.view_as_real(values) if values.is_complex() else values
+    wide = parts.double()
+    assert torch.equal(wide, wide.round())
+    assert int(wide.min()) == (0 if dtype == "uint8" else -4) and int(wide.max()) == 4
+    if values.is_complex():
+        assert not torch.equal(parts[:, 0], parts[:, 1])
+
+
+@pytest.mark.parametrize("layout", [Layout(), Layout(gaps=(2, 1, 3)), Layout(offset=5), Layout(expanded=(1,)),
+                                    Layout(permutation=(0, 2, 1)), Layout(offset=2, gaps=(1, 2, 1), permutation=(2, 0, 1))])
+def test_an_index_hash_input_is_the_same_made_on_the_device_or_on_the_host_in_any_layout(layout):
+    """The view filled block by block where it is (what the device does) holds what the
+    host's dense values viewed into the layout hold, specials included; the gaps hold
+    the filler."""
+    values = ValueRecipe("index_hash", seed=9, low=-4, high=4, specials=((3, "nan"), (40, "-inf"), (1001, "max")))
+    recipe = TensorRecipe((5, 4, 6), "float32", layout, values)
+    made = recipe.materialize("cpu")
+    host = recipe.view_in(recipe._pristine_base())
+    assert (made.shape, made.stride()) == (host.shape, host.stride())
+    assert torch.equal(made.nan_to_num(), host.nan_to_num()) and torch.equal(made.isnan(), host.isnan())
+    dense = recipe.cpu_values().reshape(-1)
+    n = dense.numel()
+    assert math.isnan(dense[3]) and dense[40 % n] == -math.inf and dense[1001 % n] == torch.finfo().max
+    base = made.as_strided((recipe.base_numel,), (1,), made.storage_offset() - host.storage_offset())
+    assert int((base == 77).sum()) >= recipe.base_numel - dense.numel()
+
+
+def test_a_storage_that_holds_index_hash_inputs_is_built_where_it_is_used_with_the_hosts_values():
+    """A shared storage holding an index_hash input is filled on the device, input by
+    input (a later one wins where they overlap), as the host fills it."""
+    a = TensorRecipe((3, 4), "float32", Layout(gaps=(1, 2)), ValueRecipe("index_hash", 1, low=-4, high=4))
+    b = TensorRecipe((4, 3), "float32", Layout(permutation=(1, 0)), ValueRecipe("normal", 2),
+                     alias=Alias(0))
+    c = TensorRecipe((5,), "float32", values=ValueRecipe("index_hash", 3, low=0, high=2),
+                     alias=Alias(0, "overlap", 2))
+    case = Case("add", (a, b, c))
+    assert case.generated_storages() == {0}
+    made = case.materialize("cpu")
+    storages, plan = case.cpu_storages()
+    host = [r.view_in(storages[s], start) for r, (s, start) in zip(case.inputs, plan)]
+    assert all(torch.equal(m, h) for m, h in zip(made, host))
+    assert made[0].untyped_storage().data_ptr() == made[2].untyped_storage().data_ptr()
+
+
+def test_the_hash_values_kept_on_the_cpu_are_copied_for_each_use():
+    """The CPU keeps a few inputs' hash values (a worker makes each input four to six
+    times a case): what a use writes into its tensor is not what the next use gets."""
+    recipe = TensorRecipe((1000,), "float32", values=ValueRecipe("index_hash", 1, low=-4, high=4))
+    recipe.materialize("cpu").fill_(0)
+    recipe.cpu_values().fill_(0)
+    assert torch.equal(recipe.materialize("cpu"), index_hash_values(1, 0, 1000, torch.float32, "cpu", -4, 4))

@@ -19,7 +19,13 @@ size), and :func:`large_variant` makes from it the op's large class, ``<op>@larg
   input and the host's memory per case stays bounded (README: "Large sizes").
 - Values are small integers (-4..4) unless the op declares its own: a product along
   an inner dim of 131,073 terms is then exact in float32 (at most 16 * 131,073 < 2^24),
-  so the reference needs no rounding allowance there.
+  so the reference needs no rounding allowance there. Integers (small ones, and an
+  ``int_range`` of indices with its bounds) are made on the device, not drawn on the
+  host and moved: ``index_hash`` in those bounds, a hash of each element's index whose
+  period (2^31 - 1) reaches every index of a dim of 131,073; the CPU reference gets the
+  same values from the same hash, and a repro script carries the hash and makes the
+  input on ``device`` (``mpsfuzz.reports.repro``). Other distributions an op declares
+  (normal, positive, ...) stay seeded on the host.
 
 The variants are off by default: ``--large`` adds the large class of the ops selected
 (``mpsfuzz run --large --ops nn``), ``--ops bmm@large`` names one.
@@ -32,7 +38,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from .opspec import LARGE_REAL_NUMEL, OpSpec, ShapeBudget, integers_once, sampled_once
-from .recipes import max_bytes
+from .recipes import SMALL_INT_BOUNDS, max_bytes
 
 SIZE_CLASS = "large"
 SUFFIX = "@large"
@@ -190,15 +196,39 @@ def _bounded_args(spec: OpSpec):
     return args
 
 
-def _small_integers(shapes, kwargs) -> dict:
-    return {"distribution": "small_int"}
+# The distributions whose integers the large class makes on the device instead.
+HASHED = ("small_int", "int_range")
+
+
+def hashed(asked: dict) -> dict:
+    """An input's resolved value declaration with its integers made from the hash
+    (``index_hash`` in the same bounds: small_int's -4..4 unless it sets others); other
+    distributions, and an int_range without both bounds (its range is the dtype's,
+    unknown here), as declared."""
+    dist, low, high = asked.get("distribution"), asked.get("low"), asked.get("high")
+    if dist == "small_int":
+        low = SMALL_INT_BOUNDS[0] if low is None else low
+        high = SMALL_INT_BOUNDS[1] if high is None else high
+    if dist not in HASHED or low is None or high is None:
+        return asked
+    return {**asked, "distribution": "index_hash", "low": low, "high": high}
+
+
+def _hashed_values(entry):
+    """An ``input_values`` entry (None: small integers, a distribution's name, or a
+    function of the shapes and arguments) whose integers are made on the device."""
+    def values(shapes, kwargs) -> dict:
+        if entry is None or isinstance(entry, str):
+            return hashed({"distribution": entry or "small_int"})
+        return hashed(dict(entry(shapes, kwargs)))
+    return values
 
 
 def large_variant(spec: OpSpec) -> OpSpec:
     """``spec``'s large class: same call, references and judges, its declared dims grown."""
     own = list(spec.input_values)
     count = len(spec.input_dtypes) or 16     # (an op of any number of inputs: cat's)
-    values = tuple(own[i] if i < len(own) and own[i] is not None else _small_integers for i in range(count))
+    values = tuple(_hashed_values(own[i] if i < len(own) else None) for i in range(count))
     return replace(spec, name=spec.name + SUFFIX, shapes=_large_shapes(spec), args=_bounded_args(spec),
                    input_values=values,
                    size_class=SIZE_CLASS, base=spec.name,

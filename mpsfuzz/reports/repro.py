@@ -19,6 +19,7 @@ is shown as a repro only when that run reproduces the finding.
 """
 from __future__ import annotations
 
+import ast
 import inspect
 import keyword
 import math
@@ -37,7 +38,7 @@ from ..execution.executor import OUT_FILLER
 from ..generation import catalogue
 from ..generation import dtypes as dt
 from ..generation.recipes import (DEVICE_GENERATED, GAP_FILLER, HASH_CHUNK, MATRIX_DISTRIBUTIONS, Case, TensorRecipe,
-                                  index_hash_values, integer_bounds, resolve_kwargs)
+                                  hash_bounds, index_hash_values, integer_bounds, resolve_kwargs, special_positions)
 from ..oracles.grads import BACKWARD_SCALE
 from ..oracles.values import dut_alone_scale, leaf_tolerance
 from .source import Rendering, SourceError, literal
@@ -180,34 +181,84 @@ def _seeded_values(recipe: TensorRecipe) -> list[str] | None:
     return lines
 
 
+def _hash_source() -> list[str]:
+    """``index_hash_values`` as a script defines it: the function the harness makes
+    ``index_hash`` inputs with, on the device (its source without the docstring, and
+    without annotations: ``int | None`` is an error before Python 3.10)."""
+    tree = ast.parse(inspect.getsource(index_hash_values))
+    fn = tree.body[0]
+    if isinstance(fn.body[0], ast.Expr) and isinstance(fn.body[0].value, ast.Constant):
+        fn.body = fn.body[1:]
+    fn.returns = None
+    for arg in fn.args.args:
+        arg.annotation = None
+    return ["# Each element of an index_hash input is a hash of its flat index, computed on the device:",
+            *ast.unparse(tree).splitlines()]
+
+
+def _split_expand(steps: str) -> tuple[str, str]:
+    """``steps`` (from _view_steps) as the view before expansion and the expansion."""
+    if ".expand" not in steps:
+        return steps, ""
+    head, tail = steps.rsplit(".expand", 1)
+    return head, ".expand" + tail
+
+
+def _index(position: int, shape: tuple) -> str:
+    """Source of the index of flat logical ``position`` in a tensor of ``shape``."""
+    index = []
+    for n in reversed(shape):
+        index.append(position % n)
+        position //= n
+    return ", ".join(str(i) for i in reversed(index)) or "()"
+
+
+def _hash_fill_lines(recipe: TensorRecipe, name: str) -> list[str]:
+    """Lines that fill ``name`` (the input's view before expansion, on the device) as
+    ``TensorRecipe.fill_generated`` does: rows block by block from the hash, then the
+    specials."""
+    shape, dtype, seed = recipe._value_shape(), dt.to_torch(recipe.dtype), recipe.values.seed
+    low, high = hash_bounds(recipe.values, recipe.dtype)
+    bounds = "" if low is None else f", {low}, {high}"
+    if not shape:
+        lines = [f"{name}.fill_(index_hash_values({seed}, 0, 1, {dtype}, device{bounds})[0])"]
+    else:
+        row, numel = math.prod(shape[1:]), math.prod(shape)
+        step = max(1, HASH_CHUNK // max(1, row))
+        lines = [
+            f"for first in range(0, {shape[0]}, {step}):  # {numel:,} elements, made block by block",
+            f"    last = min({shape[0]}, first + {step})",
+            f"    {name}[first:last].copy_(index_hash_values({seed}, first * {row}, (last - first) * {row}, "
+            f"{dtype}, device{bounds}).view((last - first,) + {tuple(shape[1:])}))"]
+    for position, value in special_positions(recipe.values, math.prod(shape), recipe.dtype):
+        text = _scalar(value, recipe.dtype)
+        if isinstance(value, int) and value >= 2**63:
+            text = f"torch.tensor({text}, dtype={dtype})"     # (uint64's max: no int64 scalar holds it)
+        lines.append(f"{name}[{_index(position, shape)}] = {text}")
+    return lines
+
+
 def _generated_lines(recipe: TensorRecipe, name: str) -> list[str]:
-    """An ``index_hash`` input (billions of elements, made on the device): the hash
-    function itself, a filled buffer on the device viewed as the recipe says, then its
-    rows filled block by block, as materialize does."""
+    """An ``index_hash`` input (made on the device, whatever its size): a filled buffer
+    on the device viewed as the recipe says, its values from the hash (the function
+    defined earlier in the script), then the expansion, as materialize does."""
     dense = recipe._dense_base_shape()
     offset = recipe.layout.offset
-    dtype = dt.to_torch(recipe.dtype)
     fill = "True" if recipe.dtype == "bool" else str(GAP_FILLER)
-    view = (f"[{offset}:]" if offset else "") + (f"[:{math.prod(dense)}].view{tuple(dense)}" if dense else "")
-    lines = [line for line in inspect.getsource(index_hash_values).splitlines() if line.strip()]
-    lines.append(f"{name} = torch.full(({recipe.base_numel},), {fill}, dtype={dtype}, device=device){view}"
-                 f"{_view_steps(recipe)}")
-    shape = recipe.shape
-    if not shape:
-        return lines + [f"{name}.fill_(index_hash_values({recipe.values.seed}, 0, 1, {dtype}, device)[0])"]
-    row = math.prod(shape[1:])
-    step = max(1, HASH_CHUNK // max(1, row))
-    return lines + [
-        f"for first in range(0, {shape[0]}, {step}):  # {recipe.numel:,} elements, made block by block",
-        f"    last = min({shape[0]}, first + {step})",
-        f"    {name}[first:last].copy_(index_hash_values({recipe.values.seed}, first * {row}, (last - first) * {row}, "
-        f"{dtype}, device).view((last - first,) + {tuple(shape[1:])}))"]
+    view = f"[{offset}]" if not dense else (f"[{offset}:]" if offset else "") + f".view{tuple(dense)}"
+    steps, expand = _split_expand(_view_steps(recipe))
+    lines = [f"{name} = torch.full(({recipe.base_numel},), {fill}, dtype={dt.to_torch(recipe.dtype)}, "
+             f"device=device){view}{steps}"]
+    lines += _hash_fill_lines(recipe, name)
+    return lines + ([f"{name} = {name}{expand}"] if expand else [])
 
 
-def tensor_lines(recipe: TensorRecipe, name: str) -> list[str]:
-    """Source lines that leave ``name`` bound to the input, built on ``device``."""
+def tensor_lines(recipe: TensorRecipe, name: str, *, hash_defined: bool = False) -> list[str]:
+    """Source lines that leave ``name`` bound to the input, built on ``device`` (an
+    ``index_hash`` input with the hash function's definition first, unless
+    ``hash_defined``)."""
     if recipe.values.distribution in DEVICE_GENERATED:
-        return _generated_lines(recipe, name)
+        return ([] if hash_defined else _hash_source()) + _generated_lines(recipe, name)
     dense = recipe._dense_base_shape()
     offset = recipe.layout.offset
     steps = _view_steps(recipe)
@@ -231,10 +282,7 @@ def tensor_lines(recipe: TensorRecipe, name: str) -> list[str]:
             view = f"[{offset}:]" + (f".view{tuple(dense)}" if len(dense) != 1 else "")
         return [f"{name} = {head}{view}{steps}"]
     # Big: a filled buffer on the device, viewed, then the seeded values copied in.
-    expand = ""
-    if recipe.layout.expanded:
-        steps, expand = steps.rsplit(".expand", 1)
-        expand = ".expand" + expand
+    steps, expand = _split_expand(steps)
     fill = "True" if recipe.dtype == "bool" else str(GAP_FILLER)
     view = (f"[{offset}:]" if offset else "") + f".view{tuple(dense) if len(dense) != 1 else '(' + str(dense[0]) + ',)'}"
     lines = [f"{name} = torch.full(({base.numel()},), {fill}, dtype={dtype}, device=device){view}{steps}"]
@@ -267,33 +315,81 @@ def input_lines(case: Case, names: list[str]) -> list[str]:
     """Source lines that leave each of ``names`` bound to its input on ``device``. Inputs
     that share a storage are views of one buffer made on the device, filled exactly as
     the case fills it (each input's values in turn: a later input wins where they
-    overlap)."""
+    overlap). The hash function comes first where an input is made from it."""
+    generated = case.generated_storages()
+    lines = _hash_source() if generated else []
     if not case.is_aliased():
-        return [line for recipe, name in zip(case.inputs, names) for line in tensor_lines(recipe, name)]
-    storages, plan = case.cpu_storages()
+        return lines + [line for recipe, name in zip(case.inputs, names)
+                        for line in tensor_lines(recipe, name, hash_defined=True)]
+    plan = case.storage_plan()
     members: dict[int, list[int]] = {}
     for i, (storage, _) in enumerate(plan):
         members.setdefault(storage, []).append(i)
-    lines: list[str] = []
     taken = set(names)
+    storages = None
     for storage, group in members.items():
         if len(group) == 1:
-            lines += tensor_lines(case.inputs[group[0]], names[group[0]])
+            lines += tensor_lines(case.inputs[group[0]], names[group[0]], hash_defined=True)
             continue
         buffer = next(n for n in ("storage", "shared") + tuple(f"storage{k}" for k in range(len(names) + 1))
                       if n not in taken)
         taken.add(buffer)
-        flat = storages[storage]
-        dtype_name = case.inputs[storage].dtype
-        if flat.numel() > LITERAL_HARD_MAX:
-            raise ReproError(f"the storage that {', '.join(names[i] for i in group)} share has {flat.numel()} "
-                             "elements: too many for a literal")
-        together = " and ".join(names[i] for i in group)
-        lines.append(f"{buffer} = torch.tensor({_nested(flat, dtype_name)}{_dtype_arg(dtype_name)}, device=device)"
-                     f"  # one storage: {together} are views of it")
-        lines += [f"{names[i]} = {_slice_view(buffer, plan[i][1], case.inputs[i])}" for i in group]
+        if storage in generated:
+            lines += _generated_storage_lines(case, group, names, buffer)
+            continue
+        storages = storages or case.cpu_storages()[0]
+        lines += _literal_storage_lines(case, group, names, buffer, storages[storage])
     # Inputs in the order of the call, whatever storage they are in.
     return lines
+
+
+def _literal_storage_lines(case: Case, group: list[int], names: list[str], buffer: str, flat) -> list[str]:
+    """A shared storage written as a literal (built on the host as the case builds it),
+    and each input of ``group`` viewed into it."""
+    dtype_name = case.inputs[group[0]].dtype
+    if flat.numel() > LITERAL_HARD_MAX:
+        raise ReproError(f"the storage that {', '.join(names[i] for i in group)} share has {flat.numel()} "
+                         "elements: too many for a literal")
+    together = " and ".join(names[i] for i in group)
+    plan = case.storage_plan()
+    return ([f"{buffer} = torch.tensor({_nested(flat, dtype_name)}{_dtype_arg(dtype_name)}, device=device)"
+             f"  # one storage: {together} are views of it"]
+            + [f"{names[i]} = {_slice_view(buffer, plan[i][1], case.inputs[i])}" for i in group])
+
+
+def _generated_storage_lines(case: Case, group: list[int], names: list[str], buffer: str) -> list[str]:
+    """A shared storage that holds an index_hash input, made on the device as
+    ``Case.materialize`` makes it: the gap filler, then each input of ``group`` viewed
+    into it and filled in turn (from the hash, or from its seeded or literal values)."""
+    first = case.inputs[group[0]]
+    size = case.storage_sizes()[group[0]]
+    fill = "True" if first.dtype == "bool" else str(GAP_FILLER)
+    lines = [f"{buffer} = torch.full(({size},), {fill}, dtype={dt.to_torch(first.dtype)}, device=device)"
+             f"  # one storage: {' and '.join(names[i] for i in group)} are views of it"]
+    plan = case.storage_plan()
+    for i in group:
+        recipe, name = case.inputs[i], names[i]
+        view, expand = _split_expand(_slice_view(buffer, plan[i][1], recipe))
+        lines.append(f"{name} = {view}")
+        if recipe.values.distribution in DEVICE_GENERATED:
+            lines += _hash_fill_lines(recipe, name)
+        else:
+            lines += _values_lines(recipe, name) + [f"{name}.copy_(values)"]
+        lines += [f"{name} = {name}{expand}"] if expand else []
+    return lines
+
+
+def _values_lines(recipe: TensorRecipe, name: str) -> list[str]:
+    """Lines that leave ``values`` bound to the input's logical values on the host: its
+    seeded recipe, else a literal where it is small enough."""
+    seeded = _seeded_values(recipe)
+    if seeded is not None:
+        return seeded
+    values = recipe.cpu_values()
+    if values.numel() > LITERAL_HARD_MAX:
+        raise ReproError(f"input {name} has {values.numel()} elements and no seeded recipe for "
+                         f"'{recipe.values.distribution}' values")
+    return [f"values = torch.tensor({_nested(values, recipe.dtype)}{_dtype_arg(recipe.dtype)})"]
 
 
 # -- names and calls ------------------------------------------------------------------------

@@ -97,9 +97,11 @@ NEGATIVE_SPECIALS = ("-inf", "lowest", "-2^31-1", "-1")
 
 def non_negative(recipe: TensorRecipe) -> TensorRecipe:
     """The same recipe with values that are never negative: the integer and uniform
-    ranges start at 0, other distributions become ``positive``, negative specials go."""
+    ranges start at 0 (a bounded index_hash's too: still made on the device), other
+    distributions become ``positive``, negative specials go."""
     v = without_specials(recipe, NEGATIVE_SPECIALS).values
-    if v.distribution in ("small_int", "int_range", "uniform"):
+    bounded_hash = v.distribution == "index_hash" and v.low is not None and v.high is not None
+    if v.distribution in ("small_int", "int_range", "uniform") or bounded_hash:
         low = 0 if v.low is None else max(v.low, 0)
         high = v.high if v.high is None or v.high >= low else low
         v = replace(v, low=low, high=high)
