@@ -161,3 +161,34 @@ def test_out_variants_on_a_compiled_target_keep_no_memory_per_call():
         summary = judge_case(case, target, ("values", "leak"))
         assert summary["valid"] and summary["failures"] == [], summary
     assert len(target._compiled) <= 2   # abs, and its out= wrapper: not one per call
+
+
+def _rss_growing_by(per_call: int, monkeypatch):
+    """The executor's memory readings with process memory growing ``per_call`` bytes at
+    every reading after the first (the device allocator flat): what a host allocator
+    that keeps a large case's freed blocks looks like, or a leak."""
+    from mpsfuzz.execution import executor
+    readings = iter(range(per_call, 100 * per_call, per_call))
+    monkeypatch.setattr(executor, "_memory", lambda target, collect=False: (0, next(readings)))
+    return executor
+
+
+def _large_exp_case() -> Case:
+    from mpsfuzz.generation.recipes import Layout, TensorRecipe, ValueRecipe
+    return Case("exp", (TensorRecipe((1 << 20,), "float64", Layout(), ValueRecipe("small_int", seed=1)),))
+
+
+@pytest.mark.parametrize("per_call, leaks", [(12 << 20, False), (40 << 20, True)])
+def test_process_memory_a_large_case_churns_is_not_a_leak_and_more_is(per_call, leaks, monkeypatch):
+    """A large-class case of 8 MiB in and 8 MiB out: RSS growing by about that much per
+    call is the host allocator keeping freed blocks (the large class's CPU "leaks" of
+    5-16 MiB a call); a call that keeps more than the case makes is a leak."""
+    from mpsfuzz.execution.targets import load_target
+    from mpsfuzz.generation import catalogue
+    executor = _rss_growing_by(per_call, monkeypatch)
+    case = _large_exp_case()
+    executor._CALLED.add((case.op, case.variant, ("float64",)))      # warm: RSS counts
+    measured = executor._leak_measure(case, catalogue.get("exp"), {}, load_target("cpu"), (0, 0), 8 << 20)
+    assert (measured is not None) == leaks, measured
+    if leaks:
+        assert measured["rss_threshold"] == 16 << 20 and measured["rss_per_call"] == per_call

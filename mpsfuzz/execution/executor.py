@@ -25,7 +25,7 @@ from ..generation import catalogue
 from ..generation import dtypes as dt
 from ..generation.catalogue import LARGE_FAMILY
 from ..generation.opspec import LARGE_REAL_NUMEL
-from ..generation.recipes import ALWAYS_MATERIALISABLE, Case, check_materialisable, host_max_bytes
+from ..generation.recipes import ALWAYS_MATERIALISABLE, Case, case_bytes, check_materialisable, host_max_bytes
 from . import cpu_kernels
 from .error_kinds import is_device_fault, is_unsupported
 from .observation import Observation, Raised, SideResult, output_meta
@@ -561,6 +561,10 @@ def _leak_measure(case: Case, spec, kwargs, target, before: tuple[int, int], out
     outputs), because the allocator counts exact live bytes; the repeats, each of
     which must keep at least that much again, tell a leak from a cache built once."""
     device_threshold = max(1, min(DEVICE_BYTES_PER_CALL, output_bytes))
+    # Process memory is the host allocator's, which keeps freed blocks of a case's size
+    # (a large-class case of 16 MiB grew RSS by 5-16 MiB a call on CPU, and each was a
+    # "leak" in the findings' budget): a leak there must keep more than the case makes.
+    rss_threshold = max(RSS_BYTES_PER_CALL, case_bytes(case) + output_bytes)
     # The first call of an op in a process loads its kernels and libraries (CUDA's lazy
     # module loading alone adds megabytes of RSS): process memory counts from the second
     # call on. The device allocator counts at once (a leaking fault shows on any call).
@@ -570,7 +574,7 @@ def _leak_measure(case: Case, spec, kwargs, target, before: tuple[int, int], out
 
     def past(now, then, rss_counts: bool) -> bool:
         return (now[0] - then[0] >= device_threshold
-                or (rss_counts and now[1] - then[1] >= RSS_BYTES_PER_CALL))
+                or (rss_counts and now[1] - then[1] >= rss_threshold))
     if not past(_memory(target), before, warm):
         return None
     after = _memory(target, collect=True)
@@ -595,7 +599,7 @@ def _leak_measure(case: Case, spec, kwargs, target, before: tuple[int, int], out
         return None
     mean = ((end[0] - after[0]) / REPEATS, (end[1] - after[1]) / REPEATS)
     return {"device_first": after[0] - before[0], "rss_first": after[1] - before[1], "repeats": REPEATS,
-            "device_threshold": device_threshold,
+            "device_threshold": device_threshold, "rss_threshold": rss_threshold,
             # A leak keeps memory on every call: the least any repeated call kept (and no
             # more than the mean once garbage is collected).
             "device_per_call": min(min(d for d, _ in kept), mean[0]),

@@ -27,7 +27,7 @@ def check_leak(obs) -> Failure | None:
         return None
     device, rss = m.get("device_per_call", 0), m.get("rss_per_call", 0)
     threshold = m.get("device_threshold", DEVICE_BYTES_PER_CALL)
-    if device < threshold and rss < RSS_BYTES_PER_CALL:
+    if device < threshold and rss < m.get("rss_threshold", RSS_BYTES_PER_CALL):
         return None
     where = "the device allocator" if device >= threshold else "process memory (RSS)"
     amount = device if device >= threshold else rss
