@@ -518,13 +518,37 @@ def _rss_reader():
     return lambda: int(os.pread(fd, 128, 0).split()[1]) * page
 
 
+@functools.lru_cache(maxsize=1)
+def _heap_release():
+    """The C allocator's call that hands its free pages back to the OS (glibc's
+    ``malloc_trim``, macOS's ``malloc_zone_pressure_relief``), or None."""
+    import ctypes
+    import ctypes.util
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    except OSError:
+        return None
+    if hasattr(libc, "malloc_trim"):
+        return lambda: libc.malloc_trim(0)
+    if hasattr(libc, "malloc_zone_pressure_relief"):
+        libc.malloc_zone_pressure_relief.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+        return lambda: libc.malloc_zone_pressure_relief(None, 0)
+    return None
+
+
 def _memory(target, *, collect: bool = False) -> tuple[int, int]:
     """(target allocator bytes, process RSS bytes). Reference counting frees a case's
     tensors at once; a full garbage collection only when the numbers look like a leak
-    (cheap in a worker, which froze what it loaded at start: worker.py)."""
+    (cheap in a worker, which froze what it loaded at start: worker.py), and then the
+    allocator's free pages go back to the OS, so that RSS counts live memory: a call that
+    allocates and frees tens of MiB in small blocks (cat_many's 131,073 slices) leaves the
+    heap a few MiB larger now and then, which repeated calls would read as a leak."""
     global _RSS
     if collect:
         gc.collect()
+        release = _heap_release()
+        if release is not None:
+            release()
     target.synchronize()
     try:
         device = int(target.memory_allocated())

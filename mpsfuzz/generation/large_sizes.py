@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import Callable
 
 import torch
 
@@ -43,7 +44,9 @@ from .recipes import SMALL_INT_BOUNDS, max_bytes
 SIZE_CLASS = "large"
 SUFFIX = "@large"
 SUFFIXES = (SUFFIX, "@huge")       # the class's variants of an op, in the order listed
-KINDS = ("batch", "rows", "cols", "inner", "channels", "length", "width", "indices")
+# "inputs": a dim whose slices are passed as separate tensors (cat_many's pieces: a Metal
+# kernel batches a cat's inputs into argument buffers, so their number is a size too).
+KINDS = ("batch", "rows", "cols", "inner", "channels", "length", "width", "indices", "inputs")
 # Sides drawn, the one shrinking goes to first: just past 65,535 (a grid dim's limit),
 # at 2^16, just below it (the control a bug of the boundary passes), twice past it.
 SIDES = (65537, 65536, 65535, 131073)
@@ -72,6 +75,14 @@ class Grows:
     # Whether a later pair's 1 (where the first's size is not 1) is a broadcast that
     # stays 1; not for a convolution's weight, whose 1 in channels is channels/groups.
     broadcasts: bool = True
+    # Where the coupling holds for some drawn shapes only: the group applies to those
+    # for which this is true (index_add's index count is its source's dim 0 only where
+    # dim 0 is the one indexed, which its shapes tell).
+    when: Callable[[tuple], bool] | None = None
+    # The op only moves its inputs' elements (no tensor it makes is larger than they
+    # are together): its cases skip the meta-device check of MAX_RESULT_ELEMENTS, which
+    # for cat_many would join 65,537 meta tensors in Python, a second a case.
+    rearranges: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -82,9 +93,9 @@ class Grows:
             raise ValueError(f"sliced=True with dims={self.dims!r}: rows are dim 0 of each input")
 
 
-def grows(kind: str, *dims: tuple[int, int], min_rank: int = 0, sliced: bool = False,
-          broadcasts: bool = True) -> Grows:
-    return Grows(kind, tuple(dims), min_rank, sliced, broadcasts)
+def grows(kind: str, *dims: tuple[int, int], min_rank: int = 0, sliced: bool = False, broadcasts: bool = True,
+          when: Callable[[tuple], bool] | None = None, rearranges: bool = False) -> Grows:
+    return Grows(kind, tuple(dims), min_rank, sliced, broadcasts, when, rearranges)
 
 
 def base_op_name(op: str) -> str:
@@ -99,7 +110,8 @@ def _dim(shape, d: int) -> int | None:
 
 def applies(group: Grows, shapes) -> bool:
     i, d = group.dims[0]
-    return i < len(shapes) and len(shapes[i]) >= group.min_rank and _dim(shapes[i], d) is not None
+    return (i < len(shapes) and len(shapes[i]) >= group.min_rank and _dim(shapes[i], d) is not None
+            and (group.when is None or group.when(tuple(tuple(s) for s in shapes))))
 
 
 def grown(shapes, group: Grows, side: int) -> tuple:
@@ -183,8 +195,11 @@ def largest_tensor(fn, shapes, dtypes, kwargs) -> int | None:
 
 def _bounded_args(spec: OpSpec):
     """The op's argument builder, then the case given up (a Hypothesis rejection, rare)
-    where a tensor it makes would pass MAX_RESULT_ELEMENTS."""
+    where a tensor it makes would pass MAX_RESULT_ELEMENTS (unchecked where every group
+    declares that the op only rearranges its inputs)."""
     base = spec.args
+    if all(g.rearranges for g in spec.grows):
+        return base
 
     def args(draw, shapes, dtypes) -> dict:
         from hypothesis import reject
@@ -239,7 +254,8 @@ def large_variant(spec: OpSpec) -> OpSpec:
 _KIND_PHRASES = {"batch": "a batch of {n} or more", "rows": "{n} or more rows", "cols": "{n} or more columns",
                  "inner": "an inner dim of {n} or more", "channels": "{n} or more channels",
                  "length": "a dim of {n} or more elements", "width": "a width of {n} or more",
-                 "indices": "{n} or more indices"}
+                 "indices": "{n} or more indices",
+                 "inputs": "{n} or more slices, each passed as its own tensor"}
 
 
 def kind_of(spec: OpSpec | None, shapes, i: int, d: int) -> str | None:

@@ -133,9 +133,13 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 #                           2x - 1 to the grid of 1, however small x is, so the arbiter's
 #                           conditioning check moves x by a roundoff of max(|x|, 1), not of
 #                           x (at x = 0.03 the result amplifies that rounding 47 times)
+#   slices-as-inputs        the op passes the slices of an input as separate tensors
+#                           (cat_many: 65,537 of them in its large class): the jurors that
+#                           trace its decomposition abstain (a traced node per slice takes
+#                           minutes), numpy's reference judges it
 SEMANTICS = ("mixed_dtypes_sometimes", "ties_unspecified", "undefined-values", "random", "order-dependent",
              "accumulates", "structure-unknown", "determined-as-a-whole", "large", "zero-taps",
-             "shifted-argument", "computed-weights")
+             "shifted-argument", "computed-weights", "slices-as-inputs")
 
 # The ``large`` family's inputs of more elements than this are drawn as stride-0 views
 # of one element (constant tensors of billions of elements that take a few bytes);

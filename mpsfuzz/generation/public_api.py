@@ -283,6 +283,8 @@ declare("nonzero_tuple", Public("torch.nonzero", signature="nonzero(input, *, ou
                                 excluded={"out": "as_tuple=True returns a tuple, and torch takes no out= for it"}))
 for _name in ("cat", "stack", "hstack", "vstack"):
     declare(_name, Public(f"torch.{_name}", inputs=("tensors",) * (2 if _name in ("hstack", "vstack") else 3)))
+    # one input whose slices along dim 0 are the tensors
+    declare(f"{_name}_many", Public(f"torch.{_name}", inputs=("tensors",)))
 declare("split", Public("torch.split", renamed={"split_size": "split_size_or_sections"}))
 declare("tensor_split", Public("torch.tensor_split", signature="tensor_split(input, indices_or_sections, dim=0)",
                                renamed={"sections": "indices_or_sections", "indices": "indices_or_sections"},

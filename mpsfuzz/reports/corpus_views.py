@@ -153,7 +153,9 @@ def call_words(call: dict | None) -> str:
             words = f"{d.get('dtype')}{list(d.get('shape', []))} stride {tuple(d.get('stride', []))}"
             return words + (f" offset {d['offset']}" if d.get("offset") else "")
         if kind in ("list", "tuple"):
-            return "[" + ", ".join(one(x) for x in d.get("items", [])) + "]"
+            if d.get("items") is None:          # too long to record: its length alone
+                return f"[{d.get('length')} items]"
+            return "[" + ", ".join(one(x) for x in d["items"]) + "]"
         if kind == "value":
             return repr(d.get("value"))
         if kind in ("dtype", "layout", "memory_format"):

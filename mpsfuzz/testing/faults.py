@@ -671,6 +671,11 @@ def _softmax_dim_65536(func, args, kwargs) -> bool:
     return x.dim() > 0 and x.shape[dim] >= 65536
 
 
+def _inputs_65536(func, args, kwargs) -> bool:
+    # cat(tensors, dim): the number of tensors, not any one's size
+    return len(_arg(func, args, kwargs, 0)) >= 65536
+
+
 def _index_out_of_range(func, args, kwargs) -> bool:
     # index_select(self, dim, index)
     x, dim, index = (_arg(func, args, kwargs, i) for i in range(3))
@@ -1033,6 +1038,8 @@ FAULTS: dict[str, Fault] = _registry(
           "convolution wrong when its input is 65,536 or more wide", ("aten::convolution",), _conv1d_width_65536, "corrupt"),
     Fault("softmax_dim_65536", "the class of pytorch#140726 again: softmax wrong when its dim has "
           "65,536 or more positions", ("aten::_softmax",), _softmax_dim_65536, "corrupt"),
+    Fault("cat_inputs_65536", "a cat whose inputs the kernel batches into argument buffers, one grid dim per "
+          "batch: wrong when given 65,536 or more tensors", ("aten::cat",), _inputs_65536, "corrupt"),
     Fault("bmm_past_int32", "32-bit indexing in a batched matmul (the class of the silent corruption past 2^31 "
           "elements): bmm of 2^31 or more input elements writes the result's elements past 2^31 where the index "
           "wrapped", ("aten::bmm",), _numel_past_int32, "wrap_int32"),

@@ -28,6 +28,9 @@ CRASH, HANG = "crash", "hang"
 
 STORAGE_BYTES_MAX = 64 << 20  # larger argument storages are not copied (not compared)
 LITERAL_MAX = 4096          # storages up to this many elements are recorded as literals
+# A list argument of more tensors is recorded by its length alone (a cat of 65,537
+# slices would make a record of megabytes, and no literal script of it is short).
+LIST_ITEMS_MAX = 256
 # Ops that return (or leave) uninitialised memory: only their metadata is compared.
 UNINITIALISED = {"aten::empty", "aten::empty_like", "aten::empty_strided", "aten::new_empty",
                  "aten::new_empty_strided", "aten::resize_", "aten::resize_as_", "aten::_resize_output_",
@@ -120,6 +123,12 @@ class Snapshot:
     tensors: list = field(default_factory=list)      # _Arg, in argument order
     cpu_args: tuple = ()
     cpu_kwargs: dict = field(default_factory=dict)
+    # id of a device tensor -> its first _Arg (a call of 65,537 tensors looked each up in
+    # the list: minutes); the tensors stay alive in ``tensors``, so the ids stay theirs
+    by_id: dict = field(default_factory=dict)
+
+    def arg_of(self, t: torch.Tensor) -> "_Arg | None":
+        return self.by_id.get(id(t))
 
     def copy_tensor(self, t: torch.Tensor, mutated: bool, name: str) -> torch.Tensor:
         if (t.layout != torch.strided or t.is_quantized or getattr(t, "is_nested", False)
@@ -143,7 +152,9 @@ class Snapshot:
             copy = torch._neg_view(copy)
         meta = {"kind": "tensor", "dtype": dt.name_of(t.dtype), "shape": list(t.shape), "stride": list(t.stride()),
                 "offset": t.storage_offset(), "storage": s.index, "conj": bool(t.is_conj()), "neg": bool(t.is_neg())}
-        self.tensors.append(_Arg(t, copy, s, mutated, name, meta))
+        arg = _Arg(t, copy, s, mutated, name, meta)
+        self.tensors.append(arg)
+        self.by_id.setdefault(id(t), arg)
         return copy
 
 
@@ -179,14 +190,16 @@ def snapshot(func, args: tuple, kwargs: dict) -> Snapshot:
 
 def _describe_value(x, snap: Snapshot | None) -> dict:
     if isinstance(x, torch.Tensor):
-        if snap is not None:
-            for a in snap.tensors:
-                if a.device is x:
-                    return dict(a.meta)
+        arg = snap.arg_of(x) if snap is not None else None
+        if arg is not None:
+            return dict(arg.meta)
         return {"kind": "tensor", "dtype": dt.name_of(x.dtype), "shape": list(x.shape), "stride": list(x.stride()),
                 "offset": x.storage_offset(), "storage": None}
     if isinstance(x, (list, tuple)):
-        return {"kind": "list" if isinstance(x, list) else "tuple", "items": [_describe_value(v, snap) for v in x]}
+        kind = "list" if isinstance(x, list) else "tuple"
+        if len(x) > LIST_ITEMS_MAX:
+            return {"kind": kind, "length": len(x), "items": None}
+        return {"kind": kind, "items": [_describe_value(v, snap) for v in x]}
     if isinstance(x, torch.dtype):
         return {"kind": "dtype", "name": dt.name_of(x)}
     if isinstance(x, torch.device):
@@ -395,7 +408,7 @@ def _fresh_cpu_args(args: tuple, kwargs: dict, snap: Snapshot):
 
     def one(x):
         if isinstance(x, torch.Tensor):
-            arg = next(a for a in snap.tensors if a.device is x)
+            arg = snap.arg_of(x)
             t = torch.empty(0, dtype=x.dtype).set_(fresh[id(arg.storage)].untyped_storage(), x.storage_offset(),
                                                    tuple(x.shape), tuple(x.stride()))
             t = t.conj() if x.is_conj() else t

@@ -55,6 +55,8 @@ class _Names:
                 self.tensors.append(d)
             return f"{side}{position}"
         if kind in ("list", "tuple"):
+            if d.get("items") is None:
+                raise ReproUnavailable(f"a {kind} of {d.get('length')} arguments: too long to record")
             items = [self.render(v, side) for v in d["items"]]
             if kind == "tuple":
                 return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"

@@ -33,7 +33,8 @@ import math
 import torch
 from hypothesis import strategies as st
 
-from ..opspec import OpSpec, ShapeBudget, any_shape, draw_rank, draw_side, expand, fit, register
+from ..large_sizes import grows
+from ..opspec import OpSpec, ShapeBudget, any_shape, declare_grows, draw_rank, draw_side, expand, fit, register
 
 FAMILY = "fft"
 
@@ -437,3 +438,15 @@ register(
            dtypes=expand("float"), args=_freq_args, out=True, rtol_scale=4,
            doc="one-sided sample frequencies (dummy input gives device and dtype)"),
 )
+
+# Dims that may grow past 65,536 (the large size class, generation/large_sizes.py): the
+# last dim and dim 0 of the 1-D transforms, each the transformed dim or a batch as the
+# drawn dim says; 65,537 is a prime, a plan of its own (Bluestein's). The values stay the
+# op's own (normal, scaled by 1/sqrt(points): outputs of O(1), against which the dtype's
+# atol is meaningful; an FFT's rounding grows with log(points) only, far within the 16x
+# the table allows). Not the 2-D and n-D transforms: eager CPU, the reference, corrupts
+# its heap (malloc(): invalid size, SIGSEGV; torch 2.13, MKL) on one over a long dim of
+# stride > 1 that is innermost in memory (a gapped (4, 257) does it), as the class's
+# gapped and transposed layouts make (a clean campaign's workers died on fft2@large).
+_LAST_OR_FIRST = (grows("length", (0, -1)), grows("rows", (0, 0), min_rank=2))
+declare_grows({op: _LAST_OR_FIRST for op in ("fft.fft", "fft.ifft", "fft.rfft", "fft.irfft")})

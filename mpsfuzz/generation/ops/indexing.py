@@ -55,6 +55,7 @@ BOOL = ("bool",)
 # bfloat16: 4 * (12 + 1) < 256, and products of [-2, 2] within float16's range).
 _ACC_MAX = 12
 ORDER = frozenset({"order-dependent", "accumulates"})
+SLICES = frozenset({"slices-as-inputs"})
 
 
 def op(name: str, fn, shapes, dtypes, doc: str, **kw) -> OpSpec:
@@ -759,6 +760,26 @@ def _stack_args(draw, shapes, dtypes):
     return {"dim": draw(st.integers(-rank, rank - 1))}
 
 
+def _many_shapes(min_rank: int):
+    """One tensor whose dim 0 the op unbinds into its inputs (cat_many, stack_many): at
+    least one slice (a join of none is an error, the same on every backend), each of
+    rank ``min_rank - 1`` or more."""
+    def build(draw, budget: ShapeBudget):
+        shape = list(_shape(draw, budget, min_rank, 6))
+        shape[0] = max(1, shape[0])
+        return (fit(shape, budget),)
+    return build
+
+
+def _cat_many_args(draw, shapes, dtypes):
+    return {"dim": _pick_dim(draw, len(shapes[0]) - 1)}
+
+
+def _stack_many_args(draw, shapes, dtypes):
+    rank = len(shapes[0])          # (a slice's rank plus the new dim)
+    return {"dim": draw(st.integers(-rank, rank - 1))}
+
+
 def _hvstack_shapes(vertical: bool):
     def build(draw, budget: ShapeBudget):
         base = list(_shape(draw, budget, 0, 5))
@@ -1096,6 +1117,21 @@ register(
     op("vstack", lambda *ts, **kw: torch.vstack(ts, **kw), _hvstack_shapes(True), ALL,
        "vstack of two tensors (0-d and 1-D included)", input_dtypes=(None, None),
        semantics=frozenset({"mixed_dtypes_sometimes"}), out=True, grad=True),
+    # Many inputs from one recipe: the slices of x along dim 0, each a view (x's layout
+    # makes them non-contiguous), passed as separate tensors. The number of inputs is a
+    # size a kernel may limit (MPS batches a cat's inputs into argument buffers), which
+    # their large class grows past 65,536 without a recipe per input.
+    op("cat_many", lambda x, dim=0, **kw: torch.cat(x.unbind(0), dim, **kw), _many_shapes(2), ALL,
+       "concatenate the slices of one tensor along dim 0 (one input each: up to 131,073 in its large class)",
+       args=_cat_many_args, min_rank=2, semantics=SLICES, out=True, grad=True),
+    op("stack_many", lambda x, dim=0, **kw: torch.stack(x.unbind(0), dim, **kw), _many_shapes(1), ALL,
+       "stack the slices of one tensor along a new dim (one input each)",
+       args=_stack_many_args, min_rank=1, semantics=SLICES, out=True, grad=True),
+    op("hstack_many", lambda x, **kw: torch.hstack(x.unbind(0), **kw), _many_shapes(1), ALL,
+       "hstack the slices of one tensor (0-d and 1-D slices included; one input each)", min_rank=1,
+       semantics=SLICES, out=True, grad=True),
+    op("vstack_many", lambda x, **kw: torch.vstack(x.unbind(0), **kw), _many_shapes(1), ALL,
+       "vstack the slices of one tensor (one input each)", min_rank=1, semantics=SLICES, out=True, grad=True),
     op("split", lambda x, split_size, dim=0: torch.split(x, split_size, dim), any_shape(1, min_rank=1),
        ALL, "split by a size or a list of sizes", args=_split_args, method="split", grad=True),
     op("tensor_split", lambda x, **kw: torch.tensor_split(x, **kw), any_shape(1, min_rank=1), ALL,
@@ -1151,8 +1187,38 @@ register(
        allow_nonfinite=False, out=True, mutates=(1,)),
 )
 
+
+def _indexes_dim_0(shapes) -> bool:
+    """(self, index, source) of index_add where dim 0 is the one indexed: the source is
+    self but at dim 0, whose length is the index count (a 1-D index)."""
+    x, index, src = shapes
+    return len(index) == 1 and len(x) >= 1 and len(src) == len(x) and src[1:] == x[1:] and src[0] == index[0]
+
+
+def _indexes_another_dim(shapes) -> bool:
+    """index_add's shapes where a dim past 0 may be the one indexed: dim 0 is then
+    self's and the source's alike, and grows in both."""
+    x, index, src = shapes
+    n = prod(index)
+    return len(x) >= 2 and len(src) == len(x) and src[0] == x[0] and any(
+        src[k] == n and src[:k] + src[k + 1:] == x[:k] + x[k + 1:] for k in range(1, len(x)))
+
+
+# index_add's groups: many indices into as many rows of self (dim 0 indexed, so each row
+# takes about one contribution and the sums stay exact in bfloat16), a long indexed dim
+# with few indices, rows of self and source where another dim is indexed, long slices.
+_INDEX_ADD_GROWS = (
+    grows("indices", (1, 0), (2, 0), (0, 0), broadcasts=False, when=_indexes_dim_0),
+    grows("rows", (0, 0), when=lambda shapes: _indexes_dim_0(shapes) and shapes[1][0] > 0),
+    grows("rows", (0, 0), (2, 0), when=_indexes_another_dim),
+    grows("length", (0, -1), (2, -1), min_rank=2, when=_indexes_dim_0),
+)
+
 # Dims that may grow past 65,536 (the large size class, generation/large_sizes.py).
 declare_grows({
+    "index_add": _INDEX_ADD_GROWS,
+    **{op: (grows("inputs", (0, 0), rearranges=True),) for op in ("cat_many", "stack_many", "hstack_many",
+                                                                     "vstack_many")},
     "index_select": (grows("rows", (0, 0)), grows("length", (0, -1)), grows("indices", (1, 0))),
     "gather": (grows("rows", (0, 0), (1, 0)), grows("length", (0, -1), (1, -1))),
     "scatter": (grows("rows", (0, 0), (1, 0), (2, 0)), grows("length", (0, -1), (1, -1), (2, -1))),

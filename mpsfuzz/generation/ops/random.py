@@ -25,8 +25,9 @@ import torch
 from hypothesis import strategies as st
 
 from .. import dtypes as dt
-from ..opspec import (Distribution, OpSpec, ShapeBudget, any_shape, broadcastable_to, draw_rank, draw_side, fit,
-                      register, same_shapes)
+from ..large_sizes import grows
+from ..opspec import (Distribution, OpSpec, ShapeBudget, any_shape, broadcastable_to, declare_grows, draw_rank,
+                      draw_side, fit, register, same_shapes)
 from ..recipes import DtypeArg
 
 FAMILY = "random"
@@ -402,3 +403,16 @@ register(
               "in-place uniform integers: [from, to), [0, to) or the dtype's default range",
               law("random-integers-in-place"), args=with_rng(_random_args)),
 )
+
+# Dims that may grow past 65,536 (the large size class, generation/large_sizes.py), where a
+# sampler's kernel maps the shape of a tensor input onto its grid: long rows and many of
+# them (a shaped-like factory, per-element parameters, an in-place sampler's strided
+# self), and multinomial's categories. The judges are statistical and hold at any size
+# (their false-alarm bounds are exact, not asymptotic, and take the dtype's rounding
+# into account); the factories sized by an argument (rand, randperm) have no input dim.
+_ROWS = (grows("length", (0, -1)), grows("rows", (0, 0)))
+declare_grows({
+    **{op: _ROWS for op in ("rand_like", "randn_like", "bernoulli", "uniform_", "normal_")},
+    "normal": (grows("length", (0, -1), (1, -1)), grows("rows", (0, 0), (1, 0))),
+    "multinomial": (grows("length", (0, -1)),),
+})

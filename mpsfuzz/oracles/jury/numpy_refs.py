@@ -1983,6 +1983,23 @@ reference("hstack")(_hv(np.hstack))
 reference("vstack")(_hv(np.vstack))
 
 
+def _many(fn, with_dim: bool):
+    """cat_many and its kin: numpy's join of the slices of input 0 along its axis 0."""
+    def ref(inputs, kwargs):
+        allowed(kwargs, *(("dim",) if with_dim else ()))
+        x = inputs[0]
+        slices = list(arr(x))
+        joined = fn(slices, axis=kwargs.get("dim", 0)) if with_dim else fn(slices)
+        return tens(joined, x.dtype)
+    return ref
+
+
+reference("cat_many")(_many(np.concatenate, True))
+reference("stack_many")(_many(np.stack, True))
+reference("hstack_many")(_many(np.hstack, False))
+reference("vstack_many")(_many(np.vstack, False))
+
+
 def _pieces(x: np.ndarray, dim: int, sizes) -> tuple:
     """x cut along ``dim`` into consecutive pieces of ``sizes``."""
     out, at = [], 0

@@ -145,10 +145,9 @@ def rounding_bounds(obs, grads: bool, wanted: dict[int, list[int]], unit: float)
     bound for arithmetic of roundoff ``unit`` (0 elsewhere); None where the op cannot be
     traced or differentiated this way (cached per case)."""
     from ..values import flatten_outputs
-    from .tracing import outside_modes
-    if (not grads and obs.spec.canonicalise is not None) or obs.case.variant == "autocast" \
-            or "random" in obs.spec.semantics:
-        return None   # compared through a canonical form, or not the plain call: positions differ
+    from .tracing import not_traced, outside_modes
+    if (not grads and obs.spec.canonicalise is not None) or not_traced(obs.spec, obs.case):
+        return None   # compared through a canonical form, or not the plain call, or not traced
     key = ("rounding_bounds", grads, unit, tuple(sorted((k, tuple(v)) for k, v in wanted.items())))
     if key in obs.cache:
         return obs.cache[key]

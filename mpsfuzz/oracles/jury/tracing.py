@@ -50,13 +50,25 @@ def _float64_default():
         torch.set_default_dtype(previous)
 
 
+def not_traced(spec, case) -> str | None:
+    """Why the case's call is not traced (None where it is): the autocast variant and
+    random ops are not the plain call, and an op that passes the slices of an input as
+    separate tensors would trace a node per slice (minutes for cat_many's 65,537)."""
+    if case.variant == "autocast" or "random" in spec.semantics:
+        return "not traced: the autocast variant or a random op"
+    if "slices-as-inputs" in spec.semantics:
+        return "not traced: a node per slice of its input"
+    return None
+
+
 def _trace(obs, grads: bool):
     """(graph, arguments) of the case's call in float64 on dense copies, or why none."""
     from ...execution.executor import grad_inputs, leaves, upstream_gradient
     from .float64 import dense_wide_inputs, wide_kwargs
     spec, case = obs.spec, obs.case
-    if case.variant == "autocast" or "random" in spec.semantics:
-        return "not traced: the autocast variant or a random op"
+    why = not_traced(spec, case)
+    if why:
+        return why
     inputs = dense_wide_inputs(case)
     kwargs = wide_kwargs(case)
     fn = spec.as_reference().fn
