@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import re
 
+_MEMORY_PATTERNS = (r"can't allocate memory",         # eager CPU's DefaultCPUAllocator
+                    r"\bout of memory\b")               # CUDA out of memory; MPS backend out of memory
+_MEMORY = re.compile("|".join(_MEMORY_PATTERNS), re.IGNORECASE)
+
 _UNSUPPORTED = re.compile("|".join([
     r"not implemented for '",                           # AT_DISPATCH: "lt_cpu" not implemented for 'UInt32'
     r"not (?:currently |yet )?implemented for (?:the )?\w+ (?:device|backend)",
@@ -30,8 +34,7 @@ _UNSUPPORTED = re.compile("|".join([
     r"\bnyi\b",
     # Out of memory: a capacity of this machine (a large-size case whose kernel makes a
     # dense copy of a stride-0 input), not a wrong answer.
-    r"can't allocate memory",                           # eager CPU's DefaultCPUAllocator
-    r"\bout of memory\b",                               # CUDA out of memory; MPS backend out of memory
+    *_MEMORY_PATTERNS,
 ]), re.IGNORECASE)
 
 # Errors about the input itself, whatever the backend: both sides should raise them.
@@ -54,9 +57,6 @@ def is_unsupported_message(message: str) -> bool:
 def is_unsupported(exc: BaseException) -> bool:
     """'This device/dtype has no kernel for the op' (or lacks the feature): counted, never a bug."""
     return isinstance(exc, NotImplementedError) or is_unsupported_message(str(exc))
-
-
-_MEMORY = re.compile(r"\bout of memory\b|can't allocate memory", re.IGNORECASE)
 
 
 def is_memory_exhausted(exc: BaseException) -> bool:

@@ -13,14 +13,14 @@ import sys
 from ..execution.error_kinds import is_device_fault, is_memory_exhausted
 from ..execution.executor import as_raised, observe, unsupported_here
 from ..execution.observation import Observation, Raised
-from ..generation import catalogue
 from ..execution.targets import release_cached_memory
+from ..generation import catalogue
 from ..generation.recipes import InputTooLarge, case_bytes
+from . import all_oracles
+from .errors import device_fault_failure
 
 # Cases whose inputs take this much are followed by releasing the device's cached memory.
 RELEASE_AFTER_BYTES = 1 << 28
-from . import all_oracles
-from .errors import device_fault_failure
 
 
 def judge_case(case, target, oracle_names) -> dict:

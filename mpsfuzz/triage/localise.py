@@ -206,13 +206,11 @@ class CompareMode(TorchDispatchMode):
         eight bugs of one kernel's layout checks)."""
         if len(self.divergences) >= MAX_RECORDED:
             return
-        call = {"kernel": kernel_name(func)}
-        if snap is not None:
-            try:
-                with _disable_current_modes(), torch.no_grad():
-                    call = describe_call(func, args, kwargs, snap)
-            except Exception:
-                pass
+        try:
+            with _disable_current_modes(), torch.no_grad():
+                call = describe_call(func, args, kwargs, snap)
+        except Exception:  # the arguments cannot be described: the kernel's name still stands
+            call = {"kernel": kernel_name(func)}
         call["error"] = {"type": type(exc).__name__, "message": str(exc).strip()[:300]}
         self.divergences.append(Divergence(index, kernel_name(func), [RAISES_ON_DEVICE],
                                            f"{type(exc).__name__}: {str(exc).strip()[:500]}", call,

@@ -161,8 +161,8 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
             and dies_on_cpu_too(minimal, minimal_failure, pool, oracles, timeout_s):
         minimal_failure = replace(
             minimal_failure, blame="both", severity="high",
-            title=minimal_failure.title.split(" crashes the process on ")[0] + " crashes the process on the target "
-            "and on eager CPU alike (" + str(minimal_failure.details.get("signal", "")) + ")",
+            title=f"`{minimal.op}` crashes the process on the target and on eager CPU alike "
+                  f"({minimal_failure.details.get('signal', '')})",
             message=minimal_failure.message + "\neager CPU dies the same way on this case, alone in a fresh process")
     return Triage(minimal, minimal_failure, repro, explanation, reduction, case, time.monotonic() - start,
                   localisation)
