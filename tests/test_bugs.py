@@ -13,10 +13,10 @@ from mpsfuzz.oracles import Failure
 
 def finding(op="mm", oracle="values", kind="wrong-values", *, conditions=(), kernel="aten::mm.default",
             divergence="wrong-values", status="kernel", variant="functional", device="mps", flaky=False,
-            blame="target", form="functional") -> Finding:
+            blame="target", form="functional", message=None) -> Finding:
     case = Case(op, (TensorRecipe((2, 2), "float32"), TensorRecipe((2, 2), "float32")), variant=variant)
     failure = Failure(oracle=oracle, kind=kind, severity="high", title=f"`{op}` {kind}", message=kind,
-                      dedup_key=(kind,), blame=blame)
+                      dedup_key=(kind,) if message is None else (kind, "RuntimeError", message), blame=blame)
     loc = {"status": status, "kernel": kernel, "form": form, "divergence": divergence, "kinds": [divergence],
            "repro": {"script": f"# {kernel}\n", "expect": {"outcome": "assertion"}, "lines": 1}}
     if status != "kernel":
@@ -76,6 +76,29 @@ def test_two_causes_on_one_kernel_stay_two_bugs():
     bugs = bugs_of(finding("sigmoid", conditions=("layout:0",), kernel="aten::sigmoid.default"),
                    finding("sigmoid", conditions=("dtypes:float16",), kernel="aten::sigmoid.default"))
     assert len(bugs) == 2
+
+
+def test_one_check_refusing_valid_input_is_one_bug_whatever_the_sizes_that_reach_it():
+    """Run 41L: CUDA avg_pool2d's "integer out of range" past 2^31 elements and past a
+    batch of 65,536 with padding; ablation words the sizes differently, one check fired."""
+    refusal = dict(oracle="errors", kind="dut-raises", kernel="aten::avg_pool2d.default", device="cuda",
+                   divergence="raises-on-device")
+    bugs = bugs_of(finding("avg_pool1d@huge", conditions=("numel>=2147483648",), message="integer out of range",
+                           **refusal),
+                   finding("avg_pool1d@huge", conditions=("side>=65536", "kwarg:padding"),
+                           message="integer out of range", **refusal),
+                   finding("avg_pool2d@huge", conditions=("numel>=2147483648",), message="integer out of range",
+                           **refusal))
+    assert len(bugs) == 1 and len(bugs[0].findings) == 3
+    # two checks (bgemm's batch count, its leading dimension) with incomparable conditions
+    bmm = dict(refusal, kernel="aten::bmm.default")
+    assert len(bugs_of(finding("bmm", conditions=("numel>=2147483648",), message="argument num_batches must be < N",
+                               **bmm),
+                       finding("bmm", conditions=("layout:1",), message="argument lda must be < N", **bmm))) == 2
+    # a device fault's message names no check: incomparable conditions stay two bugs
+    fault = dict(refusal, kind="device-fault")
+    assert len(bugs_of(finding(conditions=("empty",), message="CUDA error: invalid argument", **fault),
+                       finding(conditions=("side>=65536",), message="CUDA error: invalid argument", **fault))) == 2
 
 
 def test_other_kernels_devices_blames_and_symptom_classes_stay_apart():

@@ -543,6 +543,13 @@ class Campaign:
                                  f"{outcome.target_name} (slow compilation, not a hang); case skipped"))
                 self.emit(CaseFinished(case.op, valid=False, unsupported=False, shrinking=shrinking, case=case))
                 return []
+            if outcome.kind == "slow-judge":
+                # mpsfuzz's own verdict outlasted its budget: the harness failed, the
+                # target did not hang (run 41L's cumprod@large).
+                self.harness_error("judge", case.op, case, TimeoutError(
+                    f"the verdict on this case took more than {outcome.timeout_s:g}s (the worker was restarted)"))
+                self.emit(CaseFinished(case.op, valid=False, unsupported=False, shrinking=shrinking, case=case))
+                return []
             oracles = all_oracles()
             failures = []
             for name in self._process_oracles:

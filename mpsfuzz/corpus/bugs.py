@@ -43,7 +43,12 @@ through a chain of findings, are one bug (so the six findings of CUDA ``linalg_e
 a transposed input, functional and ``out=``, values and variants, are one bug:
 ``{layout}`` covers ``{layout, form:out}``; an ``out=``-only bug, ``{form:out}``, stays
 apart from a functional one with other conditions); findings of one kernel with incomparable conditions (``sigmoid`` wrong for
-non-contiguous inputs, and wrong for float16 whatever the layout) stay two bugs. A
+non-contiguous inputs, and wrong for float16 whatever the layout) stay two bugs, unless
+both raise the same clean error there: one check of one kernel that refuses valid input is one
+bug however ablation words the sizes or layouts that reach it (run 41L: CUDA
+``avg_pool2d``'s "integer out of range" for 2^31 elements and for a batch past 65,536
+with padding). A device fault's message ("invalid argument") names no check and does not
+join findings. A
 finding whose minimal case needs nothing (no condition) covers every other of its
 kernel: that kernel fails on every input some route gives it, so nothing tells the
 others apart from it.
@@ -164,6 +169,21 @@ def op_key(finding: Finding) -> tuple | None:
     # matching conditions is one bug, one that needs the size keeps its own condition.
     return ("op", finding.blame, _device_kind(finding), base_op_name(finding.op), finding.oracle,
             finding.failure.kind, *symptom)
+
+
+# The failure kind of a clean error raised on the device where CPU returns: its message
+# (numbers masked) names the check that refused the call.
+_CLEAN_REFUSAL = "dut-raises"
+
+
+def refusing_check(finding: Finding) -> str | None:
+    """The normalised message of the check that refused a valid call on the device, or
+    None when the finding is not such a refusal (wrong values, a device fault, a crash)."""
+    failure = finding.failure
+    if failure.kind != _CLEAN_REFUSAL:
+        return None
+    texts = [k for k in failure.dedup_key[1:] if isinstance(k, str) and k.strip()]
+    return ": ".join(texts) or None
 
 
 def finding_conditions(finding: Finding) -> frozenset[str]:
@@ -339,9 +359,12 @@ def group(found) -> list[Bug]:
                 i = parent[i]
             return i
         conds = {i: finding_conditions(found[i][1]) for i in members}
+        # Within a kernel only: an op's unlocalised calls may hit one message at two sites.
+        checks = {i: refusing_check(found[i][1]) if key[0] != "op" else None for i in members}
         for a in members:
             for b in members:
-                if a < b and (covers(conds[a], conds[b]) or covers(conds[b], conds[a])):
+                if a < b and (covers(conds[a], conds[b]) or covers(conds[b], conds[a])
+                              or (checks[a] is not None and checks[a] == checks[b])):
                     parent[root(a)] = root(b)
         clusters: dict[int, list[int]] = {}
         for i in members:

@@ -88,7 +88,8 @@ class ProcessEvent:
 
     op: str
     target_name: str
-    kind: str                # "died", "timeout" or "slow-compile" (torch.compile took too long: not a hang)
+    kind: str                # "died", "timeout", "slow-compile" (torch.compile took too long) or "slow-judge"
+                             # (mpsfuzz's verdict took too long): the last two are not hangs
     returncode: int | None = None
     stderr_tail: str = ""
     timeout_s: float = 0.0

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from ..atomic import corpus_write
 from ..scratch import scratch_dir
+from . import harness_clock
 from .exit_status import guard_exit_status
 from .observation import ProcessEvent
 
@@ -37,8 +38,12 @@ STARTUP_TIMEOUT_S = 180.0
 # How long one compilation (torch.compile'd targets) may take before the case is given
 # up as slow compilation; compilation does not count against the per-case timeout.
 COMPILE_TIMEOUT_S = 180.0
+# How long mpsfuzz's own verdict on one case may take (harness_clock.py) before the case
+# is given up as a harness error; judging does not count against the per-case timeout.
+JUDGE_TIMEOUT_S = 180.0
 # How often the pool looks at a running case (a reply wakes it at once).
 _POLL_S = 0.25
+_NO_CLOCK = (0.0, 0.0, 0.0, 0.0)
 _ENV_PREFIXES = ("MPSFUZZ_", "PYTORCH_", "TORCH", "CUDA_")
 
 
@@ -144,6 +149,7 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state
     limit_threads()
     if compile_state is not None:
         _watch_compilation(compile_state)
+        harness_clock.install(compile_state)
     from ..generation import catalogue, kernels
     from ..generation.recipes import Case
     from .targets import TargetError, load_target
@@ -218,9 +224,10 @@ class Worker:
         self.log_path = workdir / f"worker-{os.getpid()}-{index}.log"
         env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
         self.conn, child = ctx.Pipe()
-        # [start of the compilation in progress (wall time, 0: none), seconds compiled so far]
+        # [start of the compilation in progress (wall time, 0: none), seconds compiled so far,
+        #  the same two for mpsfuzz's judging (harness_clock.py)]
         try:
-            self.compile_state = ctx.Array("d", 2, lock=False)
+            self.compile_state = ctx.Array("d", 4, lock=False)
         except OSError:  # no shared memory to be had (a full disk): compiling counts as running
             self.compile_state = None
         self.process = ctx.Process(target=_worker_main,
@@ -291,6 +298,7 @@ class Batch:
         self.worker: Worker | None = None
         self.started = 0.0            # when the current case started (monotonic)
         self.compiled_before = 0.0
+        self.judged_before = 0.0
         self.given_up = False         # collect() gave up the cases without an outcome
 
     @property
@@ -479,7 +487,8 @@ class WorkerPool:
     def _send(self, batch: "Batch", worker: Worker) -> None:
         batch.worker = worker
         batch.started = time.monotonic()
-        batch.compiled_before = (worker.compile_state or (0.0, 0.0))[1]
+        batch.compiled_before = (worker.compile_state or _NO_CLOCK)[1]
+        batch.judged_before = (worker.compile_state or _NO_CLOCK)[harness_clock.JUDGED]
         try:
             worker.conn.send(("batch", function_name(self.execute), batch.case_jsons[batch.done:], batch.args, {}))
         except (OSError, BrokenPipeError):
@@ -542,14 +551,16 @@ class WorkerPool:
                     following = self._following(batch) if batch.done == len(batch.case_jsons) else batch
                     if following is not None and following.worker is worker:
                         following.started = finished
-                        following.compiled_before = (worker.compile_state or (0.0, 0.0))[1]
+                        following.compiled_before = (worker.compile_state or _NO_CLOCK)[1]
+                        following.judged_before = (worker.compile_state or _NO_CLOCK)[harness_clock.JUDGED]
                     if payload.get("poisoned"):
                         self._replace(worker)
                         if batch.done < len(batch.case_jsons):
                             self._send_rest(batch)
                     continue
                 event = ProcessEvent(op=op, target_name=self.target_name, kind=late,
-                                     timeout_s=self.compile_timeout_s if late == "slow-compile" else timeout)
+                                     timeout_s={"slow-compile": self.compile_timeout_s,
+                                                "slow-judge": JUDGE_TIMEOUT_S}.get(late, timeout))
             except (EOFError, OSError, BrokenPipeError):
                 worker.process.join(5)
                 event = ProcessEvent(op=op, target_name=self.target_name, kind="died",
@@ -574,21 +585,27 @@ class WorkerPool:
     def _wait_from(self, worker: Worker, timeout: float, batch: "Batch", give_up=None) -> str | None:
         """Wait for the reply to the current case of ``batch``: None once it is there,
         "timeout" when the case ran (compilation aside) longer than ``timeout``,
-        "slow-compile" when one compilation took longer than ``compile_timeout_s``. Time
-        spent compiling does not count as running: a torch.compile'd target compiles
+        "slow-compile" when one compilation took longer than ``compile_timeout_s``,
+        "slow-judge" when mpsfuzz's verdict took longer than ``JUDGE_TIMEOUT_S``. Time
+        spent compiling or judging does not count as running: a torch.compile'd target compiles
         almost every case anew, and a grad case's compilation alone can outlast a timeout
         meant for kernels. The case is timed from when the one before it finished, by the
         worker's clock (time.monotonic is system-wide), however late the driver reads.
         "given-up" once ``give_up()`` is true (see :meth:`collect`)."""
-        state = worker.compile_state or (0.0, 0.0)
+        state = worker.compile_state or _NO_CLOCK
         while not worker.conn.poll(_POLL_S):
             if give_up is not None and give_up():
                 return "given-up"
-            compiling_since = state[0]
-            compiling = time.time() - compiling_since if compiling_since else 0.0
-            running = time.monotonic() - batch.started - (state[1] - batch.compiled_before) - compiling
+            now = time.time()
+            compiling = now - state[0] if state[0] else 0.0
+            judging_since = state[harness_clock.JUDGE_START]
+            judging = now - judging_since if judging_since else 0.0
+            running = (time.monotonic() - batch.started - (state[1] - batch.compiled_before) - compiling
+                       - (state[harness_clock.JUDGED] - batch.judged_before) - judging)
             if compiling > self.compile_timeout_s:
                 return "slow-compile"
+            if judging > JUDGE_TIMEOUT_S:
+                return "slow-judge"
             if running > timeout:
                 return "timeout"
         return None

@@ -12,6 +12,7 @@ import sys
 
 from ..execution.error_kinds import is_device_fault, is_memory_exhausted
 from ..execution.executor import as_raised, observe, unsupported_here
+from ..execution.harness_clock import judging
 from ..execution.observation import Observation, Raised
 from ..execution.targets import release_cached_memory
 from ..generation import catalogue
@@ -111,10 +112,13 @@ def run_case_oracles(obs: Observation, enabled) -> list:
         # bug, one finding (a backward bug of its own shows once the forward is right).
         failures = [f for f in failures
                     if not (f.oracle in ("layout", "grads") or f.kind.startswith("variant-"))]
-    for name in enabled:
-        o = oracles[name]
-        if o.stage == "verdict":
-            failures = [f for f in (o.check(obs, f) for f in failures) if f is not None]
+    # The verdicts (the float64 arbiter, the jury) are mpsfuzz's time, not the target's:
+    # the pool does not count it against the case's timeout (execution/harness_clock.py).
+    with judging():
+        for name in enabled:
+            o = oracles[name]
+            if o.stage == "verdict":
+                failures = [f for f in (o.check(obs, f) for f in failures) if f is not None]
     return failures
 
 

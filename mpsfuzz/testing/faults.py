@@ -713,6 +713,30 @@ def _unstable_sort_with_ties(func, args, kwargs) -> bool:
     return bool((s.narrow(dim, 1, s.shape[dim] - 1) == s.narrow(dim, 0, s.shape[dim] - 1)).any())
 
 
+def _nearest_exact1d_backward_fma(func, args, kwargs, result):
+    """CUDA's 1-D nearest-exact backward (torch 2.11, H200): input pixel i gathers the
+    gradient of outputs [ceil(i * s - 0.5), ceil((i + 1) * s - 0.5)) with s = out / in in
+    float32, and the compiler fuses the multiply and the subtraction (one rounding). At a
+    pixel-centre tie (6 to 1: i = 3, 3 x float32(1/6) is a hair above 0.5) the gradient
+    goes to another input than the forward read (run 40)."""
+    grad_out = args[0]
+    input_size = args[2] if len(args) > 2 else kwargs["input_size"]
+    scales = args[3] if len(args) > 3 else kwargs.get("scales")
+    n_out, n_in = grad_out.shape[-1], int(input_size[-1])
+    scale = float(torch.tensor(scales if scales else n_out / n_in, dtype=torch.float32))
+
+    def start(i: int) -> int:
+        fused = float(torch.tensor(i * scale - 0.5, dtype=torch.float64).to(torch.float32))
+        return max(0, min(math.ceil(fused), n_out))
+    grad_in = torch.zeros(result.shape, dtype=torch.float64)
+    wide = grad_out.to(torch.float64)
+    for i in range(n_in):
+        a, b = start(i), start(i + 1)
+        if b > a:
+            grad_in[..., i] = wide[..., a:b].sum(-1)
+    return result.copy_(grad_in.to(result.dtype))
+
+
 def _reverse_tied_indices(func, args, kwargs, result):
     """An unstable sort may put tied elements in any order: reverse each run of equal
     values' indices (the values are unchanged)."""
@@ -1175,6 +1199,9 @@ FAULTS: dict[str, Fault] = _registry(
           rewrite=_reverse_tied_indices),
     Fault("eigh_other_basis", "another basis of a repeated eigenvalue's eigenspace than LAPACK's",
           ("aten::_linalg_eigh.default",), _eigh_repeated, "rewrite", rewrite=_other_eigenbasis),
+    Fault("nearest_exact1d_backward_fma_tie", "CUDA (torch 2.11, H200): interpolate(mode='nearest-exact') 1-D "
+          "backward sends the gradient to another input than the forward read at pixel-centre ties",
+          ("aten::_upsample_nearest_exact1d_backward",), _always, "rewrite", rewrite=_nearest_exact1d_backward_fma),
     Fault("hardtanh_backward_at_bounds", "hardtanh's (relu6's) derivative at its bounds taken as 1 "
           "(torch takes 0)", ("aten::hardtanh_backward.default",), _at_hardtanh_bounds, "rewrite",
           rewrite=_hardtanh_subgradient_one),

@@ -1062,18 +1062,36 @@ def _interp_shapes(mode: str):
     return build
 
 
+# Scale factors: exact ones, and ones whose float is inexact (1.7, 1/3, 1/6), whose
+# reciprocal a kernel rounds in float32 (and may fuse into an FMA) before it maps an output
+# onto an input coordinate.
+_INTERP_SCALES = (2.0, 0.5, 1.5, 0.75, 1.0, 1.7, 3.0, 1 / 3, 1 / 6)
+
+
+def _resized_side(draw, n: int) -> int:
+    """An output side for an input side ``n``: any up to 2n + 1, or one an integer ratio
+    away (n / d for a divisor d, n x 2, n x 3 where the budget allows). Integer ratios put
+    pixel centres exactly on the boundaries between input pixels (6 to 1: the centre is
+    3.0), the ties where a forward and a backward kernel that round a float32 scale apart
+    disagree on which input an output reads."""
+    if n < 2 or draw(st.booleans()):
+        return draw(st.integers(1, 2 * n + 1))
+    ratios = [n // d for d in range(2, n + 1) if n % d == 0] + [2 * n]
+    return draw(st.sampled_from(ratios))
+
+
 def _interp_args(mode: str):
     def build(draw, shapes, dtypes):
         spatial = shapes[0][2:]
         nd = len(spatial)
         out: dict = {}
         if draw(st.booleans()):
-            sizes = [draw(st.integers(1, 2 * n + 1)) for n in spatial]
+            sizes = [_resized_side(draw, n) for n in spatial]
             out["size"] = _pack(draw, sizes)
         else:
             scales = []
             for n in spatial:
-                s = draw(st.sampled_from((2.0, 0.5, 1.5, 0.75, 1.0, 1.7, 3.0)))
+                s = draw(st.sampled_from(_INTERP_SCALES))
                 if math.floor(n * s) < 1:
                     s = 1.0
                 scales.append(s)

@@ -1,0 +1,40 @@
+"""The worker's clock for the time mpsfuzz spends judging a case, which is not the target's.
+
+A verdict may trace an op's decomposition and weigh each rounding through autograd: over a
+large-class case (cumprod of 65,537 float16 values) that takes longer than a case's
+timeout on a loaded machine, and a worker killed then is not a target hang (run 41L on an
+H200: cumprod@large and cumsum@large filed as hangs, "the process hung outside every aten
+call", 0 of 8 cases judged). Like compilation (worker.py), judging does not count as the
+case running; it has a limit of its own, past which the case is a harness error.
+
+The pool hands each worker a shared array; slots 2 and 3 are this clock's: the wall time
+the judging in progress started (0: none) and the seconds judged so far.
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+
+JUDGE_START, JUDGED = 2, 3
+_state = None
+
+
+def install(state) -> None:
+    """In the worker: keep the pool's shared clock (None: judging counts as running)."""
+    global _state
+    _state = state
+
+
+@contextmanager
+def judging():
+    """Time spent inside is mpsfuzz's, not the target's (nested uses count once)."""
+    state = _state
+    if state is None or state[JUDGE_START]:
+        yield
+        return
+    state[JUDGE_START] = time.time()
+    try:
+        yield
+    finally:
+        state[JUDGED] += time.time() - state[JUDGE_START]
+        state[JUDGE_START] = 0.0
