@@ -721,3 +721,29 @@ def test_a_pool_given_up_leaves_no_in_flight_file(tmp_path):
         assert not list(tmp_path.glob("inflight-*"))
     finally:
         pool.close()
+
+
+def test_the_triage_desk_asks_the_priority_when_it_takes_a_job():
+    """Run 42 (H200): a target failure of an op with no finding, queued at 369 s of 420,
+    waited behind failures whose ops had found their first finding since they were
+    queued. The order is asked of the campaign when a job is taken."""
+    import threading
+
+    from mpsfuzz.campaign.triage_desk import TriageDesk
+    found, order = set(), []
+    started, release = threading.Event(), threading.Event()
+
+    def handle(job, pool):
+        started.set()
+        release.wait(5)
+        order.append(job)
+        found.add(job[0])                   # this op has a finding now
+    desk = TriageDesk(handle, lambda: None, priority=lambda job: (job[0] in found,))
+    desk.submit(("gru", 0))                 # in hand at once
+    assert started.wait(5)
+    for job in [("gru", 1), ("gru", 2), ("nearest_exact", 3)]:   # queued while gru has none
+        desk.submit(job)
+    release.set()
+    assert desk.drain(5)
+    desk.close()
+    assert order == [("gru", 0), ("nearest_exact", 3), ("gru", 1), ("gru", 2)]

@@ -10,7 +10,6 @@ script's interpreter.)
 from __future__ import annotations
 
 import itertools
-import queue
 import threading
 from typing import Callable
 
@@ -24,10 +23,15 @@ class TriageDesk:
     def __init__(self, handle: Callable, make_pool: Callable, fallback: Callable | None = None,
                  priority: Callable | None = None):
         self._handle, self._make_pool, self._fallback = handle, make_pool, fallback
-        # ``priority(job)``: a sort key, smallest first (submission order among equals);
-        # the stop sentinel comes after every job.
+        # ``priority(job)``: a sort key, smallest first (submission order among equals),
+        # asked when a job is taken, not when it is handed in: an op's first finding
+        # sends its other failures behind the ops that have none (run 42, H200: a real
+        # gradient bug queued at 369 s of 420 was still waiting when the budget ran out).
+        # The stop sentinel comes after every job.
         self._priority = priority or (lambda job: ())
-        self._jobs: queue.PriorityQueue = queue.PriorityQueue()
+        self._jobs: list = []              # [(submission number, job)]
+        self._stop_requested = False
+        self._wakeup = threading.Condition()
         self._submitted = itertools.count()
         self._pool = None
         self._busy = 0                 # jobs submitted and not finished
@@ -55,11 +59,36 @@ class TriageDesk:
             if self._thread is None:
                 self._thread = threading.Thread(target=self._serve, name="mpsfuzz-triage", daemon=True)
                 self._thread.start()
-        self._jobs.put(((0, self._priority(job)), next(self._submitted), job))
+        with self._wakeup:
+            self._jobs.append((next(self._submitted), job))
+            self._wakeup.notify()
+
+    def _take(self):
+        """The next job by its priority now (None: stop). The priorities are asked
+        outside the queue's lock: they may take the campaign's own lock, which a thread
+        handing in a job may hold."""
+        while True:
+            with self._wakeup:
+                self._wakeup.wait_for(lambda: self._jobs or self._stop_requested)
+                if not self._jobs:
+                    return None
+                snapshot = list(self._jobs)
+            number, job = min(snapshot, key=lambda item: (self._key(item[1]), item[0]))
+            with self._wakeup:
+                for i, (n, _) in enumerate(self._jobs):
+                    if n == number:          # not taken back meanwhile (abandon)
+                        del self._jobs[i]
+                        return job
+
+    def _key(self, job):
+        try:
+            return self._priority(job)
+        except Exception:   # an order is a preference: never a reason to lose a job
+            return ()
 
     def _serve(self) -> None:
         while True:
-            *_, job = self._jobs.get()
+            job = self._take()
             if job is None:
                 return
             self._current = job
@@ -93,17 +122,12 @@ class TriageDesk:
         """Take back the jobs not yet started (an interrupted campaign records them as
         they are); the one in hand finishes."""
         self._stopping = True
-        taken = []
-        while True:
-            try:
-                *_, job = self._jobs.get_nowait()
-            except queue.Empty:
-                break
-            if job is not None:
-                taken.append(job)
-                with self._lock:
-                    self._busy -= 1
-                    self._idle.notify_all()
+        with self._wakeup:
+            taken = [job for _, job in self._jobs]
+            self._jobs.clear()
+        with self._lock:
+            self._busy -= len(taken)
+            self._idle.notify_all()
         return taken
 
     def cancel(self) -> list:
@@ -121,7 +145,9 @@ class TriageDesk:
     def close(self, timeout: float = 10.0) -> None:
         """Stop the thread (after the job in hand) and close the desk's worker."""
         if self._thread is not None:
-            self._jobs.put(((1, ()), next(self._submitted), None))
+            with self._wakeup:
+                self._stop_requested = True     # after the jobs still queued
+                self._wakeup.notify()
             self._thread.join(timeout)
         if self._pool is not None and (self._thread is None or not self._thread.is_alive()):
             self._pool.close()

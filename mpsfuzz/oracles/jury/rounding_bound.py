@@ -63,14 +63,10 @@ _TABLE: dict | None = None
 
 def _trace(fn, args):
     global _TABLE
-    from torch.fx.experimental.proxy_tensor import make_fx
-
-    from .tracing import outside_modes
+    from .tracing import traced
     if _TABLE is None:
         _TABLE = _differentiable_table()
-    copies = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
-    with outside_modes():
-        return make_fx(fn, decomposition_table=_TABLE, tracing_mode="real")(*copies)
+    return traced(fn, args, _TABLE)
 
 
 class _Rounded(torch.fx.Interpreter):
