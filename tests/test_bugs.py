@@ -204,3 +204,27 @@ def test_an_ops_large_class_is_the_op_for_grouping():
     apart = bugs_of(finding("bmm", conditions=("layout:0",), status="not-localised"),
                     finding("bmm@large", conditions=("side>=65536",), status="not-localised"))
     assert len(apart) == 2
+
+
+def test_the_run_summary_counts_bugs_as_the_corpus_list_groups_them():
+    """Run 41 (H200): the summary said 17 new bugs where `corpus list --by bug` showed 16:
+    it grouped the new findings alone, and two of them join through a third that is
+    `unverified`. The summary groups every finding the run reported."""
+    import io
+
+    from rich.console import Console
+
+    from mpsfuzz.events import CampaignFinished, Stats
+    from mpsfuzz.reports.console import ConsoleReporter
+    a = finding("sdpa", conditions=("layout:0",), kernel="aten::_efficient_attention.default")
+    b = finding("sdpa", conditions=("dtypes:float16",), kernel="aten::_efficient_attention.default")
+    c = finding("sdpa", conditions=(), kernel="aten::_efficient_attention.default")
+    c.repro = {"script": "# repro\n"}     # not run to the end
+    assert (a.status, b.status, c.status) == ("new", "new", "unverified")
+    assert len(bugs_of(a, b)) == 2 and len(bugs_of(a, b, c)) == 1
+    out = io.StringIO()
+    reporter = ConsoleReporter(Console(file=out, width=200), live=False)
+    reporter.summary(CampaignFinished(Stats(), tuple((f, Path(f"{i}.json"), True) for i, f in enumerate((a, b, c))),
+                                      "budget"))
+    assert "1 new bug(s) (2 finding(s))" in out.getvalue(), out.getvalue()
+    assert "unverified bug(s)" not in out.getvalue()

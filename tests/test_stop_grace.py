@@ -108,6 +108,42 @@ def test_triage_past_the_stop_grace_is_left_pending_with_what_it_held(tmp_path):
     assert not [p for p in tmp_path.glob("*.json") if not p.name.startswith("inflight")]
 
 
+def test_the_last_tenth_of_a_budget_goes_to_a_first_failure_waiting_on_the_desk(tmp_path):
+    """Run 42 (H200): nearest-exact's gradient bug, met at 369 s of 420, waited behind
+    the desk's other jobs and was left pending. In the budget's last tenth the fuzzing
+    stops while the desk holds a target failure of an op with no finding; not before,
+    and not for failures of ops that have one or of eager CPU."""
+    failure = Failure("values", "wrong-values", "wrong", "detail", "high", ("wrong-values",))
+    campaign = Campaign(CampaignConfig(ops=["sigmoid"], target_spec=FAULT_TARGET, corpus_dir=tmp_path,
+                                       budget_s=100))
+    release = threading.Event()
+
+    class Pool:
+        device = "cpu"
+
+        def abandon(self):
+            release.set()
+
+        def close(self):
+            pass
+
+    campaign._triaged = lambda job, pool: release.wait(30)
+    desk = campaign._desk = TriageDesk(campaign._triaged, Pool)
+    err = _error_type("sigmoid", "values", "wrong-values")(Case.from_json(_case("sigmoid", (3,))), failure, "sig")
+    try:
+        campaign._start = time.monotonic() - 50
+        assert campaign._out_of_budget() is None          # an empty desk: fuzzing goes on
+        desk.submit((err, False, None, None))
+        assert campaign._out_of_budget() is None          # half the budget left
+        campaign._start = time.monotonic() - 95
+        assert campaign._out_of_budget() == "budget"      # the last tenth: the desk's
+        campaign._triage_priority = lambda job: (False, True)   # its op has a finding now
+        assert campaign._out_of_budget() is None
+    finally:
+        release.set()
+        desk.close(timeout=5)
+
+
 def _mpsfuzz(*args: str, faults: str, timeout: float) -> tuple[subprocess.CompletedProcess, float]:
     env = dict(os.environ, MPSFUZZ_FAULTS=faults, PYTHONUNBUFFERED="1")
     started = time.monotonic()

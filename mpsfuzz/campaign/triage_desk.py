@@ -48,6 +48,13 @@ class TriageDesk:
         with self._lock:
             return self._busy
 
+    def holds(self, wanted: Callable) -> bool:
+        """Whether a job queued or in hand satisfies ``wanted(job)``."""
+        with self._wakeup:
+            jobs = [job for _, job in self._jobs]
+        current = self._current
+        return any(wanted(job) for job in jobs + ([current] if current is not None else []))
+
     @property
     def in_hand(self):
         """The job being handled now, or None."""
