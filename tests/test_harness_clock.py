@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from mpsfuzz.execution import worker as worker_module
-from mpsfuzz.execution.harness_clock import judging
+from mpsfuzz.execution.harness_clock import judging, on_target
 from mpsfuzz.execution.observation import ProcessEvent
 from mpsfuzz.execution.worker import WorkerPool
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
@@ -17,6 +17,14 @@ from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 def judge_slowly(case, target, oracle_names):
     with judging():
         with judging():          # nested: counted once
+            time.sleep(2.5)
+    return {"valid": True, "unsupported": False, "failures": []}
+
+
+def judge_by_running_the_target_slowly(case, target, oracle_names):
+    with judging():
+        time.sleep(0.2)
+        with on_target():        # a juror calling the target again: its time counts
             time.sleep(2.5)
     return {"valid": True, "unsupported": False, "failures": []}
 
@@ -48,3 +56,9 @@ def test_judging_past_its_own_limit_is_given_up_as_slow_judge(tmp_path, monkeypa
         outcome = pool.run(_case(), (), "neg")
     assert isinstance(outcome, ProcessEvent) and outcome.kind == "slow-judge"
     assert outcome.timeout_s == 1.0
+
+
+def test_a_target_call_inside_the_verdict_still_counts_as_running(tmp_path):
+    with WorkerPool("cpu", timeout_s=1.0, inflight_dir=tmp_path, execute=judge_by_running_the_target_slowly) as pool:
+        outcome = pool.run(_case(), (), "neg")
+    assert isinstance(outcome, ProcessEvent) and outcome.kind == "timeout"

@@ -38,3 +38,20 @@ def judging():
     finally:
         state[JUDGED] += time.time() - state[JUDGE_START]
         state[JUDGE_START] = 0.0
+
+
+@contextmanager
+def on_target():
+    """Inside ``judging``: time the target runs (a juror calling the target on other
+    inputs) counts as the case running again, so a hang there is still a hang."""
+    state = _state
+    if state is None or not state[JUDGE_START]:
+        yield
+        return
+    started = state[JUDGE_START]
+    state[JUDGED] += time.time() - started
+    state[JUDGE_START] = 0.0
+    try:
+        yield
+    finally:
+        state[JUDGE_START] = time.time()

@@ -52,9 +52,11 @@ def _on_target(obs, inputs):
     """The case's call on the target on ``inputs``; a device fault marks the
     observation poisoned (the worker is replaced after this case)."""
     from ...execution.executor import run_side
+    from ...execution.harness_clock import on_target
     target = obs.target
-    side = run_side(obs.spec, obs.case, obs.case.kwargs_dict(), target.device, runner=target.run,
-                    synchronize=target.synchronize, inputs=inputs)
+    with on_target():   # the target's time, not the verdict's: a hang here is a hang
+        side = run_side(obs.spec, obs.case, obs.case.kwargs_dict(), target.device, runner=target.run,
+                        synchronize=target.synchronize, inputs=inputs)
     side.raw = None
     if isinstance(side.outputs, Raised) and is_device_fault(side.outputs.message):
         obs.poisoned = True
