@@ -494,7 +494,7 @@ class Campaign:
         budget = self.config.budget_s
         if budget is None or self._desk is None or time.monotonic() - self._start < (1 - TRIAGE_RESERVE) * budget:
             return False
-        return self._desk.holds(lambda job: self._triage_priority(job) == (False, False))
+        return self._desk.holds(lambda job: not any(self._triage_priority(job)))   # the desk's first rank
 
     def _out_of_time_to_shrink(self) -> str | None:
         """Why the desk's replay stops shrinking, if it must: told to stop, interrupted,

@@ -776,8 +776,7 @@ def _cat_many_args(draw, shapes, dtypes):
 
 
 def _stack_many_args(draw, shapes, dtypes):
-    rank = len(shapes[0])          # (a slice's rank plus the new dim)
-    return {"dim": draw(st.integers(-rank, rank - 1))}
+    return _stack_args(draw, (shapes[0][1:],), dtypes)     # as stack's, of one slice's shape
 
 
 def _hvstack_shapes(vertical: bool):
