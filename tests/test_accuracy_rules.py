@@ -909,3 +909,62 @@ def test_a_difference_that_one_roundoff_of_an_intermediate_explains_is_not_wrong
                              rewrite=lambda func, args, kwargs, out: out * 1.25)])
     found = judge_case(Case("tanhshrink", (x,)), off, DEFAULT)["failures"]
     assert [(f["oracle"], f["kind"]) for f in found] == [("values", "wrong-values")], found
+
+
+def test_a_quotient_that_overflows_from_a_subnormal_divisor_is_not_reported():
+    """Run 43 (H200): CUDA's addcdiv(4, 4, 2.9e-39, value=0) divides first: the float32
+    quotient is inf and 0 x inf NaN, where CPU multiplies by value first (4). An
+    intermediate past the dtype's range, not a bug."""
+    case = Case("addcdiv", (_recipe((), distribution="small_int", seed=0), _recipe((), distribution="small_int", seed=0),
+                            _recipe((), specials=[(0, "subnormal")])), (("value", 0.0),))
+    target = FaultTarget(["addcdiv_divides_first"])
+    x, a, b = case.materialize("cpu")
+    assert torch.isnan(target.run(torch.addcdiv, x, a, b, value=0.0)).all()      # the fault fires
+    assert _failures(case, ["addcdiv_divides_first"]) == []
+
+
+def test_a_subnormal_flushed_to_zero_is_still_found():
+    """The rule needs an intermediate past the range: a target that flushes a subnormal
+    result to zero (MPS's fast math) is still wrong."""
+    from mpsfuzz.testing.faults import Fault
+
+    def flushed(func, args, kwargs, result):
+        x, a, b = args[:3]
+        b = torch.where(b.abs() < torch.finfo(b.dtype).tiny, torch.zeros_like(b), b)
+        return result.copy_(x + a / b)
+
+    ftz = Fault("addcdiv_flushes_subnormals", "test: the divisor flushed to zero", ("aten::addcdiv.default",),
+                lambda func, args, kwargs: True, "rewrite", rewrite=flushed)
+    # 1e-3 / 2.9e-39 fits float32; flushed, the quotient is inf
+    case = Case("addcdiv", (_recipe(()), _recipe((), distribution="uniform", high=1e-3),
+                            _recipe((), specials=[(0, "subnormal")])))
+    found = _failures(case, [ftz])
+    assert [f["oracle"] for f in found] == ["values"], found
+
+
+def _bicubic_aa_off_by(delta):
+    from mpsfuzz.testing.faults import Fault
+
+    def moved(func, args, kwargs, result):
+        r = result.clone()
+        r[1, 2, 0, 0] += delta
+        return result.copy_(r)
+    return Fault("bicubic_aa_moved", f"test: one output moved by {delta}", ("aten::_upsample_bicubic2d_aa",),
+                 lambda func, args, kwargs: True, "rewrite", rewrite=moved)
+
+
+# Run 43 (H200): float16 antialiased bicubic of an expanded input, 2x3 to 1x6; CUDA's
+# first output -0.005703, float64 -0.005779: cancelled from terms near 1.5 by weights of
+# both signs.
+_BICUBIC_AA = Case("interpolate_bicubic", (
+    TensorRecipe((2, 3, 2, 3), "float16", Layout(expanded=(2,)), ValueRecipe("normal", 3563997446)),),
+    (("antialias", True), ("mode", "bicubic"), ("scale_factor", (0.5, 2.0))))
+
+
+def test_a_half_precision_resample_within_a_rounding_of_its_terms_is_not_reported():
+    assert _failures(_BICUBIC_AA, [_bicubic_aa_off_by(7.6e-5)]) == []
+
+
+def test_a_half_precision_resample_off_by_more_than_its_terms_rounding_is_found():
+    found = _failures(_BICUBIC_AA, [_bicubic_aa_off_by(0.02)])
+    assert [f["oracle"] for f in found] == ["values"], found

@@ -171,6 +171,7 @@ def test_a_clean_target_shows_no_divergence(case):
     assert seen.divergences == [], [(d.kernel, d.detail) for d in seen.divergences]
 
 
+@pytest.mark.slow   # a minute on 2 cores; the families' own localisation tests run by default
 def test_the_whole_catalogue_on_a_clean_target_shows_no_divergence():
     """One drawn case per op of every family (awkward layouts, variants, dtypes included):
     a kernel compared with itself on copies must agree, so any divergence here is a

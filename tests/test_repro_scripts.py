@@ -467,11 +467,13 @@ def test_opinfo_ops_have_scripts_that_call_the_op_as_a_reader_would(monkeypatch)
     assert len([o for o in outcomes if o.finding is not None]) == 2
 
 
-def test_a_crash_finding_s_script_is_written_without_running_its_case_on_eager_cpu_here(monkeypatch):
+def test_a_crash_finding_s_script_is_written_without_running_its_case_here(monkeypatch):
     """The generator runs in the campaign's own process, and eager CPU crashes on some
     inputs (torch 2.13's float16 convolution backward segfaults): a soak's daemon died
-    writing the script of such a crash finding. For a crash finding the op runs on the
-    meta device only (to learn its outputs' shapes), never on CPU here."""
+    writing the script of such a crash finding. Some crashes are in shape logic the meta
+    device runs too (run 44, H200: SDPA's GQA over zero key heads, SIGFPE, killed the
+    campaign). For a crash finding the op runs nowhere here: the script takes the
+    gradient of whatever outputs it gets when it runs."""
     monkeypatch.setenv("MPSFUZZ_FAULTS", "every_backward_kernel_abort")
     pool = WorkerPool(FAULT_TARGET, timeout_s=20.0, execute=judge_case)
     try:
@@ -482,14 +484,35 @@ def test_a_crash_finding_s_script_is_written_without_running_its_case_on_eager_c
     spec = catalogue.get("conv_transpose2d")
     on_cpu = []
 
+    script = repro_module.generate(finding).text
+    assert "torch.autograd.grad(out, " in script and "device under test" in script, script
+    # run in a fresh interpreter on the target, it dies as the finding did
+    assert repro_module.repro_for(finding, verify=True, timeout_s=60)["verified"] is True
+
     def guarded(*args, **kwargs):
         import torch
-        if any(isinstance(a, torch.Tensor) and a.device.type == "cpu" for a in args):
-            on_cpu.append([tuple(a.shape) for a in args if isinstance(a, torch.Tensor)])
+        on_cpu.append([(a.device.type, tuple(a.shape)) for a in args if isinstance(a, torch.Tensor)])
         return spec.fn(*args, **kwargs)
     monkeypatch.setitem(catalogue.REGISTRY, "conv_transpose2d", dataclasses.replace(spec, fn=guarded))
     try:
         repro_module.generate(finding)
     except ReproError:
-        pass   # (the guard's source may not render: what matters is where it ran)
+        pass   # (the guard's source may not render: what matters is that it never ran)
     assert not on_cpu, on_cpu
+
+
+def test_an_out_tensor_learnt_in_a_child_that_dies_is_no_script_and_no_death(monkeypatch):
+    """The out= tensors of a crash or hang finding are learnt in a child interpreter
+    (repro.py, ``_result_metadata_in_a_child``): the child dying is no script, and the
+    campaign's process goes on."""
+    from mpsfuzz.generation.recipes import Case as _Case
+    case = _Case.from_json({"format": 3, "op": "max_dim", "variant": "out-resized", "inputs": [
+        {"shape": [2, 3], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []},
+         "values": {"distribution": "normal", "seed": 1, "low": None, "high": None, "specials": []}, "alias": None}],
+        "kwargs": {"dim": 1}})
+    import torch
+    values, indices = repro_module._result_metadata_in_a_child(case)
+    assert (tuple(values.shape), values.dtype, indices.dtype) == ((2,), torch.float32, torch.int64)
+    monkeypatch.setattr(repro_module, "_CHILD_INFERENCE", "import os; os.abort()")
+    with pytest.raises(ReproError, match="dies or hangs"):
+        repro_module._result_metadata_in_a_child(case)

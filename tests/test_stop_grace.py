@@ -268,3 +268,42 @@ def test_pending_failures_of_lanes_running_now_are_not_taken_up_as_an_earlier_ru
     assert [n for n in notices if "earlier run left" in n] == [
         f"triaging 1 failure(s) an earlier run left in {tmp_path / 'triage-pending'}"]
     assert lane.stats.harness_errors == 0
+
+
+def test_the_desk_takes_a_quick_first_failure_before_a_device_fault_of_the_same_rank(tmp_path):
+    """Run 43 (H200): nearest-exact's gradient bug, met at 374 s, waited behind a device
+    fault of another op with no finding, met a second before it; a device fault's every
+    re-run needs a fresh process. Within a rank the quick failure goes first, and the
+    budget's last tenth still waits for the slow one."""
+    campaign = Campaign(CampaignConfig(ops=["sigmoid", "tanh"], target_spec=FAULT_TARGET, corpus_dir=tmp_path,
+                                       budget_s=100))
+    fault = Failure("errors", "device-fault", "raises", "CUDA error: invalid argument", "critical", ("device-fault",))
+    wrong = Failure("values", "wrong-values", "wrong", "detail", "high", ("wrong-values",))
+    slow = (_error_type("sigmoid", "errors", "device-fault")(Case.from_json(_case("sigmoid")), fault, "f"),
+            False, None, None)
+    quick = (_error_type("tanh", "values", "wrong-values")(Case.from_json(_case("tanh")), wrong, "w"),
+             False, None, None)
+    assert campaign._triage_priority(quick) < campaign._triage_priority(slow)
+    taken = []
+    release = threading.Event()
+
+    def handle(job, pool):
+        taken.append(job[0].case.op if job[0] is not None else "first")
+        release.wait(30)
+
+    desk = campaign._desk = TriageDesk(handle, lambda: None, priority=campaign._triage_priority)
+    try:
+        desk.submit((None,))           # a job that holds the desk until released
+        deadline = time.monotonic() + 10
+        while desk.in_hand is None and time.monotonic() < deadline:
+            time.sleep(0.01)
+        desk.submit(slow)
+        desk.submit(quick)
+        campaign._start = time.monotonic() - 95
+        assert campaign._out_of_budget() == "budget"
+        release.set()
+        assert desk.drain(timeout=10)
+        assert taken[1:] == ["tanh", "sigmoid"]
+    finally:
+        release.set()
+        desk.close(timeout=5)

@@ -192,6 +192,12 @@ STOP_GRACE_MAX_S = 30.0
 STOP_GRACE_SHARE = 0.5
 
 
+def _slow_to_triage(failure) -> bool:
+    """Whether each re-run of this failure needs a process of its own (a crash, a hang,
+    a device fault that poisons the context)."""
+    return failure.oracle in ("crash", "hang") or failure.kind in ("crash", "hang", "device-fault")
+
+
 def stop_grace_s(budget_s: float | None) -> float | None:
     """How long past ``budget_s`` a campaign may run (None: no budget, no bound)."""
     return None if budget_s is None else min(STOP_GRACE_MAX_S, STOP_GRACE_SHARE * budget_s)
@@ -494,7 +500,8 @@ class Campaign:
         budget = self.config.budget_s
         if budget is None or self._desk is None or time.monotonic() - self._start < (1 - TRIAGE_RESERVE) * budget:
             return False
-        return self._desk.holds(lambda job: not any(self._triage_priority(job)))   # the desk's first rank
+        # The desk's first rank, quick or slow: a target failure of an op with no finding.
+        return self._desk.holds(lambda job: not any(self._triage_priority(job)[:2]))
 
     def _out_of_time_to_shrink(self) -> str | None:
         """Why the desk's replay stops shrinking, if it must: told to stop, interrupted,
@@ -898,14 +905,17 @@ class Campaign:
         """The desk's order: failures blamed on the target first, those of an op with no
         finding yet before the rest; eager CPU's, both backends' and undecided ones last
         (runs 38 and 39, H200: 373 and 48 failures left untriaged at the budget's end,
-        nearest-exact's real gradient bug among them, behind CPU's own)."""
+        nearest-exact's real gradient bug among them, behind CPU's own). Within a rank,
+        the quick ones first: a crash, hang or device fault costs a fresh process for
+        each re-run, a minute or more of the desk (run 43, H200: nearest-exact's gradient
+        bug, met at 374 s, waited behind a device fault met a second before it)."""
         try:
             err = job[0]
             with self._lock:
                 found_op = any(not f.provisional and f.symptom[:1] == (err.case.op,) for f in self.found)
-            return (err.failure.blame != "target", found_op)
+            return (err.failure.blame != "target", found_op, _slow_to_triage(err.failure))
         except Exception:   # an order is a preference: never a reason to lose a job
-            return (True, True)
+            return (True, True, True)
 
     def _hand_over_met(self, met: dict) -> None:
         """The failures a desk replay met besides the one it shrank, each handed to the

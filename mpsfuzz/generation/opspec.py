@@ -237,6 +237,11 @@ class OpSpec:
     # magnitudes of the terms each element's backward adds up (the float64 arbiter's
     # accumulation bound).
     grad_terms: Callable | None = None
+    # The intermediates of the documented formula in each order a backend may evaluate
+    # it: (inputs in float64, kwargs) -> tensors (x + value*a/b: a/b and value*a). One
+    # past the dtype's range excuses a non-finite result (the float64 arbiter's
+    # intermediate-overflow rule): which order overflows is the backend's choice.
+    evaluation_steps: Callable | None = None
     # Non-smooth ops: where their gradient is undefined (see GradUndefined).
     grad_undefined: GradUndefined | None = None
     # Random ops: judged by what their output should follow (the distribution oracle)

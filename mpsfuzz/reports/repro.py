@@ -423,12 +423,65 @@ def _kwargs_source(case: Case) -> dict[str, str]:
 
 def _inference_devices(b) -> tuple[str, ...]:
     """Where the generator may run the op to learn its outputs' shapes: the meta device,
-    and eager CPU only for a finding whose CPU reference already ran in a worker. The
-    generator runs in the campaign's own process, and eager CPU crashes on some inputs
-    (torch 2.13's float16 convolution backward segfaults): a crash or hang finding's case
-    never runs on CPU here. A soak's daemon died of exactly that (SIGSEGV) while writing
-    the script of a conv_transpose2d crash finding."""
-    return ("meta",) if b.finding.failure.oracle in ("crash", "hang") else ("meta", "cpu")
+    and eager CPU, only for a finding whose case already ran in a worker without dying.
+    The generator runs in the campaign's own process: a crash or hang finding's case
+    never runs here, on no device. Eager CPU crashes on some inputs (a soak's daemon died
+    of torch 2.13's float16 conv_transpose2d backward, SIGSEGV, writing its script), and
+    some crashes are in shape logic that the meta device runs too (run 44, H200: SDPA's
+    GQA divides by the number of key heads, 0, SIGFPE: the campaign died writing the
+    script of a flaky crash finding)."""
+    return () if _dies_possibly(b) else ("meta", "cpu")
+
+
+def _dies_possibly(b) -> bool:
+    """Whether running the finding's case may kill the process (a crash or hang)."""
+    return b.finding.failure.oracle in ("crash", "hang")
+
+
+# Run in a child interpreter: the op's result on the meta device (else eager CPU) as
+# JSON metadata, for a case that may kill the process that runs it.
+_CHILD_INFERENCE = """
+import json, sys, torch
+from mpsfuzz.generation import catalogue
+from mpsfuzz.generation.recipes import Case, resolve_kwargs
+case = Case.from_json(json.loads(sys.stdin.read()))
+spec = catalogue.get(case.op)
+def meta(o):
+    if isinstance(o, torch.Tensor):
+        return {"shape": list(o.shape), "dtype": str(o.dtype).replace("torch.", "")}
+    return [meta(x) for x in o] if isinstance(o, (tuple, list)) else None
+for device in ("meta", "cpu"):
+    try:
+        out = spec.fn(*[t.to(device) for t in case.materialize("cpu")], **resolve_kwargs(case.kwargs))
+    except Exception:
+        continue
+    print(json.dumps(meta(out)))
+    break
+"""
+CHILD_INFERENCE_TIMEOUT_S = 120.0
+
+
+def _result_metadata_in_a_child(case: Case):
+    """The op's result for ``case`` as empty meta tensors (a tuple for several), learnt
+    by a child interpreter: the case may crash or hang the process that runs it (a
+    crash or hang finding), and this is the campaign's own."""
+    import json
+    import subprocess
+    try:
+        done = subprocess.run([sys.executable, "-c", _CHILD_INFERENCE], input=json.dumps(case.to_json()),
+                              capture_output=True, text=True, timeout=CHILD_INFERENCE_TIMEOUT_S)
+        meta = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() \
+            else None
+    except (subprocess.TimeoutExpired, OSError, ValueError, IndexError):
+        meta = None
+    if meta is None:
+        raise ReproError("cannot infer the out= tensor: the case dies or hangs on meta and on CPU")
+
+    def tensors(m):
+        if isinstance(m, dict):
+            return torch.empty(m["shape"], dtype=getattr(torch, m["dtype"]), device="meta")
+        return tuple(tensors(x) for x in m)
+    return tensors(meta)
 
 
 def _out_lines(spec, case: Case, kwargs: dict, devices: tuple[str, ...] = ("meta", "cpu")) -> tuple[list[str], str]:
@@ -437,6 +490,8 @@ def _out_lines(spec, case: Case, kwargs: dict, devices: tuple[str, ...] = ("meta
     ``devices`` allows). Returns the lines and the ``out=`` argument: a tensor, or a
     tuple of them when the op returns a tuple (of one, too), as the executor passes it."""
     result = None
+    if not devices:   # a case that may kill the process: learnt in a child
+        result = _result_metadata_in_a_child(case)
     for device in devices:
         inputs = [r.materialize("cpu").to(device) for r in case.inputs]
         try:
@@ -865,7 +920,7 @@ def _cpu_lacks_kernel(b: _Builder) -> bool:
     """Eager CPU has no kernel for the case's narrow dtypes (the executor then computes
     the reference in the wider dtype of :data:`dtypes.WIDER`)."""
     from ..execution.executor import is_unsupported
-    if not any(r.dtype in dt.WIDER for r in b.case.inputs):
+    if not any(r.dtype in dt.WIDER for r in b.case.inputs) or _dies_possibly(b):
         return False
     try:
         with torch.random.fork_rng(), warnings.catch_warnings():
@@ -945,6 +1000,8 @@ def _grad_parts(b: _Builder, wrt: list[int]) -> _Grad | None:
     from ..execution.executor import upstream_gradient
     case, spec, names = b.case, b.spec, b.names
     out = inputs = None
+    if not _inference_devices(b):
+        raise ReproError("its case may crash the process: the outputs are not inferred here")
     for device in _inference_devices(b):
         inputs = [t.to(device) for t in case.materialize("cpu")]
         for i in wrt:
@@ -978,6 +1035,20 @@ def _grad_parts(b: _Builder, wrt: list[int]) -> _Grad | None:
     lines = [f"{names[i]} = {names[i]}.detach().requires_grad_()" for i in wrt]
     lines.append(f"g = {sources[0]}" if len(sources) == 1 else f"g = [{', '.join(sources)}]")
     return _Grad(lines=lines, wrt=list(wrt), paths=paths, allow=", allow_unused=True" if unused else "")
+
+
+def _grad_taken_at_run_time(b: _Builder, wrt: list[int]) -> tuple[list[str], str]:
+    """A forward and backward whose differentiable outputs the script finds as it runs
+    (ones as their upstream gradients): for a crash or hang, whose case the generator
+    must not run to learn them (_inference_devices). A crash does not hang on the
+    upstream gradient's values."""
+    names = b.names
+    lines = [f"{names[i]} = {names[i]}.detach().requires_grad_()" for i in wrt]
+    lines.append(f"out = [o for o in torch.utils._pytree.tree_leaves({b.dut(b.call(names, variant='functional'))}) "
+                 f"if isinstance(o, torch.Tensor) and o.requires_grad]  {MARKER}")
+    call = (f"torch.autograd.grad(out, [{', '.join(names[i] for i in wrt)}], [torch.ones_like(o) for o in out], "
+            f"allow_unused=True) if out else None")
+    return lines, call
 
 
 def _grad_lines(b: _Builder, finding: Finding) -> list[str]:
@@ -1036,7 +1107,10 @@ def _variant_call(b: _Builder) -> tuple[list[str], str]:
     from ..execution.executor import grad_inputs
     case, names = b.case, b.names
     if case.variant == "grad":
-        grad = _grad_parts(b, grad_inputs(b.spec, case.materialize("cpu")))
+        wrt = grad_inputs(b.spec, case.materialize("cpu"))
+        if _dies_possibly(b):
+            return _grad_taken_at_run_time(b, wrt)
+        grad = _grad_parts(b, wrt)
         if grad is None:
             return [], b.dut(b.call(names, variant="functional"))
         return grad.lines, grad.dut(b)
@@ -1093,6 +1167,8 @@ def _distribution_lines(b: _Builder) -> list[str]:
     """Random ops: the two generators differ, so the script compares distributions, not
     values: many draws on the DUT and on eager CPU, then a two-sample KS test."""
     case, names = b.case, b.names
+    if _dies_possibly(b):
+        raise ReproError("its case may crash the process: no sample is drawn here")
     try:
         with torch.random.fork_rng():
             sample = b.spec.fn(*case.materialize("cpu"), **resolve_kwargs(case.kwargs))

@@ -737,6 +737,29 @@ def _nearest_exact1d_backward_fma(func, args, kwargs, result):
     return result.copy_(grad_in.to(result.dtype))
 
 
+def _histc_range_degenerate(func, args, kwargs) -> bool:
+    """histc over the data's own range (min = max = 0) where the range stays empty once
+    widened by 1 on each side, as CUDA checks it: one value so large that x + 1 == x."""
+    x = _arg(func, args, kwargs, 0)
+    low = kwargs.get("min", args[2] if len(args) > 2 else 0)
+    high = kwargs.get("max", args[3] if len(args) > 3 else 0)
+    if not isinstance(x, torch.Tensor) or not x.numel() or low != 0 or high != 0:
+        return False
+    lo, hi = x.min(), x.max()
+    if bool(lo == hi):
+        lo, hi = lo - 1, hi + 1
+    return not bool(hi > lo)
+
+
+def _quotient_first(func, args, kwargs, result):
+    """addcdiv as CUDA evaluates it (run 43, H200): self + value * (tensor1 / tensor2),
+    each step rounded in the dtype, so a quotient past the dtype's largest value is an
+    infinity even where value is 0 (then NaN)."""
+    x, a, b = (_arg(func, args, kwargs, i) for i in range(3))
+    value = kwargs.get("value", args[3] if len(args) > 3 else 1)
+    return result.copy_(x + value * (a / b))
+
+
 def _reverse_tied_indices(func, args, kwargs, result):
     """An unstable sort may put tied elements in any order: reverse each run of equal
     values' indices (the values are unchanged)."""
@@ -1162,6 +1185,12 @@ FAULTS: dict[str, Fault] = _registry(
     # half-precision error that scaled tolerances used to hide.
     Fault("hypot_overflows_naively", "not a bug: hypot computed naively overflows where x*x does",
           ("aten::hypot.default",), _squares_overflow, "overflow_naively"),
+    Fault("histc_refuses_degenerate_range", "CUDA (torch 2.11, H200): histc of values so large that the "
+          "range widened by 1 is still empty raises (run 43)", ("aten::histc.default",), _histc_range_degenerate,
+          "raise", message="max must be larger than min"),
+    Fault("addcdiv_divides_first", "not a bug: addcdiv evaluated as self + value * (t1 / t2) in the dtype, "
+          "whose quotient overflows where a subnormal divides",
+          ("aten::addcdiv.default",), _always, "rewrite", rewrite=_quotient_first),
     Fault("sum_half_accumulates_in_dtype", "not a bug: a half-precision sum without a float32 accumulator",
           ("aten::sum.default", "aten::sum.dim_IntList"), _half_input, "accumulate_in_dtype"),
     Fault("log1p_leaks_output", "like pytorch#145503, smaller: log1p keeps one output-sized tensor per call",
@@ -1208,7 +1237,7 @@ FAULTS: dict[str, Fault] = _registry(
 )
 
 # Faults that emulate legitimate behaviour: a campaign must report nothing for them.
-NOT_BUGS = ("hypot_overflows_naively", "sum_half_accumulates_in_dtype", "tanh_caches_once", "fftn_splits_dims",
+NOT_BUGS = ("hypot_overflows_naively", "addcdiv_divides_first", "sum_half_accumulates_in_dtype", "tanh_caches_once", "fftn_splits_dims",
             "round_nudged", "prod_pairwise")
 
 

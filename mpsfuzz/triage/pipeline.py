@@ -20,6 +20,7 @@ import time
 from dataclasses import dataclass, replace
 
 from ..generation.recipes import Case
+from ..generation.strategies import OVERFLOWING_SPECIALS
 from ..oracles import symptom_key
 from .ablation import Explanation, explain
 from .localise import localise
@@ -104,6 +105,24 @@ def reproduce(case: Case, symptom: tuple, prober: Prober, runs: int) -> Reproduc
     return Reproducibility(runs, failed, cold)
 
 
+EDGE_REFUSAL = ("the target refuses the call only when an input holds the dtype's largest values, where the "
+                "op's documented arithmetic leaves the dtype (histc of float32's max: max + 1 == max, no range "
+                "to bin); no independent reference says the call is in the op's domain")
+
+
+def refused_at_the_dtypes_edge(case: Case, failure, explanation: Explanation | None) -> bool:
+    """Whether the target's clean refusal (a RuntimeError, not a device fault) needs the
+    dtype's extremes in the inputs, and nothing else of them: then it is undecided, not
+    the target's bug (run 43, H200: CUDA's histc of a float32 max raised "max must be
+    larger than min" where CPU binned it in its last bin)."""
+    if failure.kind != "dut-raises" or failure.blame != "target" or explanation is None:
+        return False
+    if "specials" not in explanation.conditions:
+        return False
+    names = {name for r in case.inputs for _, name in r.values.specials}
+    return bool(names) and names <= set(OVERFLOWING_SPECIALS)
+
+
 def dies_on_cpu_too(case: Case, failure, pool, oracles, timeout_s: float | None) -> bool:
     """Whether eager CPU alone, the case run with CPU as the target in a fresh worker,
     dies with the same signal: then the crash is PyTorch's, not the target's (issue 30,
@@ -157,6 +176,11 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
     explanation = explain(minimal, minimal_failure, symptom, prober, budget_s=remaining)
     localisation = (localise(minimal, minimal_failure, pool, oracles, timeout_s=timeout_s)
                     if localise_it else None)
+    if refused_at_the_dtypes_edge(minimal, minimal_failure, explanation):
+        minimal_failure = replace(
+            minimal_failure, blame="undecided", severity="low",
+            message=minimal_failure.message + "\n" + EDGE_REFUSAL,
+            details=dict(minimal_failure.details, verdict="undecided", reason=EDGE_REFUSAL))
     if minimal_failure.oracle == "crash" and minimal_failure.blame == "target" \
             and dies_on_cpu_too(minimal, minimal_failure, pool, oracles, timeout_s):
         minimal_failure = replace(

@@ -617,9 +617,11 @@ register(
     binary("lerp_scalar", lambda x, y, weight, **kw: torch.lerp(x, y, weight, **kw), FC,
            "x + weight*(y - x) with a Python-float weight", args=_weight_args, **variants("lerp", grad=True)),
     ternary("addcmul", lambda x, a, b, value=1, **kw: torch.addcmul(x, a, b, value=value, **kw),
-            expand("numeric"), "x + value*a*b", args=_alpha_args("value"), **variants("addcmul", grad=True)),
+            expand("numeric"), "x + value*a*b", args=_alpha_args("value"), **variants("addcmul", grad=True),
+            evaluation_steps=lambda inputs, kw: (inputs[1] * inputs[2], kw.get("value", 1) * inputs[1])),
     ternary("addcdiv", lambda x, a, b, value=1, **kw: torch.addcdiv(x, a, b, value=value, **kw), FC,
-            "x + value*a/b", args=_alpha_args("value"), **variants("addcdiv", grad=True)),
+            "x + value*a/b", args=_alpha_args("value"), **variants("addcdiv", grad=True),
+            evaluation_steps=lambda inputs, kw: (inputs[1] / inputs[2], kw.get("value", 1) * inputs[1])),
 )
 
 # Dims that may grow past 65,536 (the large size class, generation/large_sizes.py): long

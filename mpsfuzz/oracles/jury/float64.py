@@ -686,9 +686,18 @@ def _under(mode):
     return run
 
 
+# Input values that can take an intermediate past the dtype's range: its extremes, and a
+# subnormal, whose reciprocal overflows (run 43, H200: CUDA's addcdiv(4, 4, 2.9e-39,
+# value=0) divides first, 4 / 2.9e-39 is inf in float32 and 0 x inf NaN; CPU multiplies
+# by value first and returns 4). A flush-to-zero bug still shows: flushing changes a
+# result whose intermediates all fit the dtype.
+_OVERFLOW_SOURCES = OVERFLOWING_SPECIALS + ("subnormal",)
+
+
 def intermediates_overflow(obs: Observation) -> str:
     """Why the op's intermediates leave the case's dtype, or "" (cached). Where the inputs
-    hold the dtype's extremes (max, lowest, or max^0.75, whose square overflows), the op
+    hold the dtype's extremes (max, lowest, or max^0.75, whose square overflows) or a
+    subnormal (whose reciprocal overflows), the op
     in float64 is run with every kernel's result watched: one past the dtype's largest
     value (or non-finite from finite inputs) is an intermediate the case's own dtype
     cannot hold, and which finite value or infinity comes out then hangs on the order
@@ -699,7 +708,7 @@ def intermediates_overflow(obs: Observation) -> str:
         return obs.cache["intermediates_overflow"]
     why = ""
     case = obs.case
-    if any(name in OVERFLOWING_SPECIALS for r in case.inputs for _, name in r.values.specials):
+    if any(name in _OVERFLOW_SOURCES for r in case.inputs for _, name in r.values.specials):
         reals = [{torch.complex32: torch.float16, torch.complex64: torch.float32,
                   torch.complex128: torch.float64}.get(dt.to_torch(r.dtype), dt.to_torch(r.dtype))
                  for r in case.inputs]
@@ -711,8 +720,31 @@ def intermediates_overflow(obs: Observation) -> str:
                 why = f"an intermediate reaches {recorder.top:.3g}, past the dtype's largest value {top:.3g}"
             elif recorder is not None and recorder.nonfinite and not _held_nonfinite(case):
                 why = "an intermediate overflows to a non-finite value from finite inputs"
+            elif obs.spec.evaluation_steps is not None:
+                reached = _formula_steps_top(obs)
+                if reached > top:
+                    why = (f"an intermediate of the formula in another order of evaluation reaches "
+                           f"{reached:.3g}, past the dtype's largest value {top:.3g}")
     obs.cache["intermediates_overflow"] = why
     return why
+
+
+def _formula_steps_top(obs: Observation) -> float:
+    """The largest finite magnitude among the op's declared evaluation steps (OpSpec.
+    evaluation_steps) on its inputs in float64; 0 where they do not run."""
+    try:
+        inputs = dense_wide_inputs(obs.case)
+        steps = obs.spec.evaluation_steps(inputs, dict(obs.case.kwargs))
+    except Exception:  # best effort: no rule
+        return 0.0
+    top = 0.0
+    for t in steps:
+        if isinstance(t, torch.Tensor) and t.numel():
+            a = t.detach().abs().to(torch.float64)
+            finite = a[torch.isfinite(a)]
+            if finite.numel():
+                top = max(top, float(finite.max()))
+    return top
 
 
 def as_int64(t: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,12 @@ expose (run 37, H200: float16 group_norm on groups of two, mean 1.24 and deviati
 a rounding of the mean costs 7.9 u of an output of 1, and CUDA was 6 u off).
 
 For a gradient the forward and backward are traced together, and the bound covers the
-backward's roundings too. The bound is that of *an* implementation, the decomposition's
+backward's roundings too. An op that weighs its inputs with weights it computes itself
+(bicubic and antialiased resampling: signed weights, so the op on |inputs| does not
+measure its terms) has each input rounded too: each product of a weight and an input is
+a rounding, and its cost u |w x| is what a backend that rounds it in the dtype may be off
+(run 43, H200: float16 antialiased bicubic 7.6e-5 off an output of -0.0058 cancelled
+from terms near 1.5, a tenth of a float16 roundoff of them). The bound is that of *an* implementation, the decomposition's
 algebraic form; a backend may use another, so the arbiter allows a few times it.
 """
 from __future__ import annotations
@@ -155,7 +160,10 @@ def rounding_bounds(obs, grads: bool, wanted: dict[int, list[int]], unit: float)
                 graph, args = got
                 runner = _Rounded(graph)
                 with outside_modes(), torch.enable_grad():
-                    out = runner.run(*[a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args])
+                    args = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
+                    if "computed-weights" in obs.spec.semantics:
+                        args = [runner._rounded(a) for a in args]
+                    out = runner.run(*args)
                     outs = list(out) if grads else [o for o in flatten_outputs(out)]
                     result = {}
                     for leaf, positions in wanted.items():
