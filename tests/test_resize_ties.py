@@ -62,7 +62,7 @@ def test_ties_that_float32_breaks_are_drawn_in_a_few_percent_of_gradient_cases()
     """A side of 6 a quarter of the time, and even divisors for half the integer ratios:
     a tie that CUDA's backward breaks in over 4% of nearest-exact's gradient cases (1.2%
     before; runs 42 and 43 on an H200 met the bug only in their last minute, run 44 at
-    about 100 s)."""
+    112 s)."""
     spec = catalogue.all_ops()["interpolate_nearest_exact"]
     grads = ties = 0
     for case in strategies.example_cases(spec, 1500, seed=7):
