@@ -195,7 +195,7 @@ STOP_GRACE_SHARE = 0.5
 def _slow_to_triage(failure) -> bool:
     """Whether each re-run of this failure needs a process of its own (a crash, a hang,
     a device fault that poisons the context)."""
-    return failure.oracle in ("crash", "hang") or failure.kind in ("crash", "hang", "device-fault")
+    return failure.oracle in ("crash", "hang") or failure.kind == "device-fault"
 
 
 def stop_grace_s(budget_s: float | None) -> float | None:

@@ -730,21 +730,17 @@ def intermediates_overflow(obs: Observation) -> str:
 
 
 def _formula_steps_top(obs: Observation) -> float:
-    """The largest finite magnitude among the op's declared evaluation steps (OpSpec.
-    evaluation_steps) on its inputs in float64; 0 where they do not run."""
+    """The largest finite magnitude the op's declared evaluation steps (OpSpec.
+    evaluation_steps) reach on its inputs in float64, watched as the op's own run is
+    (:class:`_RangeRecorder`); 0 where they do not run."""
+    recorder = _RangeRecorder()
     try:
         inputs = dense_wide_inputs(obs.case)
-        steps = obs.spec.evaluation_steps(inputs, dict(obs.case.kwargs))
+        with recorder:
+            obs.spec.evaluation_steps(inputs, dict(obs.case.kwargs))
     except Exception:  # best effort: no rule
         return 0.0
-    top = 0.0
-    for t in steps:
-        if isinstance(t, torch.Tensor) and t.numel():
-            a = t.detach().abs().to(torch.float64)
-            finite = a[torch.isfinite(a)]
-            if finite.numel():
-                top = max(top, float(finite.max()))
-    return top
+    return recorder.top
 
 
 def as_int64(t: torch.Tensor) -> torch.Tensor:

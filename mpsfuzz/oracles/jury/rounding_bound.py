@@ -20,8 +20,9 @@ backward's roundings too. An op that weighs its inputs with weights it computes 
 measure its terms) has each input rounded too: each product of a weight and an input is
 a rounding, and its cost u |w x| is what a backend that rounds it in the dtype may be off
 (run 43, H200: float16 antialiased bicubic 7.6e-5 off an output of -0.0058 cancelled
-from terms near 1.5, a tenth of a float16 roundoff of them). The bound is that of *an* implementation, the decomposition's
-algebraic form; a backend may use another, so the arbiter allows a few times it.
+from terms near 1.5, a tenth of a float16 roundoff of them). The bound is that of *an*
+implementation, the decomposition's algebraic form; a backend may use another, so the
+arbiter allows a few times it.
 """
 from __future__ import annotations
 
@@ -87,10 +88,10 @@ class _Rounded(torch.fx.Interpreter):
         if not name or name in _EXACT:
             return out
         if isinstance(out, (tuple, list)):   # var_mean: the mean is rounded too
-            return type(out)(self._rounded(o) for o in out)
-        return self._rounded(out)
+            return type(out)(self.rounded(o) for o in out)
+        return self.rounded(out)
 
-    def _rounded(self, out):
+    def rounded(self, out):
         if not isinstance(out, torch.Tensor) or not (out.is_floating_point() or out.is_complex()) or not out.numel():
             return out
         e = torch.zeros(out.shape, dtype=torch.float64, requires_grad=True)
@@ -162,7 +163,7 @@ def rounding_bounds(obs, grads: bool, wanted: dict[int, list[int]], unit: float)
                 with outside_modes(), torch.enable_grad():
                     args = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
                     if "computed-weights" in obs.spec.semantics:
-                        args = [runner._rounded(a) for a in args]
+                        args = [runner.rounded(a) for a in args]
                     out = runner.run(*args)
                     outs = list(out) if grads else [o for o in flatten_outputs(out)]
                     result = {}
