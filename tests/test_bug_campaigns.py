@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from test_fault_campaigns import FAULT_TARGET, findings_in, mpsfuzz
 
 
@@ -58,6 +60,7 @@ def test_wrong_values_and_an_overwritten_input_are_one_bug(tmp_path):
     assert len(bugs[0]["findings"]) == len(findings_in(corpus)) >= 2
 
 
+@pytest.mark.slow   # 48 s on 2 cores; one kernel's bug over ops: the two campaigns below
 def test_a_layout_check_inside_a_random_kernel_is_one_bug_of_that_kernel(tmp_path):
     """Run 38 (H200): cuDNN's RNN raised "rnn: hx is not contiguous" (and cx, and the
     weights) for gru, lstm and their stacked forms, and was filed as eight bugs: the

@@ -90,6 +90,7 @@ def test_sigterm_stops_the_daemon_within_10_seconds_with_its_state_flushed(tmp_p
     assert (corpus / "daemon" / "events.jsonl").exists()
 
 
+@pytest.mark.slow   # over a minute on 2 cores; a SIGKILLed run's corpus: test_registry_campaigns
 def test_a_sigkilled_daemon_resumes_where_it_was_and_loses_nothing(tmp_path):
     corpus = tmp_path / "corpus"
     proc = start(corpus)
