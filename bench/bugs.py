@@ -99,8 +99,13 @@ def rebuild_call(call: dict):
 _EFFECT_CLASSES = {"raise": "raises", "poison": "raises", "abort": "crash", "segfault": "crash", "hang": "hang"}
 
 
-def faults_on_call(loc: dict) -> set[str]:
-    from mpsfuzz.testing.faults import FAULTS
+def fault_table():
+    """The fault target's table of this tree (FAULTS, NOT_BUGS)."""
+    from mpsfuzz.testing import faults
+    return faults.FAULTS, getattr(faults, "NOT_BUGS", frozenset())
+
+
+def faults_on_call(loc: dict, FAULTS) -> set[str]:
     if not isinstance(loc.get("call"), dict) or loc["call"].get("args") is None:
         return set()
     try:
@@ -129,8 +134,8 @@ print(json.dumps(sorted(target.fired)))
 """
 
 
-def faults_fired_by(case_json: dict) -> set[str]:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+def faults_fired_by(case_json: dict, tree: Path = ROOT) -> set[str]:
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(tree), os.environ.get("PYTHONPATH", "")) if p))
     env.pop("MPSFUZZ_FAULTS", None)
     try:
         done = subprocess.run([sys.executable, "-c", _FIRED, json.dumps(case_json)], env=env, capture_output=True,
@@ -140,10 +145,18 @@ def faults_fired_by(case_json: dict) -> set[str]:
         return set()
 
 
-def measure(corpus: Path) -> dict:
+def _ops_of(fault) -> set[str]:
+    """The public op names a fault's aten ops read as (``aten::mul_.Tensor``: mul)."""
+    return {str(op).split("::")[-1].split(".")[0].rstrip("_") for op in fault.ops}
+
+
+def measure(corpus: Path, faults=None, tree: Path = ROOT) -> dict:
+    """Bugs of ``corpus`` attributed to the faults of ``faults`` (FAULTS, NOT_BUGS: this
+    tree's by default); ``tree``: the source tree whose mpsfuzz ran the campaign (a
+    subprocess runs its minimal cases there)."""
     from mpsfuzz.corpus.bugs import group
     from mpsfuzz.corpus.store import load_findings
-    from mpsfuzz.testing.faults import FAULTS
+    FAULTS, _ = faults if faults is not None else fault_table()
     found, problems = load_findings([corpus])
     found = [(p, f) for p, f in found if f.blame != "cpu"]
     bugs = group(found)
@@ -153,12 +166,18 @@ def measure(corpus: Path) -> dict:
         for _, f in b.findings:
             loc = f.localisation if isinstance(f.localisation, dict) else {}
             if loc.get("status") == "kernel":
-                faults |= faults_on_call(loc)
+                faults |= faults_on_call(loc, FAULTS)
             elif f.oracle == "leak":
-                faults |= {n for n, fault in FAULTS.items() if fault.effect == "leak"
-                           and any(op.split("::")[-1].split(".")[0] == f.op for op in fault.ops)}
+                faults |= {n for n, fault in FAULTS.items() if fault.effect.startswith("leak")
+                           and f.op.rstrip("_") in _ops_of(fault)}
             elif f.oracle not in ("crash", "hang"):
-                faults |= faults_fired_by(f.case.to_json())
+                faults |= faults_fired_by(f.case.to_json(), tree)
+        if not faults and any(f.flaky for _, f in b.findings):
+            # A fault that depends on earlier calls does not fire on the minimal case
+            # alone: a flaky bug of its op is the stateful fault's.
+            ops = {f.op.rstrip("_") for _, f in b.findings}
+            faults = {n for n, fault in FAULTS.items() if _ops_of(fault) & ops and fault.effect not in
+                      ("abort", "segfault", "hang", "leak")}
         rows.append({"id": b.id, "kernel": b.kernel, "kernels": b.kernels, "reason": b.reason, "status": b.status,
                      "ops": b.ops, "oracles": b.oracles, "findings": len(b.findings), "faults": sorted(faults),
                      "explanation": b.explanation})
@@ -171,7 +190,7 @@ def measure(corpus: Path) -> dict:
 
 
 def report(result: dict) -> None:
-    from mpsfuzz.testing.faults import FAULTS
+    FAULTS, _ = fault_table()
     rows, per_fault = result["bugs"], result["per_fault"]
     print(f"{'fault':28} {'bugs':>4}  kernels / reasons; ops (variants); findings")
     for name in FAULTS:

@@ -12,6 +12,7 @@ import math
 import os
 import re
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from . import __version__
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130   # 128 + SIGINT, as shells report a Ctrl-C
+EXIT_TERMINATED = 143    # 128 + SIGTERM, as shells report a `kill` or CI's `timeout`
 DEFAULT_BUDGET = "10m"
 
 
@@ -37,11 +39,13 @@ def mostly_lost(cases_lost: int, attempted: int) -> bool:
 
 
 def exit_code(*, findings: int = 0, error: bool = False, cases_lost: int = 0, attempted: int = 0,
-              interrupted: bool = False) -> int:
+              interrupted: bool = False, terminated: bool = False) -> int:
     if error or mostly_lost(cases_lost, attempted):
         return EXIT_ERROR
     if interrupted:
         return EXIT_INTERRUPTED
+    if terminated:
+        return EXIT_TERMINATED
     return EXIT_FINDINGS if findings else EXIT_CLEAN
 
 
@@ -127,8 +131,10 @@ def _campaign_arguments(p, *, budget_help: str) -> None:
                      help="seconds per finding for the deterministic reducer and the ablation after shrinking")
     p.add_argument("--reruns", type=_int_at_least("--reruns", 1), default=4,
                      help="re-runs of each failure before it is recorded; one that fails fewer times is flaky")
-    p.add_argument("--slice", type=_int_at_least("--slice", 1), default=30, dest="slice_examples",
-                     help="cases per op before the next op's turn (default 30; a small slice reaches every op sooner)")
+    p.add_argument("--slice", type=_int_at_least("--slice", 1), default=None, dest="slice_examples",
+                     help="cases per op before the next op's turn (default: with a budget, sized from the time "
+                          "left, the case rate and the ops still to have their turn, so that the budget covers "
+                          "every selected op, 1 to 30; without one, 30)")
     p.add_argument("--max-rank", type=_int_at_least("--max-rank", 0), default=8)
     p.add_argument("--max-side", type=_int_at_least("--max-side", 1), default=8)
     p.add_argument("--jobs", "-j", type=_int_at_least("--jobs", 1), default=None,
@@ -724,7 +730,7 @@ def _campaign_setup(args, console, *, default_budget: str | None):
     return config, target
 
 
-def _campaign_exit(result, errors_path) -> int:
+def _campaign_exit(result, errors_path, *, terminated: bool = False) -> int:
     from rich.console import Console
     stats = result.stats
     if mostly_lost(stats.cases_lost, stats.attempted):
@@ -737,10 +743,41 @@ def _campaign_exit(result, errors_path) -> int:
     # Unverified target findings count: their script could not be run here (or --no-verify-repros),
     # which hides nothing; they are retried by the next run on the corpus.
     return exit_code(findings=stats.new_findings + stats.unverified + stats.left_pending, cases_lost=stats.cases_lost,
-                     attempted=stats.attempted, interrupted=result.stopped_because == "interrupted")
+                     attempted=stats.attempted, interrupted=result.stopped_because == "interrupted",
+                     terminated=terminated)
 
 
 def cmd_run(args, console) -> int:
+    from .campaign.interrupts import Termination
+
+    # The budget counts from the process's start: what the run does before its first case
+    # (importing torch, loading the target, the kernels' contiguity checks) is inside
+    # --budget too, as a CI job's time limit sees it (issue 37, point 2).
+    global _exit_by
+    started = _process_started()
+    budget = parse_duration(args.budget) if args.budget else None if args.max_cases is not None else \
+        parse_duration(DEFAULT_BUDGET)
+    if budget is not None and budget > 0:
+        from .campaign.engine import overrun_s
+        _exit_by = started + budget + overrun_s(budget)
+    with Termination() as termination:
+        result, errors_path = _run_campaign(args, console, started, termination)
+    return _campaign_exit(result, errors_path, terminated=termination.received)
+
+
+def _process_started() -> float:
+    """When this process started, on the time.monotonic() clock."""
+    import psutil
+    try:
+        age = max(0.0, time.time() - psutil.Process().create_time())
+    except psutil.Error:
+        age = 0.0
+    return time.monotonic() - age
+
+
+def _run_campaign(args, console, started: float, termination):
+    """`run`'s campaign, one lane or several, stopped early by ``termination`` (SIGTERM):
+    (CampaignFinished, the errors log's path)."""
     from dataclasses import replace
 
     from .campaign.engine import Campaign
@@ -754,6 +791,9 @@ def cmd_run(args, console) -> int:
     from .reports.run_log import RunLog
 
     config, target = _campaign_setup(args, console, default_budget=DEFAULT_BUDGET)
+    # Stopped by SIGTERM, a run leaves the failures it has not triaged pending, as the
+    # daemon does: it has seconds to write its summary and run record.
+    config = replace(config, started_at=started, defer_on_stop=True, reverify=not args.no_verify_repros)
     corpus_dir = config.corpus_dir
     errors = ErrorLog(corpus_dir)
     reporter = ConsoleReporter(console, live=False if args.no_progress else None, errors_log=errors.path)
@@ -767,32 +807,20 @@ def cmd_run(args, console) -> int:
             jobs = len(args.devices)   # at least one lane per device named
         config = _drawing(args, config, jobs)
         config = _size_large_cases(args, config, target, jobs, console, auto=False)
-        if not args.no_verify_repros:
-            _reverify(corpus_dir, config.target_spec, verify_timeout_s, console)
         if jobs > 1:
-            result = ParallelCampaign(config, listeners, jobs=jobs, verify=not args.no_verify_repros,
-                                      verify_timeout_s=verify_timeout_s, target_name=target.name,
-                                      device=str(target.device), devices=args.devices).run()
+            campaign = ParallelCampaign(config, listeners, jobs=jobs, verify=not args.no_verify_repros,
+                                        verify_timeout_s=verify_timeout_s, target_name=target.name,
+                                        device=str(target.device), devices=args.devices)
+            termination.relay(campaign.stop_soon)
         else:
             # The writer verifies each new finding's repro before the engine counts it.
-            result = Campaign(config, listeners, confirm=writer.confirm).run()
+            campaign = Campaign(config, listeners, confirm=writer.confirm, stop=termination.stop)
+        result = campaign.run()
     except (TargetError, UpstreamTableError, WorkerStartError) as exc:
         raise UsageError(str(exc)) from None
     finally:
         reporter.close()
-    return _campaign_exit(result, errors.path)
-
-
-def _reverify(corpus_dir, target_spec: str, timeout_s: float, console) -> None:
-    """Verify again the scripts of the corpus's unverified findings on this target: new
-    means verified, and a verification that did not run to the end is retried."""
-    from .reports.repro_writer import reverify
-
-    counts = reverify(corpus_dir, target_spec, timeout_s=timeout_s)
-    if any(counts.values()):
-        console.print(f"  repro scripts of unverified findings run again: {counts['verified']} verified, "
-                      f"{counts['unconfirmed']} did not reproduce, {counts['unverified']} still unverified",
-                      highlight=False)
+    return result, errors.path
 
 
 def _drawing(args, config, jobs: int):
@@ -1048,6 +1076,9 @@ def main(argv: list[str] | None = None) -> int:
 # (campaign/reaper.py), and an exit still held up after it (a thread, an atexit handler
 # joining a process) is cut short with the exit code already decided.
 EXIT_WATCHDOG_S = 10.0
+# A run with a budget must be gone by its end plus the overrun it is allowed (issue 37,
+# point 2): cmd_run sets this (time.monotonic()), and the exit's watchdog fires by then.
+_exit_by: float | None = None
 
 
 def _exit_promptly(code: int) -> None:
@@ -1058,9 +1089,10 @@ def _exit_promptly(code: int) -> None:
     kill_all(descendants(), timeout=2.0)
 
     def watchdog():
-        time.sleep(EXIT_WATCHDOG_S)
+        wait = EXIT_WATCHDOG_S if _exit_by is None else min(EXIT_WATCHDOG_S, max(1.0, _exit_by - time.monotonic()))
+        time.sleep(wait)
         try:
-            sys.stderr.write(f"mpsfuzz: exiting took more than {EXIT_WATCHDOG_S:g}s; exiting now (code {code})\n")
+            sys.stderr.write(f"mpsfuzz: exiting took more than {wait:g}s; exiting now (code {code})\n")
             sys.stdout.flush()
             sys.stderr.flush()
         finally:

@@ -109,6 +109,19 @@ class Stats:
     unsupported_here_messages: dict = field(default_factory=dict)  # (op, message) -> count
     harness_by_stage: dict = field(default_factory=dict)      # stage -> harness errors
     set_aside: dict = field(default_factory=dict)             # op -> why it was set aside
+    # Where the campaign's time went, in seconds per stage (issue 37): the fuzzing's
+    # ``draw`` (Hypothesis), ``run`` (the worker running target and reference), ``check``
+    # (the case oracles) and ``jury`` (the verdicts); the desk's ``shrink``, ``triage``
+    # (and its steps, ``triage:<step>``), ``verify`` (new findings' scripts) and
+    # ``reverify`` (earlier unverified findings' scripts). Lanes' splits add up.
+    time_split: dict = field(default_factory=dict)
+    # Repro scripts of earlier runs' unverified findings run again (Reverification):
+    # "verified", "unconfirmed", "unverified" (ran, still no verdict) and "left" (not run).
+    reverified: dict = field(default_factory=dict)
+    # The failures of the fuzzing's cases by what the campaign made of them: "new" (a
+    # job for the desk), "held" (of a symptom in triage), "sighting", "suppressed",
+    # "noted" (layout propagation).
+    failing_cases: dict = field(default_factory=dict)
 
     @property
     def failing(self) -> int:
@@ -133,6 +146,11 @@ class Stats:
     @property
     def cases_per_s(self) -> float:
         return self.cases / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+
+def untried_ops(ops, stats: Stats) -> list[str]:
+    """The ops of ``ops`` that no case of the campaign ran (set-aside ops were tried)."""
+    return [op for op in ops if not stats.per_op.get(op, (0,))[0] and op not in stats.set_aside]
 
 
 @dataclass(frozen=True)

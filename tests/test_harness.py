@@ -476,7 +476,7 @@ def runs(tmp_path_factory) -> dict:
     # a CPU without uint kernels, an op that no oracle can judge (neg, first so that its
     # turn comes); ops with uint dtypes among the others.
     started["chaos"] = Run(["run", "--target", CHAOS_TARGET, "--ops", "neg,abs,lt,where,sort,sum,index_select",
-                            "--oracles", CHAOS_ORACLES, "--budget", "30s", "--slice", 8, "--corpus", work / "chaos",
+                            "--oracles", CHAOS_ORACLES, "--budget", "40s", "--slice", 8, "--corpus", work / "chaos",
                             "--shrink-budget", 3, "--minimise-budget", 2, "--reruns", 2, "--no-verify-repros",
                             "--no-progress", "--seed", 4],
                            _env(MPSFUZZ_CHAOS_RATE=0.25, MPSFUZZ_CHAOS_ORACLE_RATE=0.05, MPSFUZZ_CHAOS_OLD_CPU=1,

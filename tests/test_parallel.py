@@ -376,10 +376,10 @@ def test_a_drafter_process_draws_the_slice_the_campaign_would():
     draws them (what lets the campaign replay and shrink a slice a drafter drew)."""
     limits = Limits(max_rank=8, max_side=8, max_numel=4096, allow_variants=True, examples=20)
     here = [draw_slice(op, 3, 11, limits) for op in ("bitwise_and", "triu")]
-    drafter = Drafter(2, 11, limits)
+    drafter = Drafter(2, 11)
     try:
-        drafter.ahead("bitwise_and", 3)
-        drafter.ahead("triu", 3)
+        drafter.ahead("bitwise_and", 3, limits)
+        drafter.ahead("triu", 3, limits)
         there = [drafter.take(), drafter.take()]
     finally:
         drafter.close()

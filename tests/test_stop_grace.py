@@ -16,8 +16,11 @@ from pathlib import Path
 import psutil
 import pytest
 
-from mpsfuzz.campaign.engine import STOP_GRACE_MAX_S, Campaign, CampaignConfig, _error_type, stop_grace_s
-from mpsfuzz.campaign.triage_desk import TriageDesk
+from mpsfuzz.campaign.engine import (STOP_GRACE_MAX_S, Campaign, CampaignConfig, _error_type, overrun_s,
+                                     stop_grace_s)
+from mpsfuzz.corpus.finding import Finding
+from mpsfuzz.corpus.store import Corpus
+from mpsfuzz.campaign.triage_desk import TriageDesk, TriageDesks
 from mpsfuzz.execution.worker import WorkerPool
 from mpsfuzz.generation.recipes import Case
 from mpsfuzz.oracles import Failure
@@ -41,10 +44,41 @@ def _case(op: str, shape=(3,), dtype="float32") -> dict:
     return {"format": 3, "op": op, "variant": "functional", "inputs": [_recipe(dtype, shape)], "kwargs": {}}
 
 
-def test_the_stop_grace_is_half_the_budget_at_most_30_seconds():
-    assert stop_grace_s(None) is None                  # no budget (--max-cases): triage finishes
-    assert stop_grace_s(20) == 10
+def test_a_run_may_overrun_its_budget_by_a_tenth_or_15_seconds_and_triage_within_that():
+    assert overrun_s(None) is None and stop_grace_s(None) is None   # no budget (--max-cases): triage finishes
+    assert overrun_s(20) == 15 and overrun_s(240) == 24 and overrun_s(600) == 60
+    assert stop_grace_s(20) == 7 and stop_grace_s(240) == 16
     assert stop_grace_s(8 * 3600) == STOP_GRACE_MAX_S == 30
+    for budget in (1, 20, 90, 240, 600, 8 * 3600):
+        assert 0 < stop_grace_s(budget) < overrun_s(budget)     # the teardown fits in the rest
+
+
+def test_a_run_on_a_corpus_of_hundreds_of_pending_failures_ends_within_its_budget(tmp_path):
+    """Issue 37, point 2: a run on a corpus holding 300 failures an earlier run left
+    pending ends within its budget (measured from the command's start), whatever their
+    triage would cost (every kernel hangs: each probe waits out the timeout); those that
+    a finding covers are sightings at once, never jobs; the rest stay pending for the next
+    run, and the summary says so."""
+    corpus = tmp_path / "corpus"
+    failure = Failure("values", "wrong-values", "wrong", "detail", "high", ("wrong-values",))
+    writer = Campaign(CampaignConfig(ops=["neg"], target_spec=FAULT_TARGET, corpus_dir=corpus))
+    for i in range(300):
+        shape = (i + 1,) if i % 2 else (i // 50 + 1, i % 50 + 1)   # half of rank 1, half of rank 2
+        case = Case.from_json(_case("neg", shape))
+        writer._keep_pending(_error_type("neg", "values", "wrong-values")(case, failure, f"sig{i}"), False)
+    filed = Finding.create(Case.from_json(_case("neg", (2, 2))), failure, target_name="faulty-cpu",
+                           target_spec=FAULT_TARGET, device="cpu", conditions=("rank>=2",))
+    path, _ = Corpus(corpus).record(filed)
+    budget = 15
+    done, took = _mpsfuzz("run", "--ops", "neg", "--budget", f"{budget}s", "--timeout", "2", "--seed", "1",
+                          "--corpus", str(corpus), faults="every_kernel_hang", timeout=300)
+    out = done.stdout + done.stderr
+    assert took <= budget + overrun_s(budget), f"took {took:.0f}s: {out[-3000:]}"
+    assert "150 sighting(s) of findings, 150 to triage" in out, out[-3000:]
+    assert json.loads(path.read_text())["sightings"] and "not triaged in time" in out, out[-3000:]
+    left = list((corpus / "triage-pending").glob("*.json"))
+    assert 140 <= len(left) <= 150 + 30, out[-3000:]     # the rank-1 ones, and the run's own hangs
+    assert done.returncode == 1, out[-3000:]
 
 
 def test_a_batch_past_its_give_up_time_is_given_up_not_waited_out(monkeypatch, tmp_path):
@@ -86,7 +120,8 @@ def test_triage_past_the_stop_grace_is_left_pending_with_what_it_held(tmp_path):
         raise AssertionError("stored after it was given up")
 
     campaign._record = slow_triage
-    desk = campaign._desk = TriageDesk(campaign._triaged, Pool, fallback=fallback.append)
+    desk = campaign._desk = TriageDesks(campaign._triaged, lambda role: Pool(), fallback=fallback.append,
+                                        slow=campaign._slow_job)
     first, second, other = (Case.from_json(_case("sigmoid", shape)) for shape in ((3,), (4,), (2, 2)))
     for case in (first, second):
         err = _error_type("sigmoid", "values", "wrong-values")(case, failure, f"sig-{case.inputs[0].shape}")
@@ -94,9 +129,9 @@ def test_triage_past_the_stop_grace_is_left_pending_with_what_it_held(tmp_path):
     # failures of the symptom met meanwhile: held (one of them the holder's own case)
     assert [campaign._verdicts(c, [failure], Pool())[0][0] for c in (other, first)] == ["held", "held"]
     deadline = time.monotonic() + 10
-    while desk.in_hand is None and time.monotonic() < deadline:
+    while not desk.in_hand and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert desk.in_hand is not None
+    assert desk.in_hand
 
     campaign._defer_triage()
     desk.close(timeout=5)
@@ -128,7 +163,7 @@ def test_the_last_tenth_of_a_budget_goes_to_a_first_failure_waiting_on_the_desk(
             pass
 
     campaign._triaged = lambda job, pool: release.wait(30)
-    desk = campaign._desk = TriageDesk(campaign._triaged, Pool)
+    desk = campaign._desk = TriageDesks(campaign._triaged, lambda role: Pool(), slow=campaign._slow_job)
     err = _error_type("sigmoid", "values", "wrong-values")(Case.from_json(_case("sigmoid", (3,))), failure, "sig")
     try:
         campaign._start = time.monotonic() - 50
@@ -173,7 +208,7 @@ def test_a_run_whose_triage_is_slow_ends_within_the_grace_and_the_next_run_triag
                          "--minimise-budget", "4", "--no-verify-repros", "--corpus", str(corpus),
                          faults="every_kernel_hang", timeout=600)
     out = second.stdout + second.stderr
-    assert f"triaging {len(left)} failure(s) an earlier run left" in out, out[-3000:]
+    assert f"an earlier run left {len(left)} failure(s)" in out and f", {len(left)} to triage" in out, out[-3000:]
     assert not list((corpus / "triage-pending").glob("*.json")), out[-3000:]
     assert [json.loads(p.read_text())["oracle"] for p in corpus.glob("neg-*.json")] == ["hang"], out[-3000:]
 
@@ -244,6 +279,42 @@ def test_sigterm_during_the_triage_of_a_hang_stops_the_daemon_within_10_seconds(
     assert list((corpus / "triage-pending").glob("*.json")), out[-3000:]
 
 
+@pytest.mark.parametrize("jobs", [1, pytest.param(2, marks=pytest.mark.slow)])
+def test_sigterm_stops_a_run_with_its_summary_and_run_record_and_exit_143(tmp_path, jobs):
+    """Issue 37, point 3: `kill -TERM` (and coreutils' `timeout`, which CI uses) ends
+    `mpsfuzz run` as a budget does, within 10 s, while a case hangs and a hang waits for
+    triage: the summary and the run record are written, no in-flight file is left, the
+    failures not triaged stay pending, and the exit status is 143 (128 + SIGTERM)."""
+    corpus = tmp_path / "corpus"
+    env = dict(os.environ, MPSFUZZ_FAULTS="every_kernel_hang", PYTHONUNBUFFERED="1")
+    proc = subprocess.Popen([sys.executable, "-m", "mpsfuzz", "run", "--ops", "neg", "--jobs", str(jobs),
+                             "--timeout", "5", "--slice", "4", "--seed", "1", "--corpus", str(corpus),
+                             "--target", FAULT_TARGET, "--budget", "10m", "--no-progress"],
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not list((corpus / "triage-pending").glob("*.json")) and time.monotonic() < deadline:
+            assert proc.poll() is None, proc.stdout.read()[-3000:]
+            time.sleep(0.25)
+        assert list((corpus / "triage-pending").glob("*.json")), "no failure handed to triage within 240 s"
+        asked = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=120)
+        took = time.monotonic() - asked
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    out = proc.stdout.read()
+    assert took <= 10.0, f"took {took:.1f}s to stop: {out[-3000:]}"
+    assert proc.returncode == 143, out[-3000:]
+    assert "done (stopped)" in out, out[-3000:]
+    records = [json.loads(p.read_text()) for p in (corpus / "runs").glob("*.json")]
+    assert [r["stopped_because"] for r in records] == ["stopped"], out[-3000:]
+    assert not list(corpus.glob("inflight-*.json")), out[-3000:]
+    assert list((corpus / "triage-pending").glob("*.json")), out[-3000:]
+
+
 def test_pending_failures_of_lanes_running_now_are_not_taken_up_as_an_earlier_runs(tmp_path):
     """`run --jobs N`: the lane that takes up what an earlier run left pending starts after
     the others have begun handing failures to their desks (each writes its failure to
@@ -266,15 +337,17 @@ def test_pending_failures_of_lanes_running_now_are_not_taken_up_as_an_earlier_ru
     lane._resume_pending()
     assert handed == [earlier] and now.exists()
     assert [n for n in notices if "earlier run left" in n] == [
-        f"triaging 1 failure(s) an earlier run left in {tmp_path / 'triage-pending'}"]
+        f"an earlier run left 1 failure(s) in {tmp_path / 'triage-pending'}: 0 sighting(s) of findings, 1 to triage"]
     assert lane.stats.harness_errors == 0
 
 
-def test_the_desk_takes_a_quick_first_failure_before_a_device_fault_of_the_same_rank(tmp_path):
-    """Run 43 (H200): nearest-exact's gradient bug, met at 374 s, waited behind a device
-    fault of another op with no finding, met a second before it; a device fault's every
-    re-run needs a fresh process. Within a rank the quick failure goes first, and the
-    budget's last tenth still waits for the slow one."""
+def test_a_crash_or_device_fault_never_waits_behind_value_failures_nor_they_behind_it(tmp_path):
+    """Issue 37: with every fault on, a 2-core campaign met its abort and hang faults and
+    left them queued behind hundreds of value failures (a crash, hang or device fault
+    needs a fresh process for each re-run, so it went after the quick ones of its rank).
+    Two desks: a device fault is taken by the slow desk while the quick desk is busy,
+    and a value failure met after it is not held up by it either; the budget's last
+    tenth waits for both."""
     campaign = Campaign(CampaignConfig(ops=["sigmoid", "tanh"], target_spec=FAULT_TARGET, corpus_dir=tmp_path,
                                        budget_s=100))
     fault = Failure("errors", "device-fault", "raises", "CUDA error: invalid argument", "critical", ("device-fault",))
@@ -283,27 +356,34 @@ def test_the_desk_takes_a_quick_first_failure_before_a_device_fault_of_the_same_
             False, None, None)
     quick = (_error_type("tanh", "values", "wrong-values")(Case.from_json(_case("tanh")), wrong, "w"),
              False, None, None)
-    assert campaign._triage_priority(quick) < campaign._triage_priority(slow)
     taken = []
-    release = threading.Event()
+    release = {"first": threading.Event(), "sigmoid": threading.Event(), "tanh": threading.Event()}
 
     def handle(job, pool):
-        taken.append(job[0].case.op if job[0] is not None else "first")
-        release.wait(30)
+        name = job[0].case.op if job[0] is not None else "first"
+        taken.append(name)
+        release[name].wait(30)
 
-    desk = campaign._desk = TriageDesk(handle, lambda: None, priority=campaign._triage_priority)
+    desk = campaign._desk = TriageDesks(handle, lambda role: None, priority=campaign._triage_priority,
+                                        slow=campaign._slow_job)
     try:
-        desk.submit((None,))           # a job that holds the desk until released
-        deadline = time.monotonic() + 10
-        while desk.in_hand is None and time.monotonic() < deadline:
-            time.sleep(0.01)
+        desk.submit((None,))           # a value failure that holds the quick desk until released
         desk.submit(slow)
         desk.submit(quick)
+        deadline = time.monotonic() + 10
+        while len(taken) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert sorted(taken) == ["first", "sigmoid"]       # the device fault did not wait
         campaign._start = time.monotonic() - 95
-        assert campaign._out_of_budget() == "budget"
-        release.set()
+        assert campaign._out_of_budget() == "budget"      # the last tenth: both are the desks'
+        release["first"].set()
+        while len(taken) < 3 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert taken[2] == "tanh"                          # nor the value failure behind the fault
+        release["tanh"].set()
+        release["sigmoid"].set()
         assert desk.drain(timeout=10)
-        assert taken[1:] == ["tanh", "sigmoid"]
     finally:
-        release.set()
+        for event in release.values():
+            event.set()
         desk.close(timeout=5)

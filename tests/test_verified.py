@@ -37,6 +37,6 @@ def test_an_unverified_finding_is_verified_again_by_the_next_run(tmp_path):
     assert len(json.loads(listed.stdout)) == 1
     again = mpsfuzz("run", "--ops", "triu", "--target", FAULT_TARGET, "--max-cases", "1", "--seed", "2",
                     "--corpus", str(corpus), "--no-progress", faults="triu_tril_gt3d", cwd=tmp_path)
-    assert "repro scripts of unverified findings run again: 1 verified" in " ".join(again.stdout.split()), again.stdout
+    assert "repro scripts of earlier unverified findings run again: 1 verified" in " ".join(again.stdout.split()), again.stdout
     (found,) = [f for f in findings_in(corpus) if f["signature"] == found["signature"]]
     assert found["status"] == "new" and found["repro"]["verified"] is True

@@ -247,14 +247,10 @@ class Daemon:
         try:
             if cfg.replay:
                 self._replay_if_torch_changed(state, corpus_dir)
-            if cfg.verify:
-                from ..reports.repro_writer import reverify
-                counts = reverify(corpus_dir, cfg.campaign.target_spec, timeout_s=cfg.verify_timeout_s)
-                if any(counts.values()):
-                    self.emit(Notice("unverified findings' repro scripts run again: " + ", ".join(
-                        f"{n} {what}" for what, n in counts.items())))
+            # (unverified findings' scripts are run again by the campaign's desk, inside
+            # its budget: CampaignConfig.reverify)
             campaign_config = replace(cfg.campaign, schedule="yield", scheduler_state=scheduler.to_json(),
-                                      defer_on_stop=True)
+                                      defer_on_stop=True, reverify=cfg.verify)
             listeners = [EventsLog(corpus_dir, EVENTS_MAX_BYTES), keeper, *self.listeners]
             if cfg.jobs > 1:
                 campaign = ParallelCampaign(campaign_config, listeners, jobs=cfg.jobs, verify=cfg.verify,

@@ -193,12 +193,13 @@ class Draft:
     errors: list = field(default_factory=list)       # (unsatisfiable, error line, traceback)
     seconds: float = 0.0
     broken: tuple | None = None                      # (error line, traceback)
+    limits: Limits | None = None                     # what it was drawn with (its size, siblings)
 
 
 def draw_slice(op: str, round_no: int, seed: int, limits: Limits) -> Draft:
     """Draw slice ``round_no`` of ``op`` (a module-level function: it runs in drafters)."""
     started = time.monotonic()
-    draft = Draft(op, round_no, slice_seed(seed, op, round_no))
+    draft = Draft(op, round_no, slice_seed(seed, op, round_no), limits=limits)
     try:
         strategy = strategy_for(op, limits)
     except Exception as exc:
@@ -227,18 +228,19 @@ class Drafter:
     """``processes`` drafter processes drawing slices ahead: :meth:`ahead` asks for a
     slice, :meth:`take` returns the oldest one asked for (in order)."""
 
-    def __init__(self, processes: int, seed: int, limits: Limits):
+    def __init__(self, processes: int, seed: int):
         method = "fork" if sys.platform.startswith("linux") else "spawn"
         self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context(method),
                                          initializer=_drafter_started)
-        self.seed, self.limits = seed, limits
+        self.seed = seed
         self._queue: deque = deque()
 
     def __len__(self) -> int:
         return len(self._queue)
 
-    def ahead(self, op: str, round_no: int) -> None:
-        self._queue.append(self._pool.submit(draw_slice, op, round_no, self.seed, self.limits))
+    def ahead(self, op: str, round_no: int, limits: Limits) -> None:
+        """Draw slice ``round_no`` of ``op`` with ``limits`` (its size and siblings)."""
+        self._queue.append(self._pool.submit(draw_slice, op, round_no, self.seed, limits))
 
     def take(self) -> Draft:
         return self._queue.popleft().result()

@@ -21,7 +21,8 @@ import os
 import random
 import threading
 import time
-from dataclasses import dataclass, field
+import zlib
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -33,26 +34,32 @@ from ..corpus import upstream
 from ..corpus.daemon_state import MAX_BEHAVIOURS, behaviour_hash
 from ..corpus.finding import Finding, signature_of, symptom_key, trigger_class
 from ..corpus.notes import entry_key, record_layout_propagation
-from ..corpus.store import Corpus, CorpusWriteError
+from ..corpus.store import Corpus, CorpusWriteError, load_findings
 from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice,
                       SliceFinished, Stats)
 from ..execution.observation import ProcessEvent
-from ..execution.worker import WorkerPool
+from ..execution.worker import WorkerPool, WorkerStartAbandoned
 from ..generation.recipes import Case
 from ..oracles import DEFAULT as ORACLES_DEFAULT
 from ..oracles import Failure, all_oracles, worker_oracles
 from ..oracles.judge import judge_case
-from ..triage.ablation import holds_all
+from ..triage.ablation import holds_all, holds_on_any_input, is_restriction
 from ..triage.pipeline import DEFAULT_RERUNS, triage
 from .behaviour import behaviour_of
 from .drafts import (Draft, Drafter, GenerationFailed, Limits, draw_slice, error_line, family, leaves,
                      slice_test, strategy_for, traceback_of)
 from .interrupts import InterruptLatch
 from .scheduler import RoundRobin, YieldScheduler
-from .triage_desk import TriageDesk
+from .slicing import SliceSizer
+from .triage_desk import TriageDesks
 
 # The share of a budget at its end that the desk may take from the fuzzing (_triage_due).
 TRIAGE_RESERVE = 0.1
+# While other failures of the first rank (the target's, of an op with no finding) wait
+# for the desk, a job shrinks and minimises within this share of --shrink-budget and
+# --minimise-budget: finding comes first (issue 37; on 2 cores with every fault on, the
+# desk's queue outgrew what it triaged in a 10-minute budget).
+PRESSED_SHARE = 0.25
 
 
 @dataclass
@@ -66,7 +73,9 @@ class CampaignConfig:
     max_cases: int | None = None
     max_findings: int | None = None
     timeout_s: float = 20.0
-    slice_examples: int = 30
+    # Cases per slice: fixed (--slice), or None: sized from the budget so that it covers
+    # every op (slicing.SliceSizer; slicing.MOST without a budget)
+    slice_examples: int | None = None
     shrink_budget_s: float = 60.0
     max_rank: int = 8
     max_side: int = 8
@@ -81,9 +90,12 @@ class CampaignConfig:
     # behaviours per second, with a share kept for exploration); its saved state.
     schedule: str = "round-robin"
     scheduler_state: dict | None = None
-    # Failures handed to triage are kept in DIR/triage-pending/ until recorded; this
-    # campaign takes up those an earlier one left (a run --jobs: one lane does).
-    resume_pending: bool = True
+    # What an earlier run left for this one: the failures it kept in DIR/triage-pending/
+    # and, with ``reverify``, the findings whose repro scripts it did not run to the end.
+    # (k, n): this campaign takes the k-th of n parts (run --jobs: each lane its part, by
+    # a hash of the file's name); None: nothing.
+    leftovers: tuple[int, int] | None = (0, 1)
+    reverify: bool = False
     # Stopped (the stop event: SIGTERM to the daemon), failures not yet triaged stay
     # pending for the next start instead of being recorded untriaged.
     defer_on_stop: bool = False
@@ -140,6 +152,27 @@ class FoundBug:
             return signature_of(case, failure) == self.signature
         return holds_all(self.conditions, case)
 
+    def covers_beyond_restrictions(self, case, failure: Failure, symptom: tuple) -> bool:
+        """Whether a failure of this settled finding's symptom that has the trigger its
+        conditions name (layouts, emptiness, values, arguments: on any input) and misses
+        only their restrictions (the dtypes and sizes ablation found failing) is this bug
+        met outside what ablation tried: a sighting, not a job (issue 37: a fault filed as
+        two bugs, the second triaged at length only to be merged). A finding whose
+        conditions are restrictions alone (``only float16``) names no trigger beyond them:
+        covered exactly or not at all."""
+        if symptom != self.symptom or self.flaky or self.provisional or not self.conditions:
+            return False
+        named = [c for c in self.conditions if not is_restriction(c)]
+        return bool(named) and all(holds_on_any_input(c, case) for c in named)
+
+
+@dataclass(frozen=True)
+class Reverification:
+    """A desk job of the lowest rank: run again the repro script of a finding an earlier
+    run left ``unverified`` (its script did not run to the end). Inside the budget like
+    every job of the desk (issue 37, point 2); one not run stays unverified for the next."""
+    path: Path
+
 
 # Trigger shapes one provisional holder keeps (see Campaign._hold).
 MAX_HELD = 64
@@ -180,16 +213,21 @@ class _CorpusUnwritable(BaseException):
 # meanwhile loses none of them; the next campaign on the corpus triages them.
 PENDING_DIR = "triage-pending"
 
-# A campaign with a budget is over within its *stop grace* of the budget's end: the cases
-# still running then are given up at once, and the triage of failures handed to the desk
-# goes on for at most the grace; what it has not finished stays in DIR/triage-pending/
-# (the job in hand given up, its worker killed), which the next run or daemon start on
-# the corpus triages first. The grace is the smaller of STOP_GRACE_MAX_S and
-# STOP_GRACE_SHARE of the budget: a 20 s run may take 10 s more, an 8-hour daemon 30 s.
-# (Told to stop, by SIGTERM, the daemon gives triage 1 s; without a budget, --max-cases
-# and --max-findings runs finish their triage.)
+# A budget is a hard bound (issue 37, point 2): a run ends within OVERRUN_SHARE of its
+# budget, or OVERRUN_MIN_S where that is more (a CI job's time limit is set by it). At
+# the budget's end the cases still running are given up at once, and the triage of
+# failures handed to the desk goes on for at most the *stop grace*; what it has not
+# finished stays in DIR/triage-pending/ (the job in hand given up, its worker killed),
+# which the next run or daemon start on the corpus triages first. The grace is what the
+# overrun allows less TEARDOWN_S (the desk's thread and workers closed, the summary and
+# run record written, what the campaign started killed; lanes report within it), at
+# most STOP_GRACE_MAX_S: 7 s for a 90 s run, 16 s for 240 s, 30 s for 8 hours. (Told to
+# stop, by SIGTERM, a campaign gives triage 1 s; without a budget, --max-cases and
+# --max-findings runs finish their triage.)
+OVERRUN_SHARE = 0.1
+OVERRUN_MIN_S = 15.0
+TEARDOWN_S = 8.0
 STOP_GRACE_MAX_S = 30.0
-STOP_GRACE_SHARE = 0.5
 
 
 def _slow_to_triage(failure) -> bool:
@@ -198,9 +236,14 @@ def _slow_to_triage(failure) -> bool:
     return failure.oracle in ("crash", "hang") or failure.kind == "device-fault"
 
 
+def overrun_s(budget_s: float | None) -> float | None:
+    """How long past ``budget_s`` a run may end (None: no budget, no bound)."""
+    return None if budget_s is None else max(OVERRUN_SHARE * budget_s, OVERRUN_MIN_S)
+
+
 def stop_grace_s(budget_s: float | None) -> float | None:
-    """How long past ``budget_s`` a campaign may run (None: no budget, no bound)."""
-    return None if budget_s is None else min(STOP_GRACE_MAX_S, STOP_GRACE_SHARE * budget_s)
+    """How long past ``budget_s`` the desk may go on triaging (None: no budget, no bound)."""
+    return None if budget_s is None else min(STOP_GRACE_MAX_S, max(2.0, overrun_s(budget_s) - TEARDOWN_S))
 
 
 # How often a campaign sharing its corpus with others (run --jobs) looks for their findings.
@@ -215,11 +258,13 @@ SET_ASIDE_SHARE = 0.5
 
 @dataclass
 class _Slice:
-    """One op's slice of a round: its seed, and the cases drawn ahead."""
+    """One op's slice of a round: its seed, the cases drawn ahead, and the limits they
+    were drawn with (the slice's size and siblings: a replay draws the same cases)."""
     op: str
     seed: int
     cases: list
     seconds: float = 0.0      # spent drawing them
+    limits: Limits | None = None
 
 
 @dataclass
@@ -252,6 +297,7 @@ class _SliceState(threading.local):
         self.only: tuple | None = None       # the desk's replay shrinks this (op, oracle, kind) only
         self.holder = None                   # ... and its own placeholder does not cover it
         self.met: dict = {}                  # other new failures met in that replay: their own jobs
+        self.pressed = False                 # the desk's job in hand: first-rank failures wait behind it
 
 
 def _per_thread(name: str) -> property:
@@ -361,7 +407,7 @@ class Campaign:
         # The triage desk's thread records findings while this one fuzzes: what both
         # change (stats, found, recorded, sightings) and the listeners are used under it.
         self._lock = threading.RLock()
-        self._desk: TriageDesk | None = None
+        self._desk: TriageDesks | None = None
         self._desk_error: CorpusWriteError | None = None
         self._provisional = 0
         # Per provisional holder: failures it held, one per trigger shape (_held_key), with
@@ -374,8 +420,10 @@ class Campaign:
         self._pending_dir = Path(config.corpus_dir) / PENDING_DIR
         self._pending_files = 0
         self._drafter: Drafter | None = None
+        self._sizer = SliceSizer(fixed=config.slice_examples, budget_s=config.budget_s)
         self._limits = Limits(config.max_rank, config.max_side, config.max_numel, config.allow_variants,
-                              config.slice_examples, config.siblings)
+                              config.slice_examples or self._sizer.most, config.siblings)
+        self._fuzz_started: float | None = None   # when the first slice was drawn (the case rate's clock)
         self._start = 0.0
         # Set once the desk's jobs were given up past the stop grace (_defer_triage): its
         # thread then stores and counts nothing more (see _Abandoned).
@@ -421,6 +469,12 @@ class Campaign:
         with self._lock:
             self.stats.harness_errors += 1
             self.stats.harness_by_stage[stage] = self.stats.harness_by_stage.get(stage, 0) + 1
+
+    def _spent(self, stage: str, seconds: float) -> None:
+        """Add ``seconds`` to the time split's ``stage`` (Stats.time_split)."""
+        with self._lock:
+            split = self.stats.time_split
+            split[stage] = split.get(stage, 0.0) + max(0.0, float(seconds))
 
     def harness_error(self, stage: str, op: str | None, case, exc: BaseException | None = None, *,
                       error: str = "", trace: str = "") -> None:
@@ -500,8 +554,11 @@ class Campaign:
         budget = self.config.budget_s
         if budget is None or self._desk is None or time.monotonic() - self._start < (1 - TRIAGE_RESERVE) * budget:
             return False
-        # The desk's first rank, quick or slow: a target failure of an op with no finding.
-        return self._desk.holds(lambda job: not any(self._triage_priority(job)[:2]))
+        return self._desk.holds(self._first_rank)
+
+    def _first_rank(self, job) -> bool:
+        """The desk's first rank, quick or slow: a target failure of an op with no finding."""
+        return not any(self._triage_priority(job)[:2])
 
     def _out_of_time_to_shrink(self) -> str | None:
         """Why the desk's replay stops shrinking, if it must: told to stop, interrupted,
@@ -517,7 +574,7 @@ class Campaign:
         return self._out_of_time_to_shrink() if self._on_desk() else self._out_of_budget()
 
     def _on_desk(self) -> bool:
-        return self._desk is not None and threading.current_thread() is self._desk_thread()
+        return self._desk is not None and self._desk.on_desk()
 
     # -- one case -------------------------------------------------------------------------
     def _failures_of(self, case, pool: WorkerPool) -> list[Failure]:
@@ -556,6 +613,8 @@ class Campaign:
             self.emit(CaseFinished(case.op, valid=False, unsupported=False, shrinking=shrinking, case=case))
             return []
         if isinstance(outcome, ProcessEvent):
+            if fuzzing and outcome.kind == "timeout":
+                self._spent("run", outcome.timeout_s)   # a hang costs its whole timeout
             with self._lock:
                 self.stats.restarts += fuzzing
             if outcome.kind == "slow-compile":
@@ -592,6 +651,8 @@ class Campaign:
             self.harness_error("execute", case.op, case, error=lines[-1].strip() if lines else "internal error",
                                trace=trace)
         if fuzzing:
+            for stage, seconds in (outcome.get("seconds") or {}).items():
+                self._spent(stage, seconds)
             with self._lock:
                 if outcome["valid"]:
                     self.stats.valid += 1
@@ -610,15 +671,15 @@ class Campaign:
             self.harness_error("judge", case.op, case, exc)
             return []
 
-    def _test_body(self, pool: WorkerPool, op: str, seed: int):
+    def _test_body(self, pool: WorkerPool, prepared: "_Slice"):
         def body(drawn):
             try:
-                self._judge(drawn, pool, op, seed)
+                self._judge(drawn, pool, prepared.op, prepared.seed, prepared.limits.siblings)
             except CorpusWriteError as exc:
                 raise _CorpusUnwritable(exc) from None
         return body
 
-    def _judge(self, drawn, pool: WorkerPool, op: str, seed: int) -> None:
+    def _judge(self, drawn, pool: WorkerPool, op: str, seed: int, siblings: int) -> None:
         """The test body: run each case of the drawn example's family (drafts.family:
         the case and its siblings, as the slice's batch ran them), or recall their
         verdicts, and raise the finding exception of the first failure that is neither
@@ -630,7 +691,7 @@ class Campaign:
                 # Not memoised: draws that fail alike are still separate attempts.
                 self._generation_failed(op, drawn)
             return
-        for case in family(drawn, seed, self._limits.siblings):
+        for case in family(drawn, seed, siblings):
             self._judge_one(case, pool, op)
 
     def _judge_one(self, case, pool: WorkerPool, op: str) -> None:
@@ -667,7 +728,8 @@ class Campaign:
         smaller variant of a hang that still hangs costs a whole timeout: it is tried
         only if that still fits."""
         now = time.monotonic()
-        return any(now - started + (self.config.timeout_s if oracle == "hang" else 0.0) > self.config.shrink_budget_s
+        budget = self.config.shrink_budget_s * (PRESSED_SHARE if self._slice.pressed else 1.0)
+        return any(now - started + (self.config.timeout_s if oracle == "hang" else 0.0) > budget
                    for (_op, oracle, _kind), started in self._shrink_started.items())
 
     def _generation_failed(self, op: str, failed: GenerationFailed) -> None:
@@ -683,6 +745,9 @@ class Campaign:
         with self._lock:
             self._case_outcome(op, self.stats.cases_lost == lost_before)
             for verdict, _failure, signature in verdicts:
+                if not self._on_desk():
+                    failing = self.stats.failing_cases
+                    failing[verdict] = failing.get(verdict, 0) + 1
                 if verdict == "suppressed":
                     self.stats.suppressed += 1
                 elif verdict == "sighting":
@@ -752,10 +817,13 @@ class Campaign:
 
     def _covering_finding(self, case, failure: Failure) -> FoundBug | None:
         """The finding already found whose symptom and conditions this failure meets (on
-        the desk's thread, shrinking a failure, not that failure's own placeholder)."""
+        the desk's thread, shrinking a failure, not that failure's own placeholder); else
+        a settled one it meets beyond its restrictions (FoundBug.covers_beyond_restrictions)."""
         symptom = symptom_key(case, failure)
         own = self._slice.holder
-        return next((f for f in list(self.found) if f is not own and f.covers(case, failure, symptom)), None)
+        found = [f for f in list(self.found) if f is not own]
+        return next((f for f in found if f.covers(case, failure, symptom)), None) or \
+            next((f for f in found if f.covers_beyond_restrictions(case, failure, symptom)), None)
 
     def _upstream_entry(self, case, failure: Failure, device: str):
         """The upstream table's entry this failure matches, or None."""
@@ -785,23 +853,25 @@ class Campaign:
         for unsatisfiable, line, trace in draft.errors:
             self.harness_error("generate" if unsatisfiable else "hypothesis", op, None, error=line, trace=trace)
             self._case_outcome(op, False, line)
+        self._spent("draw", draft.seconds)
         if op in self.stats.set_aside:
             return None
-        return _Slice(op, draft.seed, list(draft.cases), draft.seconds)
+        return _Slice(op, draft.seed, list(draft.cases), draft.seconds, draft.limits or self._limits)
 
     def _next_draft(self, slices) -> Draft:
         """The next slice's draft: drawn now, or the oldest a drafter drew ahead (it is
         then asked for the ones after, so that it keeps drawing while we judge)."""
         if self._drafter is None:
-            op, round_no = next(slices)
-            return draw_slice(op, round_no, self.seed, self._limits)
+            op, round_no, limits = next(slices)
+            return draw_slice(op, round_no, self.seed, limits)
         while len(self._drafter) <= self.config.draw_jobs:
             self._drafter.ahead(*next(slices))
         return self._drafter.take()
 
     def _hypothesis(self, prepared: "_Slice", body, *, phases):
-        return slice_test(strategy_for(prepared.op, self._limits), prepared.seed, self.config.slice_examples,
-                          body, phases=phases, siblings=self._limits.siblings)
+        limits = prepared.limits
+        return slice_test(strategy_for(prepared.op, limits), prepared.seed, limits.examples,
+                          body, phases=phases, siblings=limits.siblings)
 
     def _finish(self, sent: _InWorker, pool: WorkerPool, *, shrink: bool = True,
                 in_flight: _InWorker | None = None) -> None:
@@ -872,7 +942,7 @@ class Campaign:
         state.only, state.holder, state.replaying = key, holder, True
         flaky = False
         try:
-            self._hypothesis(prepared, self._test_body(pool, prepared.op, prepared.seed),
+            self._hypothesis(prepared, self._test_body(pool, prepared),
                              phases=(Phase.generate, Phase.shrink))()
         except (BudgetExhausted, _SetAside):
             pass   # what it shrank so far stands
@@ -910,12 +980,14 @@ class Campaign:
         each re-run, a minute or more of the desk (run 43, H200: nearest-exact's gradient
         bug, met at 374 s, waited behind a device fault met a second before it)."""
         try:
+            if isinstance(job, Reverification):
+                return (True, True, True, True)   # after every failure: no bug waits on it
             err = job[0]
             with self._lock:
                 found_op = any(not f.provisional and f.symptom[:1] == (err.case.op,) for f in self.found)
-            return (err.failure.blame != "target", found_op, _slow_to_triage(err.failure))
+            return (err.failure.blame != "target", found_op, _slow_to_triage(err.failure), False)
         except Exception:   # an order is a preference: never a reason to lose a job
-            return (True, True, True)
+            return (True, True, True, True)
 
     def _hand_over_met(self, met: dict) -> None:
         """The failures a desk replay met besides the one it shrank, each handed to the
@@ -978,7 +1050,9 @@ class Campaign:
         if sent.outcomes is not None:
             return sent.outcomes
         n, batch = len(sent.slice.cases), sent.batch
-        if isinstance(batch, BaseException):
+        if isinstance(batch, WorkerStartAbandoned):
+            sent.outcomes = []    # given up with the budget, as cases past it are
+        elif isinstance(batch, BaseException):
             sent.outcomes = [batch] * n
         elif batch is None:
             sent.outcomes = []
@@ -992,6 +1066,8 @@ class Campaign:
                                              stop_at_hang=True)
             except CorpusWriteError:
                 raise
+            except WorkerStartAbandoned:   # past the budget while a fresh worker started
+                sent.outcomes = list(batch.outcomes)
             except Exception as exc:  # the pool could not run them (a worker that cannot start...)
                 sent.outcomes = batch.outcomes + [exc] * (n - len(batch.outcomes))
         return sent.outcomes
@@ -1001,7 +1077,7 @@ class Campaign:
         """Hand the shrunk failure to the triage desk (the campaign goes on meanwhile),
         or, on the desk's thread or without a desk, _record it now, anything it raises a
         harness error (stage ``record``). The signature it ended up as, if recorded now."""
-        if self._desk is not None and threading.current_thread() is not self._desk_thread():
+        if self._desk is not None and not self._desk.on_desk():
             self._hand_to_desk(err, flaky, self._keep_pending(err, flaky))
             return None
         try:
@@ -1039,13 +1115,24 @@ class Campaign:
         except (OSError, CorpusWriteError):
             return None
 
+    def _takes(self, name: str) -> bool:
+        """Whether the leftover file ``name`` is this campaign's part of what an earlier
+        run left (CampaignConfig.leftovers): lanes share them by a hash of the name."""
+        share = self.config.leftovers
+        return share is not None and zlib.crc32(name.encode()) % share[1] == share[0]
+
     def _resume_pending(self) -> None:
         """Hand to triage the failures an earlier campaign left pending (killed, or
-        stopped before triaging them); an unreadable file is moved aside, never lost."""
-        if not self.config.resume_pending or not self._pending_dir.is_dir():
+        stopped before triaging them), this campaign's part of them; one that a finding
+        covers now is a sighting at once, not a job (issue 37: a run spent its budget
+        triaging repeats of bugs it had filed). An unreadable file is moved aside, never
+        lost."""
+        if self.config.leftovers is None or not self._pending_dir.is_dir():
             return
-        taken = 0
+        taken = seen = 0
         for path in sorted(self._pending_dir.glob("*.json")):
+            if not self._takes(path.name):
+                continue
             try:
                 data = json.loads(path.read_text())
                 if float(data.get("written", 0.0)) >= self._pending_before:
@@ -1061,21 +1148,72 @@ class Campaign:
                 except OSError:
                     pass
                 continue
+            covering = self._covering_finding_or_none(case, failure, settled=True)
+            if covering is not None:
+                with self._lock:
+                    self._sightings[covering.signature] = self._sightings.get(covering.signature, 0) + 1
+                seen += 1
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+                continue
             self._hand_to_desk(err, bool(data.get("flaky")), path)
             taken += 1
-        if taken:
-            self.emit(Notice(f"triaging {taken} failure(s) an earlier run left in {self._pending_dir}"))
+        if taken or seen:
+            self.emit(Notice(f"an earlier run left {taken + seen} failure(s) in {self._pending_dir}: "
+                             f"{seen} sighting(s) of findings, {taken} to triage"))
 
-    def _desk_thread(self):
-        return getattr(self._desk, "_thread", None)
+    def _queue_reverifications(self) -> None:
+        """Hand the desk, at its lowest rank, this campaign's part of the findings on this
+        target whose repro scripts an earlier run left unverified."""
+        if not self.config.reverify or self.confirm is None:
+            return
+        for path, finding in self.corpus.load()[0]:
+            if finding.status == "unverified" and finding.target_spec == self.config.target_spec \
+                    and self._takes(path.name):
+                self._desk.submit(Reverification(path))
+
+    def _reverify(self, job: Reverification) -> None:
+        """Run an unverified finding's script again; a verdict is written back to it."""
+        started = time.monotonic()
+        try:
+            found = load_findings([job.path])[0]
+            if not found or found[0][1].status != "unverified":
+                return   # gone, or settled meanwhile (another lane)
+            record = self.confirm(found[0][1])
+        except CorpusWriteError:
+            raise
+        except Exception as exc:   # it stays unverified, for the next run
+            self.harness_error("report", None, None, exc)
+            return
+        finally:
+            self._spent("reverify", time.monotonic() - started)
+        self._check_abandoned()
+        settled = record.get("verified")
+        if settled is not None:
+            self.corpus.update(job.path, lambda f: setattr(f, "repro", record))
+        key = "unverified" if settled is None else "verified" if settled else "unconfirmed"
+        with self._lock:
+            self.stats.reverified[key] = self.stats.reverified.get(key, 0) + 1
 
     def _triaged(self, job, pool: WorkerPool, *, triage_it: bool = True) -> None:
         """The desk's handler: record the job's failure, then retire its placeholder
-        (the sightings it collected meanwhile go to the finding it became)."""
+        (the sightings it collected meanwhile go to the finding it became); or run an
+        unverified finding's script again."""
+        if isinstance(job, Reverification):
+            if triage_it:
+                self._reverify(job)
+            return
         err, flaky, holder, pending = job
+        self._slice.pressed = self._desk is not None and self._desk.queued(self._first_rank) > 0
         try:
             if err.to_shrink is not None and triage_it and pool is not None:
-                err, flaky = self._shrunk_on_desk(err, holder, pool)
+                shrinking = time.monotonic()
+                try:
+                    err, flaky = self._shrunk_on_desk(err, holder, pool)
+                finally:
+                    self._spent("shrink", time.monotonic() - shrinking)
             signature = self._record_safely(err, pool, flaky=flaky, triage_it=triage_it)
         except CorpusWriteError as exc:
             self._desk_error = exc
@@ -1129,6 +1267,11 @@ class Campaign:
                 if self._keep_pending(err, False) is None:
                     self._record_safely(err, pool, flaky=False, triage_it=False)
                 continue
+            if err is not None and self._desk is not None:
+                # A job of its own, in the desk's order (an op with a finding waits behind
+                # the ops with none), not triaged here ahead of them.
+                self._hand_to_desk(err, False, self._keep_pending(err, False))
+                continue
             if err is not None:
                 try:
                     became = self._record_safely(err, pool, flaky=False)
@@ -1166,8 +1309,9 @@ class Campaign:
             found = self._covering_finding(case, failure)
             if found is not None and found.provisional and settled:
                 symptom = symptom_key(case, failure)
-                found = next((f for f in list(self.found)
-                              if not f.provisional and f.covers(case, failure, symptom)), None)
+                settled_ones = [f for f in list(self.found) if not f.provisional]
+                found = next((f for f in settled_ones if f.covers(case, failure, symptom)), None) or \
+                    next((f for f in settled_ones if f.covers_beyond_restrictions(case, failure, symptom)), None)
             return found
         except CorpusWriteError:
             raise
@@ -1188,14 +1332,20 @@ class Campaign:
         result = None
         if triage_it and pool is not None:
             self.emit(Notice(f"{err.case.op}: minimising {err.failure.oracle} failure"))
+            triaging = time.monotonic()
             try:
                 result = triage(err.case, err.failure, pool, self.config.oracles, reruns=self.config.reruns,
-                                budget_s=self.config.minimise_budget_s, timeout_s=self.config.timeout_s)
+                                budget_s=self.config.minimise_budget_s * (PRESSED_SHARE if self._slice.pressed else 1.0),
+                                timeout_s=self.config.timeout_s)
+                for step, seconds in result.steps.items():
+                    self._spent(f"triage:{step}", seconds)
             except CorpusWriteError:
                 raise
             except Exception as exc:
                 self._check_abandoned()   # its worker was killed under it: not a harness error
                 self.harness_error("triage", err.case.op, err.case, exc)
+            finally:
+                self._spent("triage", time.monotonic() - triaging)
         self._check_abandoned()   # given up while it was triaged: it stays pending
         if result is None:
             case, failure, explanation, result_flaky = err.case, err.failure, None, False
@@ -1248,6 +1398,7 @@ class Campaign:
         case = finding.case
         try:
             if new and self.confirm is not None and not finding.flaky:
+                verifying = time.monotonic()
                 try:
                     record = self.confirm(finding)
                 except CorpusWriteError:
@@ -1255,6 +1406,8 @@ class Campaign:
                 except Exception as exc:  # the finding stays, unverified
                     self.harness_error("report", case.op, case, exc)
                     record = None
+                finally:
+                    self._spent("verify", time.monotonic() - verifying)
                 if record is not None:
                     self._check_abandoned()   # its script was killed with the desk's work
                     finding.repro = record
@@ -1317,19 +1470,24 @@ class Campaign:
             self._pending_before = time.time()
         stopped = "completed"
         unwritable: CorpusWriteError | None = None
-        with WorkerPool(self.config.target_spec, timeout_s=self.config.timeout_s,
-                        inflight_dir=self.config.corpus_dir, compile_timeout_s=self.config.compile_timeout_s,
-                        execute=judge_case, recycle_after=self.config.recycle_after,
-                        max_rss_mb=self.config.max_worker_rss_mb) as pool, self._interrupts:
+        try:
+            pool = WorkerPool(self.config.target_spec, timeout_s=self.config.timeout_s,
+                              inflight_dir=self.config.corpus_dir, compile_timeout_s=self.config.compile_timeout_s,
+                              execute=judge_case, recycle_after=self.config.recycle_after,
+                              max_rss_mb=self.config.max_worker_rss_mb, give_up=self._past_budget)
+        except WorkerStartAbandoned:
+            return self._ended_before_its_worker_started()
+        with pool, self._interrupts:
             self._device, self._target_name = pool.device, pool.target_name
             self.device, self.target_name = pool.device, pool.target_name
-            self._desk = TriageDesk(self._triaged, self._triage_pool, fallback=self._recorded_untriaged,
-                                    priority=self._triage_priority)
+            self._desk = TriageDesks(self._triaged, self._triage_pool, fallback=self._recorded_untriaged,
+                                     priority=self._triage_priority, slow=self._slow_job)
             try:
                 self.emit(CampaignStarted(pool.target_name, self.config.target_spec, pool.device,
                                           tuple(self.config.ops), self.config.oracles, self.seed,
                                           self.config.budget_s, self.config.max_cases))
                 self._resume_pending()
+                self._queue_reverifications()
                 self._fuzz(pool)
             except BudgetExhausted as stop:
                 stopped = str(stop) or "budget"
@@ -1355,11 +1513,28 @@ class Campaign:
         self.emit(result)
         return result
 
-    def _triage_pool(self) -> WorkerPool:
-        """The desk's worker: the campaign's target, a process of its own."""
+    def _ended_before_its_worker_started(self) -> CampaignFinished:
+        """The budget ran out (or a stop came) while the worker started (a loaded
+        machine): no case ran, what an earlier run left stays for the next."""
+        self.emit(CampaignStarted("", self.config.target_spec, "", tuple(self.config.ops), self.config.oracles,
+                                  self.seed, self.config.budget_s, self.config.max_cases))
+        self.stats.elapsed_s = time.monotonic() - self._start
+        self.emit(Notice("the budget ran out while the worker started: no case ran"))
+        result = CampaignFinished(self.stats, (), self._stop_reason() or "budget")
+        self.emit(result)
+        return result
+
+    def _triage_pool(self, role: str) -> WorkerPool:
+        """A desk's worker: the campaign's target, a process of its own."""
         return WorkerPool(self.config.target_spec, timeout_s=self.config.timeout_s,
                           inflight_dir=self.config.corpus_dir, compile_timeout_s=self.config.compile_timeout_s,
-                          execute=judge_case, role="triage")
+                          execute=judge_case, role=role)
+
+    @staticmethod
+    def _slow_job(job) -> bool:
+        """Whether a desk job goes to the slow desk (TriageDesks): a crash, hang or device
+        fault, each of whose re-runs needs a fresh process."""
+        return not isinstance(job, Reverification) and _slow_to_triage(job[0].failure)
 
     def _close_desk(self, stopped: str) -> str:
         """Let the desk finish the failures handed to it: to the end without a budget
@@ -1367,6 +1542,9 @@ class Campaign:
         _defer_triage); told to stop (the daemon's SIGTERM), a second for the job in
         hand. A Ctrl-C, before or while it does, records the ones not started as they are."""
         desk = self._desk
+        if self.config.budget_s is not None or stopped in ("interrupted", "stopped"):
+            # Scripts of earlier findings wait for the next run rather than the end.
+            self._reverify_left(len(desk.withdraw(lambda job: isinstance(job, Reverification))))
         try:
             if stopped == "stopped" and self.config.defer_on_stop:
                 if not desk.drain(timeout=1.0):   # the daemon must be gone within seconds
@@ -1403,6 +1581,9 @@ class Campaign:
         jobs = 0
         cases = set()   # (a holder also holds its own case: written once)
         for job in desk.abandon():            # not started: pending already, as a rule
+            if isinstance(job, Reverification):
+                self._reverify_left(1)
+                continue
             cases.add(job[0].case)
             if self._kept_pending(job):
                 jobs += 1
@@ -1412,9 +1593,12 @@ class Campaign:
             self._abandoned.set()
         in_hand = desk.in_hand
         desk.cancel()
-        if in_hand is not None:
-            cases.add(in_hand[0].case)
-            jobs += self._kept_pending(in_hand)
+        for job in in_hand:
+            if isinstance(job, Reverification):
+                self._reverify_left(1)
+            else:
+                cases.add(job[0].case)
+                jobs += self._kept_pending(job)
         with self._lock:
             held, self._held = self._held, {}
         kept = 0
@@ -1430,6 +1614,11 @@ class Campaign:
                 self.stats.left_pending += jobs + kept
             self.emit(Notice(f"out of time to triage {jobs} failure(s) (and {kept} held while they were): left in "
                              f"{self._pending_dir}, the next run on this corpus triages them"))
+
+    def _reverify_left(self, n: int) -> None:
+        if n:
+            with self._lock:
+                self.stats.reverified["left"] = self.stats.reverified.get("left", 0) + n
 
     def _kept_pending(self, job) -> bool:
         """Whether the job's failure is in triage-pending/ (written now if it was not)."""
@@ -1450,15 +1639,34 @@ class Campaign:
         raise ValueError(f"schedule={self.config.schedule!r}: expected 'round-robin' or 'yield'")
 
     def _slices(self):
-        """(op, round) of each slice to run, as the scheduler picks among the ops not set
-        aside (round: how often this op ran in this campaign, which seeds its slice)."""
+        """(op, round, limits) of each slice to run, as the scheduler picks among the ops
+        not set aside (round: how often this op ran in this campaign, which seeds its
+        slice; limits: its size, from the budget left, the ops still to have their turn
+        in this round and the case rate so far, and its siblings)."""
         rounds: dict[str, int] = {}
         while True:
             if all(op in self.stats.set_aside for op in self.config.ops):
                 raise BudgetExhausted("every op set aside")
             op = self.scheduler.next_op(exclude=tuple(self.stats.set_aside))
             rounds[op] = rounds.get(op, -1) + 1
-            yield op, rounds[op]
+            yield op, rounds[op], self._slice_limits(rounds, op)
+
+    def _slice_limits(self, rounds: dict, op: str) -> Limits:
+        """The Limits of ``op``'s next slice: as configured, or sized (SliceSizer) where
+        the budget decides; a slice of fewer cases than a drawn case's family has fewer
+        siblings, so that a slice of one case is one case."""
+        if not self._sizer.adaptive:
+            return self._limits
+        now = time.monotonic()
+        if self._fuzz_started is None:
+            self._fuzz_started = now
+        ops = [o for o in self.config.ops if o not in self.stats.set_aside]
+        behind = sum(1 for o in ops if rounds.get(o, -1) < rounds[op]) + 1
+        elapsed = now - self._fuzz_started
+        rate = self.stats.cases / elapsed if self.stats.cases and elapsed > 0 else None
+        left = (self._budget_end() or now) - now
+        cases = self._sizer.cases(ops_left_in_round=behind, seconds_left=left, cases_per_s=rate)
+        return replace(self._limits, examples=cases, siblings=min(self._limits.siblings, cases - 1))
 
     def _fuzz(self, pool: WorkerPool) -> None:
         """Run slices until the budget says stop, in a pipeline: the next slice's cases
@@ -1468,9 +1676,7 @@ class Campaign:
         running = None          # the _InWorker in the worker
         finishing = None        # collected, not yet judged
         slices = self._slices()
-        self._limits = Limits(self.config.max_rank, self.config.max_side, self.config.max_numel,
-                              self.config.allow_variants, self.config.slice_examples, self.config.siblings)
-        self._drafter = Drafter(self.config.draw_jobs, self.seed, self._limits) if self.config.draw_jobs else None
+        self._drafter = Drafter(self.config.draw_jobs, self.seed) if self.config.draw_jobs else None
         try:
             while True:
                 op = None

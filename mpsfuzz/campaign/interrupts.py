@@ -9,6 +9,7 @@ campaign's next look at its budget raises it again.
 """
 from __future__ import annotations
 
+import os
 import signal
 import threading
 
@@ -47,3 +48,52 @@ class InterruptLatch:
     def acknowledge(self) -> None:
         """The KeyboardInterrupt reached its handler: nothing is pending."""
         self.pending = False
+
+
+def relay_to(event):
+    """A function that sets ``event`` (a threading or multiprocessing Event) soon, safe to
+    call from a signal handler: setting it there could deadlock on its lock, taken by the
+    very code the signal interrupted (a loop asking is_set()). A thread sets it instead,
+    woken by a byte on a pipe (os.write is safe in a handler)."""
+    read, write = os.pipe()
+
+    def relay():
+        os.read(read, 1)
+        event.set()
+    threading.Thread(target=relay, name="mpsfuzz-signal-relay", daemon=True).start()
+    return lambda: os.write(write, b"x")
+
+
+class Termination:
+    """Within ``with``: SIGTERM (``kill``, and coreutils' ``timeout``, which CI uses)
+    stops the campaign as the daemon's stop does (issue 37, point 3): the cases in flight
+    are given up, failures not triaged stay in triage-pending/, and the summary and run
+    record are written as after a budget. ``stop`` is the Event a single campaign watches;
+    :meth:`relay` adds one more stop to call (a ParallelCampaign's ``stop_soon``)."""
+
+    def __init__(self):
+        self.received = False
+        self.stop = threading.Event()
+        self._relays = [relay_to(self.stop)]
+        self._previous = None
+
+    def relay(self, stop_soon) -> None:
+        """Call ``stop_soon()`` (signal-safe) on SIGTERM, at once if it came already."""
+        self._relays.append(stop_soon)
+        if self.received:
+            stop_soon()
+
+    def __enter__(self) -> "Termination":
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+            self._previous = None
+
+    def _on_sigterm(self, signum, frame) -> None:
+        self.received = True
+        for stop_soon in self._relays:
+            stop_soon()

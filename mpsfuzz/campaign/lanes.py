@@ -30,7 +30,7 @@ from ..execution.exit_status import guard_exit_status
 from ..execution.worker import limit_threads
 from . import reaper
 from .engine import Campaign, CampaignConfig, count_finding, stop_grace_s
-from .interrupts import InterruptLatch
+from .interrupts import InterruptLatch, relay_to
 
 # How long the coordinator waits for lanes told to stop now (SIGTERM) before killing
 # them: the daemon exits within 10 s. (Lanes told they have enough finish their triage.)
@@ -38,7 +38,7 @@ STOP_GRACE_S = 5.0
 # With a budget, how long after the lanes' stop grace (engine.stop_grace_s) the
 # coordinator waits for their results before killing them: a lane has closed its
 # workers and written what it kept pending by then.
-LANE_REPORT_S = 10.0
+LANE_REPORT_S = 5.0
 # How often the coordinator notes each lane's processes (reaper.py: to kill them even
 # once the lane died and they were re-parented).
 FAMILY_EVERY_S = 2.0
@@ -119,8 +119,8 @@ def _lane_config(config: CampaignConfig, index: int, jobs: int) -> CampaignConfi
         max_cases = config.max_cases // jobs + (1 if index < config.max_cases % jobs else 0)
     return replace(config, ops=ops[start:] + ops[:start], seed=config.seed + index, max_cases=max_cases,
                    max_findings=None, shared_corpus=True,
-                   # one lane takes up the failures an earlier run left pending
-                   resume_pending=config.resume_pending and index == 0,
+                   # each lane takes up its part of what an earlier run left
+                   leftovers=None if config.leftovers is None else (index, jobs),
                    # stopped (SIGTERM, its coordinator gone), a lane leaves its failures
                    # pending for the next run rather than triaging them unwatched
                    defer_on_stop=True)
@@ -176,20 +176,6 @@ def _watch_parent(stop) -> None:
         threading.Thread(target=exit_orphaned, name="mpsfuzz-orphan-deadline", daemon=True).start()
         stop.set()
     threading.Thread(target=watch, name="mpsfuzz-parent-watch", daemon=True).start()
-
-
-def relay_to(event):
-    """A function that sets ``event`` (a multiprocessing Event) soon, safe to call from a
-    signal handler: setting it there could deadlock on its lock, taken by the very code
-    the signal interrupted (a loop asking is_set()). A thread sets it instead, woken by a
-    byte on a pipe (os.write is safe in a handler)."""
-    read, write = os.pipe()
-
-    def relay():
-        os.read(read, 1)
-        event.set()
-    threading.Thread(target=relay, name="mpsfuzz-signal-relay", daemon=True).start()
-    return lambda: os.write(write, b"x")
 
 
 def lane_environment(index: int, devices: tuple[str, ...]) -> dict[str, str]:
@@ -293,7 +279,7 @@ class ParallelCampaign:
         events = ctx.Queue()
         # The lanes' budget counts from here, not from each lane's start (spawning a
         # lane and importing torch take seconds): --budget is the coordinator's.
-        started = time.monotonic()
+        started = self.config.started_at if self.config.started_at is not None else time.monotonic()
         config = replace(self.config, seed=self.seed, started_at=started, pending_before=time.time())
         # With a budget, the lanes are done within their stop grace; past it and
         # LANE_REPORT_S more, a lane that has not reported is killed.

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 from typing import Callable
 
 
@@ -59,6 +60,12 @@ class TriageDesk:
     def in_hand(self):
         """The job being handled now, or None."""
         return self._current
+
+    def queued(self, wanted: Callable) -> int:
+        """How many jobs waiting (not the one in hand) satisfy ``wanted(job)``."""
+        with self._wakeup:
+            jobs = [job for _, job in self._jobs]
+        return sum(1 for job in jobs if wanted(job))
 
     def submit(self, job) -> None:
         with self._lock:
@@ -137,6 +144,16 @@ class TriageDesk:
             self._idle.notify_all()
         return taken
 
+    def withdraw(self, wanted: Callable) -> list:
+        """Take back the jobs not yet started that satisfy ``wanted(job)``; the rest stay."""
+        with self._wakeup:
+            taken = [job for _, job in self._jobs if wanted(job)]
+            self._jobs = [(n, job) for n, job in self._jobs if not any(job is t for t in taken)]
+        with self._lock:
+            self._busy -= len(taken)
+            self._idle.notify_all()
+        return taken
+
     def cancel(self) -> list:
         """Stop now: take back the jobs not yet started (as :meth:`abandon`) and give up
         the one in hand, its worker killed (the handler then fails on it, and no
@@ -163,3 +180,68 @@ class TriageDesk:
             # The thread is still on its cancelled job (a repro script running, say): its
             # worker is killed already; the thread is a daemon and dies with the process.
             self._pool.abandon()
+
+
+class TriageDesks:
+    """Two desks, each a thread with a worker of its own: the quick one for failures
+    that re-run in the worker (wrong values, errors), the slow one for those whose every
+    re-run needs a process of its own (crashes, hangs, device faults: ``slow(job)``). A
+    crash never waits behind the value failures queued before it, nor they behind a hang's
+    timeouts (issue 37: with every fault on, a 2-core campaign met its abort and hang
+    faults and left them queued behind hundreds of value failures). The interface is one
+    desk's: jobs are routed by ``slow``, and what is asked of the desks is asked of both.
+    ``make_pool(role)`` builds a desk's worker pool (roles "triage" and "triage-slow"),
+    with its first job."""
+
+    def __init__(self, handle: Callable, make_pool: Callable, fallback: Callable | None = None,
+                 priority: Callable | None = None, slow: Callable | None = None):
+        self._slow = slow or (lambda job: False)
+        self.quick = TriageDesk(handle, lambda: make_pool("triage"), fallback, priority)
+        self.slow = TriageDesk(handle, lambda: make_pool("triage-slow"), fallback, priority)
+        self._both = (self.quick, self.slow)
+
+    def submit(self, job) -> None:
+        try:
+            slow = bool(self._slow(job))
+        except Exception:   # a route is a preference: never a reason to lose a job
+            slow = False
+        (self.slow if slow else self.quick).submit(job)
+
+    @property
+    def pending(self) -> int:
+        return sum(desk.pending for desk in self._both)
+
+    def holds(self, wanted: Callable) -> bool:
+        return any(desk.holds(wanted) for desk in self._both)
+
+    @property
+    def in_hand(self) -> list:
+        """The jobs being handled now (none, one or two)."""
+        return [job for job in (desk.in_hand for desk in self._both) if job is not None]
+
+    def queued(self, wanted: Callable) -> int:
+        return sum(desk.queued(wanted) for desk in self._both)
+
+    def on_desk(self) -> bool:
+        """Whether the calling thread is one of the desks'."""
+        current = threading.current_thread()
+        return any(desk._thread is current for desk in self._both)
+
+    def drain(self, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        return all(desk.drain(None if deadline is None else max(0.0, deadline - time.monotonic()))
+                   for desk in self._both)
+
+    def withdraw(self, wanted: Callable) -> list:
+        return [job for desk in self._both for job in desk.withdraw(wanted)]
+
+    def abandon(self) -> list:
+        return [job for desk in self._both for job in desk.abandon()]
+
+    def cancel(self) -> list:
+        return [job for desk in self._both for job in desk.cancel()]
+
+    def close(self, timeout: float = 10.0) -> None:
+        deadline = time.monotonic() + timeout
+        for desk in self._both:
+            desk.close(timeout=max(0.0, deadline - time.monotonic()))

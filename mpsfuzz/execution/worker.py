@@ -24,6 +24,7 @@ import json
 import multiprocessing
 import os
 import signal
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -216,6 +217,10 @@ class WorkerStartError(RuntimeError):
     pass
 
 
+class WorkerStartAbandoned(WorkerStartError):
+    """The pool's ``give_up`` said stop while a worker was starting (a budget's end)."""
+
+
 class Worker:
     """One worker process with a target loaded; restarted by :class:`WorkerPool`."""
 
@@ -316,8 +321,11 @@ class WorkerPool:
 
     def __init__(self, target_spec: str, *, timeout_s: float = 20.0, inflight_dir: Path | None = None,
                  compile_timeout_s: float = COMPILE_TIMEOUT_S, execute=None, role: str = "",
-                 recycle_after: int | None = None, max_rss_mb: float | None = None):
+                 recycle_after: int | None = None, max_rss_mb: float | None = None, give_up=None):
         self.target_spec = target_spec
+        # ``give_up()``: stop waiting for a worker that is starting (WorkerStartAbandoned):
+        # a campaign's budget bounds its worker's start too (issue 37, point 2).
+        self.give_up = give_up
         self.execute = execute
         self._warm = (execute.__module__,) if execute is not None else ()
         self.timeout_s = timeout_s
@@ -352,9 +360,41 @@ class WorkerPool:
         if self._closed:
             raise WorkerStartError("the pool was abandoned: no more cases run in it")
         if self._worker is None:
-            self._worker = Worker(self.target_spec, self.workdir, self._started, self._warm)
+            self._worker = self._start_worker()
             self._started += 1
         return self._worker
+
+    def _start_worker(self) -> Worker:
+        """A new worker; with ``give_up``, started on a thread and waited for only while
+        ``give_up()`` is false (the first start also starts the zygote, which imports
+        torch: tens of seconds on a loaded machine, and not interruptible where it runs)."""
+        if self.give_up is None:
+            return Worker(self.target_spec, self.workdir, self._started, self._warm)
+        lock, box, done = threading.Lock(), {}, threading.Event()
+
+        def start():
+            try:
+                worker = Worker(self.target_spec, self.workdir, self._started, self._warm)
+            except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
+                box["error"] = exc
+            else:
+                with lock:
+                    box["worker"] = worker
+                    if box.get("abandoned"):
+                        worker.kill()
+            finally:
+                done.set()
+        threading.Thread(target=start, name="mpsfuzz-worker-start", daemon=True).start()
+        while not done.wait(0.1):
+            if self.give_up():
+                with lock:
+                    box["abandoned"] = True
+                    if "worker" in box:
+                        box["worker"].kill()
+                raise WorkerStartAbandoned(f"worker for target {self.target_spec!r} given up while it started")
+        if "error" in box:
+            raise box["error"]
+        return box["worker"]
 
     def _write_queue_inflight(self) -> None:
         """The in-flight file for every case sent and not yet answered, in the order the

@@ -7,8 +7,13 @@ is what the supervisor sees.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
+import time
+from collections import OrderedDict
+
+import torch
 
 from ..execution.error_kinds import is_device_fault, is_memory_exhausted
 from ..execution.executor import as_raised, observe, unsupported_here
@@ -19,6 +24,7 @@ from ..generation import catalogue
 from ..generation.recipes import InputTooLarge, case_bytes
 from . import all_oracles
 from .errors import device_fault_failure
+from .values import flatten_outputs
 
 # Cases whose inputs take this much are followed by releasing the device's cached memory.
 RELEASE_AFTER_BYTES = 1 << 28
@@ -76,11 +82,13 @@ def _judge(case, target, oracle_names) -> dict:
 
 def _judged(case, target, oracle_names) -> dict:
     enabled = tuple(oracle_names)
+    started = time.perf_counter()
     obs = observe(case, target, enabled)
     if obs is None:  # the variant cannot be formed for this case
         return {"valid": False, "unsupported": False, "unsupported_message": "",
-                "ref_widened": False, "failures": []}
-    failures = run_case_oracles(obs, enabled)
+                "ref_widened": False, "failures": [], "seconds": {"run": time.perf_counter() - started}}
+    seconds = {"run": time.perf_counter() - started}
+    failures = run_case_oracles(obs, enabled, seconds)
     dut_raised, ref_raised = isinstance(obs.dut, Raised), isinstance(obs.ref, Raised)
     return {
         "poisoned": obs.poisoned,
@@ -91,14 +99,18 @@ def _judged(case, target, oracle_names) -> dict:
         # why the gradients got no verdict (the point has no derivative), if so
         "grad_undefined": obs.cache.get("grad_undefined"),
         "failures": [f.to_json() for f in failures],
+        # where the worker's time on this case went (the campaign's time split, issue 37)
+        "seconds": seconds,
     }
 
 
-def run_case_oracles(obs: Observation, enabled) -> list:
+def run_case_oracles(obs: Observation, enabled, seconds: dict | None = None) -> list:
     """Case checks in order, then each verdict check (the float64 arbiter) on every
     failure: it may confirm, re-attribute (the CPU is the one that is wrong) or
-    dismiss it."""
+    dismiss it. ``seconds``, if given, gets the time of each: ``check`` and ``jury``."""
     oracles = all_oracles()
+    seconds = {} if seconds is None else seconds
+    started = time.perf_counter()
     failures = []
     for name in enabled:
         o = oracles[name]
@@ -114,12 +126,62 @@ def run_case_oracles(obs: Observation, enabled) -> list:
                     if not (f.oracle in ("layout", "grads") or f.kind.startswith("variant-"))]
     # The verdicts (the float64 arbiter, the jury) are mpsfuzz's time, not the target's:
     # the pool does not count it against the case's timeout (execution/harness_clock.py).
-    with judging():
-        for name in enabled:
-            o = oracles[name]
-            if o.stage == "verdict":
-                failures = [f for f in (o.check(obs, f) for f in failures) if f is not None]
+    checked = time.perf_counter()
+    seconds["check"] = checked - started
+    if failures and any(oracles[name].stage == "verdict" for name in enabled):
+        key = _verdict_key(obs, failures, enabled)
+        if key is not None and key in _VERDICTS:
+            _VERDICTS.move_to_end(key)
+            failures = list(_VERDICTS[key])
+        else:
+            with judging():
+                for name in enabled:
+                    o = oracles[name]
+                    if o.stage == "verdict":
+                        failures = [f for f in (o.check(obs, f) for f in failures) if f is not None]
+            if key is not None:
+                _VERDICTS[key] = tuple(failures)
+                while len(_VERDICTS) > VERDICTS_KEPT:
+                    _VERDICTS.popitem(last=False)
+    seconds["jury"] = time.perf_counter() - checked
     return failures
+
+
+# The verdicts of the last cases this process judged, by what they were judged on: the
+# case, both sides' outputs and gradients, and the case oracles' failures. The jury's
+# float64 runs and traced decompositions (seconds for a convolution's gradient) are
+# deterministic in these, and triage re-runs one case four times in one worker to see
+# whether it fails every time (issue 37: the jury's cost bounded per failure).
+_VERDICTS: OrderedDict = OrderedDict()
+VERDICTS_KEPT = 16
+
+
+def _verdict_key(obs: Observation, failures: list, enabled) -> bytes | None:
+    """What a verdict was judged on, digested; None where some of it cannot be read
+    (then nothing is remembered)."""
+    try:
+        return _digest_of(obs, failures, enabled)
+    except Exception:
+        return None
+
+
+def _digest_of(obs: Observation, failures: list, enabled) -> bytes:
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(json.dumps([obs.case.to_json(), list(enabled)], sort_keys=True, default=str).encode())
+    for f in failures:
+        digest.update(repr((f.oracle, f.kind, f.dedup_key, f.blame, f.message)).encode())
+    sides = [obs.dut, obs.ref]
+    for side in (obs.dut_side, obs.ref_side, obs.dut_functional, obs.dut_contiguous):
+        sides += [getattr(side, "outputs", None), getattr(side, "grads", None)]
+    for side in sides:
+        for leaf in flatten_outputs(side) if side is not None and not isinstance(side, Raised) else [side]:
+            if isinstance(leaf, torch.Tensor):
+                data = leaf.detach().cpu().resolve_conj().resolve_neg().contiguous()
+                digest.update(repr((tuple(data.shape), str(data.dtype))).encode())
+                digest.update(data.reshape(-1).view(torch.uint8).numpy().tobytes() if data.numel() else b"")
+            else:
+                digest.update(repr(leaf).encode())
+    return digest.digest()
 
 
 # A worker zygote that imports this module (the pool preloads the module of the function

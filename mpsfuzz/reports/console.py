@@ -10,10 +10,12 @@ from rich.table import Table
 from rich.text import Text
 
 from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError,
-                      Notice, Stats)
+                      Notice, Stats, untried_ops)
 from .corpus_views import ByWidth, narrow_rows, reproducibility_words, short_why
 
 NON_TTY_EVERY_S = 30.0
+# Ops never tried named in the summary (the run record lists every one).
+UNTRIED_SHOWN = 12
 # Harness errors are noted on the console the first time each (stage, op, error type)
 # shows, up to this many notes; all of them go to the errors log.
 HARNESS_NOTES = 12
@@ -49,11 +51,13 @@ class ConsoleReporter:
         self._last_print = 0.0
         self._cases = self._valid = self._unsupported = self._findings = 0
         self._op = ""
+        self._ops: tuple[str, ...] = ()       # the campaign's selection (CampaignStarted)
         self._shrinking = False
 
     def __call__(self, event) -> None:
         if isinstance(event, CampaignStarted):
             self._start = time.monotonic()
+            self._ops = tuple(event.ops)
             bounds = []
             if event.budget_s is not None:
                 bounds.append(f"budget {event.budget_s:g}s")
@@ -161,10 +165,20 @@ class ConsoleReporter:
             self.console.print(f"layout propagation: {s.layout_notes} case(s) gave the right values in another "
                                "memory format than eager CPU (not bugs): listed in the corpus's notes/",
                                highlight=False)
+        untried = untried_ops(self._ops, s)
+        if untried:
+            shown = ", ".join(untried[:UNTRIED_SHOWN]) + (", ..." if len(untried) > UNTRIED_SHOWN else "")
+            self.console.print(Text(f"{len(untried)} of {len(self._ops)} op(s) never tried (the budget ran out "
+                                    f"first; the run record lists them): {shown}", style="yellow"), highlight=False)
         if s.left_pending:
             self.console.print(Text(f"{s.left_pending} failure(s) not triaged in time: kept in the corpus's "
                                     "triage-pending/, the next run or daemon start on it triages them first",
                                     style="yellow"), highlight=False)
+        if s.reverified:
+            r = s.reverified
+            self.console.print(f"repro scripts of earlier unverified findings run again: {r.get('verified', 0)} "
+                               f"verified, {r.get('unconfirmed', 0)} did not reproduce, {r.get('unverified', 0)} "
+                               f"still unverified, {r.get('left', 0)} left for the next run", highlight=False)
         if s.harness_errors:
             stages = ", ".join(f"{stage} {n}" for stage, n in sorted(s.harness_by_stage.items()))
             where = f"each with its case and traceback in {self.errors_log}" if self.errors_log else "see the notes above"

@@ -1240,9 +1240,10 @@ def count_body_lines(text: str) -> int:
 
 
 def repro_for(finding: Finding, *, verify: bool = True, target_override: str | None = None,
-              timeout_s: float = 60.0) -> dict:
+              timeout_s: float = 60.0, warm: bool = False) -> dict:
     """Generate ``finding``'s script and (unless ``verify`` is False) run it in a fresh
-    interpreter on the target. The result is what the finding keeps as ``repro``."""
+    interpreter on the target (``warm``: forked from the workers' zygote, verify.py).
+    The result is what the finding keeps as ``repro``."""
     from .verify import run_and_judge
     spec = target_override or finding.target_spec
     device, name = finding.device, finding.target_name
@@ -1264,7 +1265,7 @@ def repro_for(finding: Finding, *, verify: bool = True, target_override: str | N
         record.update({k: finding.repro[k] for k in ("verified", "detail", "output", "torch_version", "date", "target")
                        if k in finding.repro})
     if verify:
-        verdict = run_and_judge(script, target_spec=spec, timeout_s=_timeout_for(finding, timeout_s))
+        verdict = run_and_judge(script, target_spec=spec, timeout_s=_timeout_for(finding, timeout_s), warm=warm)
         record.update(verified=verdict.reproduced, detail=verdict.detail, output=verdict.output,
                       torch_version=torch.__version__, date=now_iso(), target=spec)
     return record

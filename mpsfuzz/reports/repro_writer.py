@@ -11,7 +11,7 @@ from .environment import EnvironmentCapture
 from .repro import ReproError, repro_for
 
 
-def repro_record(finding, *, verify: bool, timeout_s: float) -> dict:
+def repro_record(finding, *, verify: bool, timeout_s: float, warm: bool = False) -> dict:
     """What a finding keeps as ``repro``: the script and its verification, or why
     there is none. A flaky finding is never verified (it is not a deterministic repro).
     ``verified`` is True (it reproduces), False (it ran and did not: the finding is
@@ -19,7 +19,7 @@ def repro_record(finding, *, verify: bool, timeout_s: float) -> dict:
     if finding.flaky:
         verify = False
     try:
-        record = repro_for(finding, verify=verify, timeout_s=timeout_s)
+        record = repro_for(finding, verify=verify, timeout_s=timeout_s, warm=warm)
     except ReproError as exc:
         return {"script": None, "verified": None, "detail": f"no standalone script: {exc}"}
     if finding.flaky:
@@ -76,8 +76,9 @@ class ReproWriter:
         self.environment: EnvironmentCapture | None = None
 
     def confirm(self, finding) -> dict:
-        """The repro record of a new finding (its script, run in a fresh interpreter)."""
-        return repro_record(finding, verify=self.verify, timeout_s=self.timeout_s)
+        """The repro record of a new finding (its script, run in a process forked from
+        the workers' zygote: a fresh interpreter without the seconds of imports)."""
+        return repro_record(finding, verify=self.verify, timeout_s=self.timeout_s, warm=True)
 
     def __call__(self, event) -> None:
         if isinstance(event, CampaignStarted):

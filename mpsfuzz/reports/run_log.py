@@ -15,7 +15,7 @@ import torch
 
 from .. import __version__
 from ..corpus.store import RUNS, atomic_write_json, corpus_write
-from ..events import CampaignFinished, CampaignStarted, Stats
+from ..events import CampaignFinished, CampaignStarted, Stats, untried_ops
 
 RUNS_DIR = RUNS
 RUN_LOG_SCHEMA = "mpsfuzz-run"
@@ -61,7 +61,11 @@ def run_record(started: CampaignStarted | None, finished: CampaignFinished, *, s
         "known_sightings": s.sightings,
         "left_pending": s.left_pending,
         "minimise_s": round(s.minimise_s, 3),
+        "time_split": {stage: round(seconds, 3) for stage, seconds in sorted(s.time_split.items())},
+        "reverified": dict(sorted(s.reverified.items())),
+        "failing_cases": dict(sorted(s.failing_cases.items())),
         "per_op": {op: {"cases": int(c), "valid": int(v)} for op, (c, v) in sorted(s.per_op.items())},
+        "untried_ops": untried_ops(started.ops, s) if started else [],
         "torch_version": torch.__version__,
         "mpsfuzz_version": __version__,
     }

@@ -118,33 +118,115 @@ def judge(expect: dict, returncode: int | None, stdout: str, stderr: str) -> Ver
     return Verdict(False, f"unknown expectation {outcome!r}")
 
 
-def run_and_judge(script, *, target_spec: str, timeout_s: float = 60.0, env: dict | None = None) -> Verdict:
+def run_and_judge(script, *, target_spec: str, timeout_s: float = 60.0, env: dict | None = None,
+                  warm: bool = False) -> Verdict:
     """Write ``script`` (a repro.Script) to a temporary folder and run it there in a fresh
-    interpreter; the current directory stays importable for ``module:attr`` targets."""
+    interpreter; the current directory stays importable for ``module:attr`` targets.
+    ``warm``: in a process forked from the workers' zygote instead (torch imported, no
+    op run: what a fresh interpreter is, without seconds of imports per script; the
+    campaign's verifications, issue 37)."""
     environment = dict(os.environ if env is None else env)
     environment["PYTHONPATH"] = os.pathsep.join(p for p in (os.getcwd(), environment.get("PYTHONPATH", "")) if p)
     environment.setdefault("PYTHONFAULTHANDLER", "1")
     with scratch_dir("mpsfuzz-repro-") as tmp:
         path = Path(tmp) / "repro.py"
         path.write_text(script.text)
+        command = command_for(path, target_spec)
         try:
-            done = subprocess.run(command_for(path, target_spec), cwd=tmp, env=environment, capture_output=True,
-                                  text=True, timeout=timeout_s, stdin=subprocess.DEVNULL,
-                                  # its own session: a Ctrl-C at the terminal stops mpsfuzz
-                                  # (which then kills this run), never makes a script "fail"
-                                  start_new_session=True)
+            if warm:
+                returncode, out, err = run_forked(command, tmp, environment, timeout_s)
+            else:
+                returncode, out, err = _run_fresh(command, tmp, environment, timeout_s)
         except OSError as exc:  # no interpreter to run it with
             return Verdict(None, f"not verified here: cannot start the interpreter: {exc}")
-        except subprocess.TimeoutExpired as exc:
-            out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
-            err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
-            verdict = judge(script.expect, None, out, err)
-            return Verdict(verdict.reproduced, verdict.detail, _joined(out, err, str(path)))
-    output = _joined(done.stdout, done.stderr, str(path))
-    why = _cannot_run(done.returncode, done.stderr)
+    if returncode is None:      # past the time limit
+        verdict = judge(script.expect, None, out, err)
+        return Verdict(verdict.reproduced, verdict.detail, _joined(out, err, str(path)))
+    output = _joined(out, err, str(path))
+    why = _cannot_run(returncode, err)
     if why is not None:
         return Verdict(None, f"not verified here: {why}", output)
-    verdict = judge(script.expect, done.returncode, done.stdout, done.stderr)
-    if done.returncode is not None and done.returncode < 0:
-        output += f"\n(the process was killed by {_signal_name(done.returncode)})"
+    verdict = judge(script.expect, returncode, out, err)
+    if returncode < 0:
+        output += f"\n(the process was killed by {_signal_name(returncode)})"
     return Verdict(verdict.reproduced, verdict.detail, output)
+
+
+def _run_fresh(command: list[str], cwd: str, env: dict, timeout_s: float) -> tuple[int | None, str, str]:
+    """(return code, or None past ``timeout_s``; stdout; stderr) of ``command`` run in a
+    fresh interpreter."""
+    try:
+        done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout_s,
+                              stdin=subprocess.DEVNULL,
+                              # its own session: a Ctrl-C at the terminal stops mpsfuzz
+                              # (which then kills this run), never makes a script "fail"
+                              start_new_session=True)
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+        err = exc.stderr.decode() if isinstance(exc.stderr, bytes) else (exc.stderr or "")
+        return None, out, err
+    return done.returncode, done.stdout, done.stderr
+
+
+def run_forked(command: list[str], cwd: str, env: dict, timeout_s: float) -> tuple[int | None, str, str]:
+    """As _run_fresh, in a process forked from the workers' zygote (a forkserver that
+    has imported torch and run no op): ``command`` is what command_for gives, run as
+    that interpreter would run it. Where processes are spawned (no forkserver), the
+    child is a fresh interpreter anyway."""
+    from ..execution.worker import _context
+    out_path, err_path = Path(cwd) / "stdout.txt", Path(cwd) / "stderr.txt"
+    process = _context().Process(target=_script_child, args=(command[1:], cwd, env, str(out_path), str(err_path)),
+                                 daemon=True)
+    process.start()
+    process.join(timeout_s)
+    if process.is_alive():
+        process.kill()
+        process.join(5)
+        returncode = None
+    else:
+        returncode = process.exitcode
+    read = lambda p: p.read_text(errors="replace") if p.exists() else ""   # noqa: E731
+    return returncode, read(out_path), read(err_path)
+
+
+def _script_child(argv: list[str], cwd: str, env: dict, out_path: str, err_path: str) -> None:
+    """The forked child: ``argv`` is ``[SCRIPT]`` or ``[-m, mpsfuzz.reports.shim, TARGET,
+    SCRIPT]``, run as ``python`` would (its own session, the script's folder first on
+    sys.path, the environment given, stdout and stderr to files, faulthandler on, an
+    uncaught exception's traceback from the script's frames and exit status 1)."""
+    import faulthandler
+    import runpy
+    import traceback
+    os.setsid()
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    for fd, path in ((1, out_path), (2, err_path)):
+        os.dup2(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+    faulthandler.enable()
+    script = argv[-1]
+    sys.path[:0] = [os.path.dirname(script)] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
+    sys.argv = [script]
+    code = 0
+    try:
+        if argv[0] == "-m":
+            from .shim import main as shim_main
+            code = shim_main(argv[2:])
+        else:
+            runpy.run_path(script, run_name="__main__")
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+        if exc.code is not None and not isinstance(exc.code, int):
+            sys.stderr.write(f"{exc.code}\n")
+    except BaseException as exc:  # noqa: BLE001 - what an interpreter prints and exits 1 for
+        frames = traceback.extract_tb(exc.__traceback__)
+        ours = next((i for i, f in enumerate(frames) if f.filename == script), 0)
+        sys.stderr.write("Traceback (most recent call last):\n" + "".join(traceback.format_list(frames[ours:]))
+                         + "".join(traceback.format_exception_only(type(exc), exc)))
+        code = 1
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(code)

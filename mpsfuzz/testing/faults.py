@@ -640,6 +640,14 @@ def _expanded_input(func, args, kwargs) -> bool:
     return x.numel() > 1 and 0 in x.stride()
 
 
+def _mv_of_an_expanded_vector(func, args, kwargs) -> bool:
+    """A valid mv(mat, vec) whose vector is a view with a stride of 0 (torch checks the
+    shapes before the kernel runs: an invalid call never reaches it)."""
+    mat, vec = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    return (isinstance(mat, torch.Tensor) and isinstance(vec, torch.Tensor) and mat.dim() == 2 and vec.dim() == 1
+            and mat.shape[1] == vec.shape[0] and vec.numel() > 1 and 0 in vec.stride())
+
+
 def _many_fft_dims(func, args, kwargs) -> bool:
     # _fft_c2c(self, dim, normalization, forward)
     return len(_arg(func, args, kwargs, 1)) > 3
@@ -1234,6 +1242,17 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("hardtanh_backward_at_bounds", "hardtanh's (relu6's) derivative at its bounds taken as 1 "
           "(torch takes 0)", ("aten::hardtanh_backward.default",), _at_hardtanh_bounds, "rewrite",
           rewrite=_hardtanh_subgradient_one),
+    # Crashes of the classes users meet most (issue 37: each must be found by a 2-core
+    # campaign of its family with every other fault on, not starved by value failures)
+    Fault("any_all_5d_abort", "pytorch#95538, #136134: all()/any() of an input of more than 4 dims aborted in "
+          "GPUReductionOps (\"reduction axes to minor 4 dimensions\")", ("aten::any", "aten::all"), _dim_above(4),
+          "abort"),
+    Fault("flip_offset_segv", "a kernel reading an input's storage from its start, not its offset, past the "
+          "buffer's end (the storage-offset class of pytorch#148512, as a segfault)", ("aten::flip",),
+          _storage_offset, "segfault"),
+    Fault("mv_expanded_vector_abort", "the stride-0 matrix-product class of pytorch#180201 (MPSGraph given an "
+          "expanded input), as an abort: mv of an expanded vector", ("aten::mv",), _mv_of_an_expanded_vector,
+          "abort"),
 )
 
 # Faults that emulate legitimate behaviour: a campaign must report nothing for them.

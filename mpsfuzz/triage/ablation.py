@@ -170,6 +170,33 @@ def holds_all(conditions, case: Case) -> bool:
     return all(holds(c, case) for c in conditions)
 
 
+# Conditions that restrict a trigger rather than name it: the dtypes and sizes ablation
+# found failing among the few it tried ("only int64, int32", "rank>=5"). A failure of the
+# same symptom that has the trigger but not the restriction shows the restriction was
+# drawn too narrow, not a second bug (see FoundBug.covers_beyond_restrictions).
+RESTRICTIONS = ("dtypes:", "classes:", "rank>=", "numel>=", "side>=")
+# Conditions on one input that another input meeting them meets as well (which input is
+# awkward is the route to the kernel: corpus/bugs.py normalises them the same way).
+_ANY_INPUT = {"layout": "layout:any"}
+
+
+def is_restriction(condition: str) -> bool:
+    return condition.startswith(RESTRICTIONS)
+
+
+def holds_on_any_input(condition: str, case: Case) -> bool:
+    """``holds``, with a condition on input ``i`` met by any input (``layout:1`` by a
+    gapped input 0, ``0-d:2`` by a 0-d input 0, ``alias:1`` by any input aliased)."""
+    kind, _, arg = condition.partition(":")
+    if kind in ("layout", "0-d", "alias") and arg.isdigit():
+        if kind == "layout":
+            return holds("layout:any", case)
+        if kind == "0-d":
+            return any(r.rank == 0 for r in case.inputs)
+        return any(r.alias is not None for r in case.inputs) or case.variant == "out-alias"
+    return holds(condition, case)
+
+
 # -- ablation -------------------------------------------------------------------------
 
 @dataclass
