@@ -194,10 +194,30 @@ def transposed(kwargs: dict) -> dict:
     return out
 
 
+# Eager CPU's embedding_bag backward with scale_grad_by_freq (torch 2.13) divides a row's
+# gradient by the count of another index where indices repeat (pytorch/pytorch#190063:
+# [1, 1, 3] gives row 3 a half): there eager's unscaled gradient, each row divided by its
+# index's count, is what the reference is compared with.
+def bag_frequencies_wrong(op: str, kwargs: dict) -> bool:
+    return op == "embedding_bag" and bool(kwargs.get("scale_grad_by_freq")) and kwargs.get("mode") != "max"
+
+
+def divided_by_frequency(weight: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+    """``weight`` whose gradient is divided row by row by the index's count in ``indices``."""
+    counts = torch.bincount(indices.reshape(-1).to(torch.int64), minlength=weight.shape[0]).clamp_min(1)
+    view = weight.view_as(weight)
+    if view.requires_grad:
+        view.register_hook(lambda g: g / counts.to(g.dtype).reshape(-1, 1))
+    return view
+
+
 def eager_call(op: str, spec):
     def call(inputs, kwargs):
         if eager_is_wrong(op, inputs[0], kwargs):
             return spec.fn(inputs[0].transpose(-1, -2), **transposed(kwargs)).transpose(-1, -2)
+        if bag_frequencies_wrong(op, kwargs):
+            weight = divided_by_frequency(inputs[1], inputs[0])
+            return spec.fn(inputs[0], weight, *inputs[2:], **dict(kwargs, scale_grad_by_freq=False))
         return spec.fn(*inputs, **kwargs)
     return call
 

@@ -693,6 +693,16 @@ def _as_autocast_sees(t):
 """
 
 
+# A device fault raised asynchronously (a device-side assert) surfaces at the next
+# synchronisation: in the campaign a later call made one, in a script that ends after
+# the call nothing does (issue 37). The script synchronises the device itself.
+_SYNCHRONIZE_HELPER = """def _synchronize(device):
+    # an asynchronous device fault surfaces at the next synchronisation of its device
+    kind = torch.device(device).type
+    if kind in ('cuda', 'mps'):
+        getattr(torch, kind).synchronize()"""
+
+
 def _tolerance(finding: Finding, spec, *, dut_alone: bool, grads: bool = False) -> tuple[float, float]:
     profile = finding.failure.details.get("error_profile") if isinstance(finding.failure.details, dict) else None
     if isinstance(profile, dict) and "rtol" in profile:
@@ -825,6 +835,9 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
                 # The executor calls the functional form first (out= takes its shapes
                 # from it): an error there is the out= call's error too.
                 dut_lines = [f"{b.dut(b.call(names, variant='functional'))}  {MARKER}"] + dut_lines
+        if kind == "device-fault":
+            b.render.helpers["synchronize"] = _SYNCHRONIZE_HELPER
+            dut_lines = dut_lines + [f"_synchronize(device)  {MARKER}"]
         if kind == "ref-raises":
             body += dut_lines
             body.append("print('the device returned:', actual)")
@@ -847,6 +860,8 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
         match = re.search(r"raised (\w+): (.*)", message)
         if match:
             expect.update(type=match.group(1), message=match.group(2).strip()[:80])
+        if kind == "device-fault":
+            expect["fault"] = True
     elif oracle == "grads":
         body += _grad_lines(b, finding)
     elif oracle == "distribution":

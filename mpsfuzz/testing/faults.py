@@ -85,6 +85,10 @@ Effects:
     a result that is also valid where the op's result is not unique, e.g. another
     subgradient at a kink, tied elements sorted the other way, another basis of an
     eigenspace. The fuzzer must not report these (gradients at such points are undefined).
+``reimplement``
+    return ``fault.instead(func, args, kwargs)`` in place of the kernel: another
+    implementation of the op (of an in-place op too, whose real result would already
+    have written its self).
 ``skew``
     compute the real result, then move every element of every output (x -> 2x + 3 for
     numbers, all True for bools): a random op that draws from the wrong distribution.
@@ -123,7 +127,7 @@ EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak
            "ignore_strides", "poison", "spill", "overflow_naively", "accumulate_in_dtype", "inflate",
            "leak_output", "cache_once", "split_transform", "split_transform_badly", "skip_bounds_check", "rewrite",
            "nudge_input", "pairwise_product", "fault_later",
-           "clobber_input", "corrupt_and_clobber", "skew", "wrap_int32", "repeat_slices")
+           "clobber_input", "corrupt_and_clobber", "skew", "wrap_int32", "repeat_slices", "reimplement")
 
 # What torch's C++ error messages call each dtype ("not implemented for 'Long'").
 _CPP_DTYPE_NAMES = {
@@ -176,6 +180,8 @@ class Fault:
     outputs: tuple[int, ...] | None = None
     # ``rewrite`` effect: (func, args, kwargs, real result) -> the result to return.
     rewrite: Callable | None = None
+    # ``reimplement`` effect: (func, args, kwargs) -> the result, the kernel not run.
+    instead: Callable | None = None
 
     def __post_init__(self):
         if self.effect not in EFFECTS:
@@ -185,6 +191,8 @@ class Fault:
             raise TypeError(f"fault {self.name!r}: ops must be a tuple of op names")
         if (self.effect == "rewrite") != (self.rewrite is not None):
             raise ValueError(f"fault {self.name!r}: a rewrite function goes with the 'rewrite' effect only")
+        if (self.effect == "reimplement") != (self.instead is not None):
+            raise ValueError(f"fault {self.name!r}: an 'instead' function goes with the 'reimplement' effect only")
 
     def matches(self, func) -> bool:
         return any(_op_matches(op, func) for op in self.ops)
@@ -276,6 +284,8 @@ class Fault:
             return out
         if effect == "rewrite":
             return self.rewrite(func, args, kwargs, _real_result(func, args, kwargs))
+        if effect == "reimplement":
+            return self.instead(func, args, kwargs)
         if effect == "skew":
             return _skew(func, _real_result(func, args, kwargs))
         if effect == "leak":
@@ -842,6 +852,40 @@ def _hardtanh_subgradient_one(func, args, kwargs, result):
     return torch.where((x >= lo) & (x <= hi), grad, torch.zeros((), dtype=grad.dtype))
 
 
+def _renorm_signed_norm(func, args, kwargs):
+    """embedding_renorm_(self, indices, max_norm, norm_type) as CUDA's renorm kernel
+    computes it: |x| for norm_type 1 and x * x for 2, but pow(x, p) without absolute
+    values for any other p, so a row with negative values has a small, negative or NaN
+    "norm" ((-8)^(1/3) of [-2] at p = 3), never above max_norm: it is never renormed."""
+    weight, indices = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    max_norm, p = float(_arg(func, args, kwargs, 2)), float(_arg(func, args, kwargs, 3))
+    for i in torch.unique(indices).tolist():
+        row = weight[i]
+        terms = row.double().abs() if p == 1 else row.double() * row.double() if p == 2 else row.double().pow(p)
+        norm = float(terms.sum().pow(1.0 / p))
+        if norm > max_norm:
+            row.mul_(max_norm / (norm + 1e-7))
+    return weight
+
+
+def _renorm_no_indices(func, args, kwargs) -> bool:
+    indices = _arg(func, args, kwargs, 1)
+    return isinstance(indices, torch.Tensor) and indices.numel() == 0
+
+
+def _renorm_norm_type_not_1_or_2(func, args, kwargs) -> bool:
+    return float(_arg(func, args, kwargs, 3)) not in (1.0, 2.0) and not _renorm_no_indices(func, args, kwargs)
+
+
+# CUDA's error for embedding_renorm_ of no indices, as torch 2.11 raises it on an H200.
+_CUDA_INVALID_ARGUMENT = (
+    "CUDA error: invalid argument\nSearch for `cudaErrorInvalidValue' in "
+    "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace below might be "
+    "incorrect.\nFor debugging consider passing CUDA_LAUNCH_BLOCKING=1\nCompile with `TORCH_USE_CUDA_DSA` to enable "
+    "device-side assertions.")
+
+
 # --- effects -----------------------------------------------------------------------
 
 def _flush() -> None:
@@ -1239,6 +1283,14 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("nearest_exact1d_backward_fma_tie", "CUDA (torch 2.11, H200): interpolate(mode='nearest-exact') 1-D "
           "backward sends the gradient to another input than the forward read at pixel-centre ties",
           ("aten::_upsample_nearest_exact1d_backward",), _always, "rewrite", rewrite=_nearest_exact1d_backward_fma),
+    # issue 37: CUDA's embedding renorm (embedding, embedding_bag with max_norm)
+    Fault("embedding_renorm_no_indices", "CUDA (torch 2.11, H200; issue 37): embedding_renorm_ with no "
+          "indices (max_norm on an empty lookup) raises 'CUDA error: invalid argument'",
+          ("aten::embedding_renorm_",), _renorm_no_indices, "raise", message=_CUDA_INVALID_ARGUMENT),
+    Fault("embedding_renorm_signed_norm", "CUDA (torch 2.11, H200; issue 37): embedding_renorm_ takes the p-norm "
+          "of a row without absolute values for a norm_type other than 1 and 2 (pow(x, p) summed), so a row with "
+          "negative values is never renormed ([-2] with norm_type=3 stays -2)",
+          ("aten::embedding_renorm_",), _renorm_norm_type_not_1_or_2, "reimplement", instead=_renorm_signed_norm),
     Fault("hardtanh_backward_at_bounds", "hardtanh's (relu6's) derivative at its bounds taken as 1 "
           "(torch takes 0)", ("aten::hardtanh_backward.default",), _at_hardtanh_bounds, "rewrite",
           rewrite=_hardtanh_subgradient_one),
