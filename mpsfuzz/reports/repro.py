@@ -55,8 +55,8 @@ LEAK_CALLS = 100
 RESERVED = {"torch", "device", "actual", "expected", "out", "g", "grad", "before", "grown", "used", "resource",
             "math", "op", "canonical", "values"} | wrong_backend.SCRIPT_NAMES
 # Other names a script binds at its top level (no helper may take them).
-SCRIPT_NAMES = ({"sys", "exc", "whole", "outside", "cdf", "at", "d", "limit", "o", "call"} | {f"out{i}" for i in range(16)}
-                | wrong_backend.SCRIPT_NAMES)
+SCRIPT_NAMES = ({"sys", "exc", "whole", "outside", "cdf", "at", "d", "limit", "o", "call"}
+                | {f"out{i}" for i in range(16)} | wrong_backend.SCRIPT_NAMES)
 
 
 # Exception names a script can catch without importing anything.
