@@ -228,3 +228,16 @@ def test_the_run_summary_counts_bugs_as_the_corpus_list_groups_them():
                                       "budget"))
     assert "1 new bug(s) (2 finding(s))" in out.getvalue(), out.getvalue()
     assert "unverified bug(s)" not in out.getvalue()
+
+
+def test_eager_cpus_bug_found_testing_two_devices_is_one_bug_of_cpu():
+    """Issue 37: eager CPU's wrong kernel is one bug whether testing CUDA or MPS met it
+    (filed once, to CPU); the targets' own bugs on two devices stay two."""
+    base = dict(conditions=("empty",), oracle="arbiter", kind="cpu-wrong")
+    bugs = bugs_of(finding(device="cuda", blame="cpu", **base), finding(device="mps", blame="cpu", **base))
+    assert len(bugs) == 1 and bugs[0].device == "cpu" and len(bugs[0].findings) == 2
+    targets = bugs_of(finding(device="cuda", conditions=("empty",)), finding(device="mps", conditions=("empty",)))
+    assert len(targets) == 2
+    unlocalised = dict(base, status="composite")
+    assert len(bugs_of(finding(device="cuda", blame="cpu", **unlocalised),
+                       finding(device="mps", blame="cpu", **unlocalised))) == 1

@@ -224,6 +224,9 @@ def test_a_campaign_files_eager_cpus_bug_apart_from_the_targets(tmp_path):
     jury = found[0]["failure"]["details"]["jury"]
     assert jury["verdict"] == "cpu-wrong" and {"scalar", "numpy"} & set(jury["decided_by"]), jury
     assert "new findings 0" in " ".join(run.stdout.split())
+    # issue 37: its script, verified during the run, fails on eager CPU's value
+    assert found[0]["repro"]["verified"] is True, found[0]["repro"]
+    assert "eager CPU is off the reference" in found[0]["repro"]["detail"]
 
 
 def test_central_differences_of_numpys_forward_judge_a_gradient():

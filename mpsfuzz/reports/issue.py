@@ -75,7 +75,8 @@ def template_kind(finding: Finding) -> str:
         return "leak"
     if oracle == "errors":
         return "error"
-    if finding.target_name.endswith("-compiled"):
+    if finding.target_name.endswith("-compiled") and finding.failure.blame not in ("cpu", "both"):
+        # (eager CPU's bug, or one eager CPU shares, is no divergence of the compiler's)
         return "compile-divergence"
     return "wrong-values"
 
@@ -93,11 +94,38 @@ def load_template(kind: str, templates_dir: Path | None = None) -> string.Templa
 
 
 def device_tag(finding: Finding) -> str:
+    """The backend the draft is addressed to: the target's (``[MPS]``, ``[inductor][CUDA]``);
+    ``[CPU]`` for eager CPU's bug, whatever device found it; both for a bug eager CPU
+    shares (``[CPU, CUDA]``, ``[CPU][inductor]``): issue 37."""
+    if finding.failure.blame == "cpu":
+        return "[CPU]"
+    tag = _target_tag(finding)
+    if finding.failure.blame == "both":
+        simple = tag.count("[") == 1 and tag != "[CPU]"
+        return f"[CPU, {tag[1:]}" if simple else "[CPU]" + tag
+    return tag
+
+
+def _target_tag(finding: Finding) -> str:
     if finding.target_name.endswith("-compiled"):
         base = _DEVICE_TAGS.get(finding.target_name.removesuffix("-compiled").removesuffix("-dynamic"), "")
         return f"[inductor]{base}"
     kind = finding.device.split(":")[0]
     return _DEVICE_TAGS.get(kind, f"[{finding.target_name}]")
+
+
+def _backend_free(finding: Finding) -> str:
+    """The finding's title without the words that say which backend: the draft's tag says
+    it (``CPU `polar` returns wrong values (cuda agrees with numpy)``: ``[CPU] ...``)."""
+    what, blame = finding.failure.title, finding.failure.blame
+    if blame == "cpu":
+        what = re.sub(r"^CPU ", "", what)
+        what = re.sub(r" \([^()]*(agrees with|sides with)[^()]*\)$", "", what)
+        what = what.replace(" on eager CPU (the reference)", "").replace(" on CPU", "")
+    elif blame == "both":
+        what = re.sub(r",? on (the target|[\w.:-]+) and on eager CPU alike", "", what)
+        what = re.sub(r" \(by [^()]*\)$", "", what)
+    return what
 
 
 def op_display_name(op: str) -> str:
@@ -121,7 +149,7 @@ def op_display_name(op: str) -> str:
 def title(finding: Finding, bug: Bug | None = None) -> str:
     """``[MPS] `torch.where` returns wrong values when `other` is non-contiguous``; for a
     bug that several public ops reach, the kernel and the other ops follow."""
-    what = re.sub(r" on [\w.:-]+( \(.*\))?$", "", finding.failure.title)
+    what = re.sub(r" on [\w.:-]+( \(.*\))?$", "", _backend_free(finding))
     what = re.sub(r" on [\w.:-]+ but ", " but ", what)
     spec = user_kernel(finding)
     if spec is not None:
@@ -149,7 +177,12 @@ def labels(finding: Finding) -> list[str]:
         return []
     out = []
     device = finding.device.split(":")[0]
-    if finding.target_name.endswith("-compiled"):
+    blame = finding.failure.blame
+    if blame in ("cpu", "both"):
+        out.append("module: cpu")
+    if blame == "cpu":
+        device = "cpu"     # eager CPU's bug: not the device's, nor the compiler's
+    elif finding.target_name.endswith("-compiled"):
         out += ["oncall: pt2", "module: inductor"]
     if device == "mps":
         out.append("module: mps")
@@ -209,6 +242,10 @@ def _jury_text(jury: dict, target_name: str) -> str:
     elif jury.get("reason"):
         line += f" ({jury['reason']})"
     lines = [line + "."]
+    if verdict == "cpu-wrong":
+        lines.append(f"{target_name}, the device under test, agrees with the reference; eager CPU does not.")
+    elif verdict == "both-wrong":
+        lines.append(f"Neither {target_name} nor eager CPU agrees with the reference.")
     for i, p in enumerate(jury.get("positions", [])):
         refs = ", ".join(f"{name} {votes[name]['values'][i]}" for name in decided
                          if name in votes and i < len(votes[name].get("values", [])))
@@ -228,6 +265,10 @@ def _arbiter_text(finding: Finding) -> str:
     words = {"dut-wrong": f"{finding.target_name} is the one that is wrong",
              "cpu-wrong": "eager CPU is the one that is wrong",
              "undecided": "undecided"}.get(verdict, verdict)
+    if isinstance(numbers, dict) and "meta_shapes" in numbers:
+        shapes = ", ".join(str(tuple(s)) for s in numbers["meta_shapes"])
+        return _quote(f"Which result is right: the meta kernel (the op's shape function alone, on the meta device) "
+                      f"gives {shapes}: {words}.")
     line = f"Which result is right: the same call computed in float64 on CPU says {words}"
     if isinstance(numbers, dict) and "target_error" in numbers:
         line += (f" (RMS error against float64: {finding.target_name} {numbers['target_error']:.3g}, "
@@ -271,6 +312,29 @@ def _kernel_repro_text(bug: Bug | None, finding: Finding) -> tuple[str, str]:
     return "#### Kernel-level repro\n\n" + head + "\n\n" + _block(repro["script"], "python"), kernel
 
 
+def _expected_of_the_wrong_backend(finding: Finding) -> str:
+    """What is expected of eager CPU in a draft of its bug, or of both backends in one of
+    a bug they share; "" for the target's finding (the reference is eager CPU then)."""
+    failure, target = finding.failure, finding.target_name
+    jury = failure.details.get("jury") if isinstance(failure.details, dict) else None
+    if failure.blame == "cpu":
+        if failure.kind == "ref-resizes-self":
+            return (f"Expected: the in-place call raises, as it does on {target}: an in-place op may not "
+                    "change the shape of self.")
+        if isinstance(jury, dict):
+            return (f"Expected: eager CPU's result equal to the reference's at the positions above, within the "
+                    f"dtype's tolerance, as {target}'s is (the script prints the three side by side).")
+        if failure.dedup_key[1:2] == ("metadata",):
+            return f"Expected: the shapes the meta kernel gives for the same call, as {target} returns them."
+        return ""
+    if failure.blame == "both" and isinstance(jury, dict):
+        return ("Expected: the reference's result at the positions above, within the dtype's tolerance, on "
+                f"eager CPU and on {target} (the script prints the three side by side).")
+    if failure.blame == "both":
+        return f"Expected: neither eager CPU nor {target} shows this (the script runs it on eager CPU alone first)."
+    return ""
+
+
 def _fields(finding: Finding, path: Path | None, version: str, bug: Bug | None = None) -> dict:
     repro = finding.repro or {}
     script, verified = repro.get("script"), repro.get("verified")
@@ -302,6 +366,7 @@ def _fields(finding: Finding, path: Path | None, version: str, bug: Bug | None =
                         "(the script's two-sample Kolmogorov-Smirnov test fails by chance once in a million "
                         "runs).",
     }.get(finding.failure.oracle, "")
+    expected = _expected_of_the_wrong_backend(finding) or expected
     spec = user_kernel(finding)
     if spec is not None:
         reference = getattr(spec.reference_fn, "__name__", "") or "the reference"

@@ -20,6 +20,7 @@ is shown as a repro only when that run reproduces the finding.
 from __future__ import annotations
 
 import ast
+import copy
 import inspect
 import keyword
 import math
@@ -41,7 +42,8 @@ from ..generation.recipes import (DEVICE_GENERATED, GAP_FILLER, HASH_CHUNK, MATR
                                   hash_bounds, index_hash_values, integer_bounds, resolve_kwargs, special_positions)
 from ..oracles.grads import BACKWARD_SCALE
 from ..oracles.values import dut_alone_scale, leaf_tolerance
-from .source import Rendering, SourceError, literal
+from . import wrong_backend
+from .source import Rendering, SourceError, literal, text_literal
 
 MARKER = "# device under test"
 # Inputs with at most this many elements in their buffer are written as literals.
@@ -51,9 +53,10 @@ LITERAL_MAX = 64
 LITERAL_HARD_MAX = 4096
 LEAK_CALLS = 100
 RESERVED = {"torch", "device", "actual", "expected", "out", "g", "grad", "before", "grown", "used", "resource",
-            "math", "op", "canonical", "values"}
+            "math", "op", "canonical", "values"} | wrong_backend.SCRIPT_NAMES
 # Other names a script binds at its top level (no helper may take them).
-SCRIPT_NAMES = {"sys", "exc", "whole", "outside", "cdf", "at", "d", "limit", "o", "call"} | {f"out{i}" for i in range(16)}
+SCRIPT_NAMES = ({"sys", "exc", "whole", "outside", "cdf", "at", "d", "limit", "o", "call"}
+                | {f"out{i}" for i in range(16)} | wrong_backend.SCRIPT_NAMES)
 
 
 # Exception names a script can catch without importing anything.
@@ -527,20 +530,6 @@ def _out_lines(spec, case: Case, kwargs: dict, devices: tuple[str, ...] = ("meta
 KERNEL_LOADER = "_load_kernel_file"
 
 
-def _text_literal(text: str) -> str:
-    """A Python literal of ``text``: a raw triple-quoted string a reader can read where
-    that spells it exactly, else its repr."""
-    import ast
-    quotes = "'" * 3
-    readable = "r" + quotes + text + quotes
-    try:
-        if ast.literal_eval(readable) == text:
-            return readable
-    except (SyntaxError, ValueError):
-        pass
-    return repr(text)
-
-
 def kernel_file_loader(text: str, path: str) -> str:
     """The script's source that runs a user's kernel file (its ``text``) as the module
     ``kernels``: without the file, and without mpsfuzz (``@mpsfuzz.kernel`` and
@@ -549,7 +538,7 @@ def kernel_file_loader(text: str, path: str) -> str:
     base = os.path.basename(path)
     return "\n".join([
         f"# The kernel file (mpsfuzz run --kernels {base}), its text as it was when this script was written.",
-        f"KERNEL_FILE = {_text_literal(text)}",
+        f"KERNEL_FILE = {text_literal(text)}",
         "",
         "",
         f"def {KERNEL_LOADER}(text, filename):",
@@ -661,6 +650,12 @@ class _Builder:
             return f"_cpu_view({expr})"
         return f"{expr}.cpu()" if torch.device(self.device).type != "cpu" else f"{expr}.clone()"
 
+    def use_reference_helpers(self) -> None:
+        """The helpers that compare each backend with the recorded references."""
+        self.render.helpers["_off_reference"] = wrong_backend.REFERENCE_HELPERS
+        for name in wrong_backend.HELPER_NAMES:
+            self.render.helpers.setdefault(name, "")    # (their names are taken)
+
     def dut(self, expr: str) -> str:
         if not self.compiled:
             return expr
@@ -748,13 +743,66 @@ def _memory_lines(device: str) -> tuple[list[str], list[str]]:
         "if sys.platform.startswith('linux') else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"]
 
 
+# The oracles whose script shows the symptom on the device alone: a finding of both
+# backends' gets the same script run on eager CPU alone first (wrong_backend.cpu_alone_lines).
+_DEVICE_ALONE = ("crash", "errors", "layout", "variants")
+
+
 def generate(finding: Finding, *, device: str | None = None, target_name: str | None = None) -> Script:
-    """The repro script of ``finding`` for ``device`` (default: the one that found it)."""
+    """The repro script of ``finding`` for ``device`` (default: the one that found it).
+    A finding of eager CPU's (``cpu-bug``) or of both backends' (``both``) gets a script
+    that shows the backend that is wrong (issue 37): see :mod:`.wrong_backend`."""
     device = device or finding.device
     target_name = target_name or finding.target_name
-    oracle, kind = finding.failure.oracle, finding.failure.kind
-    if finding.failure.blame == "cpu":
-        raise ReproError("a CPU-reference bug (the float64 arbiter blamed CPU): no device repro")
+    b, body, expect = _body(finding, device, target_name)
+    if finding.failure.blame == "both" and finding.failure.oracle in _DEVICE_ALONE:
+        # The same lines on eager CPU alone first, in a child interpreter: CPU shows it too.
+        child, child_body, _ = _body(finding, "cpu", "cpu")
+        body = wrong_backend.cpu_alone_lines(_assemble(child, child_body, header=[], markers=False)) + body
+        b.imports += ["import signal", "import subprocess", "import sys"]
+        b.render.helpers["_ending"] = wrong_backend.ENDING_HELPER
+        expect = dict(expect, cpu_alone=wrong_backend.cpu_alone_ending(expect, finding))
+    header = [f"# mpsfuzz {__version__} repro of finding {finding.signature}: {finding.failure.title}"]
+    if finding.explanation_text:
+        header.append(f"# {finding.explanation_text}")
+    header.append(f"# Found on {finding.target_name} ({finding.device}), torch {finding.torch_version}. "
+                  f"Lines marked '{MARKER}' run on the target.")
+    text = _assemble(b, body, header=header)
+    helpers = [h for h in b.render.helpers.values() if h]
+    return Script(text=text, expect=expect, body_lines=count_body_lines(text),
+                  helper_lines=count_body_lines("\n".join(helpers)))
+
+
+def _assemble(b: "_Builder", body: list[str], *, header: list[str], markers: bool = True) -> str:
+    """The script's text: header, imports, helpers, body (``markers`` False: without the
+    device-under-test marks, for a script run on eager CPU alone)."""
+    helpers = [h for h in b.render.helpers.values() if h]
+    if not markers:
+        body = [line.replace(f"  {MARKER}", "") for line in body]
+    return "\n".join(header + sorted(set(b.imports)) + [""] + helpers + ([""] if helpers else []) + body) + "\n"
+
+
+def _scripted_oracle(finding: Finding) -> str:
+    """The oracle whose script shows the finding: for eager CPU's wrong values, gradients
+    or shapes (the arbiter's cpu-wrong, keyed by the oracle it judged), that oracle."""
+    failure = finding.failure
+    if failure.blame == "cpu" and failure.oracle == "arbiter" and len(failure.dedup_key) > 1 \
+            and failure.dedup_key[1] in ("values", "grads", "metadata"):
+        return str(failure.dedup_key[1])
+    return failure.oracle
+
+
+# What a script of eager CPU's bug covers: (the oracle it shows, the failure's kind).
+_CPU_SCRIPTS = {("values", "cpu-wrong"), ("values", "cpu-layout"), ("grads", "cpu-wrong"), ("grads", "cpu-layout"),
+                ("metadata", "cpu-wrong"), ("errors", "ref-resizes-self"), ("crash", "crash")}
+
+
+def _body(finding: Finding, device: str, target_name: str) -> tuple["_Builder", list[str], dict]:
+    """(the builder, the script's body, what running it shows)."""
+    oracle, kind = _scripted_oracle(finding), finding.failure.kind
+    blame = finding.failure.blame
+    if blame == "cpu" and (oracle, kind) not in _CPU_SCRIPTS:
+        raise ReproError(f"no repro template for eager CPU's {oracle} finding ({kind})")
     b = _Builder(finding, device, target_name.endswith("-compiled"), target_name.endswith("-dynamic-compiled"))
     spec, case, names = b.spec, b.case, b.names
     body: list[str] = [f"device = {device!r}"]
@@ -797,11 +845,16 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
         return [f"actual = {b.dut(b.call(names))}  {MARKER}"]
 
     if oracle in ("crash", "hang"):
-        body += _executor_calls(b)
         if oracle == "crash":
             expect = {"outcome": "signal", "signal": str(finding.failure.details.get("signal", ""))}
         else:
             expect = {"outcome": "timeout"}
+        if blame == "cpu":
+            # The device's calls return (or raise); the same calls on eager CPU kill the process.
+            body += _device_calls_then_cpus(b)
+            expect["stdout"] = wrong_backend.DEVICE_RETURNED
+        else:
+            body += _executor_calls(b)
     elif oracle == "leak":
         # The executor confirms a leak by calling the variant again and again, each time
         # with fresh out= tensors (an out= that must be resized is resized every time).
@@ -818,6 +871,20 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
                  "grown = used() - before",
                  f"print(f'memory in use grew by {{grown / {calls}:.0f}} bytes per call')",
                  f"assert grown < {calls} * {per_call}, 'memory grows with every call'"]
+    elif oracle == "errors" and kind == "ref-resizes-self":
+        body += _resized_self_lines(b)
+        expect = {"outcome": "assertion", "message": wrong_backend.RESIZED}
+    elif oracle == "errors" and blame == "both":
+        # Both backends raise on the non-contiguous inputs and accept contiguous copies:
+        # no CPU call here (it raises too); the child run shows eager CPU alone.
+        copies = [f"{n}.contiguous()" for n in names]
+        body.append(f"works = {b.dut(b.call(copies, variant='functional'))}  {MARKER}")
+        body.append("print('contiguous copies of the inputs work')")
+        body += dut_variant()
+        expect = {"outcome": "raises"}
+        match = re.search(r"raised (\w+): (.*)", finding.failure.message)
+        if match:
+            expect.update(type=match.group(1), message=match.group(2).strip()[:80])
     elif oracle == "errors":
         grad = None
         if case.variant == "grad":
@@ -863,7 +930,8 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
         if kind == "device-fault":
             expect["fault"] = True
     elif oracle == "grads":
-        body += _grad_lines(b, finding)
+        lines, expect = _grad_lines(b, finding)
+        body += lines
     elif oracle == "distribution":
         repeated = re.search(r"the (\d+) slices along dim (\d+) of", finding.failure.message)
         body += _repeated_slices_lines(b, int(repeated.group(2))) if repeated else _distribution_lines(b)
@@ -890,14 +958,22 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
     elif oracle == "variants":
         body += _variant_lines(b, finding, dut_variant)
     elif oracle == "metadata":
-        body.append(f"expected = {reference(cpu_names)}  # eager CPU reference")
+        body.append(f"expected = {reference(cpu_names)}  {_cpu_comment(finding)}")
         body += dut_variant()
-        which = re.match(r"output (\d+):", finding.failure.message)
-        if which:  # one output of several differs
-            body.append(f"actual, expected = actual[{which.group(1)}], expected[{which.group(1)}]")
-        body.append(_metadata_check(kind))
+        if blame == "cpu":
+            checked = wrong_backend.meta_shape_lines(finding)
+            if checked is None:
+                raise ReproError("the meta kernel's shapes were not recorded")
+            b.use_reference_helpers()
+            body += checked[0]
+            expect = {"outcome": "assertion", "message": checked[1]}
+        else:
+            which = re.match(r"output (\d+):", finding.failure.message)
+            if which:  # one output of several differs
+                body.append(f"actual, expected = actual[{which.group(1)}], expected[{which.group(1)}]")
+            body.append(_metadata_check(kind))
     elif oracle in ("values", "arbiter"):
-        body.append(f"expected = {reference(cpu_names)}  # eager CPU reference")
+        body.append(f"expected = {reference(cpu_names)}  {_cpu_comment(finding)}")
         helper = None
         if spec.canonicalise is not None:
             try:
@@ -915,20 +991,11 @@ def generate(finding: Finding, *, device: str | None = None, target_name: str | 
             # in the dtypes the device's autocast chose
             body.append("expected = expected.to(actual.dtype) if isinstance(actual, torch.Tensor) else "
                         "tuple(e.to(a.dtype) for e, a in zip(expected, actual))")
-        body.append("print('expected (CPU):', expected, 'actual:', actual, sep='\\n')")
-        body += jury_lines(finding)
-        body.append(_assert_close(*_tolerance(finding, spec, dut_alone=False)))
+        verdict, expect = _verdict_lines(b, finding, grads=False)
+        body += verdict
     else:
         raise ReproError(f"no repro template for the {oracle!r} oracle")
-    helpers = [h for h in b.render.helpers.values() if h]
-    header = [f"# mpsfuzz {__version__} repro of finding {finding.signature}: {finding.failure.title}"]
-    if finding.explanation_text:
-        header.append(f"# {finding.explanation_text}")
-    header.append(f"# Found on {finding.target_name} ({finding.device}), torch {finding.torch_version}. "
-                  f"Lines marked '{MARKER}' run on the target.")
-    text = "\n".join(header + sorted(set(b.imports)) + [""] + helpers + ([""] if helpers else []) + body) + "\n"
-    return Script(text=text, expect=expect, body_lines=count_body_lines(text),
-                  helper_lines=count_body_lines("\n".join(helpers)))
+    return b, body, expect
 
 
 def _cpu_lacks_kernel(b: _Builder) -> bool:
@@ -1066,7 +1133,7 @@ def _grad_taken_at_run_time(b: _Builder, wrt: list[int]) -> tuple[list[str], str
     return lines, call
 
 
-def _grad_lines(b: _Builder, finding: Finding) -> list[str]:
+def _grad_lines(b: _Builder, finding: Finding) -> tuple[list[str], dict]:
     from ..execution.executor import grad_inputs
     wrt = grad_inputs(b.spec, b.case.materialize("cpu"))
     # Ask only for the gradient that is wrong (the grads oracle names it) when it names one.
@@ -1078,12 +1145,66 @@ def _grad_lines(b: _Builder, finding: Finding) -> list[str]:
         raise ReproError("no output carries a gradient to the inputs")
     cpu_lines, reference = grad.reference(b)
     lines = grad.lines + cpu_lines
-    lines.append(f"expected = {reference}  # eager CPU reference")
+    lines.append(f"expected = {reference}  {_cpu_comment(finding)}")
     lines.append(f"actual = {grad.dut(b)}  {MARKER}")
-    lines.append("print('expected (CPU):', expected, 'actual:', actual, sep='\\n')")
-    lines += jury_lines(finding)
-    lines.append(_assert_close(*_tolerance(finding, b.spec, dut_alone=False, grads=True)))
-    return lines
+    verdict, expect = _verdict_lines(b, finding, grads=True)
+    return lines + verdict, expect
+
+
+def _device_calls_then_cpus(b: _Builder) -> list[str]:
+    """A crash of eager CPU's (the executor met it in its reference, after the device's
+    calls): the calls on the device (an error there is printed: the executor went on to
+    CPU's), then the same calls on eager CPU, its inputs made again there."""
+    cpu = copy.copy(b)
+    cpu.compiled = False        # eager CPU: no torch.compile around its calls
+    lines = [f"try:  {MARKER}"] + ["    " + line.replace(f"  {MARKER}", "") for line in _executor_calls(b)]
+    lines += ["except Exception as exc:",
+              "    print(f'{device} raises', type(exc).__name__, exc)",
+              f"print(f'{{device}}: {wrong_backend.DEVICE_RETURNED}', flush=True)",
+              "device = 'cpu'"]
+    lines += input_lines(b.case, b.names)
+    return lines + [line.replace(f"  {MARKER}", "  # eager CPU") for line in _executor_calls(cpu)]
+
+
+def _resized_self_lines(b: _Builder) -> list[str]:
+    """An in-place call that eager CPU lets resize self (broadcasting it to a larger
+    shape) where the device raises, as an in-place op must."""
+    names, x = b.names, b.names[0]
+    cpu_args = [f"{x}_cpu"] + [b.on_cpu(n, i) for i, n in enumerate(names)][1:]
+    return [f"{x}_cpu = {b.on_cpu(x, 0)}",
+            f"try:  {MARKER}",
+            f"    {b.dut(b.call(names))}",
+            "    print(f'{device}: no error')",
+            "except Exception as exc:",
+            "    print(f'{device} raises', type(exc).__name__, exc)",
+            f"shape_before = tuple({x}_cpu.shape)",
+            f"{b.call(cpu_args)}  # eager CPU",
+            f"print('eager CPU turned self of shape', shape_before, 'into', tuple({x}_cpu.shape))",
+            f"assert tuple({x}_cpu.shape) == shape_before, {wrong_backend.RESIZED!r}"]
+
+
+def _cpu_comment(finding: Finding) -> str:
+    """What the line computing eager CPU's result says: the reference, unless eager CPU
+    is (one of) the backends the finding is about."""
+    return "# eager CPU" if finding.failure.blame in ("cpu", "both") else "# eager CPU reference"
+
+
+def _verdict_lines(b: _Builder, finding: Finding, *, grads: bool) -> tuple[list[str], dict]:
+    """The end of a values or gradients script, once ``expected`` (eager CPU) and
+    ``actual`` (the device) are there, and what running it shows: a target's finding
+    compares the two (the references printed beside them); eager CPU's, or both
+    backends', compares each with the references that decided who is wrong."""
+    rtol, atol = _tolerance(finding, b.spec, dut_alone=False, grads=grads)
+    if finding.failure.blame not in ("cpu", "both"):
+        return (["print('expected (CPU):', expected, 'actual:', actual, sep='\\n')"] + jury_lines(finding)
+                + [_assert_close(rtol, atol)], {"outcome": "assertion"})
+    checked = wrong_backend.reference_lines(finding, rtol, atol)
+    if checked is None:
+        raise ReproError("no reference's values at the disputed positions were recorded: nothing shows which "
+                         "backend is wrong")
+    b.use_reference_helpers()
+    return (["print('eager CPU:', expected, f'{device}:', actual, sep='\\n')"] + checked[0],
+            {"outcome": "assertion", "message": checked[1]})
 
 
 def jury_lines(finding: Finding) -> list[str]:

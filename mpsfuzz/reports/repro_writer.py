@@ -33,11 +33,30 @@ def repro_record(finding, *, verify: bool, timeout_s: float, warm: bool = False)
 REVERIFY_BUDGET_S = 180.0
 
 
+# What a cpu-bug finding's repro record said before its scripts existed (issue 37).
+PRE_ISSUE_37_REFUSAL = "no device repro"
+
+
+def awaits_verification(finding) -> bool:
+    """Whether ``finding``'s repro script has not been run to the end: status
+    ``unverified`` (the run stopped first, the script timed out or could not run here, or
+    ``--no-verify-repros``), or eager CPU's bug or both backends' with no verdict on its
+    script (those statuses do not hang on it; before issue 37 eager CPU's had none)."""
+    if finding.status == "unverified":
+        return True
+    if finding.status not in ("cpu-bug", "both"):
+        return False
+    repro = finding.repro or {}
+    if repro.get("script"):
+        return repro.get("verified") is None
+    # no script: none was ever made, or the refusal of eager CPU's findings before issue 37
+    return not repro or PRE_ISSUE_37_REFUSAL in str(repro.get("detail", ""))
+
+
 def reverify(corpus_dir: Path, target_spec: str, *, timeout_s: float, budget_s: float = REVERIFY_BUDGET_S) -> dict:
     """Run again, in a fresh interpreter, the repro scripts of the corpus's findings on
-    ``target_spec`` whose verification never ran to the end (status ``unverified``: the
-    run stopped first, the script timed out or could not run here, or
-    ``--no-verify-repros``), within ``budget_s``; each settled one is written back.
+    ``target_spec`` whose verification never ran to the end (:func:`awaits_verification`),
+    within ``budget_s``; each settled one is written back.
     Returns how many became verified, unconfirmed, or stayed unverified."""
     import time
     corpus = Corpus(corpus_dir)
@@ -45,7 +64,7 @@ def reverify(corpus_dir: Path, target_spec: str, *, timeout_s: float, budget_s: 
     counts = {"verified": 0, "unconfirmed": 0, "unverified": 0}
     start = time.monotonic()
     for path, finding in found:
-        if finding.status != "unverified" or finding.target_spec != target_spec:
+        if not awaits_verification(finding) or finding.target_spec != target_spec:
             continue
         if time.monotonic() - start > budget_s:
             counts["unverified"] += 1

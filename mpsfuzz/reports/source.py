@@ -312,3 +312,16 @@ class _NotInlinable(Exception):
 def _format_call(name: str, args: list[str], kwargs: dict[str, str]) -> str:
     parts = list(args) + [f"{k}={v}" for k, v in kwargs.items()]
     return f"{name}({', '.join(parts)})"
+
+
+def text_literal(text: str) -> str:
+    """A Python literal of ``text``: a raw triple-quoted string a reader can read where
+    that spells it exactly, else its repr."""
+    quotes = "'" * 3
+    readable = "r" + quotes + text + quotes
+    try:
+        if ast.literal_eval(readable) == text:
+            return readable
+    except (SyntaxError, ValueError):
+        pass
+    return repr(text)

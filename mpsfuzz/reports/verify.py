@@ -86,7 +86,16 @@ def _signal_name(returncode: int) -> str:
 
 
 def judge(expect: dict, returncode: int | None, stdout: str, stderr: str) -> Verdict:
+    """Whether a run shows what ``expect`` says (a repro's ``Script.expect``): its
+    ``outcome``; for an assertion, its ``message`` where given (a script of eager CPU's
+    bug fails with one that names CPU, not the device); for a signal, the ``stdout`` the
+    script prints before it (the device's calls returned: eager CPU's calls killed it);
+    and ``cpu_alone``, the line a finding of both backends' script prints once eager CPU
+    alone, in a child interpreter, showed the symptom too."""
     outcome = expect.get("outcome")
+    if returncode is not None and expect.get("cpu_alone") and expect["cpu_alone"] not in stdout:
+        shown = next((ln for ln in reversed(stdout.splitlines()) if ln.startswith("eager CPU alone:")), "")
+        return Verdict(False, f"eager CPU alone does not show it ({shown or 'no word of it'})")
     if returncode is None:
         if outcome == "timeout":
             return Verdict(True, "the call did not return (killed after the time limit)")
@@ -98,6 +107,8 @@ def judge(expect: dict, returncode: int | None, stdout: str, stderr: str) -> Ver
     if returncode < 0:
         name = _signal_name(returncode)
         if outcome == "signal" and (not expect.get("signal") or expect["signal"] == name):
+            if expect.get("stdout") and expect["stdout"] not in stdout:
+                return Verdict(False, f"the process died with {name} before printing {expect['stdout']!r}")
             return Verdict(True, f"the process died with {name}")
         if _fault_shown(expect, stdout, stderr):
             return Verdict(True, f"{_last_error_line(stderr)}; then the process died with {name}")
@@ -108,6 +119,8 @@ def judge(expect: dict, returncode: int | None, stdout: str, stderr: str) -> Ver
         return Verdict(False, "the script ran to the end without showing the bug")
     last = _last_line(stderr)
     if outcome == "assertion":
+        if "AssertionError" in stderr and expect.get("message") and expect["message"] not in stderr:
+            return Verdict(False, f"another assertion failed: {last}")
         if "AssertionError" in stderr:
             return Verdict(True, last)
         return Verdict(False, f"it failed differently: {last}")

@@ -11,7 +11,10 @@ independent references (a formula, numpy, each element alone, a decomposition) m
 show that CPU is the one that is wrong.
 
 Load it with ``--target mpsfuzz.testing.cpu_faults:target``; ``MPSFUZZ_CPU_FAULTS``
-names faults of :data:`CPU_FAULTS` (comma separated; unset or empty: none).
+names faults of :data:`CPU_FAULTS` (comma separated; unset or empty: none), and
+``MPSFUZZ_CPU_TARGET_FAULTS`` faults of :data:`TARGET_FAULTS` that the target's own run
+has as well (a bug of both backends, each wrong its own way), so that a repro script run
+in a fresh interpreter meets the same faults.
 """
 from __future__ import annotations
 
@@ -49,6 +52,18 @@ CPU_FAULTS: dict[str, Fault] = {f.name: f for f in (
           ("aten::_upsample_bilinear2d_aa",), _always, "corrupt"),
     Fault("cpu_cumsum", "eager CPU's cumsum wrong", ("aten::cumsum",), _vector, "corrupt"),
     Fault("cpu_gelu", "eager CPU's gelu wrong (forward)", ("aten::gelu",), _float_vector, "corrupt"),
+)}
+
+
+# The target's side of a bug both backends have: wrong another way than eager CPU's
+# fault of the same kernel, so that the two still disagree and the jury sees both wrong.
+TARGET_FAULTS: dict[str, Fault] = {f.name: f for f in (
+    Fault("target_cumsum_inflated", "the target's cumsum 25% too large (with cpu_cumsum: both backends wrong)",
+          ("aten::cumsum",), _vector, "inflate"),
+    # Not a bug: a target whose lcm refuses a result past int64 cleanly, where eager CPU's
+    # own lcm dies (torch 2.13: lcm(-2**63, -7) is SIGFPE), for a crash of eager CPU's alone.
+    Fault("target_lcm_refuses_overflow", "the target's lcm raises on a result past int64", ("aten::lcm",), _always,
+          "raise", message="lcm: the result does not fit in int64"),
 )}
 
 
@@ -95,14 +110,15 @@ class CpuFaultTarget:
         return f"<target {self.name}: faults of the CPU reference {', '.join(f.name for f in self.faults) or 'none'}>"
 
 
-def faults_from_env(value: str | None) -> tuple[Fault, ...]:
+def faults_from_env(value: str | None, known: dict[str, Fault] = CPU_FAULTS) -> tuple[Fault, ...]:
     names = [n.strip() for n in (value or "").split(",") if n.strip()]
-    unknown = [n for n in names if n not in CPU_FAULTS]
+    unknown = [n for n in names if n not in known]
     if unknown:
-        raise ValueError(f"unknown CPU fault(s): {', '.join(unknown)}; known: {', '.join(CPU_FAULTS)}")
-    return tuple(CPU_FAULTS[n] for n in names)
+        raise ValueError(f"unknown fault(s): {', '.join(unknown)}; known: {', '.join(known)}")
+    return tuple(known[n] for n in names)
 
 
 def target() -> CpuFaultTarget:
     """Zero-argument factory for ``--target mpsfuzz.testing.cpu_faults:target``."""
-    return CpuFaultTarget(faults_from_env(os.environ.get("MPSFUZZ_CPU_FAULTS")))
+    return CpuFaultTarget(faults_from_env(os.environ.get("MPSFUZZ_CPU_FAULTS")),
+                          faults_from_env(os.environ.get("MPSFUZZ_CPU_TARGET_FAULTS"), TARGET_FAULTS))

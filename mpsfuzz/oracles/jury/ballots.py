@@ -133,13 +133,17 @@ def _position(flat: int, shape) -> list[int]:
 
 
 def disputed_positions(ballots: list[dict], limit: int = SAMPLES) -> list[dict]:
-    """The first disputed positions, with the two sides' values: what a finding shows."""
+    """The first disputed positions, with the two sides' values and the ballot's
+    tolerance there: what a finding shows, and what a repro script of eager CPU's (or
+    both backends') bug checks each side against the references with (issue 37)."""
     out = []
     for b in ballots:
+        tol = b["tol"].reshape(-1).nan_to_num(0.0, posinf=math.inf, neginf=0.0)
         for flat in torch.nonzero(b["judged"]).reshape(-1)[:limit].tolist():
             out.append({"leaf": b["index"], "index": _position(flat, b["dut"].shape),
                         "target": _number(b["dut"].reshape(-1)[flat].item()),
-                        "cpu": _number(b["cpu"].reshape(-1)[flat].item())})
+                        "cpu": _number(b["cpu"].reshape(-1)[flat].item()),
+                        "tol": _number(float(tol[flat].item()) if tol.numel() > flat else 0.0)})
             if len(out) >= limit:
                 return out
     return out
