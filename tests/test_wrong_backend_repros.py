@@ -16,12 +16,13 @@ import json
 import pytest
 
 from mpsfuzz.corpus.finding import Finding
+from mpsfuzz.corpus.store import Corpus
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT, Failure, worker_oracles
 from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.reports import issue, wrong_backend
 from mpsfuzz.reports.repro import generate, repro_for
-from mpsfuzz.reports.repro_writer import reverify
+from mpsfuzz.reports.repro_writer import ReproWriter, reverified
 from mpsfuzz.reports.verify import judge, run_and_judge
 from mpsfuzz.testing.cpu_faults import CPU_FAULTS, TARGET_FAULTS, CpuFaultTarget
 
@@ -70,7 +71,7 @@ def cpu_bug() -> Finding:
 def test_eager_cpus_wrong_values_get_a_verified_script_that_shows_cpu_off_the_reference(cpu_bug, tmp_path,
                                                                                         monkeypatch):
     """A cpu-bug finding as runs before issue 37 left it (no script) is verified by the
-    next run's start (reverify): its script prints eager CPU's value beside numpy's and
+    next run's desk (reverified, as a Reverification job): its script prints eager CPU's value beside numpy's and
     the target's and fails on eager CPU's. With eager CPU's kernel right it passes."""
     monkeypatch.setenv("MPSFUZZ_CPU_FAULTS", "cpu_cumsum")
     monkeypatch.delenv("MPSFUZZ_CPU_TARGET_FAULTS", raising=False)
@@ -79,7 +80,8 @@ def test_eager_cpus_wrong_values_get_a_verified_script_that_shows_cpu_off_the_re
         "detail": "no standalone script: a CPU-reference bug (the float64 arbiter blamed CPU): no device repro"})
     path = tmp_path / "cumsum-arbiter.json"
     path.write_text(json.dumps(cpu_bug.to_json()))
-    assert reverify(tmp_path, CPU_TARGET, timeout_s=120) == {"verified": 1, "unconfirmed": 0, "unverified": 0}
+    writer = ReproWriter(tmp_path, timeout_s=120)
+    assert reverified(Corpus(tmp_path), path, cpu_bug, writer.confirm) == "verified"
     repro = json.loads(path.read_text())["repro"]
     assert repro["verified"] is True and wrong_backend.CPU_OFF in repro["detail"], repro.get("output")
     for words in the_three_values(cpu_bug, "numpy"):

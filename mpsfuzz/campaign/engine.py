@@ -35,6 +35,7 @@ from ..corpus.daemon_state import MAX_BEHAVIOURS, behaviour_hash
 from ..corpus.finding import Finding, signature_of, symptom_key, trigger_class
 from ..corpus.notes import entry_key, record_layout_propagation
 from ..corpus.store import Corpus, CorpusWriteError, load_findings
+from ..reports.repro_writer import awaits_verification, reverified
 from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice,
                       SliceFinished, Stats)
 from ..execution.observation import ProcessEvent
@@ -1170,7 +1171,7 @@ class Campaign:
         if not self.config.reverify or self.confirm is None:
             return
         for path, finding in self.corpus.load()[0]:
-            if finding.status == "unverified" and finding.target_spec == self.config.target_spec \
+            if awaits_verification(finding) and finding.target_spec == self.config.target_spec \
                     and self._takes(path.name):
                 self._desk.submit(Reverification(path))
 
@@ -1179,21 +1180,18 @@ class Campaign:
         started = time.monotonic()
         try:
             found = load_findings([job.path])[0]
-            if not found or found[0][1].status != "unverified":
+            if not found or not awaits_verification(found[0][1]):
                 return   # gone, or settled meanwhile (another lane)
-            record = self.confirm(found[0][1])
+            key = reverified(self.corpus, job.path, found[0][1], self._confirm_unless_abandoned)
         except CorpusWriteError:
+            raise
+        except _Abandoned:
             raise
         except Exception as exc:   # it stays unverified, for the next run
             self.harness_error("report", None, None, exc)
             return
         finally:
             self._spent("reverify", time.monotonic() - started)
-        self._check_abandoned()
-        settled = record.get("verified")
-        if settled is not None:
-            self.corpus.update(job.path, lambda f: setattr(f, "repro", record))
-        key = "unverified" if settled is None else "verified" if settled else "unconfirmed"
         with self._lock:
             self.stats.reverified[key] = self.stats.reverified.get(key, 0) + 1
 
@@ -1614,6 +1612,12 @@ class Campaign:
                 self.stats.left_pending += jobs + kept
             self.emit(Notice(f"out of time to triage {jobs} failure(s) (and {kept} held while they were): left in "
                              f"{self._pending_dir}, the next run on this corpus triages them"))
+
+    def _confirm_unless_abandoned(self, finding) -> dict:
+        """``confirm``, whose verdict is not written once the desk's job was given up."""
+        record = self.confirm(finding)
+        self._check_abandoned()
+        return record
 
     def _reverify_left(self, n: int) -> None:
         if n:

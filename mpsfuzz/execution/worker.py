@@ -81,7 +81,7 @@ def _watch_compilation(state) -> None:
     callback_handler.clear = clear_and_keep_ours
 
 
-def _context(warm=()):
+def zygote_context(warm=()):
     """The multiprocessing context; with a forkserver, its zygote imports torch, the
     execution layer (preload.py) and the modules in ``warm`` (those of the functions the
     pool is handed) once, so that forked workers start warm."""
@@ -225,7 +225,7 @@ class Worker:
     """One worker process with a target loaded; restarted by :class:`WorkerPool`."""
 
     def __init__(self, target_spec: str, workdir: Path, index: int = 0, warm=()):
-        ctx = _context(warm)
+        ctx = zygote_context(warm)
         self.log_path = workdir / f"worker-{os.getpid()}-{index}.log"
         env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
         self.conn, child = ctx.Pipe()

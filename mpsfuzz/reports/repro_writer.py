@@ -28,11 +28,6 @@ def repro_record(finding, *, verify: bool, timeout_s: float, warm: bool = False)
     return record
 
 
-# The most a run's start spends re-verifying the scripts of unverified findings: the
-# rest wait for the next run.
-REVERIFY_BUDGET_S = 180.0
-
-
 # What a cpu-bug finding's repro record said before its scripts existed (issue 37).
 PRE_ISSUE_37_REFUSAL = "no device repro"
 
@@ -53,34 +48,17 @@ def awaits_verification(finding) -> bool:
     return not repro or PRE_ISSUE_37_REFUSAL in str(repro.get("detail", ""))
 
 
-def reverify(corpus_dir: Path, target_spec: str, *, timeout_s: float, budget_s: float = REVERIFY_BUDGET_S) -> dict:
-    """Run again, in a fresh interpreter, the repro scripts of the corpus's findings on
-    ``target_spec`` whose verification never ran to the end (:func:`awaits_verification`),
-    within ``budget_s``; each settled one is written back.
-    Returns how many became verified, unconfirmed, or stayed unverified."""
-    import time
-    corpus = Corpus(corpus_dir)
-    found, _ = corpus.load()
-    counts = {"verified": 0, "unconfirmed": 0, "unverified": 0}
-    start = time.monotonic()
-    for path, finding in found:
-        if not awaits_verification(finding) or finding.target_spec != target_spec:
-            continue
-        if time.monotonic() - start > budget_s:
-            counts["unverified"] += 1
-            continue
-        try:
-            record = repro_record(finding, verify=True, timeout_s=timeout_s)
-            if record.get("verified") is None:
-                counts["unverified"] += 1
-                continue
-            corpus.update(path, lambda f: setattr(f, "repro", record))
-        except OSError:
-            # the disk or the scratch folder refuses: the run itself says so, in one line
-            counts["unverified"] += 1
-            break
-        counts["verified" if record["verified"] else "unconfirmed"] += 1
-    return counts
+def reverified(corpus: Corpus, path: Path, finding, confirm) -> str:
+    """Run again the script of ``finding`` (at ``path``), which awaits verification,
+    with ``confirm(finding) -> repro record``; a verdict is written back to it. Which it
+    became: "verified", "unconfirmed" (it ran and did not reproduce) or "unverified" (no
+    verdict again: it could not run here). The campaign's desk does it for what an earlier
+    run left (campaign/engine.py, Reverification), inside the run's budget."""
+    record = confirm(finding)
+    settled = record.get("verified")
+    if settled is not None:
+        corpus.update(path, lambda f: setattr(f, "repro", record))
+    return "unverified" if settled is None else "verified" if settled else "unconfirmed"
 
 
 class ReproWriter:

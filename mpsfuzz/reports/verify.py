@@ -215,9 +215,9 @@ def run_forked(command: list[str], cwd: str, env: dict, timeout_s: float) -> tup
     has imported torch and run no op): ``command`` is what command_for gives, run as
     that interpreter would run it. Where processes are spawned (no forkserver), the
     child is a fresh interpreter anyway."""
-    from ..execution.worker import _context
+    from ..execution.worker import zygote_context
     out_path, err_path = Path(cwd) / "stdout.txt", Path(cwd) / "stderr.txt"
-    process = _context().Process(target=_script_child, args=(command[1:], cwd, env, str(out_path), str(err_path)),
+    process = zygote_context().Process(target=_script_child, args=(command[1:], cwd, env, str(out_path), str(err_path)),
                                  daemon=True)
     process.start()
     process.join(timeout_s)
