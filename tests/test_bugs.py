@@ -78,6 +78,25 @@ def test_two_causes_on_one_kernel_stay_two_bugs():
     assert len(bugs) == 2
 
 
+def test_sibling_kernels_with_matching_conditions_are_one_bug_and_others_stay_apart():
+    """Issue 37: a fault of the bitwise ops' shared kernel (non-contiguous inputs) was
+    filed as three bugs, one per op. Kernels that backends implement as one are one bug
+    where their conditions cover one another; two unary ops with the same conditions are
+    not siblings, and siblings with other conditions stay apart."""
+    gapped = dict(conditions=("layout:0",))
+    bugs = bugs_of(finding("bitwise_and", kernel="aten::bitwise_and.Tensor", **gapped),
+                   finding("bitwise_or", kernel="aten::bitwise_or.Tensor", **gapped),
+                   finding("bitwise_xor", kernel="aten::bitwise_xor.Tensor", **gapped),
+                   finding("triu", kernel="aten::triu.default", conditions=("rank>=4",)),
+                   finding("tril", kernel="aten::tril.default", conditions=("rank>=4",)))
+    assert sorted(len(b.findings) for b in bugs) == [2, 3]
+    assert {b.ops.keys() == {"bitwise_and", "bitwise_or", "bitwise_xor"} for b in bugs} == {True, False}
+    assert len(bugs_of(finding("neg", kernel="aten::neg.default", **gapped),
+                       finding("exp", kernel="aten::exp.default", **gapped))) == 2
+    assert len(bugs_of(finding("triu", kernel="aten::triu.default", conditions=("rank>=4",)),
+                       finding("tril", kernel="aten::tril.default", conditions=("empty",)))) == 2
+
+
 def test_one_check_refusing_valid_input_is_one_bug_whatever_the_sizes_that_reach_it():
     """Run 41L: CUDA avg_pool2d's "integer out of range" past 2^31 elements and past a
     batch of 65,536 with padding; ablation words the sizes differently, one check fired."""

@@ -17,7 +17,8 @@ starts; this module groups findings by it.
   ``aten::linalg_eig.out``, ``aten::mul`` for ``aten::mul.Tensor`` and ``aten::mul_.Tensor``
   (the functional, ``out=`` and in-place forms of an op share one implementation in most
   backends); which form the localised call was (``out``, ``inplace``) is kept as a
-  condition, ``form:out`` / ``form:inplace``, below;
+  condition, ``form:out`` / ``form:inplace``, below; kernels that backends implement as
+  one (``SIBLINGS``: the bitwise and/or/xor, triu and tril, ...) share one family;
 - the class of its divergence: ``wrong`` (wrong values, shape, dtype or memory format,
   or writes to what it may not write), ``raises`` (an error on the device only),
   ``accepts`` (CPU raises, the device does not), ``crash``, ``hang``. Not the oracle and
@@ -150,13 +151,38 @@ def _localised_kernel(finding: Finding) -> str | None:
     return str(loc["kernel"])
 
 
+# Kernels that backends implement as one: a template or function that takes the
+# operation as an argument (MPS's bitwise and/or/xor kernel, its triu/tril kernel, the
+# fmax/fmin and maximum/minimum pairs, the amax/amin and cumsum/cumprod reductions; CUDA's
+# likewise). A bug of the shared code shows in each with the same conditions, and upstream
+# files it once: findings of sibling kernels whose conditions cover one another are one
+# bug (issue 37: a fault of the bitwise ops was filed as three bugs). Kept to kernels that
+# share their code, not their kind: two unary ops wrong for gapped inputs stay two bugs.
+SIBLINGS = (
+    ("aten::bitwise_and", "aten::bitwise_or", "aten::bitwise_xor"),
+    ("aten::triu", "aten::tril"),
+    ("aten::fmax", "aten::fmin"),
+    ("aten::maximum", "aten::minimum"),
+    ("aten::amax", "aten::amin"),
+    ("aten::cumsum", "aten::cumprod"),
+    ("aten::logical_and", "aten::logical_or", "aten::logical_xor"),
+)
+_SIBLING_SET = {family: " | ".join(kernels) for kernels in SIBLINGS for family in kernels}
+
+
+def shared_family(kernel: str) -> str:
+    """The kernel's family (kernel_family), or its set of sibling kernels (SIBLINGS)."""
+    family = kernel_family(kernel)
+    return _SIBLING_SET.get(family, family)
+
+
 def group_key(finding: Finding) -> tuple | None:
-    """(blame, device kind, kernel, divergence class), or None for a finding that is not
-    localised to a kernel."""
+    """(blame, device kind, kernel family or sibling set, divergence class), or None for
+    a finding that is not localised to a kernel."""
     kernel = _localised_kernel(finding)
     if kernel is None:
         return None
-    return (finding.blame, _device_kind(finding), kernel_family(kernel),
+    return (finding.blame, _device_kind(finding), shared_family(kernel),
             divergence_class(str(finding.localisation.get("divergence", ""))))
 
 
