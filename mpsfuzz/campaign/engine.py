@@ -1206,6 +1206,9 @@ class Campaign:
         err, flaky, holder, pending = job
         self._slice.pressed = self._desk is not None and self._desk.queued(self._first_rank) > 0
         try:
+            if err.to_shrink is not None and self._covering_finding_or_none(err.case, err.failure,
+                                                                           settled=True) is not None:
+                err.to_shrink = None   # filed since it was handed over: a sighting, nothing to shrink
             if err.to_shrink is not None and triage_it and pool is not None:
                 shrinking = time.monotonic()
                 try:
