@@ -109,6 +109,7 @@ class Stats:
     unsupported_here_messages: dict = field(default_factory=dict)  # (op, message) -> count
     harness_by_stage: dict = field(default_factory=dict)      # stage -> harness errors
     set_aside: dict = field(default_factory=dict)             # op -> why it was set aside
+    time_split: dict = field(default_factory=dict)
 
     @property
     def failing(self) -> int:

@@ -422,6 +422,11 @@ class Campaign:
             self.stats.harness_errors += 1
             self.stats.harness_by_stage[stage] = self.stats.harness_by_stage.get(stage, 0) + 1
 
+    def _spent(self, stage: str, seconds: float) -> None:
+        with self._lock:
+            split = self.stats.time_split
+            split[stage] = split.get(stage, 0.0) + max(0.0, float(seconds))
+
     def harness_error(self, stage: str, op: str | None, case, exc: BaseException | None = None, *,
                       error: str = "", trace: str = "") -> None:
         """Count and report a failure of mpsfuzz itself on one case (``exc``, or its
@@ -556,6 +561,8 @@ class Campaign:
             self.emit(CaseFinished(case.op, valid=False, unsupported=False, shrinking=shrinking, case=case))
             return []
         if isinstance(outcome, ProcessEvent):
+            if fuzzing and outcome.kind == "timeout":
+                self._spent("run", outcome.timeout_s)
             with self._lock:
                 self.stats.restarts += fuzzing
             if outcome.kind == "slow-compile":
@@ -592,6 +599,8 @@ class Campaign:
             self.harness_error("execute", case.op, case, error=lines[-1].strip() if lines else "internal error",
                                trace=trace)
         if fuzzing:
+            for stage, seconds in (outcome.get("seconds") or {}).items():
+                self._spent(stage, seconds)
             with self._lock:
                 if outcome["valid"]:
                     self.stats.valid += 1
@@ -785,6 +794,7 @@ class Campaign:
         for unsatisfiable, line, trace in draft.errors:
             self.harness_error("generate" if unsatisfiable else "hypothesis", op, None, error=line, trace=trace)
             self._case_outcome(op, False, line)
+        self._spent("draw", draft.seconds)
         if op in self.stats.set_aside:
             return None
         return _Slice(op, draft.seed, list(draft.cases), draft.seconds)
@@ -1075,7 +1085,11 @@ class Campaign:
         err, flaky, holder, pending = job
         try:
             if err.to_shrink is not None and triage_it and pool is not None:
-                err, flaky = self._shrunk_on_desk(err, holder, pool)
+                shrinking = time.monotonic()
+                try:
+                    err, flaky = self._shrunk_on_desk(err, holder, pool)
+                finally:
+                    self._spent("shrink", time.monotonic() - shrinking)
             signature = self._record_safely(err, pool, flaky=flaky, triage_it=triage_it)
         except CorpusWriteError as exc:
             self._desk_error = exc
@@ -1188,14 +1202,19 @@ class Campaign:
         result = None
         if triage_it and pool is not None:
             self.emit(Notice(f"{err.case.op}: minimising {err.failure.oracle} failure"))
+            triaging = time.monotonic()
             try:
                 result = triage(err.case, err.failure, pool, self.config.oracles, reruns=self.config.reruns,
                                 budget_s=self.config.minimise_budget_s, timeout_s=self.config.timeout_s)
+                for step, seconds in result.steps.items():
+                    self._spent(f"triage:{step}", seconds)
             except CorpusWriteError:
                 raise
             except Exception as exc:
                 self._check_abandoned()   # its worker was killed under it: not a harness error
                 self.harness_error("triage", err.case.op, err.case, exc)
+            finally:
+                self._spent("triage", time.monotonic() - triaging)
         self._check_abandoned()   # given up while it was triaged: it stays pending
         if result is None:
             case, failure, explanation, result_flaky = err.case, err.failure, None, False
@@ -1248,6 +1267,7 @@ class Campaign:
         case = finding.case
         try:
             if new and self.confirm is not None and not finding.flaky:
+                verifying = time.monotonic()
                 try:
                     record = self.confirm(finding)
                 except CorpusWriteError:
@@ -1255,6 +1275,8 @@ class Campaign:
                 except Exception as exc:  # the finding stays, unverified
                     self.harness_error("report", case.op, case, exc)
                     record = None
+                finally:
+                    self._spent("verify", time.monotonic() - verifying)
                 if record is not None:
                     self._check_abandoned()   # its script was killed with the desk's work
                     finding.repro = record

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 
 from ..execution.error_kinds import is_device_fault, is_memory_exhausted
 from ..execution.executor import as_raised, observe, unsupported_here
@@ -76,11 +77,13 @@ def _judge(case, target, oracle_names) -> dict:
 
 def _judged(case, target, oracle_names) -> dict:
     enabled = tuple(oracle_names)
+    started = time.perf_counter()
     obs = observe(case, target, enabled)
     if obs is None:  # the variant cannot be formed for this case
         return {"valid": False, "unsupported": False, "unsupported_message": "",
-                "ref_widened": False, "failures": []}
-    failures = run_case_oracles(obs, enabled)
+                "ref_widened": False, "failures": [], "seconds": {"run": time.perf_counter() - started}}
+    seconds = {"run": time.perf_counter() - started}
+    failures = run_case_oracles(obs, enabled, seconds)
     dut_raised, ref_raised = isinstance(obs.dut, Raised), isinstance(obs.ref, Raised)
     return {
         "poisoned": obs.poisoned,
@@ -91,14 +94,18 @@ def _judged(case, target, oracle_names) -> dict:
         # why the gradients got no verdict (the point has no derivative), if so
         "grad_undefined": obs.cache.get("grad_undefined"),
         "failures": [f.to_json() for f in failures],
+        # where the worker's time on this case went (the campaign's time split, issue 37)
+        "seconds": seconds,
     }
 
 
-def run_case_oracles(obs: Observation, enabled) -> list:
+def run_case_oracles(obs: Observation, enabled, seconds: dict | None = None) -> list:
     """Case checks in order, then each verdict check (the float64 arbiter) on every
     failure: it may confirm, re-attribute (the CPU is the one that is wrong) or
-    dismiss it."""
+    dismiss it. ``seconds``, if given, gets the time of each: ``check`` and ``jury``."""
     oracles = all_oracles()
+    seconds = {} if seconds is None else seconds
+    started = time.perf_counter()
     failures = []
     for name in enabled:
         o = oracles[name]
@@ -114,11 +121,14 @@ def run_case_oracles(obs: Observation, enabled) -> list:
                     if not (f.oracle in ("layout", "grads") or f.kind.startswith("variant-"))]
     # The verdicts (the float64 arbiter, the jury) are mpsfuzz's time, not the target's:
     # the pool does not count it against the case's timeout (execution/harness_clock.py).
+    checked = time.perf_counter()
+    seconds["check"] = checked - started
     with judging():
         for name in enabled:
             o = oracles[name]
             if o.stage == "verdict":
                 failures = [f for f in (o.check(obs, f) for f in failures) if f is not None]
+    seconds["jury"] = time.perf_counter() - checked
     return failures
 
 

@@ -61,6 +61,7 @@ def run_record(started: CampaignStarted | None, finished: CampaignFinished, *, s
         "known_sightings": s.sightings,
         "left_pending": s.left_pending,
         "minimise_s": round(s.minimise_s, 3),
+        "time_split": {stage: round(seconds, 3) for stage, seconds in sorted(s.time_split.items())},
         "per_op": {op: {"cases": int(c), "valid": int(v)} for op, (c, v) in sorted(s.per_op.items())},
         "torch_version": torch.__version__,
         "mpsfuzz_version": __version__,

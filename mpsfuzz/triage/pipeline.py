@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from ..generation.recipes import Case
 from ..generation.strategies import OVERFLOWING_SPECIALS
@@ -61,6 +61,9 @@ class Triage:
     shrunk_case: Case                  # what Hypothesis handed over
     seconds: float
     localisation: dict | None = None   # triage/localise.py's record (reliable findings only)
+    # seconds of each step (reruns, reduce, explain, localise, cpu-alone): the campaign's
+    # time split (issue 37)
+    steps: dict = field(default_factory=dict)
 
     @property
     def flaky(self) -> bool:
@@ -144,18 +147,33 @@ def dies_on_cpu_too(case: Case, failure, pool, oracles, timeout_s: float | None)
         and signal_name(outcome.returncode) == failure.details.get("signal")
 
 
+class _Steps:
+    """The seconds of each step of one triage, in order."""
+
+    def __init__(self, start: float):
+        self.seconds: dict = {}
+        self._last = start
+
+    def done(self, step: str) -> None:
+        now = time.monotonic()
+        self.seconds[step] = self.seconds.get(step, 0.0) + now - self._last
+        self._last = now
+
+
 def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, budget_s: float = 30.0,
            timeout_s: float | None = None, localise_it: bool = True) -> Triage:
     """Re-run, reduce and explain one failure. ``pool`` is the campaign's worker pool
     (``fresh()`` gives a new worker); ``oracles`` the campaign's oracle names."""
     start = time.monotonic()
+    steps = _Steps(start)
     symptom = symptom_key(case, failure)
     prober = Prober(pool, tuple(oracles), fresh=_process_kind(failure), timeout_s=timeout_s)
     if failure.oracle == "hang":
         prober.probe_cost_s = timeout_s if timeout_s is not None else getattr(pool, "timeout_s", 0.0)
     repro = reproduce(case, symptom, prober, max(1, reruns))
+    steps.done("reruns")
     if not repro.reliable:
-        return Triage(case, failure, repro, None, None, case, time.monotonic() - start)
+        return Triage(case, failure, repro, None, None, case, time.monotonic() - start, steps=steps.seconds)
     reduction = reduce_case(case, failure, symptom, prober, budget_s=budget_s * 0.6)
     minimal, minimal_failure = reduction.case, reduction.failure
     if minimal != case:
@@ -167,15 +185,19 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
             minimal, minimal_failure = case, failure
         else:
             minimal_failure = check.same
+    steps.done("reduce")
     if failure.oracle == "layout" and _contiguous_already(minimal):
         # ``.contiguous()`` handed the op the very same tensors, and the two calls still
         # differ: not a layout bug but a result that depends on earlier calls. Flaky.
         repro.state_dependent = True
-        return Triage(minimal, minimal_failure, repro, None, reduction, case, time.monotonic() - start)
+        return Triage(minimal, minimal_failure, repro, None, reduction, case, time.monotonic() - start,
+                      steps=steps.seconds)
     remaining = max(0.4 * budget_s, budget_s - (time.monotonic() - start))
     explanation = explain(minimal, minimal_failure, symptom, prober, budget_s=remaining)
+    steps.done("explain")
     localisation = (localise(minimal, minimal_failure, pool, oracles, timeout_s=timeout_s)
                     if localise_it else None)
+    steps.done("localise")
     if refused_at_the_dtypes_edge(minimal, minimal_failure, explanation):
         minimal_failure = replace(
             minimal_failure, blame="undecided", severity="low",
@@ -188,5 +210,6 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
             title=f"`{minimal.op}` crashes the process on the target and on eager CPU alike "
                   f"({minimal_failure.details.get('signal', '')})",
             message=minimal_failure.message + "\neager CPU dies the same way on this case, alone in a fresh process")
+    steps.done("cpu-alone")
     return Triage(minimal, minimal_failure, repro, explanation, reduction, case, time.monotonic() - start,
-                  localisation)
+                  localisation, steps=steps.seconds)
