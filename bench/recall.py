@@ -18,7 +18,10 @@ working tree), one after the other on the same machine, and prints for each:
 
 and the ratios of the last tree to each earlier one.
 
-    python bench/recall.py --before 91657b7 --before bench-before [--budget 600] [--seed 1] [--keep DIR]
+    python bench/recall.py --before 91657b7 --before 997485a [--budget 600] [--seed 1] [--keep DIR]
+
+(91657b7: main before issue 30; 997485a: main as issue 37 found it, with the time split
+recorded and nothing else changed.)
 
 ``--corpus LABEL=DIR`` measures a corpus a campaign of this bench already wrote (no run).
 """
