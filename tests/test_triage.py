@@ -16,7 +16,7 @@ from mpsfuzz.execution.worker import WorkerPool
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT, Failure
 from mpsfuzz.oracles.judge import judge_case
-from mpsfuzz.triage.pipeline import triage
+from mpsfuzz.triage.pipeline import HANG_RERUNS, triage
 from mpsfuzz.triage.probe import Prober
 from mpsfuzz.triage.reduce import cost
 
@@ -179,6 +179,15 @@ def test_hang_is_reduced_within_its_time_budget(pool_for):
     # attempt in flight when the budget ran out (1 s each, and a new worker after each
     # hang) come on top
     assert elapsed < 12.0 + 4 * (1.0 + respawn) + 3.0, (elapsed, respawn)
+
+
+def test_a_hang_is_re_run_twice_each_in_a_fresh_process(pool_for):
+    """Each re-run of a hang waits out the timeout: two that hang say it reproduces (issue
+    37: the other two were the slow desk's time, that the next crash waited for)."""
+    pool = pool_for("prod_hang_5d", timeout_s=1.0)
+    result = run_triage(pool, Case("prod", (tensor((2, 1, 2, 1, 1)),)), reruns=4, budget_s=0.0)
+    assert result.failure.oracle == "hang" and not result.flaky
+    assert result.reproducibility.runs == HANG_RERUNS == 2 and result.reproducibility.failed == 2
 
 
 class HangingProber:

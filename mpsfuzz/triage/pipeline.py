@@ -28,6 +28,10 @@ from .probe import SAME, Prober
 from .reduce import Reduction, reduce_case
 
 DEFAULT_RERUNS = 4
+# A hang's re-runs each wait out the timeout (20 s by default) in a fresh process: two
+# that hang at the same case say it reproduces, and the other two would cost 40 s of the
+# slow desk that the next crash or hang waits for (issue 37).
+HANG_RERUNS = 2
 
 
 @dataclass
@@ -170,7 +174,7 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
     prober = Prober(pool, tuple(oracles), fresh=_process_kind(failure), timeout_s=timeout_s)
     if failure.oracle == "hang":
         prober.probe_cost_s = timeout_s if timeout_s is not None else getattr(pool, "timeout_s", 0.0)
-    repro = reproduce(case, symptom, prober, max(1, reruns))
+    repro = reproduce(case, symptom, prober, max(1, min(reruns, HANG_RERUNS) if failure.oracle == "hang" else reruns))
     steps.done("reruns")
     if not repro.reliable:
         return Triage(case, failure, repro, None, None, case, time.monotonic() - start, steps=steps.seconds)
