@@ -973,22 +973,21 @@ class Campaign:
         return smallest, flaky
 
     def _triage_priority(self, job) -> tuple:
-        """The desk's order: failures blamed on the target first, those of an op with no
-        finding yet before the rest; eager CPU's, both backends' and undecided ones last
+        """A desk's order: failures blamed on the target first, those of an op with no
+        finding yet before the rest; eager CPU's, both backends' and undecided ones after
         (runs 38 and 39, H200: 373 and 48 failures left untriaged at the budget's end,
-        nearest-exact's real gradient bug among them, behind CPU's own). Within a rank,
-        the quick ones first: a crash, hang or device fault costs a fresh process for
-        each re-run, a minute or more of the desk (run 43, H200: nearest-exact's gradient
-        bug, met at 374 s, waited behind a device fault met a second before it)."""
+        nearest-exact's real gradient bug among them, behind CPU's own); the scripts of
+        findings an earlier run left unverified last. (Crashes, hangs and device faults
+        have a desk of their own: TriageDesks.)"""
         try:
             if isinstance(job, Reverification):
-                return (True, True, True, True)   # after every failure: no bug waits on it
+                return (True, True, True)   # after every failure: no bug waits on it
             err = job[0]
             with self._lock:
                 found_op = any(not f.provisional and f.symptom[:1] == (err.case.op,) for f in self.found)
-            return (err.failure.blame != "target", found_op, _slow_to_triage(err.failure), False)
+            return (err.failure.blame != "target", found_op, False)
         except Exception:   # an order is a preference: never a reason to lose a job
-            return (True, True, True, True)
+            return (True, True, True)
 
     def _hand_over_met(self, met: dict) -> None:
         """The failures a desk replay met besides the one it shrank, each handed to the
