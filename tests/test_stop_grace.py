@@ -249,14 +249,12 @@ def test_the_daemon_with_lanes_ends_within_the_grace_and_leaves_no_process(tmp_p
     assert not alive, [(p.pid, p.cmdline()[-3:]) for p in alive]
 
 
-def test_sigterm_during_the_triage_of_a_hang_stops_the_daemon_within_10_seconds(tmp_path):
-    """Told to stop while its cases hang and a hang is being triaged (each probe waiting
-    out the timeout), the daemon neither waits out the batch nor drains triage: it is
-    gone within 10 s, the failures left pending."""
-    corpus = tmp_path / "corpus"
+def _sigterm_while_a_hang_waits_for_triage(command: list[str], corpus: Path) -> tuple[int, float, str]:
+    """Run ``mpsfuzz COMMAND`` on every kernel hanging, send SIGTERM once a hang waits for
+    triage in ``corpus``: (exit status, seconds it took to stop, its output)."""
     env = dict(os.environ, MPSFUZZ_FAULTS="every_kernel_hang", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "mpsfuzz", "daemon", "--ops", "neg", "--jobs", "1",
-                             "--timeout", "5", "--slice", "4", "--seed", "1", "--corpus", str(corpus), "--target", FAULT_TARGET,
+    proc = subprocess.Popen([sys.executable, "-m", "mpsfuzz", *command, "--ops", "neg", "--timeout", "5",
+                             "--slice", "4", "--seed", "1", "--corpus", str(corpus), "--target", FAULT_TARGET,
                              "--no-progress"],
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
@@ -273,9 +271,17 @@ def test_sigterm_during_the_triage_of_a_hang_stops_the_daemon_within_10_seconds(
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    out = proc.stdout.read()
+    return proc.returncode, took, proc.stdout.read()
+
+
+def test_sigterm_during_the_triage_of_a_hang_stops_the_daemon_within_10_seconds(tmp_path):
+    """Told to stop while its cases hang and a hang is being triaged (each probe waiting
+    out the timeout), the daemon neither waits out the batch nor drains triage: it is
+    gone within 10 s, the failures left pending."""
+    corpus = tmp_path / "corpus"
+    code, took, out = _sigterm_while_a_hang_waits_for_triage(["daemon", "--jobs", "1"], corpus)
     assert took <= 10.0, f"took {took:.1f}s to stop: {out[-3000:]}"
-    assert proc.returncode == 1 and "done (stopped)" in out, out[-3000:]
+    assert code == 1 and "done (stopped)" in out, out[-3000:]
     assert list((corpus / "triage-pending").glob("*.json")), out[-3000:]
 
 
@@ -286,29 +292,9 @@ def test_sigterm_stops_a_run_with_its_summary_and_run_record_and_exit_143(tmp_pa
     triage: the summary and the run record are written, no in-flight file is left, the
     failures not triaged stay pending, and the exit status is 143 (128 + SIGTERM)."""
     corpus = tmp_path / "corpus"
-    env = dict(os.environ, MPSFUZZ_FAULTS="every_kernel_hang", PYTHONUNBUFFERED="1")
-    proc = subprocess.Popen([sys.executable, "-m", "mpsfuzz", "run", "--ops", "neg", "--jobs", str(jobs),
-                             "--timeout", "5", "--slice", "4", "--seed", "1", "--corpus", str(corpus),
-                             "--target", FAULT_TARGET, "--budget", "10m", "--no-progress"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                            start_new_session=True)
-    try:
-        deadline = time.monotonic() + 240
-        while not list((corpus / "triage-pending").glob("*.json")) and time.monotonic() < deadline:
-            assert proc.poll() is None, proc.stdout.read()[-3000:]
-            time.sleep(0.25)
-        assert list((corpus / "triage-pending").glob("*.json")), "no failure handed to triage within 240 s"
-        asked = time.monotonic()
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=120)
-        took = time.monotonic() - asked
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    out = proc.stdout.read()
+    code, took, out = _sigterm_while_a_hang_waits_for_triage(["run", "--jobs", str(jobs), "--budget", "10m"], corpus)
     assert took <= 10.0, f"took {took:.1f}s to stop: {out[-3000:]}"
-    assert proc.returncode == 143, out[-3000:]
-    assert "done (stopped)" in out, out[-3000:]
+    assert code == 143 and "done (stopped)" in out, out[-3000:]
     records = [json.loads(p.read_text()) for p in (corpus / "runs").glob("*.json")]
     assert [r["stopped_because"] for r in records] == ["stopped"], out[-3000:]
     assert not list(corpus.glob("inflight-*.json")), out[-3000:]
