@@ -1378,8 +1378,11 @@ class Campaign:
         except Exception as exc:
             self.harness_error("judge", case.op, case, exc)
             entry = None
+        # triage files a compiled target's failure that its eager counterpart shows too as
+        # the eager target's (issue 37)
+        target_name, target_spec = getattr(result, "filed_as", None) or (self._target_name, self.config.target_spec)
         finding = Finding.create(
-            case, failure, target_name=self._target_name, target_spec=self.config.target_spec,
+            case, failure, target_name=target_name, target_spec=target_spec,
             device=self._device, flaky=result_flaky,
             known=entry.to_json() if entry is not None else None,
             conditions=explanation.conditions if explanation is not None else None,

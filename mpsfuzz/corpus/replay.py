@@ -6,7 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..execution.targets import TargetError
+from ..execution.targets import TargetError, compiles
 from ..execution.worker import WorkerPool, WorkerStartError
 from ..generation import catalogue
 from ..oracles import DEFAULT, all_oracles
@@ -42,13 +42,16 @@ def _oracles_for(finding: Finding) -> tuple[str, ...]:
 def replay_one(pool: WorkerPool, finding: Finding, *, runs: int = DEFAULT_REPLAY_RUNS,
                timeout_s: float | None = None) -> tuple[str, str]:
     """(result, detail) of re-running one finding ``runs`` times, the first in a fresh
-    worker (crash and hang findings: every run in a fresh worker)."""
+    worker (crash and hang findings: every run in a fresh worker); a compiled target's
+    finding that triage met only on a second compilation, with every call compiled twice."""
     try:
         catalogue.get(finding.op)
     except KeyError:
         return CANNOT_RUN, f"op {finding.op!r} is not in this mpsfuzz's catalogue"
     process = finding.oracle in ("crash", "hang")
-    prober = Prober(pool, _oracles_for(finding), fresh=True, timeout_s=timeout_s)
+    twice = compiles(getattr(pool, "target_name", "")) \
+        and bool((finding.reproducibility or {}).get("second_compilation"))
+    prober = Prober(pool, _oracles_for(finding), fresh=True, timeout_s=timeout_s, compile_twice=twice)
     symptom = symptom_key(finding.case, finding.failure)
     verdicts, other = [], None
     for k in range(max(1, runs)):

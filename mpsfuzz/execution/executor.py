@@ -25,10 +25,12 @@ from ..generation import catalogue
 from ..generation import dtypes as dt
 from ..generation.catalogue import LARGE_FAMILY
 from ..generation.opspec import LARGE_REAL_NUMEL
+from ..generation.preparation import preparation
 from ..generation.recipes import ALWAYS_MATERIALISABLE, Case, case_bytes, check_materialisable, host_max_bytes
 from . import cpu_kernels
 from .error_kinds import is_device_fault, is_unsupported
 from .observation import Observation, Raised, SideResult, output_meta
+from .targets import forget_compilations
 
 # Filler of freshly allocated ``out=`` tensors: a kernel that leaves part of ``out``
 # unwritten shows up as wrong values (same on every device, so CPU agrees on it).
@@ -211,10 +213,12 @@ def upstream_gradient(leaf_shape, dtype, index: int, seed: int) -> torch.Tensor:
     return torch.randn(tuple(leaf_shape), generator=gen, dtype=torch.float64).to(dtype)
 
 
+@preparation
 def _backward(case: Case, inputs: list, out, wrt: list[int], upstream=None):
     """Gradients of ``out`` w.r.t. ``inputs[wrt]`` with seeded upstream gradients (passed
     through ``upstream`` where given: the arbiter's absolute values); None for an input
-    that does not influence the output."""
+    that does not influence the output. Never compiled (issue 37): on a compiled target
+    the forward's graph is compiled with its backward, which autograd runs from here."""
     diff = [o for o in leaves(out) if o.requires_grad and (o.is_floating_point() or o.is_complex())]
     if not diff or not wrt:
         return [None] * len(wrt)
@@ -692,19 +696,34 @@ def cpu_side(obs: Observation) -> SideResult | None:
     return obs.cache["cpu_side"]
 
 
-def observe(case: Case, target, enabled) -> Observation | None:
+def _compile_first(case: Case, spec, kwargs, target, enabled) -> None:
+    """The DUT's calls of ``case`` once, on inputs of their own, and then the target's
+    compilations forgotten: the case's calls that follow are their second compilation
+    (what they return here is not judged)."""
+    try:
+        _run_dut(case, spec, kwargs, target, enabled)
+    except Exception:  # the first compilation's own outcome is not the case's
+        pass
+    forget_compilations(target)
+
+
+def observe(case: Case, target, enabled, *, compile_twice: bool = False) -> Observation | None:
     """Run ``case`` on both sides: the DUT (plus its functional form and contiguous
     copies where the ``variants`` and ``layout`` oracles, named in ``enabled``, need
     them, and the leak measurement where ``leak`` is enabled) and the CPU reference.
     The op's own errors are observations; a sticky device error marks the observation
     ``poisoned``. None where the case's variant cannot be formed on the DUT (an
-    ``out=`` for a non-tensor result)."""
+    ``out=`` for a non-tensor result). ``compile_twice``: a compiled target's calls are
+    observed on their second compilation (``_compile_first``), as a worker meets them
+    after a reset."""
     spec = catalogue.get(case.op)
     kwargs = case.kwargs_dict()
     enabled = tuple(enabled)
     leak = None
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
+        if compile_twice:
+            _compile_first(case, spec, kwargs, target, enabled)
         before = _memory(target) if "leak" in enabled else None
         try:
             dut, functional, contiguous = _run_dut(case, spec, kwargs, target, enabled)

@@ -5,11 +5,15 @@ the function it is handed (``oracles/judge.py``, which loads every oracle). Neve
 kernel files (``run --kernels``): their code may touch the device when imported, and a
 device context does not survive the fork (each worker imports them after it).
 """
-from ..generation import catalogue, kernels
+# Dynamo before the catalogue: else a worker's first case imports it (~1.5 s inside the
+# hang timeout), and the catalogue's input preparation is made never compiled from the
+# start (generation/preparation.py) rather than through a wrapper.
+import torch._dynamo  # noqa: F401
+
+from ..generation import catalogue, kernels  # noqa: E402
 
 kernels.defer_loading()   # first: nothing below, nor the modules preloaded after this one, imports them
 
 from . import executor  # noqa: F401,E402
-import torch._dynamo  # noqa: F401,E402  (else a worker's first case imports it: ~1.5 s inside the hang timeout)
 
 catalogue.all_ops()

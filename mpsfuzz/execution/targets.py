@@ -129,11 +129,26 @@ class DeviceTarget:
 class CompiledTarget(DeviceTarget):
     """torch.compile (Inductor) on a device. One compiled wrapper per op function;
     Dynamo's recompile limits are raised because every fuzz case is a new shape or
-    dtype, and hitting the limit would silently fall back to eager and test nothing."""
+    dtype, and hitting the limit would silently fall back to eager and test nothing.
+
+    How a worker compiles (issue 37, point 7): the executor hands ``run`` the variant's
+    call alone (what makes the inputs runs before it, eagerly); Dynamo keeps compiled
+    code per code object, so a case whose sizes, strides, dtypes or op (a closure of
+    the shared variant wrappers) differ from every earlier call recompiles, statically
+    (``dynamic=False``: no automatic dynamic shapes), and one the worker has compiled
+    before runs from Dynamo's cache. Every ``_RESET_EVERY`` calls, and nowhere else
+    between cases, Dynamo is reset: the next calls compile again, Inductor's own caches
+    (kept across a reset) serving what they hold. A failure may therefore show only on
+    a call's second compilation; triage then runs cases compiled twice
+    (``forget_compilations`` between), and the repro script does the same.
+
+    ``eager_counterpart``: the built-in eager target whose kernels the compiled graphs
+    call (a failure it shows too is its kernel's, triage/pipeline.py). ``backend``:
+    torch.compile's backend (tests hand one that records the graphs)."""
 
     _RESET_EVERY = 256
 
-    def __init__(self, name: str, device: str, *, dynamic: bool = False):
+    def __init__(self, name: str, device: str, *, dynamic: bool = False, backend: Any = "inductor"):
         super().__init__(name, device)
         self._compiled: dict[int, Callable] = {}
         self._calls = 0
@@ -141,6 +156,8 @@ class CompiledTarget(DeviceTarget):
         # derived from them such as attention's default scale): the code paths that
         # dynamic-shape compilation takes, which static compilation never reaches.
         self.dynamic = dynamic
+        self.backend = backend
+        self.eager_counterpart = self._device_type()
 
     def run(self, fn: Callable, *args, **kwargs) -> Any:
         import torch._dynamo as dynamo
@@ -152,12 +169,36 @@ class CompiledTarget(DeviceTarget):
         self._calls += 1
         if self._calls % self._RESET_EVERY == 0:
             # Bound the memory held by compiled graphs in a long campaign.
-            dynamo.reset()
-            self._compiled.clear()
+            self.forget_compilations()
         compiled = self._compiled.get(id(fn))
         if compiled is None:
-            compiled = self._compiled[id(fn)] = torch.compile(fn, fullgraph=False, dynamic=self.dynamic)
+            compiled = self._compiled[id(fn)] = torch.compile(fn, fullgraph=False, dynamic=self.dynamic,
+                                                              backend=self.backend)
         return compiled(*args, **kwargs)
+
+    def forget_compilations(self) -> None:
+        """Reset Dynamo: every call compiles again."""
+        import torch._dynamo as dynamo
+        dynamo.reset()
+        self._compiled.clear()
+
+
+def forget_compilations(target) -> None:
+    """Make ``target``'s next calls compile again, as a worker's do after a reset: its
+    own ``forget_compilations`` where it has one, else a Dynamo reset where Dynamo is
+    loaded (a third-party compiled target); nothing for an eager target."""
+    forget = getattr(target, "forget_compilations", None)
+    if callable(forget):
+        forget()
+    elif "torch._dynamo" in sys.modules:
+        import torch._dynamo as dynamo
+        dynamo.reset()
+
+
+def compiles(target_name: str) -> bool:
+    """Whether the target of this name compiles the op's call (torch.compile): the
+    built-in ``*-compiled`` targets, and a third-party target named so."""
+    return target_name.endswith("-compiled")
 
 
 BUILTIN: dict[str, Callable[[], Any]] = {

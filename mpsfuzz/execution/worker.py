@@ -176,7 +176,8 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state
     # which a 2-core run of elementwise cases paid about once in a thousand cases
     # (0.84 -> 0.63 ms a case judged).
     gc.freeze()
-    conn.send(("ready", target.name, str(target.device)))
+    eager = getattr(target, "eager_counterpart", None)
+    conn.send(("ready", target.name, str(target.device), eager if isinstance(eager, str) and eager else None))
     while True:
         try:
             message = conn.recv()
@@ -257,7 +258,8 @@ class Worker:
         if reply[0] == "start-error":
             self.kill()
             raise WorkerStartError(reply[1])
-        _, self.target_name, self.device = reply
+        # eager_counterpart: the eager target whose kernels a compiled target's graphs call
+        _, self.target_name, self.device, self.eager_counterpart = reply
         self.cases = 0      # cases this process ran (the pool recycles it after so many)
 
     def stderr_tail(self, max_lines: int = 40) -> str:
@@ -296,8 +298,9 @@ class Worker:
 class Batch:
     """Cases sent to a worker in one message (:meth:`WorkerPool.submit`)."""
 
-    def __init__(self, case_jsons: list, args: list, ops: list[str]):
+    def __init__(self, case_jsons: list, args: list, ops: list[str], kwargs: dict | None = None):
         self.case_jsons, self.args, self.ops = case_jsons, args, ops
+        self.kwargs = dict(kwargs or {})
         self.outcomes: list = []
         self.done = 0                 # cases with an outcome
         self.worker: Worker | None = None
@@ -355,6 +358,7 @@ class WorkerPool:
         self._ensure()
         self.target_name = self._worker.target_name
         self.device = self._worker.device
+        self.eager_counterpart = self._worker.eager_counterpart
 
     def _ensure(self) -> Worker:
         if self._closed:
@@ -426,12 +430,13 @@ class WorkerPool:
                     pass
                 raise
 
-    def run(self, case_json: dict, oracle_names, op: str, timeout_s: float | None = None):
-        """The pool's ``execute`` of the case in the worker: its result dict, or a
-        :class:`ProcessEvent` if the worker died or hung (a batch of one). The in-flight
-        file is written before the exchange: failing to write it is never taken for the
-        worker dying."""
-        return self.collect(self.submit([case_json], oracle_names, [op]), timeout_s)[0]
+    def run(self, case_json: dict, oracle_names, op: str, timeout_s: float | None = None,
+            kwargs: dict | None = None):
+        """The pool's ``execute`` of the case in the worker (``kwargs`` passed to it): its
+        result dict, or a :class:`ProcessEvent` if the worker died or hung (a batch of
+        one). The in-flight file is written before the exchange: failing to write it is
+        never taken for the worker dying."""
+        return self.collect(self.submit([case_json], oracle_names, [op], kwargs), timeout_s)[0]
 
     def _exchange(self, worker: Worker, request: tuple, op: str, timeout: float, wait, internal):
         """Send ``request`` and take the reply: the payload (a poisoned worker replaced
@@ -466,16 +471,17 @@ class WorkerPool:
         self.restarts += 1
 
     # -- batches: several cases per round trip, run while the driver does other work --
-    def submit(self, case_jsons: list[dict], oracle_names, ops: list[str]) -> "Batch":
+    def submit(self, case_jsons: list[dict], oracle_names, ops: list[str], kwargs: dict | None = None) -> "Batch":
         """Send ``case_jsons`` to the worker as one batch and return at once; the worker
         runs them in order while the caller (the campaign generating its next cases) goes
         on. :meth:`collect` takes the outcomes. A batch submitted while another is in
         flight queues behind it in the worker (it starts as soon as that one ends);
         batches are collected oldest first (collecting a later one collects the earlier
-        ones and keeps their outcomes for their own :meth:`collect`)."""
+        ones and keeps their outcomes for their own :meth:`collect`). ``kwargs``: passed to
+        the execute function with each case."""
         if self.execute is None:
             raise TypeError("WorkerPool.submit needs the pool's execute function (WorkerPool(..., execute=...))")
-        batch = Batch(list(case_jsons), [list(oracle_names)], list(ops))
+        batch = Batch(list(case_jsons), [list(oracle_names)], list(ops), kwargs)
         if not self._queue:
             self._recycle_if_due()   # never under a batch still running
         self._queue.append(batch)
@@ -530,7 +536,8 @@ class WorkerPool:
         batch.compiled_before = (worker.compile_state or _NO_CLOCK)[1]
         batch.judged_before = (worker.compile_state or _NO_CLOCK)[harness_clock.JUDGED]
         try:
-            worker.conn.send(("batch", function_name(self.execute), batch.case_jsons[batch.done:], batch.args, {}))
+            worker.conn.send(("batch", function_name(self.execute), batch.case_jsons[batch.done:], batch.args,
+                              batch.kwargs))
         except (OSError, BrokenPipeError):
             pass  # the worker is gone: collect() finds it dead and attributes the case
 

@@ -17,6 +17,7 @@ import torch
 from hypothesis import strategies as st
 
 from . import dtypes as dt
+from .preparation import preparation
 
 # Drawing one case builds a dozen small strategies (``st.integers(0, 19)`` per tensor,
 # a ``sampled_from`` per choice), and Hypothesis' own strategy cache costs more than the
@@ -554,6 +555,7 @@ def broadcastable_to(draw, shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(out)
 
 
+@preparation
 def writable_copy(t):
     """A copy of ``t`` in fresh storage with ``t``'s sizes, strides and storage offset:
     what an in-place call (``F.elu(x, inplace=True)``) writes, so that it sees the drawn
@@ -568,6 +570,7 @@ def writable_copy(t):
     return out.copy_(t)
 
 
+@preparation
 def nonzero_int_divisor(t):
     """``t`` with zeros replaced by 1 when it is integral (an integer division by zero
     raises on CPU and is undefined elsewhere); floating/complex ``t`` is returned as is."""

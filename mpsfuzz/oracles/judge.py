@@ -30,15 +30,17 @@ from .values import flatten_outputs
 RELEASE_AFTER_BYTES = 1 << 28
 
 
-def judge_case(case, target, oracle_names) -> dict:
+def judge_case(case, target, oracle_names, *, compile_twice: bool = False) -> dict:
     """Run ``case`` on both sides and the enabled case oracles; a JSON-able summary.
 
     The op's own errors are observations (the oracles judge them). An error that says a
     kernel is missing, raised by mpsfuzz's *own* processing of the case (comparing,
     canonicalising, the float64 arbiter, all on the CPU or the device), means this
-    torch cannot judge the case: ``unsupported here``, not a harness failure."""
+    torch cannot judge the case: ``unsupported here``, not a harness failure.
+    ``compile_twice``: a compiled target's calls are judged on their second compilation
+    (executor.observe)."""
     try:
-        return _judge(case, target, oracle_names)
+        return _judge(case, target, oracle_names, compile_twice)
     except InputTooLarge:
         # A storage past --max-bytes (a triage edit that made a stride-0 view dense): no case.
         return {"valid": False, "unsupported": False, "unsupported_message": "", "ref_widened": False,
@@ -68,9 +70,9 @@ def _faulted(case, target, exc: BaseException, oracle_names) -> dict:
             "ref_widened": False, "failures": [f.to_json() for f in failures]}
 
 
-def _judge(case, target, oracle_names) -> dict:
+def _judge(case, target, oracle_names, compile_twice: bool = False) -> dict:
     try:
-        return _judged(case, target, oracle_names)
+        return _judged(case, target, oracle_names, compile_twice)
     finally:
         if case_bytes(case) >= RELEASE_AFTER_BYTES:
             # The allocator keeps a large case's blocks cached: released now, a worker holds
@@ -80,10 +82,10 @@ def _judge(case, target, oracle_names) -> dict:
             release_cached_memory(target)
 
 
-def _judged(case, target, oracle_names) -> dict:
+def _judged(case, target, oracle_names, compile_twice: bool = False) -> dict:
     enabled = tuple(oracle_names)
     started = time.perf_counter()
-    obs = observe(case, target, enabled)
+    obs = observe(case, target, enabled, compile_twice=compile_twice)
     if obs is None:  # the variant cannot be formed for this case
         return {"valid": False, "unsupported": False, "unsupported_message": "",
                 "ref_widened": False, "failures": [], "seconds": {"run": time.perf_counter() - started}}

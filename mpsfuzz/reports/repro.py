@@ -43,7 +43,7 @@ from ..generation.recipes import (DEVICE_GENERATED, GAP_FILLER, HASH_CHUNK, MATR
 from ..oracles.grads import BACKWARD_SCALE
 from ..oracles.values import dut_alone_scale, leaf_tolerance
 from . import wrong_backend
-from .source import Rendering, SourceError, literal, text_literal
+from .source import Rendering, SourceError, literal, public_name, text_literal
 
 MARKER = "# device under test"
 # Inputs with at most this many elements in their buffer are written as literals.
@@ -579,10 +579,13 @@ class _Builder:
         self.device = device
         self.compiled = compiled
         self.dynamic = dynamic      # torch.compile(dynamic=True)
+        # Triage met the failure only when the call was compiled a second time (after a
+        # first compilation and a Dynamo reset): the script compiles it twice too.
+        self.second_compilation = compiled and bool((finding.reproducibility or {}).get("second_compilation"))
         self.names = input_names(self.case, self.spec)
         # Helpers copied into the script must not take a name the script binds.
         self.render = Rendering(reserved=(RESERVED - {"op", "canonical"}) | set(self.names)
-                                | {f"{n}_cpu" for n in self.names} | SCRIPT_NAMES)
+                                | {f"{n}_cpu" for n in self.names} | SCRIPT_NAMES, eager_preparation=compiled)
         self.kwargs = _kwargs_source(self.case)
         self.imports = ["import torch"]
 
@@ -656,16 +659,111 @@ class _Builder:
         for name in wrong_backend.HELPER_NAMES:
             self.render.helpers.setdefault(name, "")    # (their names are taken)
 
-    def dut(self, expr: str) -> str:
+    def on_target(self, args: list[str], *, variant: str | None = None, out: str | None = None) -> str:
+        """Source of the op's call on the target. A compiled target compiles what the
+        executor hands it (issue 37): the op's function itself, never inlined into
+        another expression (torch.compile traces the function it is given, and an
+        inlined call is another program: ``linalg.solve(out=)`` loses out='s resize only
+        when out= reaches the op through its function's ``**kw``), or the executor's
+        method and out= wrappers around it, with every tensor an argument (the inputs or
+        their copies, ``out=``): what makes the inputs runs eagerly. With
+        ``second_compilation``: compiled and called once on copies, Dynamo reset, and
+        compiled again, as triage met the failure."""
+        variant = variant or self.case.variant
         if not self.compiled:
-            return expr
-        params = ", ".join(self.names)
+            return self.call(args, variant=variant, out=out)
+        if variant == "autocast":   # the executor enters autocast around the compiled call
+            self.render.helpers["autocast"] = _AUTOCAST_HELPER
+            return f"_autocast(lambda: {self.on_target(args, variant='functional', out=out)})"
+        compiled, handed = self._compiled_callable(args, variant, out)
+        if self.second_compilation:
+            self.render.helpers["compiled_again"] = _COMPILED_AGAIN_HELPER
+            dynamic = ", _dynamic=True" if self.dynamic else ""
+            return f"_compiled_again({compiled}, {', '.join(handed)}{dynamic})"
         dynamic = ", dynamic=True" if self.dynamic else ""
-        return f"torch.compile(lambda {params}: {expr}{dynamic})({params})"
+        return f"torch.compile({compiled}{dynamic})({', '.join(handed)})"
+
+    def _compiled_callable(self, args: list[str], variant: str, out: str | None) -> tuple[str, list[str]]:
+        """(source of the callable the executor compiles for ``variant``, the source of
+        each argument handed to it)."""
+        keywords = [f"{k}={v}" for k, v in self.kwargs.items()]
+        if variant in ("method", "inplace"):
+            name = self.spec.method if variant == "method" else self.spec.inplace
+            return f"lambda *t, **k: t[0].{name}(*t[1:], **k)", list(args) + keywords
+        op = self._op_source()
+        if op is None:   # only its call has source (an OpInfo op): that call, its tensors arguments
+            params, handed = list(self.names[:len(args)]), list(args)
+            out_param = params[args.index(out)] if out is not None and out in args else None
+            if out is not None and out_param is None:
+                out_param = next(n for n in ("out", "out_", "out__") if n not in params)
+                params.append(out_param)
+                handed.append(out)
+            expr = self.call(params[:len(args)], variant=variant, out=out_param)
+            return f"lambda {', '.join(params)}: {expr}", handed
+        if out is None:
+            return op, list(args) + keywords
+        if out in args:
+            self.render.helpers["into_self"] = _INTO_SELF_HELPER.format(op=op)
+            return "_into_self", list(args) + keywords
+        self.render.helpers["with_out"] = _WITH_OUT_HELPER.format(op=op)
+        return "_with_out", list(args) + [f"out={out}"] + keywords
+
+    def _op_source(self) -> str | None:
+        """The op's function by its name in the script: torch's own by its public name, a
+        user's kernel from its file, any other copied as a helper (``op``); None where
+        only its call has source."""
+        fn = self.spec.fn
+        if callable(getattr(fn, "render_call", None)):
+            return None
+        name = public_name(fn)
+        if name is not None:
+            return name
+        from_file = self._kernel_file_call(fn, [], {})
+        if from_file is not None:
+            return from_file[:-len("()")]
+        try:
+            return self.render.helper(fn, "op" if getattr(fn, "__name__", "") == "<lambda>" else None)
+        except SourceError as exc:
+            raise ReproError(str(exc)) from None
 
 
 def _densified_by_copy(layout) -> bool:
     return any(g > 1 for g in layout.gaps) or bool(layout.expanded)
+
+
+_COMPILED_AGAIN_HELPER = """def _compiled_again(fn, *args, _dynamic=None, **kwargs):
+    # The failure shows when the call is compiled a second time: compiled and called
+    # once on copies of the tensors (same sizes, strides, offsets and shared storages;
+    # what it returns is not judged), Dynamo reset, then compiled and called again.
+    storages = {}
+
+    def copy(t):
+        if isinstance(t, (tuple, list)):
+            return type(t)(copy(u) for u in t)
+        if not isinstance(t, torch.Tensor):
+            return t
+        storage = t.untyped_storage()
+        if storage.data_ptr() not in storages:
+            storages[storage.data_ptr()] = storage.clone()
+        c = torch.empty(0, dtype=t.dtype, device=t.device)
+        c.set_(storages[storage.data_ptr()], t.storage_offset(), t.size(), t.stride())
+        return c.requires_grad_() if t.requires_grad else c
+    try:
+        torch.compile(fn, dynamic=_dynamic)(*copy(args), **{k: copy(v) for k, v in kwargs.items()})
+    except Exception:
+        pass
+    torch._dynamo.reset()
+    return torch.compile(fn, dynamic=_dynamic)(*args, **kwargs)"""
+
+
+# The executor's out= wrappers (execution/executor.py), compiled as a whole.
+_WITH_OUT_HELPER = """def _with_out(*a, out, **k):
+    {op}(*a, **k, out=out)
+    return out"""
+
+_INTO_SELF_HELPER = """def _into_self(*a, **k):
+    {op}(*a, **k, out=a[0])
+    return a[0]"""
 
 
 _CPU_VIEW_HELPER = """def _cpu_view(t):
@@ -836,13 +934,13 @@ def _body(finding: Finding, device: str, target_name: str) -> tuple["_Builder", 
     def dut_variant() -> list[str]:
         """Lines that leave the DUT's result in ``actual``."""
         if case.variant == "out-alias":
-            return [f"{b.dut(b.call(names, out=names[0]))}  {MARKER}", f"actual = {names[0]}"]
+            return [f"{b.on_target(names, out=names[0])}  {MARKER}", f"actual = {names[0]}"]
         if case.variant.startswith("out"):
             lines, out = _out_lines(spec, case, resolve_kwargs(case.kwargs), _inference_devices(b))
-            return lines + [f"{b.dut(b.call(names, out=out))}  {MARKER}", f"actual = {out}"]
+            return lines + [f"{b.on_target(names, out=out)}  {MARKER}", f"actual = {out}"]
         if case.variant == "inplace":
-            return [f"{b.dut(b.call(names))}  {MARKER}", f"actual = {names[0]}"]
-        return [f"actual = {b.dut(b.call(names))}  {MARKER}"]
+            return [f"{b.on_target(names)}  {MARKER}", f"actual = {names[0]}"]
+        return [f"actual = {b.on_target(names)}  {MARKER}"]
 
     if oracle in ("crash", "hang"):
         if oracle == "crash":
@@ -878,7 +976,7 @@ def _body(finding: Finding, device: str, target_name: str) -> tuple["_Builder", 
         # Both backends raise on the non-contiguous inputs and accept contiguous copies:
         # no CPU call here (it raises too); the child run shows eager CPU alone.
         copies = [f"{n}.contiguous()" for n in names]
-        body.append(f"works = {b.dut(b.call(copies, variant='functional'))}  {MARKER}")
+        body.append(f"works = {b.on_target(copies, variant='functional')}  {MARKER}")
         body.append("print('contiguous copies of the inputs work')")
         body += dut_variant()
         expect = {"outcome": "raises"}
@@ -901,7 +999,7 @@ def _body(finding: Finding, device: str, target_name: str) -> tuple["_Builder", 
             if case.variant.startswith("out"):
                 # The executor calls the functional form first (out= takes its shapes
                 # from it): an error there is the out= call's error too.
-                dut_lines = [f"{b.dut(b.call(names, variant='functional'))}  {MARKER}"] + dut_lines
+                dut_lines = [f"{b.on_target(names, variant='functional')}  {MARKER}"] + dut_lines
         if kind == "device-fault":
             b.render.helpers["synchronize"] = _SYNCHRONIZE_HELPER
             dut_lines = dut_lines + [f"_synchronize(device)  {MARKER}"]
@@ -945,13 +1043,13 @@ def _body(finding: Finding, device: str, target_name: str) -> tuple["_Builder", 
             # The non-contiguous call works; the same values in contiguous copies raise.
             body += dut_variant()
             body.append("print('non-contiguous inputs give:', actual)")
-            body.append(f"expected = {b.dut(b.call(copies))}  {MARKER}")
+            body.append(f"expected = {b.on_target(copies)}  {MARKER}")
             expect = {"outcome": "raises", "stdout": "non-contiguous inputs give:"}
             raised = re.match(r"(\w+): (.*)", finding.failure.message)
             if raised:
                 expect.update(type=raised.group(1), message=raised.group(2).strip()[:80])
         else:
-            body.append(f"expected = {b.dut(b.call(copies))}  {MARKER}")
+            body.append(f"expected = {b.on_target(copies)}  {MARKER}")
             body += dut_variant()
             body.append("print('non-contiguous:', actual, 'contiguous copies:', expected, sep='\\n')")
             body.append(_assert_close(*_tolerance(finding, spec, dut_alone=True)))
@@ -1071,7 +1169,7 @@ class _Grad:
 
     def dut(self, b: "_Builder") -> str:
         # A compiled target compiles the forward; the backward runs from its graph.
-        outputs = _outputs_expr(b.dut(b.call(b.names, variant="functional")), self.paths)
+        outputs = _outputs_expr(b.on_target(b.names, variant="functional"), self.paths)
         return f"torch.autograd.grad({outputs}, [{', '.join(b.names[i] for i in self.wrt)}], g{self.allow})"
 
 
@@ -1126,7 +1224,7 @@ def _grad_taken_at_run_time(b: _Builder, wrt: list[int]) -> tuple[list[str], str
     upstream gradient's values."""
     names = b.names
     lines = [f"{names[i]} = {names[i]}.detach().requires_grad_()" for i in wrt]
-    lines.append(f"out = [o for o in torch.utils._pytree.tree_leaves({b.dut(b.call(names, variant='functional'))}) "
+    lines.append(f"out = [o for o in torch.utils._pytree.tree_leaves({b.on_target(names, variant='functional')}) "
                  f"if isinstance(o, torch.Tensor) and o.requires_grad]  {MARKER}")
     call = (f"torch.autograd.grad(out, [{', '.join(names[i] for i in wrt)}], [torch.ones_like(o) for o in out], "
             f"allow_unused=True) if out else None")
@@ -1173,7 +1271,7 @@ def _resized_self_lines(b: _Builder) -> list[str]:
     cpu_args = [f"{x}_cpu"] + [b.on_cpu(n, i) for i, n in enumerate(names)][1:]
     return [f"{x}_cpu = {b.on_cpu(x, 0)}",
             f"try:  {MARKER}",
-            f"    {b.dut(b.call(names))}",
+            f"    {b.on_target(names)}",
             "    print(f'{device}: no error')",
             "except Exception as exc:",
             "    print(f'{device} raises', type(exc).__name__, exc)",
@@ -1248,12 +1346,12 @@ def _variant_call(b: _Builder) -> tuple[list[str], str]:
             return _grad_taken_at_run_time(b, wrt)
         grad = _grad_parts(b, wrt)
         if grad is None:
-            return [], b.dut(b.call(names, variant="functional"))
+            return [], b.on_target(names, variant="functional")
         return grad.lines, grad.dut(b)
     if case.variant.startswith("out"):
         lines, out = _out_lines(b.spec, case, resolve_kwargs(case.kwargs), _inference_devices(b))
-        return lines, b.dut(b.call(names, out=out))
-    return [], b.dut(b.call(names))
+        return lines, b.on_target(names, out=out)
+    return [], b.on_target(names)
 
 
 def _executor_calls(b: _Builder) -> list[str]:
@@ -1266,13 +1364,13 @@ def _executor_calls(b: _Builder) -> list[str]:
     lines = []
     if case.variant not in ("functional", "grad"):
         lines += ["# mpsfuzz calls the functional form first, then the variant",
-                  f"{b.dut(b.call(names, variant='functional'))}  {MARKER}"]
+                  f"{b.on_target(names, variant='functional')}  {MARKER}"]
     setup, call = _variant_call(b)
     lines += setup + [f"{call}  {MARKER}"]
     if (case.variant == "functional" and any(not r.layout.is_plain() for r in case.inputs)
             and not ({"random", "undefined-values"} & set(b.spec.semantics))):
         lines += ["# then on contiguous copies of the inputs",
-                  f"{b.dut(b.call([f'{n}.contiguous()' for n in names]))}  {MARKER}"]
+                  f"{b.on_target([f'{n}.contiguous()' for n in names])}  {MARKER}"]
     return lines
 
 
@@ -1293,7 +1391,7 @@ def _repeated_slices_lines(b: _Builder, dim: int) -> list[str]:
     """A sample whose slices along ``dim`` all repeat the first (the distribution
     oracle's variety check): one draw shows it, as it has no chance to happen by luck."""
     variant = None if b.case.variant in ("functional", "method", "inplace") else "functional"
-    return [f"actual = {b.dut(b.call(b.names, variant=variant))}.to('cpu', copy=True)  {MARKER}",
+    return [f"actual = {b.on_target(b.names, variant=variant)}.to('cpu', copy=True)  {MARKER}",
             f"repeats = bool((actual == actual.narrow({dim}, 0, 1)).all())",
             f"print(f'{{tuple(actual.shape)}} sample; every slice along dim {dim} equals the first: {{repeats}}')",
             f"assert not repeats, 'the slices along dim {dim} repeat one another: a random sample would not'"]
@@ -1321,7 +1419,7 @@ def _distribution_lines(b: _Builder) -> list[str]:
     cpu_names = [b.on_cpu(n, i) for i, n in enumerate(names)]
     variant = None if case.variant in ("functional", "method", "inplace") else "functional"
     return ["torch.manual_seed(2024)",
-            f"actual = {draws(b.dut(b.call(names, variant=variant)))}  {MARKER}",
+            f"actual = {draws(b.on_target(names, variant=variant))}  {MARKER}",
             f"expected = {draws(b.call(cpu_names, variant=variant))}  # eager CPU draws",
             # searchsorted cannot look up NaN: it counts as +inf (above every number).
             "actual, expected = (t.nan_to_num(torch.inf, torch.inf, -torch.inf) for t in (actual, expected))",
@@ -1352,7 +1450,7 @@ def _variant_lines(b: _Builder, finding: Finding, dut_variant) -> list[str]:
         return ([f"before = {name}.clone()"] + dut_variant()
                 + [f"print('{name} before:', before, '{name} after:', {name}, sep='\\n')",
                    _assert_close(0, 0, name, "before")])
-    lines = [f"expected = {b.dut(b.call(names, variant='functional'))}  {MARKER}"] + dut_variant()
+    lines = [f"expected = {b.on_target(names, variant='functional')}  {MARKER}"] + dut_variant()
     lines.append(f"print('functional:', expected, '{finding.case.variant}:', actual, sep='\\n')")
     lines.append(_assert_close(*_tolerance(finding, b.spec, dut_alone=True)))
     return lines

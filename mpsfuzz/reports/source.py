@@ -7,7 +7,10 @@ arguments of the call, so the script reads ``torch.triu(x, 1)``, not a wrapper. 
 other function is copied into the script with the helpers it uses. Names the source
 uses are resolved to what they are bound to (a torch module or function by its public
 dotted name, a constant by its literal, an mpsfuzz helper by its own copied source), so
-the script needs nothing but torch.
+the script needs nothing but torch. A helper that prepares an op's inputs
+(``generation/preparation.py``) is copied as the function it wraps; in a script for a
+compiled target it keeps ``@torch.compiler.disable``, so that, as in the campaign, only
+the op is compiled.
 """
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ import textwrap
 import types
 
 import torch
+
+from ..generation.preparation import is_preparation, prepared_function
 
 # Public namespaces where torch callables are looked up by identity.
 _NAMESPACES = ("torch", "torch.linalg", "torch.special", "torch.fft", "torch.nn.functional", "torch.Tensor",
@@ -153,9 +158,11 @@ class Rendering:
     to that name: a helper bound under another name (``_nz = nonzero_int_divisor``), a
     lambda (whose own name is ``<lambda>``) and two functions of one name from different
     modules all resolve. ``reserved`` are names the script binds itself (its inputs,
-    ``actual``...), which a helper must not take."""
+    ``actual``...), which a helper must not take. ``eager_preparation``: helpers that
+    prepare an op's inputs run eagerly inside a compiled call (``@torch.compiler.disable``)."""
 
-    def __init__(self, reserved=()):
+    def __init__(self, reserved=(), *, eager_preparation: bool = False):
+        self.eager_preparation = eager_preparation
         self.helpers: dict[str, str] = {}
         self._names: dict[int, str] = {}   # id(function) -> its name in the script
         self._keep: list = []              # the functions named (their ids stay theirs)
@@ -214,6 +221,8 @@ class Rendering:
         """Copy a helper function (and the helpers it uses) into the script under
         ``name`` (default: the name its source gives it; a lambda: ``prefer``, the name
         it is referenced by); returns the name it has in the script."""
+        eager = self.eager_preparation and is_preparation(fn)
+        fn = prepared_function(fn)
         if not isinstance(fn, types.FunctionType):
             raise SourceError(f"{fn!r} is neither torch's nor a Python function")
         if id(fn) in self._names:
@@ -225,9 +234,10 @@ class Rendering:
         self.helpers[name] = ""  # reserve (recursion)
         node = _function_node(fn)
         if isinstance(node, ast.Lambda):
-            self.helpers[name] = f"{name} = {ast.unparse(self._resolve(fn, node))}"
+            source = ast.unparse(self._resolve(fn, node))
+            self.helpers[name] = f"{name} = " + (f"torch.compiler.disable({source})" if eager else source)
         else:
-            node.decorator_list = []
+            node.decorator_list = [ast.parse("torch.compiler.disable", mode="eval").body] if eager else []
             node.name = name
             if (len(node.body) > 1 and isinstance(node.body[0], ast.Expr)
                     and isinstance(node.body[0].value, ast.Constant) and isinstance(node.body[0].value.value, str)):

@@ -13,15 +13,26 @@
 4. **Localisation** (:mod:`.localise`, in a fresh worker): the aten kernel where the
    failure starts, its call and a kernel-level repro (or: composite, not localised). It
    groups findings into bugs (corpus/bugs.py); a failure of it is recorded, never raised.
+
+On a compiled target (issue 37, point 7), a failure that the fresh worker's first
+compilation does not show is tried with every call compiled twice (once, a Dynamo reset,
+again: what a worker meets after its periodic reset); if it fails so every time, triage
+goes on so and the repro script compiles twice too. And the minimal case runs once on the
+target's eager counterpart (cuda for cuda-compiled) in a fresh worker: a failure that
+shows there the same way is the eager kernel's, which the compiled graph only calls, and
+is filed as the eager target's (``Triage.filed_as``); for cpu-compiled the counterpart is
+eager CPU, the reference itself, so such a failure is eager CPU's bug (``cpu-bug``).
 """
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
 
+from ..execution.targets import compiles
+from ..generation import catalogue
 from ..generation.recipes import Case
 from ..generation.strategies import OVERFLOWING_SPECIALS
-from ..oracles import symptom_key
+from ..oracles import Failure, symptom_key
 from .ablation import Explanation, explain
 from .localise import localise
 from .probe import SAME, Prober
@@ -42,6 +53,9 @@ class Reproducibility:
     # It fails every time, but only because two calls with the same contiguous inputs
     # differ within one process (the layout oracle's second call): state carried over.
     state_dependent: bool = False
+    # A compiled target's calls failed only on their second compilation (the runs
+    # compiled each call twice): the repro script compiles twice too.
+    second_compilation: bool = False
 
     @property
     def reliable(self) -> bool:
@@ -52,6 +66,8 @@ class Reproducibility:
                "rate": round(self.failed / self.runs, 3) if self.runs else 0.0}
         if self.state_dependent:
             out["state_dependent"] = True
+        if self.second_compilation:
+            out["second_compilation"] = True
         return out
 
 
@@ -65,6 +81,9 @@ class Triage:
     shrunk_case: Case                  # what Hypothesis handed over
     seconds: float
     localisation: dict | None = None   # triage/localise.py's record (reliable findings only)
+    # (target name, target spec) the finding is filed as, where not the campaign's own:
+    # the eager counterpart of a compiled target that fails the same way
+    filed_as: tuple[str, str] | None = None
     # seconds of each step (reruns, reduce, explain, localise, cpu-alone): the campaign's
     # time split (issue 37)
     steps: dict = field(default_factory=dict)
@@ -110,6 +129,25 @@ def reproduce(case: Case, symptom: tuple, prober: Prober, runs: int) -> Reproduc
             cold = cold or k == 0
     prober.fresh = each_fresh
     return Reproducibility(runs, failed, cold)
+
+
+def reproduce_compiled_twice(case: Case, symptom: tuple, prober: Prober, runs: int,
+                             first: Reproducibility) -> Reproducibility:
+    """``first`` (the runs as they come), or, where one run with every call compiled
+    twice fails the same way, ``runs`` such runs; if they all fail, the prober keeps
+    compiling twice for the rest of triage. For a compiled target whose failure a fresh
+    worker's first compilation did not show."""
+    was = prober.fresh
+    prober.compile_twice, prober.fresh = True, True
+    shows = prober.classify(case, symptom).verdict == SAME
+    prober.fresh = was
+    if shows:
+        again = reproduce(case, symptom, prober, runs)
+        if again.reliable:
+            again.second_compilation = True
+            return again
+    prober.compile_twice = False
+    return first
 
 
 EDGE_REFUSAL = ("the target refuses the call only when an input holds the dtype's largest values, where the "
@@ -164,6 +202,65 @@ class _Steps:
         self._last = now
 
 
+@dataclass(frozen=True)
+class EagerFailure:
+    """A compiled target's failure as its eager counterpart shows it."""
+    failure: Failure
+    target_name: str
+    target_spec: str
+
+    def on_reference(self, case: Case) -> bool:
+        """The counterpart is eager CPU (cpu-compiled's) and eager CPU's kernel is the
+        case's reference: not so for a user's kernel or an op with a reference of its
+        own, whose eager run is the kernel under test."""
+        try:
+            return self.target_spec == "cpu" and catalogue.get(case.op).reference_fn is None
+        except KeyError:
+            return False
+
+
+def shown_eagerly(case: Case, failure, pool, oracles, timeout_s: float | None) -> EagerFailure | None:
+    """The eager counterpart's failure where ``case``, run once on the eager counterpart
+    of ``pool``'s compiled target in a fresh worker, fails the same way there (the same
+    symptom, the target's name aside); None where it does not, or the target compiles
+    nothing or names no counterpart."""
+    from ..execution.worker import WorkerPool
+    spec, compiled = getattr(pool, "eager_counterpart", None), getattr(pool, "target_name", "")
+    if not spec or not compiles(compiled):
+        return None
+    eager = None
+    try:
+        eager = WorkerPool(spec, timeout_s=timeout_s or getattr(pool, "timeout_s", 20.0), execute=pool.execute,
+                           role="eager-counterpart")
+        failures, _, _ = Prober(eager, tuple(oracles), timeout_s=timeout_s).failures(case)
+    except Exception:
+        return None   # best effort: the finding stays the compiled target's
+    finally:
+        if eager is not None:
+            eager.close()
+    wanted = symptom_key(case, failure)
+    for shown in failures:
+        if tuple(compiled if part == eager.target_name else part for part in symptom_key(case, shown)) == wanted:
+            return EagerFailure(shown, eager.target_name, spec)
+    return None
+
+
+def filed_as_eager(shown: Failure, eager_name: str, compiled_name: str, *, reference: bool) -> Failure:
+    """The eager counterpart's failure as the finding records it. ``reference``: the
+    counterpart is eager CPU, the reference (cpu-compiled): eager CPU's bug, not the
+    compilation's."""
+    if reference:
+        note = (f"eager CPU alone (the reference) fails the same way, in a fresh worker: not a bug of "
+                f"{compiled_name}'s compilation but of eager CPU's kernel, which its graph calls")
+        blame = "cpu" if shown.blame == "target" else shown.blame
+    else:
+        note = (f"{eager_name} alone (eager) fails the same way, in a fresh worker: {compiled_name}'s graph "
+                f"calls {eager_name}'s kernel; filed as {eager_name}'s")
+        blame = shown.blame
+    return replace(shown, blame=blame, title=f"{shown.title} (and on {compiled_name}, whose graph calls it)",
+                   message=f"{shown.message}\n{note}", details=dict(shown.details, compiled_target=compiled_name))
+
+
 def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, budget_s: float = 30.0,
            timeout_s: float | None = None, localise_it: bool = True) -> Triage:
     """Re-run, reduce and explain one failure. ``pool`` is the campaign's worker pool
@@ -174,7 +271,10 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
     prober = Prober(pool, tuple(oracles), fresh=_process_kind(failure), timeout_s=timeout_s)
     if failure.oracle == "hang":
         prober.probe_cost_s = timeout_s if timeout_s is not None else getattr(pool, "timeout_s", 0.0)
-    repro = reproduce(case, symptom, prober, max(1, min(reruns, HANG_RERUNS) if failure.oracle == "hang" else reruns))
+    runs = max(1, min(reruns, HANG_RERUNS) if failure.oracle == "hang" else reruns)
+    repro = reproduce(case, symptom, prober, runs)
+    if not repro.cold_failed and compiles(getattr(pool, "target_name", "")):
+        repro = reproduce_compiled_twice(case, symptom, prober, runs, repro)
     steps.done("reruns")
     if not repro.reliable:
         return Triage(case, failure, repro, None, None, case, time.monotonic() - start, steps=steps.seconds)
@@ -202,6 +302,13 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
     localisation = (localise(minimal, minimal_failure, pool, oracles, timeout_s=timeout_s)
                     if localise_it else None)
     steps.done("localise")
+    filed_as = None
+    if minimal_failure.blame == "target":
+        shown = shown_eagerly(minimal, minimal_failure, pool, oracles, timeout_s)
+        if shown is not None:
+            minimal_failure = filed_as_eager(shown.failure, shown.target_name, pool.target_name,
+                                             reference=shown.on_reference(minimal))
+            filed_as = (shown.target_name, shown.target_spec)
     if refused_at_the_dtypes_edge(minimal, minimal_failure, explanation):
         minimal_failure = replace(
             minimal_failure, blame="undecided", severity="low",
@@ -216,4 +323,4 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
             message=minimal_failure.message + "\neager CPU dies the same way on this case, alone in a fresh process")
     steps.done("cpu-alone")
     return Triage(minimal, minimal_failure, repro, explanation, reduction, case, time.monotonic() - start,
-                  localisation, steps=steps.seconds)
+                  localisation, filed_as, steps=steps.seconds)

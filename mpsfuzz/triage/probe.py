@@ -49,7 +49,9 @@ class Prober:
 
     ``fresh``: every case runs in a new worker process (crash and hang findings, and
     the reproducibility check, so that no state from earlier calls leaks in).
-    ``timeout_s``: per-case bound (a hang attempt costs this much)."""
+    ``timeout_s``: per-case bound (a hang attempt costs this much).
+    ``compile_twice``: a compiled target's calls are judged on their second compilation
+    (a failure triage met only so, issue 37)."""
 
     pool: object                      # execution.worker.WorkerPool (execute: oracles.judge.judge_case)
     oracles: tuple[str, ...]
@@ -66,6 +68,7 @@ class Prober:
     # What one more probe may cost: a hang's probe that hangs again costs the whole
     # timeout, so a budget starts none that could not end within it (triage sets it).
     probe_cost_s: float = 0.0
+    compile_twice: bool = False
     _process_oracles: tuple[str, ...] = field(init=False)
     _worker_oracles: tuple[str, ...] = field(init=False)
 
@@ -81,7 +84,8 @@ class Prober:
         if self.fresh:
             self.pool.fresh()
         start = time.monotonic()
-        outcome = self.pool.run(case.to_json(), self._worker_oracles, case.op, timeout_s=self.timeout_s)
+        twice = {"kwargs": {"compile_twice": True}} if self.compile_twice else {}
+        outcome = self.pool.run(case.to_json(), self._worker_oracles, case.op, timeout_s=self.timeout_s, **twice)
         self.runs += 1
         self.seconds += time.monotonic() - start
         self.unsupported_here, self.reference_rejected = None, False

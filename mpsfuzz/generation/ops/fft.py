@@ -35,6 +35,7 @@ from hypothesis import strategies as st
 
 from ..large_sizes import grows
 from ..opspec import OpSpec, ShapeBudget, any_shape, declare_grows, draw_rank, draw_side, expand, fit, register
+from ..preparation import preparation
 
 FAMILY = "fft"
 
@@ -241,6 +242,7 @@ def _same_layout_copy(x: torch.Tensor) -> torch.Tensor:
     return y
 
 
+@preparation
 def _hermitian_safe(x: torch.Tensor, kwargs: dict, kind: str) -> torch.Tensor:
     """Make a c2r input's self-conjugate planes unambiguous, without touching ``x``.
 

@@ -36,6 +36,7 @@ from ..large_sizes import grows
 from ..opspec import declare_grows
 from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcastable_to, draw_rank, draw_side, expand,
                       first_dtype, fit, prod, register)
+from ..preparation import preparation
 from ..recipes import DtypeArg
 
 FAMILY = "indexing"
@@ -407,6 +408,7 @@ def _canon_setitem(inputs, out, kwargs=None):
 
 # -- wrappers -------------------------------------------------------------------------------
 
+@preparation
 def _writable(x: torch.Tensor) -> torch.Tensor:
     """``x`` itself for in-place calls, or a copy where stride-0 dims make several
     elements share memory (torch refuses in-place writes there)."""
@@ -432,6 +434,7 @@ def _nonzero(x: torch.Tensor, **kw):
     return torch.nonzero(x, **kw)
 
 
+@preparation
 def _sorted_last(seq: torch.Tensor) -> torch.Tensor:
     """``seq`` sorted along its last dim in place: sorted on the CPU (no sort runs on the
     device under test) and copied back into the same view, so its layout is kept.
@@ -451,6 +454,7 @@ def _sorted_last(seq: torch.Tensor) -> torch.Tensor:
     return seq
 
 
+@preparation
 def _cpu_argsort(seq: torch.Tensor) -> torch.Tensor:
     if _on_meta(seq):
         return torch.empty(seq.shape, dtype=torch.int64, device=seq.device)
@@ -483,14 +487,20 @@ def _getitem2(x, i, j, lead=0, gap=0):
     return x[_subscript(lead, i, j, gap=gap)]
 
 
+@preparation
+def _own_copy(x: torch.Tensor) -> torch.Tensor:
+    """A copy of ``x`` for an assignment to write into (the case's input stays as it was)."""
+    return x.clone()
+
+
 def _setitem(x, idx, v, lead=0):
-    y = x.clone()
+    y = _own_copy(x)
     y[_subscript(lead, idx)] = v
     return y
 
 
 def _setitem_mask(x, mask, v):
-    y = x.clone()
+    y = _own_copy(x)
     y[mask] = v
     return y
 

@@ -32,6 +32,7 @@ from ..grad_points import dims_of, is_zero, kinks, near, rows, slack, vector_nor
 from ..large_sizes import grows
 from ..opspec import declare_grows
 from ..opspec import OpSpec, ShapeBudget, any_shape, expand, prod, register, writable_copy
+from ..preparation import preparation
 from ..recipes import DtypeArg
 
 FAMILY = "nn"
@@ -447,6 +448,7 @@ def _norm_shapes(*, min_rank: int = 2, max_rank: int = 5, min_spatial: int = 0,
     return build
 
 
+@preparation
 def _writable(t):
     """Running stats are updated in place: a stride-0 (expanded) view cannot be written,
     so such a view is made dense; other layouts are kept."""
@@ -580,13 +582,16 @@ def _positive(shapes, kwargs):
     return {"distribution": "positive"}
 
 
+@preparation
+def _dense_from_4d(x):
+    """The CPU composite of local_response_norm views an intermediate of x's layout as
+    5-D, which a channels_last or gapped 4-D/5-D input refuses: such inputs are made
+    dense (the ops it decomposes into see the layouts elsewhere)."""
+    return x.contiguous() if x.dim() >= 4 else x
+
+
 def _local_response_norm(x, **kw):
-    # The CPU composite views an intermediate of x's layout as 5-D, which a channels_last
-    # or gapped 4-D/5-D input refuses: such inputs are made dense (the ops it decomposes
-    # into see the layouts elsewhere).
-    if x.dim() >= 4:
-        x = x.contiguous()
-    return F.local_response_norm(x, **kw)
+    return F.local_response_norm(_dense_from_4d(x), **kw)
 
 
 register(

@@ -44,6 +44,7 @@ from ..large_sizes import grows
 from ..opspec import declare_grows
 from ..opspec import (OpSpec, ShapeBudget, broadcast_shapes, broadcastable_to, draw_side, expand, fit,
                       integers_once, register, same_shapes, sampled_once)
+from ..preparation import preparation
 
 FAMILY = "nn"
 FLOAT = expand("float")
@@ -617,17 +618,22 @@ def _ctc(log_probs, targets, *, input_lengths, target_lengths, lengths_as="tenso
     1-D (concatenated) targets are made contiguous: eager CPU (torch 2.13) steps through
     them as if their stride were 1, so a gapped view gives wrong losses and an expanded
     (stride 0) one reads out of bounds and crashes; the reference must not."""
-    batched = log_probs.dim() == 3
+    targets, il, tl = _ctc_inputs(log_probs, targets, input_lengths, target_lengths, lengths_as)
+    return F.ctc_loss(log_probs.log_softmax(-1), targets, il, tl, **kw)
+
+
+@preparation
+def _ctc_inputs(log_probs, targets, input_lengths, target_lengths, lengths_as):
+    """(targets, input lengths, target lengths) as ``_ctc`` passes them."""
     if targets.dim() == 1:
         targets = targets.contiguous()
-    if lengths_as == "tensor":
-        il = torch.tensor(input_lengths, dtype=torch.int64, device=log_probs.device)
-        tl = torch.tensor(target_lengths, dtype=torch.int64, device=log_probs.device)
-        if not batched:
-            il, tl = il.reshape(()), tl.reshape(())
-    else:
-        il, tl = list(input_lengths), list(target_lengths)  # one-element lists when unbatched
-    return F.ctc_loss(log_probs.log_softmax(-1), targets, il, tl, **kw)
+    if lengths_as != "tensor":
+        return targets, list(input_lengths), list(target_lengths)  # one-element lists when unbatched
+    il = torch.tensor(input_lengths, dtype=torch.int64, device=log_probs.device)
+    tl = torch.tensor(target_lengths, dtype=torch.int64, device=log_probs.device)
+    if log_probs.dim() != 3:
+        il, tl = il.reshape(()), tl.reshape(())
+    return targets, il, tl
 
 
 register(
@@ -870,6 +876,7 @@ def _rnn_args(draw, shapes, dtypes):
     return out
 
 
+@preparation
 def _flat_weights(params, gates: int, inputs: int, hidden: int, has_biases: bool) -> list:
     layers, dirs = params.shape[0], params.shape[1]
     gh = gates * hidden

@@ -28,6 +28,7 @@ from .. import dtypes as dt
 from ..large_sizes import grows
 from ..opspec import (Distribution, OpSpec, ShapeBudget, any_shape, broadcastable_to, declare_grows, draw_rank,
                       draw_side, fit, register, same_shapes)
+from ..preparation import preparation
 from ..recipes import DtypeArg
 
 FAMILY = "random"
@@ -236,6 +237,7 @@ def _const(options: dict):
 
 # -- fns ----------------------------------------------------------------------------------------
 
+@preparation
 def _writable(x: torch.Tensor) -> torch.Tensor:
     """``x`` with stride-0 dims narrowed to one element: in-place samplers refuse an
     overlapping self, and writing the one element fills every alias (the judge keeps
@@ -246,6 +248,7 @@ def _writable(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+@preparation
 def generator_on(device, kw: dict) -> dict:
     """``kw`` with a drawn generator seed replaced by a ``torch.Generator`` on ``device``
     seeded with it (a case holds the seed; the generator lives on the target)."""

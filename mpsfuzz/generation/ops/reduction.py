@@ -30,6 +30,7 @@ from ..large_sizes import grows
 from ..opspec import declare_grows
 from ..opspec import (OpSpec, any_shape, broadcast_shapes, combine_args, dim_arg, draw_side, expand,
                       first_dtype, fit, gather_at_indices, register)
+from ..preparation import preparation
 from ..recipes import DtypeArg
 
 FAMILY = "reduction"
@@ -116,6 +117,7 @@ def _logsumexp_dims(draw, shapes, dtypes):
     return dim_arg(allow_none=False, allow_list=True)(draw, shapes, dtypes)
 
 
+@preparation
 def _median_input(x, dim):
     """Work around an eager-CPU bug (torch 2.13): median/nanmedian along a dim whose
     stride is 0 (an expanded dim longer than 1) return garbage on CPU, so the reference
