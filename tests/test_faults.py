@@ -547,3 +547,21 @@ def test_spill_writes_past_a_strided_view_and_nowhere_else():
     dense = torch.arange(4, dtype=torch.float32)
     target.run(lambda x, y: x.sub_(y), dense, torch.ones(4))
     assert torch.equal(dense, torch.tensor([-1., 0., 1., 2.])) and target.fired["sub_inplace_spill"] == 1
+
+
+def test_the_upstream_gradients_mpsfuzz_makes_are_not_the_targets_kernels():
+    """The grad variant's seeded upstream gradients are made on the host, as on every
+    device: a fault of the target's randn for 5-D outputs must not show as a wrong
+    gradient of the op (issue 37: it was filed as three gradient bugs of log, pow and
+    rad2deg)."""
+    from mpsfuzz.generation.recipes import Case
+    from mpsfuzz.oracles import DEFAULT, worker_oracles
+    from mpsfuzz.oracles.judge import judge_case
+    case = Case.from_json({"format": 3, "op": "log", "variant": "grad", "inputs": [
+        {"shape": [2, 1, 2, 1, 2], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [],
+                                                                 "expanded": []},
+         "values": {"distribution": "positive", "seed": 3, "low": None, "high": None, "specials": []},
+         "alias": None}], "kwargs": {}})
+    target = FaultTarget(["rand_5d_repeat"])
+    assert judge_case(case, target, worker_oracles(DEFAULT))["failures"] == []
+    assert not target.fired

@@ -28,6 +28,7 @@ from ..generation.opspec import LARGE_REAL_NUMEL
 from ..generation.preparation import preparation
 from ..generation.recipes import ALWAYS_MATERIALISABLE, Case, case_bytes, check_materialisable, host_max_bytes
 from . import cpu_kernels
+from .dispatch_modes import outside_modes
 from .error_kinds import is_device_fault, is_unsupported
 from .observation import Observation, Raised, SideResult, output_meta
 from .targets import forget_compilations
@@ -223,9 +224,10 @@ def _backward(case: Case, inputs: list, out, wrt: list[int], upstream=None):
     if not diff or not wrt:
         return [None] * len(wrt)
     seed = case.inputs[0].values.seed if case.inputs else 0
-    grads_out = [upstream_gradient(o.shape, o.dtype, i, seed).to(o.device) for i, o in enumerate(diff)]
-    if upstream is not None:
-        grads_out = [upstream(g) for g in grads_out]
+    with outside_modes():   # made on the host, as on every device: not the target's kernels
+        grads_out = [upstream_gradient(o.shape, o.dtype, i, seed).to(o.device) for i, o in enumerate(diff)]
+        if upstream is not None:
+            grads_out = [upstream(g) for g in grads_out]
     return list(torch.autograd.grad(diff, [inputs[i] for i in wrt], grads_out, allow_unused=True))
 
 

@@ -15,6 +15,8 @@ import contextlib
 
 import torch
 
+from ...execution.dispatch_modes import outside_modes
+
 
 # A decomposition may make intermediates far larger than the call's tensors: torch's
 # decomposition of cumsum and cumprod is quadratic (an n x n mask and its product), 4.3e9
@@ -62,19 +64,6 @@ def _check_growth(make_fx, table, fn, args: list, biggest: int) -> None:
     if largest > limit:
         raise TraceTooLarge(f"its decomposition makes an intermediate of {largest:,} elements "
                             f"for a call of {biggest:,}")
-
-
-def outside_modes():
-    """A context without the dispatch modes on the stack. In a campaign's worker none is
-    there outside the target's ``run``; a test's harness may leave one (eager CPU's
-    kernels made faulty by a mode, ``testing/cpu_faults.py``), and make_fx would trace
-    that mode's Python into the graph, where a faulty C++ kernel is never traced: the
-    decomposition replaces the kernel before it runs."""
-    try:
-        from torch.utils._python_dispatch import _disable_current_modes
-    except ImportError:  # pragma: no cover - a torch without it
-        return contextlib.nullcontext()
-    return _disable_current_modes()
 
 
 @contextlib.contextmanager
