@@ -155,3 +155,23 @@ def test_campaign_lists_a_capability_apart_and_exits_clean(tmp_path):
     found = [json.loads(p.read_text()) for p in corpus.glob("*.json")]
     assert found and {f["status"] for f in found} == {"capability"}, [f["title"] for f in found]
     assert "capabilities (device accepts what CPU rejects) 1" in " ".join(done.stdout.split())
+
+
+def test_a_device_side_assert_on_input_eager_cpu_rejects_is_the_devices_designed_check():
+    """CUDA checks an input with a device-side assert where CPU raises a clean error: both
+    reject it (multinomial of a row that sums to 0, issue 37; take_along_dim of an index
+    out of bounds). An illegal access is a missing check, and an assert on an input CPU
+    only lacks a kernel for is no rejection: those stay device faults."""
+    from mpsfuzz.execution.observation import Observation, Raised
+    from mpsfuzz.generation import catalogue
+    from mpsfuzz.oracles.errors import check_errors
+    case = Case("multinomial", (TensorRecipe((2, 3), "float16", Layout(), ValueRecipe("normal", 1)),))
+    invalid = Raised("RuntimeError", "invalid multinomial distribution (sum of probabilities <= 0)")
+
+    def judged(dut: Raised, ref: Raised):
+        return check_errors(Observation(case, catalogue.get("multinomial"), "cuda", dut, ref))
+    assert judged(Raised("AcceleratorError", "CUDA error: device-side assert triggered"), invalid) is None
+    fault = judged(Raised("AcceleratorError", "CUDA error: an illegal memory access was encountered"), invalid)
+    assert fault is not None and fault.kind == "device-fault"
+    lacking = Raised("NotImplementedError", '"multinomial" not implemented for \'Half\'', unsupported=True)
+    assert judged(Raised("AcceleratorError", "CUDA error: device-side assert triggered"), lacking) is not None

@@ -252,3 +252,29 @@ def test_a_nan_in_the_inputs_leaves_the_tolerance_a_number():
                           ValueRecipe("small_int", seed=1197, specials=((0, "nan"),)))
     f = next(f for f in judged(Case("silu", (gapped,)), FaultTarget(["silu_noncontig"])) if f.oracle == "values")
     assert f.blame == "target", f.message
+
+
+def _all_neg_inf_windows_from_zero(func, args, kwargs, out):
+    """CUDA's max_pool1d of this transposed input: a window that holds only -inf returns
+    the index 0, and the value there (torch 2.11 on an H200)."""
+    values, indices = out
+    empty = torch.isneginf(values)
+    first = args[0].narrow(-1, 0, 1).expand_as(values)
+    return torch.where(empty, first, values), torch.where(empty, torch.zeros_like(indices), indices)
+
+
+def test_a_failure_whose_result_holds_a_mask_or_index_is_arbitrated_not_left_undecided():
+    """The float64 juror moves the decomposition's intermediates and lays the change on
+    the result: a bool or integer leaf of the canonical form (max pooling's indices read
+    as a mask) broke it ("subtraction with two bool tensors"), and CUDA's max_pool1d of
+    an all -inf window, a real bug, was filed undecided (issue 37's device runs)."""
+    fault = Fault("max_pool1d_neg_inf_window", "an all -inf window's index taken as 0",
+                  ("aten::max_pool2d_with_indices",), lambda func, args, kwargs: True,
+                  "rewrite", rewrite=_all_neg_inf_windows_from_zero)
+    x = TensorRecipe((1, 1, 2), "float32", Layout(permutation=(0, 2, 1)),
+                     ValueRecipe("small_int", 0, specials=((65107, "-inf"),)))
+    case = Case("max_pool1d_with_indices", (x,), (("kernel_size", (1,)),))
+    failures = [Failure.from_json(f) for f in judge_case(case, FaultTarget([fault]), worker_oracles(DEFAULT))["failures"]]
+    values = [f for f in failures if f.oracle == "values"]
+    assert values and all("arbiter failed" not in f.message for f in values), failures
+    assert values[0].blame == "target"

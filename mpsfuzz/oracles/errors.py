@@ -42,10 +42,12 @@ def normalise_message(message: str) -> str:
 def check_errors(obs: Observation) -> Failure | None:
     dut_raised, ref_raised = isinstance(obs.dut, Raised), isinstance(obs.ref, Raised)
     if dut_raised and _device_fault(obs.dut.message):
-        if ref_raised and _bounds_assert(obs.dut.message, obs.ref):
-            # The device's designed bounds check: CUDA kernels check indices with a
-            # device-side assert, and CPU rejects the same index as out of bounds. Both
-            # reject the input (run 28's take_along_dim of an empty input with index 0).
+        if ref_raised and _designed_assert(obs.dut.message, obs.ref):
+            # The device's designed check: CUDA kernels check their input with a
+            # device-side assert (an index's bounds, multinomial's probabilities), and
+            # eager CPU rejects the same input with a clean error. Both reject it
+            # (take_along_dim of an empty input with index 0; multinomial of a row that
+            # sums to 0, issue 37).
             return None
         # Otherwise even where CPU rejects the input too: a device fault (an illegal
         # access, an assert on valid input) kills the context instead of raising a
@@ -151,11 +153,12 @@ def _out_of_bounds(raised: Raised) -> bool:
     return raised.type == "IndexError" or bool(_OUT_OF_BOUNDS.search(raised.message))
 
 
-def _bounds_assert(dut_message: str, cpu: Raised) -> bool:
-    """The device stopped at an assert (not an illegal access: that is a missing
-    check) on an index CPU rejects as out of bounds in so many words (not any
-    IndexError: "Index is supposed to be a vector" is a malformed index)."""
-    return "device-side assert" in dut_message.lower() and bool(_OUT_OF_BOUNDS.search(cpu.message))
+def _designed_assert(dut_message: str, cpu: Raised) -> bool:
+    """The device stopped at an assert (not an illegal access or a launch failure: those
+    are missing checks) on an input eager CPU rejects as invalid (not one CPU has no
+    kernel for, nor one it faults on itself)."""
+    return "device-side assert" in dut_message.lower() and not cpu.unsupported \
+        and not _device_fault(cpu.message)
 
 
 def _accepted_where_cpu_rejects(obs: Observation) -> Failure:

@@ -214,9 +214,10 @@ def intermediate_leaves(obs: Observation, grads: bool) -> list:
         for seed in (range(1, INTERMEDIATE_MOVES + 1) if unit else ()):
             leaves = decomposed_leaves(obs, grads, moving_mode(unit, seed)) if not isinstance(base, str) else base
             if not isinstance(leaves, str) and truth is not None:
-                # (A leaf without a gradient, a running mean's, is None on every side.)
-                leaves = [t + (m - b) if isinstance(t, torch.Tensor) and all(
-                          isinstance(v, torch.Tensor) and v.shape == t.shape for v in (m, b))
+                # (A leaf without a gradient, a running mean's, is None on every side; a
+                # bool or integer leaf, a mask or an index, does not move by rounding.)
+                leaves = [_laid_on(t, m, b) if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())
+                          and all(isinstance(v, torch.Tensor) and v.shape == t.shape for v in (m, b))
                           else m for t, m, b in zip(truth, leaves, base)]
             if isinstance(leaves, str):
                 try:
@@ -229,6 +230,13 @@ def intermediate_leaves(obs: Observation, grads: bool) -> list:
             out.append(leaves)
         obs.cache[key] = out
     return obs.cache[key]
+
+
+def _laid_on(truth: torch.Tensor, moved: torch.Tensor, base: torch.Tensor) -> torch.Tensor:
+    """``truth`` moved as the decomposition moved from ``base`` to ``moved``; where it did
+    not move, ``truth`` itself (an infinite element unmoved is no -inf - -inf = NaN: a
+    max pooling window of -inf was called ill-conditioned, issue 37)."""
+    return torch.where(moved == base, truth, truth + (moved - base))
 
 
 # Finite stand-ins for the inputs' infinities: results that grow with them (by more than
