@@ -205,9 +205,9 @@ def doubled_until_traced_twice(x):
 def second_trace_kernel(tmp_path, monkeypatch):
     path = tmp_path / "second_trace.py"
     path.write_text(SECOND_TRACE_WRONG)
-    monkeypatch.setenv(kernels.ENV, str(path))
     catalogue.all_ops()
-    before = dict(catalogue.REGISTRY)
+    before = dict(catalogue.REGISTRY)   # (before the variable is set: any look-up then loads the file)
+    monkeypatch.setenv(kernels.ENV, str(path))
     kernels.load_file(path)
     yield "doubled_until_traced_twice"
     for name in [n for n in catalogue.REGISTRY if n not in before]:

@@ -9,7 +9,7 @@ import torch
 from mpsfuzz.generation.opspec import OpSpec, any_shape, same_shapes
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import DEFAULT
-from mpsfuzz.oracles.judge import judge_case
+from mpsfuzz.oracles.judge import forget_verdicts, judge_case
 from mpsfuzz.testing.faults import Fault, FaultTarget
 
 
@@ -209,10 +209,12 @@ def test_arbiter_blames_the_cpu_when_the_reference_is_the_inaccurate_side(regist
     # a formula for the op (an independent reference) sides with the target: CPU's bug
     from mpsfuzz.oracles.jury import formulas
     formulas.FORMULAS["test.arb"] = lambda inputs, kwargs: inputs[0] * 3
+    forget_verdicts()   # the jury changed under the same case and outputs
     try:
         found = failures(case, Accurate())
     finally:
         del formulas.FORMULAS["test.arb"]
+        forget_verdicts()
     assert [(f["oracle"], f["kind"], f["blame"]) for f in found] == [("arbiter", "cpu-wrong", "cpu")]
     assert found[0]["details"]["jury"]["decided_by"] == ["formula"]
     without = failures(case, Accurate(), ("values",))

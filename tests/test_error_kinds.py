@@ -158,8 +158,8 @@ def test_campaign_lists_a_capability_apart_and_exits_clean(tmp_path):
 
 
 def test_a_device_side_assert_on_input_eager_cpu_rejects_is_the_devices_designed_check():
-    """CUDA checks an input with a device-side assert where CPU raises a clean error: both
-    reject it (multinomial of a row that sums to 0, issue 37; take_along_dim of an index
+    """CUDA checks an input's values with a device-side assert where CPU rejects them with
+    a clean error: both reject it (multinomial of a row that sums to 0, issue 37; take_along_dim of an index
     out of bounds). An illegal access is a missing check, and an assert on an input CPU
     only lacks a kernel for is no rejection: those stay device faults."""
     from mpsfuzz.execution.observation import Observation, Raised
@@ -175,3 +175,6 @@ def test_a_device_side_assert_on_input_eager_cpu_rejects_is_the_devices_designed
     assert fault is not None and fault.kind == "device-fault"
     lacking = Raised("NotImplementedError", '"multinomial" not implemented for \'Half\'', unsupported=True)
     assert judged(Raised("AcceleratorError", "CUDA error: device-side assert triggered"), lacking) is not None
+    # a malformed input the host checks (its shape) is no value a device checks by design
+    malformed = Raised("IndexError", "index_select(): Index is supposed to be a vector")
+    assert judged(Raised("AcceleratorError", "CUDA error: device-side assert triggered"), malformed) is not None

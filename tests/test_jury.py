@@ -278,3 +278,24 @@ def test_a_failure_whose_result_holds_a_mask_or_index_is_arbitrated_not_left_und
     values = [f for f in failures if f.oracle == "values"]
     assert values and all("arbiter failed" not in f.message for f in values), failures
     assert values[0].blame == "target"
+
+
+def test_the_rounding_bound_is_measured_at_every_disputed_position_not_the_first_few(registered):
+    """x * -3 + 1 in float16 cancels near x = 1/3: there rounding x * -3 costs about
+    float16's roundoff of 1, far more than of the result. Each disputed position gets that
+    bound, the 17th and the 72nd as the first (a position left unmeasured got no slack,
+    and a CPU rounding its intermediates there was read as off a declared reference)."""
+    from mpsfuzz.execution.executor import observe
+    from mpsfuzz.oracles.jury.rounding_bound import MAX_POSITIONS, rounding_bounds
+    from mpsfuzz.execution.targets import load_target
+    _plain_op(registered, "test.scale_shift", lambda x: x * -3.0 + 1)
+    case = Case("test.scale_shift", (tensor((72,), "float16", seed=4),))
+    obs = observe(case, load_target("cpu"), DEFAULT)
+    unit = float(torch.finfo(torch.float16).eps) / 2
+    positions = list(range(72))
+    bound = rounding_bounds(obs, False, {0: positions}, unit)[0]
+    x = case.inputs[0].materialize().double()
+    # the two roundings: of x * -3 (|3x|) and of the sum (|3x - 1|, to first order)
+    expected = unit * ((3 * x).abs() + (1 - 3 * x).abs())
+    assert len(positions) > MAX_POSITIONS
+    assert torch.allclose(bound, expected, rtol=1e-6), (bound, expected)

@@ -292,6 +292,12 @@ def test_a_failure_held_while_triage_runs_is_judged_again_once_triage_settles(tm
         def submit(self, job):
             self.jobs.append(job)
 
+        def queued(self, wanted):
+            return sum(1 for job in self.jobs if wanted(job))
+
+        def on_desk(self):
+            return self._thread is __import__("threading").current_thread()
+
     def record(err, pool, *, flaky, triage_it=True):   # triage as it would conclude
         conditions = ("dtypes:float16",) if err.case.inputs[0].dtype == "float16" else ("layout:0",)
         campaign.found.append(FoundBug(symptom_key(err.case, failure), conditions, f"sig-{len(recorded)}",
@@ -310,6 +316,11 @@ def test_a_failure_held_while_triage_runs_is_judged_again_once_triage_settles(tm
     assert not campaign._sightings                 # nothing counted before triage settles
     Desk._thread = __import__("threading").current_thread()   # the desk's thread handles the job
     campaign._triaged(Desk.jobs[0], Pool())
+    assert [conditions for _, conditions in recorded] == [("dtypes:float16",)]
+    # the gapped failure the float16 finding does not cover is a job of its own on the desk,
+    # in its order (not recorded on the way: the desk's first-rank jobs come first)
+    assert len(Desk.jobs) == 2 and Desk.jobs[1][0].case is gapped
+    campaign._triaged(Desk.jobs[1], Pool())
     assert [conditions for _, conditions in recorded] == [("dtypes:float16",), ("layout:0",)]
     assert recorded[1][0] is gapped
     assert campaign._sightings == {"sig-0": 2}     # the two held float16 cases (one trigger shape)

@@ -153,12 +153,20 @@ def _out_of_bounds(raised: Raised) -> bool:
     return raised.type == "IndexError" or bool(_OUT_OF_BOUNDS.search(raised.message))
 
 
+# What eager CPU says of values a device kernel checks with a device-side assert by
+# design, since checking them on the host would take a synchronisation: an index's bounds,
+# a distribution's probabilities (multinomial of a row summing to 0: "invalid multinomial
+# distribution (sum of probabilities <= 0)"; of a NaN: "probability tensor contains
+# either `inf`, `nan` or element < 0").
+_CHECKED_ON_DEVICE = re.compile(_OUT_OF_BOUNDS.pattern + r"|probabilit|multinomial distribution", re.IGNORECASE)
+
+
 def _designed_assert(dut_message: str, cpu: Raised) -> bool:
     """The device stopped at an assert (not an illegal access or a launch failure: those
-    are missing checks) on an input eager CPU rejects as invalid (not one CPU has no
-    kernel for, nor one it faults on itself)."""
+    are missing checks) on values eager CPU rejects in so many words (not any error:
+    "Index is supposed to be a vector" is a malformed index, which the host checks)."""
     return "device-side assert" in dut_message.lower() and not cpu.unsupported \
-        and not _device_fault(cpu.message)
+        and bool(_CHECKED_ON_DEVICE.search(cpu.message))
 
 
 def _accepted_where_cpu_rejects(obs: Observation) -> Failure:

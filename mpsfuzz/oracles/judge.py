@@ -132,9 +132,9 @@ def run_case_oracles(obs: Observation, enabled, seconds: dict | None = None) -> 
     seconds["check"] = checked - started
     if failures and any(oracles[name].stage == "verdict" for name in enabled):
         key = _verdict_key(obs, failures, enabled)
-        if key is not None and key in _VERDICTS:
+        if key is not None and key in _VERDICTS and _VERDICTS[key][0] is obs.spec:
             _VERDICTS.move_to_end(key)
-            failures = list(_VERDICTS[key])
+            failures = list(_VERDICTS[key][1])
         else:
             with judging():
                 for name in enabled:
@@ -142,7 +142,7 @@ def run_case_oracles(obs: Observation, enabled, seconds: dict | None = None) -> 
                     if o.stage == "verdict":
                         failures = [f for f in (o.check(obs, f) for f in failures) if f is not None]
             if key is not None:
-                _VERDICTS[key] = tuple(failures)
+                _VERDICTS[key] = (obs.spec, tuple(failures))
                 while len(_VERDICTS) > VERDICTS_KEPT:
                     _VERDICTS.popitem(last=False)
     seconds["jury"] = time.perf_counter() - checked
@@ -153,9 +153,17 @@ def run_case_oracles(obs: Observation, enabled, seconds: dict | None = None) -> 
 # case, both sides' outputs and gradients, and the case oracles' failures. The jury's
 # float64 runs and traced decompositions (seconds for a convolution's gradient) are
 # deterministic in these, and triage re-runs one case four times in one worker to see
-# whether it fails every time (issue 37: the jury's cost bounded per failure).
+# whether it fails every time (issue 37: the jury's cost bounded per failure). A verdict
+# is kept with the op spec it was judged by and used only for that very spec (held, so its
+# identity cannot be reused): the spec's semantics and references decide it too.
 _VERDICTS: OrderedDict = OrderedDict()
 VERDICTS_KEPT = 16
+
+
+def forget_verdicts() -> None:
+    """Forget the remembered verdicts: for whoever changes the jury's references in a
+    running process (a test registering a formula); a campaign never does."""
+    _VERDICTS.clear()
 
 
 def _verdict_key(obs: Observation, failures: list, enabled) -> bytes | None:

@@ -354,6 +354,22 @@ def _other_infinity_reachable(d, exact, magnitude, dtype) -> torch.Tensor:
     return torch.isinf(d) & torch.isfinite(s) & torch.isfinite(m) & (mass_of_its_sign > torch.finfo(dtype).max)
 
 
+def _finite_far_from_overflow(d, c, truth, exact, terms, dtype, summands: int) -> torch.Tensor:
+    """Where the DUT returns a finite value though float64's result rounds to an
+    infinity and CPU's own order of evaluation met one too (inf - inf: NaN, or the other
+    infinity), and the DUT's value is farther from the exact sum than accumulating its
+    measured terms in the dtype may cost: no order of evaluation gives it. (Where CPU
+    agrees with float64's infinity, :func:`_nonfinite_verdicts` judges.)"""
+    if terms is None or d.is_complex() or not dtype.is_floating_point:
+        return torch.zeros_like(d, dtype=torch.bool)
+    s, m = exact.to(torch.float64).reshape(-1), terms.to(torch.float64).reshape(-1)
+    if s.shape != d.shape or m.shape != d.shape:
+        return torch.zeros_like(d, dtype=torch.bool)
+    slack = unit_roundoff(dtype) * (2 + summands) * m
+    return (torch.isfinite(d) & torch.isinf(truth) & ~torch.isfinite(c) & (c != truth) & torch.isfinite(s)
+            & torch.isfinite(m) & ((d - s).abs() > slack))
+
+
 def _nonfinite_verdicts(d, c, truth, d_ok, *, independent: bool, explicit_nan: bool, reachable=None,
                         extremes: bool = False, limit=None):
     """Under overflow (inputs with non-finite values or extremes, or terms whose
@@ -475,6 +491,8 @@ def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: 
             d, c, truth, d_ok, independent=independent, explicit_nan=explicit_nan,
             reachable=_other_infinity_reachable(d, exact, terms, cpu.dtype), extremes=extremes,
             limit=_limit_infinity(d, limits) if limits else None)
+        if independent and not extremes:
+            wrong_nf |= _finite_far_from_overflow(d, c, truth, exact, terms, cpu.dtype, summands)
         wrong_nf &= mismatch & ~excused
         excused |= mismatch & overflowed & ~wrong_nf
         numbers.update(overflow_rule=True, target_wrong_positions=int(wrong_nf.sum()),

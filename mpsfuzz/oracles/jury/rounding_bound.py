@@ -27,6 +27,7 @@ arbiter allows a few times it.
 from __future__ import annotations
 
 import contextlib
+import warnings
 
 import torch
 
@@ -46,8 +47,14 @@ _LEAVES = frozenset({
     "mv", "matmul", "logsumexp", "linalg_vector_norm", "norm",
 }) | _EXACT
 
-# Disputed positions measured per output leaf (one backward each).
+# Disputed positions measured per output leaf: one backward each where the backward
+# cannot be batched, else in batches of one-hot upstream gradients, each batch's
+# derivatives (batch x intermediates) held to about BATCH_ELEMENTS numbers. A position
+# left unmeasured gets no slack, and a CPU rounding its intermediates there was read as
+# off a declared reference (a float16 x * -3 + 1 cancelling near 0; issue 37).
 MAX_POSITIONS = 16
+MAX_BATCHED_POSITIONS = 1024
+BATCH_ELEMENTS = 1 << 24
 
 
 def _differentiable_table() -> dict:
@@ -141,6 +148,34 @@ def _float64_default():
         torch.set_default_dtype(previous)
 
 
+def _bounds_at(flat: torch.Tensor, positions: list[int], errors: list, unit: float) -> torch.Tensor:
+    """The bound at each of ``positions`` of ``flat`` (0 elsewhere): ``unit`` times the
+    sum of |d flat[pos] / d e_k| over the intermediates' relative errors ``errors``."""
+    bound = torch.zeros(flat.shape, dtype=torch.float64)
+    values = flat.real if flat.is_complex() else flat
+    per_row = max(1, sum(e.numel() for e in errors))
+    chunk = max(1, min(256, BATCH_ELEMENTS // per_row))
+    try:
+        wanted = positions[:MAX_BATCHED_POSITIONS]
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*performance drop.*")   # vmap's fallback: slower, right
+            for start in range(0, len(wanted), chunk):
+                at = torch.tensor(wanted[start:start + chunk], dtype=torch.long)
+                picked = values[at]
+                parts = torch.autograd.grad(picked, errors, torch.eye(len(at), dtype=picked.dtype),
+                                            retain_graph=True, allow_unused=True, is_grads_batched=True)
+                total = sum(p.abs().reshape(len(at), -1).sum(1) for p in parts if p is not None)
+                if isinstance(total, torch.Tensor):
+                    bound[at] = unit * total.to(torch.float64)
+    except Exception:   # an op whose backward vmap cannot batch: one backward per position
+        bound.zero_()
+        for pos in positions[:MAX_POSITIONS]:
+            parts = torch.autograd.grad(values[pos], errors, retain_graph=True, allow_unused=True)
+            bound[pos] = unit * sum(float(p.abs().sum()) for p in parts if p is not None)
+    # a NaN or infinite input makes the derivatives say nothing
+    return torch.where(torch.isfinite(bound), bound, torch.zeros_like(bound))
+
+
 def rounding_bounds(obs, grads: bool, wanted: dict[int, list[int]], unit: float) -> dict[int, torch.Tensor] | None:
     """Per output leaf in ``wanted`` ({leaf: flat positions}), a float64 tensor of the
     leaf's flattened shape holding, at those positions, the first-order rounding error
@@ -171,15 +206,7 @@ def rounding_bounds(obs, grads: bool, wanted: dict[int, list[int]], unit: float)
                         y = outs[leaf] if leaf < len(outs) else None
                         if not isinstance(y, torch.Tensor) or not y.requires_grad:
                             continue
-                        flat = y.reshape(-1)
-                        bound = torch.zeros(flat.shape, dtype=torch.float64)
-                        for pos in positions[:MAX_POSITIONS]:
-                            target = flat[pos].real if flat.is_complex() else flat[pos]
-                            parts = torch.autograd.grad(target, runner.errors, retain_graph=True, allow_unused=True)
-                            value = unit * sum(float(p.abs().sum()) for p in parts if p is not None)
-                            # a NaN or infinite input makes the derivatives say nothing
-                            bound[pos] = value if value == value and value != float("inf") else 0.0
-                        result[leaf] = bound
+                        result[leaf] = _bounds_at(y.reshape(-1), positions, runner.errors, unit)
     except Exception:   # best effort: no bound, the other rules stand
         result = None
     obs.cache[key] = result
