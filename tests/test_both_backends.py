@@ -106,36 +106,6 @@ def test_a_layout_precondition_the_target_alone_states_is_its_finding(backends):
     assert (f.oracle, f.kind, f.blame) == ("errors", "dut-raises", "target")
 
 
-def test_a_crash_that_eager_cpu_shares_is_both(monkeypatch):
-    """SDPA with ``enable_gqa`` over zero key heads dies with SIGFPE on CUDA, and torch
-    2.11's eager CPU divides by their number too (CUDA, torch 2.11). Here the shared crash
-    is a real one of eager CPU's: int64 ``lcm`` of the lowest int64 and -7 dies with
-    SIGFPE (integer arithmetic: on every x86 vector width), so a target that runs eager
-    CPU's kernel dies first; triage runs the minimal case on eager CPU alone, which dies
-    the same way."""
-    from mpsfuzz.execution.worker import WorkerPool
-    from mpsfuzz.generation.recipes import Layout, TensorRecipe, ValueRecipe
-    from mpsfuzz.triage.pipeline import triage
-    from mpsfuzz.triage.probe import Prober
-    from test_triage import FAULT_TARGET
-    monkeypatch.setenv("MPSFUZZ_FAULTS", "none")
-    lowest = TensorRecipe((1,), "int64", Layout(), ValueRecipe("uniform", seed=0, specials=((0, "lowest"),)))
-    minus_seven = TensorRecipe((1,), "int64", Layout(), ValueRecipe("uniform", seed=0, low=-7, high=-7))
-    case = Case("lcm", (lowest, minus_seven))
-    pool = WorkerPool(FAULT_TARGET, timeout_s=20.0, execute=judge_case)
-    try:
-        failures, _, died = Prober(pool, DEFAULT, fresh=True).failures(case)
-        if not died:
-            pytest.fail("eager CPU's int64 lcm no longer dies here: pick another shared crash")
-        crash = next(f for f in failures if f.oracle == "crash")
-        assert crash.blame == "target"                        # the target ran (and died) first
-        done = triage(case, crash, pool, DEFAULT, reruns=1, budget_s=5.0, timeout_s=20.0, localise_it=False)
-    finally:
-        pool.close()
-    assert done.failure.blame == "both", done.failure.message
-    assert "eager CPU dies the same way" in done.failure.message
-
-
 def test_a_crash_of_the_target_alone_stays_the_targets(monkeypatch):
     from mpsfuzz.execution.worker import WorkerPool
     from mpsfuzz.triage.pipeline import triage

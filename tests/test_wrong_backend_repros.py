@@ -138,7 +138,9 @@ def test_a_wrong_value_both_backends_share_gets_a_script_showing_both_off_the_re
 
 
 def test_a_crash_both_backends_share_is_shown_on_eager_cpu_alone_too(monkeypatch):
-    """Triage files the crash as both's (eager CPU alone dies the same way); its script
+    """A target that runs eager CPU's kernel dies first (int64 lcm of the lowest int64 and
+    -7: SIGFPE, on every x86 vector width); triage runs the minimal case on eager CPU alone,
+    which dies the same way, and files the crash as both's. Its script
     runs the case on eager CPU alone in a child interpreter first, then on the device."""
     from mpsfuzz.execution.worker import WorkerPool
     from mpsfuzz.triage.pipeline import triage
@@ -150,10 +152,12 @@ def test_a_crash_both_backends_share_is_shown_on_eager_cpu_alone_too(monkeypatch
         if not died:
             pytest.fail("eager CPU's lcm(-2**63, -7) no longer dies here: pick another shared crash")
         crash = next(f for f in failures if f.oracle == "crash")
+        assert crash.blame == "target"                        # the target ran (and died) first
         done = triage(LCM, crash, pool, DEFAULT, reruns=1, budget_s=5.0, timeout_s=20.0, localise_it=False)
     finally:
         pool.close()
     assert done.failure.blame == "both", done.failure.message
+    assert "eager CPU dies the same way" in done.failure.message
     finding = Finding.create(done.case, done.failure, target_name=pool.target_name, target_spec=FAULT_TARGET,
                              device="cpu")
     repro = repro_for(finding, timeout_s=120)
