@@ -868,6 +868,27 @@ def _renorm_signed_norm(func, args, kwargs):
     return weight
 
 
+def _renorm_in_float32(func, args, kwargs):
+    """embedding_renorm_ as CUDA's renorm kernel accumulates it for float32 and bfloat16
+    weights: the row's sum of |x|^p in float32 (``accscalar_t``), so a row holding
+    float32's max has an infinite norm and is scaled by max_norm / inf = 0 (runs 45-46,
+    H200: 0 where 1 is right; float16's 65504^2 fits float32 and passes)."""
+    weight, indices = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    max_norm, p = float(_arg(func, args, kwargs, 2)), float(_arg(func, args, kwargs, 3))
+    for i in torch.unique(indices).tolist():
+        row = weight[i]
+        norm = float(row.float().abs().pow(p).sum().pow(1.0 / p))
+        if norm > max_norm:
+            row.mul_(max_norm / (norm + 1e-7))
+    return weight
+
+
+def _renorm_of_a_narrow_weight(func, args, kwargs) -> bool:
+    """A weight whose accumulator is float32 on CUDA (float64's is double)."""
+    weight = _arg(func, args, kwargs, 0)
+    return isinstance(weight, torch.Tensor) and weight.dtype in (torch.float32, torch.float16, torch.bfloat16)
+
+
 def _renorm_no_indices(func, args, kwargs) -> bool:
     indices = _arg(func, args, kwargs, 1)
     return isinstance(indices, torch.Tensor) and indices.numel() == 0
@@ -1291,6 +1312,10 @@ FAULTS: dict[str, Fault] = _registry(
           "of a row without absolute values for a norm_type other than 1 and 2 (pow(x, p) summed), so a row with "
           "negative values is never renormed ([-2] with norm_type=3 stays -2)",
           ("aten::embedding_renorm_",), _renorm_norm_type_not_1_or_2, "reimplement", instead=_renorm_signed_norm),
+    Fault("embedding_renorm_accumulates_in_float32", "not a bug: embedding_renorm_ sums a row's |x|^p in "
+          "float32 (CUDA's accscalar_t), which a row at float32's max overflows: the row is scaled by "
+          "max_norm / inf = 0", ("aten::embedding_renorm_",), _renorm_of_a_narrow_weight, "reimplement",
+          instead=_renorm_in_float32),
     Fault("hardtanh_backward_at_bounds", "hardtanh's (relu6's) derivative at its bounds taken as 1 "
           "(torch takes 0)", ("aten::hardtanh_backward.default",), _at_hardtanh_bounds, "rewrite",
           rewrite=_hardtanh_subgradient_one),
@@ -1309,7 +1334,7 @@ FAULTS: dict[str, Fault] = _registry(
 
 # Faults that emulate legitimate behaviour: a campaign must report nothing for them.
 NOT_BUGS = ("hypot_overflows_naively", "addcdiv_divides_first", "sum_half_accumulates_in_dtype", "tanh_caches_once", "fftn_splits_dims",
-            "round_nudged", "prod_pairwise")
+            "round_nudged", "prod_pairwise", "embedding_renorm_accumulates_in_float32")
 
 
 def _broad(name: str, effect: str, when: Trigger, what: str, message: str = "") -> Fault:

@@ -704,6 +704,17 @@ def _renormable(w, kw):
     return writable_copy(w) if kw.get("max_norm") is not None else w
 
 
+def _renorm_steps(inputs, kw):
+    """The renorm's intermediate (max_norm): each looked-up row's sum of |x|^p, which a
+    backend may accumulate in float32 before the p-th root (CUDA's renorm kernel), past
+    float32's range for a row at the dtype's max while the renormed row is finite (runs
+    45-46, H200: CUDA 0 where 1 is right)."""
+    if kw.get("max_norm") is None or not inputs[0].numel():
+        return ()
+    rows = inputs[1][torch.unique(inputs[0].reshape(-1).long())]
+    return ((rows.abs() ** float(kw.get("norm_type", 2.0))).sum(-1),)
+
+
 def _embedding(idx, w, **kw):
     return F.embedding(idx, _renormable(w, kw), **kw)
 
@@ -757,15 +768,16 @@ register(
     nn("embedding", _embedding, _embedding_shapes, FLOAT,
        "row lookup (int64/int32 indices in range, padding_idx, scale_grad_by_freq)",
        args=_embedding_args, input_dtypes=(INDEX, None), input_values=(_index_into(1), None),
-       grad=True, grad_inputs=(1,), rtol_scale=4, atol_scale=4),
+       grad=True, grad_inputs=(1,), rtol_scale=4, atol_scale=4, evaluation_steps=_renorm_steps),
     nn("embedding_bag", _embedding_bag, _bag_shapes, FLOAT,
        "bags of rows summed or averaged (offsets, include_last_offset, per-sample weights, padding_idx)",
        args=_bag_args(("sum", "mean")), input_dtypes=(INDEX, None, None),
-       input_values=(_index_into(1), None, None), grad=True, grad_inputs=(1, 2), **ACCUMULATES),
+       input_values=(_index_into(1), None, None), grad=True, grad_inputs=(1, 2), evaluation_steps=_renorm_steps,
+       **ACCUMULATES),
     nn("embedding_bag_max", _embedding_bag, _bag_shapes, FLOAT,
        "bags of rows reduced by max (empty bags give zeros)",
        args=_bag_args(("max",)), input_dtypes=(INDEX, None, None),
-       input_values=(_index_into(1), None, None)),
+       input_values=(_index_into(1), None, None), evaluation_steps=_renorm_steps),
 )
 
 
