@@ -1011,30 +1011,20 @@ def test_a_half_precision_resample_off_by_more_than_its_terms_rounding_is_found(
     assert [f["oracle"] for f in found] == ["values"], found
 
 
-def _renorm_in_float64(func, args, kwargs):
-    weight, indices = args[0], args[1]
-    max_norm, p = float(args[2]), float(args[3])
-    for i in torch.unique(indices).tolist():
-        norm = float(weight[i].double().abs().pow(p).sum().pow(1.0 / p))
-        if norm > max_norm:
-            weight[i].mul_(max_norm / (norm + 1e-7))
-    return weight
-
-
 def test_a_renorm_whose_float32_accumulator_overflows_at_the_dtypes_max_is_not_reported():
-    """Runs 45-46 (H200): embedding(max_norm=1) of a float32 row holding float32's max:
+    """Issue 37 (H200): embedding(max_norm=1) of a float32 row holding float32's max:
     CUDA's renorm sums x * x in float32, inf, and scales the row by 1 / inf = 0, where the
     documented renorm (and a float64 accumulator) gives a row of norm 1. An intermediate
     past the dtype's range: neither answer is reported, whichever eager CPU gives (its
     accumulator differs by build). A renorm wrong without the extremes (the signed norm
     of norm_type=3) still is."""
     from mpsfuzz.execution.executor import observe
-    from mpsfuzz.testing.faults import Fault
+    from mpsfuzz.testing.faults import Fault, renorm_accumulated_in
     weight = TensorRecipe((3, 2), "float32", Layout(), ValueRecipe("small_int", seed=1, specials=((4, "max"),)))
     indices = TensorRecipe((2,), "int64", Layout(), ValueRecipe("int_range", seed=0, low=0, high=2))
     case = Case("embedding", (indices, weight), (("max_norm", 1.0),))
     wide = Fault("renorm_in_float64", "renorm with a float64 accumulator", ("aten::embedding_renorm_",),
-                 lambda func, args, kwargs: True, "reimplement", instead=_renorm_in_float64)
+                 lambda func, args, kwargs: True, "reimplement", instead=renorm_accumulated_in(torch.float64))
     disagreed = 0
     for faults in (["embedding_renorm_accumulates_in_float32"], [wide]):
         obs = observe(case, FaultTarget(faults), DEFAULT)

@@ -868,16 +868,21 @@ def _renorm_signed_norm(func, args, kwargs):
     return weight
 
 
-def _renorm_in_float32(func, args, kwargs):
-    """embedding_renorm_ as CUDA's renorm kernel accumulates it for float32 and bfloat16
-    weights: the row's sum of |x|^p in float32 (``accscalar_t``), so a row holding
-    float32's max has an infinite norm and is scaled by max_norm / inf = 0 (runs 45-46,
-    H200: 0 where 1 is right; float16's 65504^2 fits float32 and passes)."""
+def renorm_accumulated_in(accumulator: torch.dtype):
+    """embedding_renorm_ with each row's sum of |x|^p accumulated in ``accumulator`` (a
+    picklable ``instead``). In float32 it is CUDA's renorm kernel for float32 and bfloat16
+    weights (``accscalar_t``): a row holding float32's max has an infinite norm and is
+    scaled by max_norm / inf = 0 (issue 37, H200: 0 where 1 is right; float16's 65504^2
+    fits float32 and passes)."""
+    return functools.partial(_renorm_accumulating, accumulator)
+
+
+def _renorm_accumulating(accumulator, func, args, kwargs):
     weight, indices = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
     max_norm, p = float(_arg(func, args, kwargs, 2)), float(_arg(func, args, kwargs, 3))
     for i in torch.unique(indices).tolist():
         row = weight[i]
-        norm = float(row.float().abs().pow(p).sum().pow(1.0 / p))
+        norm = float(row.to(accumulator).abs().pow(p).sum().pow(1.0 / p))
         if norm > max_norm:
             row.mul_(max_norm / (norm + 1e-7))
     return weight
@@ -1315,7 +1320,7 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("embedding_renorm_accumulates_in_float32", "not a bug: embedding_renorm_ sums a row's |x|^p in "
           "float32 (CUDA's accscalar_t), which a row at float32's max overflows: the row is scaled by "
           "max_norm / inf = 0", ("aten::embedding_renorm_",), _renorm_of_a_narrow_weight, "reimplement",
-          instead=_renorm_in_float32),
+          instead=renorm_accumulated_in(torch.float32)),
     Fault("hardtanh_backward_at_bounds", "hardtanh's (relu6's) derivative at its bounds taken as 1 "
           "(torch takes 0)", ("aten::hardtanh_backward.default",), _at_hardtanh_bounds, "rewrite",
           rewrite=_hardtanh_subgradient_one),

@@ -707,8 +707,8 @@ def _renormable(w, kw):
 def _renorm_steps(inputs, kw):
     """The renorm's intermediate (max_norm): each looked-up row's sum of |x|^p, which a
     backend may accumulate in float32 before the p-th root (CUDA's renorm kernel), past
-    float32's range for a row at the dtype's max while the renormed row is finite (runs
-    45-46, H200: CUDA 0 where 1 is right)."""
+    float32's range for a row at the dtype's max while the renormed row is finite (issue 37,
+    CUDA on an H200: 0 where 1 is right)."""
     if kw.get("max_norm") is None or not inputs[0].numel():
         return ()
     rows = inputs[1][torch.unique(inputs[0].reshape(-1).long())]
