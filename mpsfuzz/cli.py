@@ -780,6 +780,7 @@ def _run_campaign(args, console, started: float, termination):
     (CampaignFinished, the errors log's path)."""
     from dataclasses import replace
 
+    from .campaign.daemon import clear_stale_inflight
     from .campaign.engine import Campaign
     from .campaign.lanes import ParallelCampaign, default_jobs
     from .corpus.upstream import UpstreamTableError
@@ -815,7 +816,11 @@ def _run_campaign(args, console, started: float, termination):
         else:
             # The writer verifies each new finding's repro before the engine counts it.
             campaign = Campaign(config, listeners, confirm=writer.confirm, stop=termination.stop)
+        clear_stale_inflight(corpus_dir)
         result = campaign.run()
+        # A desk job given up at the budget may write its in-flight file after its pool
+        # closed (issue 37, H200: two left in a corpus after a run ended on its budget).
+        clear_stale_inflight(corpus_dir, finished=os.getpid())
     except (TargetError, UpstreamTableError, WorkerStartError) as exc:
         raise UsageError(str(exc)) from None
     finally:

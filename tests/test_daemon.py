@@ -177,3 +177,27 @@ def test_a_restart_clears_the_in_flight_files_of_dead_processes_and_their_tmp_ha
         (tmp_path / name).write_text("{}")
     clear_stale_inflight(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[2:])
+
+
+def test_a_finished_run_clears_its_own_in_flight_files_and_a_dead_runs(tmp_path):
+    """Issue 37 (H200): a run that ended on its budget left two desk in-flight files (a
+    desk job given up wrote its file after its pool closed). `mpsfuzz run` clears those
+    of dead processes when it starts, and its own once its pools are closed; a live
+    process's stay."""
+    from mpsfuzz.campaign.daemon import clear_stale_inflight
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    parent = os.getppid()
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+    for name in (f"inflight-{dead.pid}-triage.json", f"inflight-{parent}.json"):
+        (corpus / name).write_text("{}")
+    done = subprocess.run([sys.executable, "-m", "mpsfuzz", "run", "--ops", "neg", "--target",
+                           "mpsfuzz.testing.faults:target", "--max-cases", "5", "--corpus", str(corpus),
+                           "--no-progress"], cwd=tmp_path, text=True, capture_output=True, timeout=240,
+                          env=dict(os.environ, MPSFUZZ_FAULTS="none"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert [p.name for p in corpus.glob("inflight-*")] == [f"inflight-{parent}.json"]
+    (corpus / f"inflight-{os.getpid()}-triage-slow.json").write_text("{}")
+    clear_stale_inflight(corpus, finished=os.getpid())
+    assert [p.name for p in corpus.glob("inflight-*")] == [f"inflight-{parent}.json"]

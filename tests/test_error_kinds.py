@@ -178,3 +178,30 @@ def test_a_device_side_assert_on_input_eager_cpu_rejects_is_the_devices_designed
     # a malformed input the host checks (its shape) is no value a device checks by design
     malformed = Raised("IndexError", "index_select(): Index is supposed to be a vector")
     assert judged(Raised("AcceleratorError", "CUDA error: device-side assert triggered"), malformed) is not None
+
+
+def test_a_device_side_assert_on_indices_into_an_empty_dim_is_the_devices_designed_check():
+    """Issue 37 (H200): an index into an empty dim is out of bounds whatever its value.
+    CUDA's bounds assert fires where eager CPU's host check says so in other words
+    (index_select: "self indexing axis dim should be positive"), fails another way
+    (take_along_dim: ZeroDivisionError), or returns the empty result without looking
+    (index_add into 0 rows): no finding. The same assert with no empty input, or an
+    illegal access on an empty one, stays a device fault."""
+    import torch
+    from mpsfuzz.execution.observation import Observation, Raised
+    from mpsfuzz.generation import catalogue
+    from mpsfuzz.oracles.errors import check_errors
+    empty = Case("index_add", (TensorRecipe((0, 6), "float32"), TensorRecipe((8,), "int64"),
+                               TensorRecipe((8, 6), "float32")), (("dim", 0),))
+    full = Case("index_add", (TensorRecipe((2, 6), "float32"), TensorRecipe((8,), "int64"),
+                              TensorRecipe((8, 6), "float32")), (("dim", 0),))
+    asserted = Raised("AcceleratorError", "CUDA error: device-side assert triggered")
+    illegal = Raised("AcceleratorError", "CUDA error: an illegal memory access was encountered")
+
+    def judged(case, dut, ref):
+        return check_errors(Observation(case, catalogue.get("index_add"), "cuda", dut, ref))
+    assert judged(empty, asserted, torch.zeros(0, 6)) is None
+    assert judged(empty, asserted, Raised("RuntimeError", "self indexing axis dim should be positive")) is None
+    assert judged(full, asserted, torch.zeros(2, 6)).kind == "device-fault"
+    assert judged(empty, illegal, torch.zeros(0, 6)).kind == "device-fault"
+    assert judged(empty, asserted, torch.zeros(1, 6)).kind == "device-fault"   # CPU computed something

@@ -185,3 +185,20 @@ def test_two_bugs_on_different_ops_in_one_campaign(tmp_path):
     assert run.returncode == 1, run.stdout + run.stderr
     assert {(f["op"], f["oracle"]) for f in findings_in(corpus)} >= {
         ("triu", "values"), ("bitwise_and", "values"), ("add", "crash")}
+
+
+def test_an_ops_first_cases_reach_an_empty_input_and_mixed_dtypes(tmp_path):
+    """Issue 37: a 10-minute campaign of five families gives an op 30-50 cases, and a
+    crash that needs an empty input (mse_loss, pytorch#148608) or mixed dtypes (mm,
+    pytorch#143948) went undrawn in them. Boundary siblings (strategies.boundary_sibling)
+    take every other draw's skeleton there: 30 cases of each op find both crashes (seeds
+    1-4 without them: 3 of the 8 crashes; with them: 7)."""
+    corpus = tmp_path / "corpus"
+    done = mpsfuzz("run", "--ops", "mm,mse_loss", "--target", FAULT_TARGET, "--max-cases", "60", "--siblings", "2",
+                   "--seed", "1", "--corpus", str(corpus), "--no-progress", "--no-verify-repros",
+                   faults="mm_mixed_dtype_segv,mse_loss_empty_abort", cwd=tmp_path)
+    assert done.returncode == 1, done.stderr[-2000:]
+    crashes = {f["op"]: f for f in findings_in(corpus) if f["oracle"] == "crash"}
+    assert set(crashes) == {"mm", "mse_loss"}, done.stdout[-2000:]
+    assert CASES["mm_mixed_dtype_segv"][2](crashes["mm"])
+    assert any(_numel(r) == 0 for r in _inputs(crashes["mse_loss"])) and "SIGABRT" in crashes["mse_loss"]["message"]

@@ -100,10 +100,10 @@ def test_a_failure_only_a_sibling_shows_is_replayed_shrunk_and_recorded(tmp_path
     """A bug of some dressings: only siblings (marked) of 2+ elements fail. The replay of
     the slice runs each draw's family, so Hypothesis shrinks the draw and the sibling
     dressed from it follows, to 2 elements."""
-    def marked(spec, case, salt, count):
+    def marked(spec, case, salt, count, **options):
         return [replace(s, inputs=(replace(s.inputs[0], values=replace(s.inputs[0].values, low=MARK)),
                                    *s.inputs[1:]))
-                for s in siblings(spec, case, salt, count)]
+                for s in siblings(spec, case, salt, count, **options)]
     monkeypatch.setattr(drafts, "dressed_siblings", marked)
     registered(_spec("test.fails_some_values"))
 
@@ -150,3 +150,41 @@ def test_run_takes_siblings_and_refuses_a_negative_count(tmp_path):
     bad = mpsfuzz("run", "--ops", "neg", "--siblings", "-1", "--corpus", str(tmp_path / "c"), faults="none",
                   cwd=tmp_path)
     assert bad.returncode == 2 and "--siblings" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_boundary_sibling_empties_a_shared_dim_or_mixes_dtypes_and_is_derived_again():
+    """Issue 37: a campaign's first cases of an op reach an empty input and mixed dtypes
+    (the classes of pytorch#148608 and #143948), which builders draw rarely."""
+    from mpsfuzz.generation.recipes import Case, TensorRecipe
+    from mpsfuzz.generation.strategies import boundary_sibling
+    mm = catalogue.get("mm")
+    case = Case("mm", (TensorRecipe((3, 4), "float32"), TensorRecipe((4, 5), "float32")))
+    seen = {}
+    for salt in range(40):
+        edge = boundary_sibling(mm, case, salt)
+        assert edge == boundary_sibling(mm, case, salt)          # a replay derives it again
+        shapes, dtypes = tuple(r.shape for r in edge.inputs), tuple(r.dtype for r in edge.inputs)
+        if dtypes == ("float32", "float32"):
+            seen[shapes] = True
+            assert shapes in {((0, 4), (4, 5)), ((3, 0), (0, 5))}, shapes
+        else:
+            seen["mixed"] = True
+            assert shapes == ((3, 4), (4, 5)) and dtypes[0] == "float32" and dtypes[1] in mm.dtypes
+    assert len(seen) == 3, seen
+    # a loss's two inputs of one shape stay one shape; no kind applies where both are there
+    loss = Case("mse_loss", (TensorRecipe((3, 2), "float32"), TensorRecipe((3, 2), "float32")))
+    edge = boundary_sibling(catalogue.get("mse_loss"), loss, 1)
+    assert edge.inputs[0].shape == edge.inputs[1].shape and 0 in edge.inputs[0].shape
+    assert boundary_sibling(catalogue.get("mse_loss"), edge, 1) is None
+
+
+def test_every_other_draw_of_a_campaign_slice_has_a_boundary_sibling():
+    limits = Limits(max_rank=8, max_side=8, max_numel=4096, allow_variants=True, examples=60, siblings=2)
+    draft = draw_slice("mm", 0, 3, limits)
+    empty = sum(any(r.numel == 0 for r in c.inputs) for c in draft.cases)
+    mixed = sum(len({r.dtype for r in c.inputs}) > 1 for c in draft.cases)
+    plain = Limits(max_rank=8, max_side=8, max_numel=4096, allow_variants=True, examples=60, siblings=0)
+    alone = draw_slice("mm", 0, 3, plain)
+    assert empty + mixed >= len(draft.cases) // 8, (empty, mixed, len(draft.cases))
+    assert empty + mixed > sum(any(r.numel == 0 for r in c.inputs) or len({r.dtype for r in c.inputs}) > 1
+                               for c in alone.cases)

@@ -190,16 +190,18 @@ def _family(op: str) -> str:
         return "other"
 
 
-def clear_stale_inflight(corpus_dir: Path) -> None:
-    """In-flight files of processes that are gone (a killed daemon's): the case it was
-    running is not a finding (the process was killed from outside), and a stale file
-    would otherwise stay forever. Their ``.tmp`` halves too: a SIGKILL between writing
-    one and renaming it left ``inflight-PID-triage.tmp`` behind (CI, 2026-11-26)."""
+def clear_stale_inflight(corpus_dir: Path, *, finished: int | None = None) -> None:
+    """In-flight files of processes that are gone (a killed daemon's), and of process
+    ``finished`` (a campaign that has closed its pools): the case it was running is not
+    a finding (the process was killed from outside, or its pool given up at the budget
+    by a desk thread that wrote the file after), and a stale file would otherwise stay
+    forever. Their ``.tmp`` halves too: a SIGKILL between writing one and renaming it
+    left ``inflight-PID-triage.tmp`` behind (CI, 2026-11-26)."""
     for path in corpus_dir.glob("inflight-*"):
         if path.suffix not in (".json", ".tmp"):
             continue
         pid = path.name[len("inflight-"):].split(".")[0].split("-")[0]
-        if pid.isdigit() and not pid_alive(int(pid)):
+        if pid.isdigit() and (int(pid) == finished or not pid_alive(int(pid))):
             try:
                 path.unlink()
             except OSError:

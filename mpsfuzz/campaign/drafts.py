@@ -144,7 +144,9 @@ def family(case, seed: int, siblings: int) -> list:
     shrinks the draw and dresses each smaller draw again (the same dressing as long as
     the input values' seeds stand: they seed the PRNG); triage then reduces the case
     that failed, not the draw."""
-    return [case, *dressed_siblings(catalogue.get(case.op), case, seed, siblings)] if siblings else [case]
+    if not siblings:
+        return [case]
+    return [case, *dressed_siblings(catalogue.get(case.op), case, seed, siblings, boundaries=True)]
 
 
 def slice_seed(seed: int, op: str, round_no: int) -> int:

@@ -243,6 +243,11 @@ class OpSpec:
     # past the dtype's range excuses a non-finite result (the float64 arbiter's
     # intermediate-overflow rule): which order overflows is the backend's choice.
     evaluation_steps: Callable | None = None
+    # The op's textbook algebraic form, called like ``fn``, where torch has no
+    # decomposition of its kernel and the kernel rounds intermediates of its own: the
+    # first-order rounding bound (oracles/jury/rounding_bound.py) is measured on it
+    # (complex pow: exp(w log z), whose rounding of w log z costs |w log z| roundoffs).
+    rounding_form: Callable | None = None
     # Non-smooth ops: where their gradient is undefined (see GradUndefined).
     grad_undefined: GradUndefined | None = None
     # Random ops: judged by what their output should follow (the distribution oracle)

@@ -496,7 +496,7 @@ def skeleton(case: Case) -> tuple:
 
 
 def siblings(spec: OpSpec, case: Case, salt: int, count: int, *, awkward_ratio: float = AWKWARD_RATIO,
-             alias_ratio: float = ALIAS_RATIO) -> list[Case]:
+             alias_ratio: float = ALIAS_RATIO, boundaries: bool = False) -> list[Case]:
     """``count`` cases with ``case``'s skeleton (op, shapes, dtypes, arguments, variant)
     dressed again: each input's layout and values, and the aliasing, drawn by a PRNG
     seeded from ``salt``, the case's value seeds and the sibling's number, so a replay
@@ -504,6 +504,9 @@ def siblings(spec: OpSpec, case: Case, salt: int, count: int, *, awkward_ratio: 
     whatever is drawn (the worker judges a small op in less); dressing one costs tens of
     microseconds, and a kernel's layouts and values matter as much as its shapes.
     Siblings equal to ``case`` or to an earlier sibling (an op without inputs) are left out.
+    With ``boundaries``, every other case's last sibling is its :func:`boundary_sibling`
+    instead, where one applies (a campaign's siblings: its first cases of an op reach
+    the crash classes a builder draws rarely; issue 37).
 
     The PRNG draws uniformly where Hypothesis favours the simple end of each choice; with
     the same ratios, siblings come out close to drawn cases (elementwise ops: 91% of
@@ -525,7 +528,72 @@ def siblings(spec: OpSpec, case: Case, salt: int, count: int, *, awkward_ratio: 
         sibling = replace(case, inputs=inputs)
         if sibling != case and sibling not in out:
             out.append(sibling)
+    edge = boundary_sibling(spec, case, root) if boundaries and count and root % 2 else None
+    if edge is not None and edge not in out:
+        out = out[:count - 1] + [edge]
     return out
+
+
+# The skeleton changes of boundary siblings (:func:`boundary_sibling`): the classes of
+# crash a campaign must reach within its first cases of an op, which a builder draws
+# rarely (issue 37: a 10-minute campaign of five families gives an op 30-50 cases, and
+# mse_loss on empty inputs, pytorch#148608, and mm of mixed dtypes, pytorch#143948, were
+# never drawn).
+BOUNDARIES = ("empty", "mixed-dtypes")
+
+
+def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
+    """``case`` with its skeleton moved to a boundary, the kind chosen from those that
+    apply by a hash of ``salt`` and the case: ``empty``, every dim of the size of one of
+    the first input's dims made 0 in every input (mm's (3, 4) @ (4, 5) -> (0, 4) @ (4, 5),
+    a loss's two (3, 2) inputs -> (0, 2)); ``mixed-dtypes``, for an op that takes them,
+    the last input free to take any dtype of the op's given another one. The inputs keep
+    their layouts and value seeds, without aliasing; None where no kind applies or the
+    case is there already."""
+    kinds = [k for k in BOUNDARIES if _boundary_applies(spec, case, k)]
+    if not kinds:
+        return None
+    choose = SeededChoices(_mix(salt, len(case.inputs)))
+    kind = choose.choice(kinds)
+    inputs = tuple(replace(r, alias=None) for r in case.inputs)
+    if kind == "empty":
+        first = next(r.shape for r in _emptied_from(spec, inputs) if any(n > 0 for n in r.shape))
+        size = choose.choice([n for n in first if n > 0])
+        inputs = tuple(replace(r, shape=tuple(0 if n == size else n for n in r.shape)) for r in inputs)
+    else:
+        i = max(i for i in range(1, len(inputs)) if _free_dtype(spec, i))
+        others = [d for d in spec.dtypes if d != inputs[i].dtype]
+        name = choose.choice(others)
+        inputs = tuple(r if j != i else replace(r, dtype=name, values=replace(
+            r.values, distribution=_distributions_for(name)[0], low=None, high=None, specials=()))
+            for j, r in enumerate(inputs))
+    sibling = replace(case, inputs=inputs)
+    return None if sibling == case else sibling
+
+
+def _emptied_from(spec: OpSpec, inputs) -> list:
+    """The inputs an ``empty`` boundary takes its size from: an op's index inputs where it
+    has them (integer inputs whose values its builders draw for the shapes), so that no
+    index is left pointing into a dim made empty (index_add of 8 indices into a self of 0
+    rows is a call no backend need answer: CUDA's bounds check asserts); else every input."""
+    builders = list(spec.input_values)
+    index = [r for i, r in enumerate(inputs) if i < len(builders) and builders[i] is not None
+             and r.dtype in dt.INTEGRAL]
+    return index or list(inputs)
+
+
+def _free_dtype(spec: OpSpec, i: int) -> bool:
+    per_input = list(spec.input_dtypes)
+    return i > 0 and (i >= len(per_input) or per_input[i] is None)
+
+
+def _boundary_applies(spec: OpSpec, case: Case, kind: str) -> bool:
+    if kind == "empty":
+        return (any(any(n > 0 for n in r.shape) for r in _emptied_from(spec, case.inputs))
+                and all(r.numel > 0 for r in case.inputs) and "large" not in spec.semantics)
+    return ("mixed_dtypes_sometimes" in spec.semantics and len(spec.dtypes) > 1
+            and any(_free_dtype(spec, i) for i in range(1, len(case.inputs)))
+            and len({r.dtype for r in case.inputs}) == 1)
 
 
 def _mix(x: int, y: int) -> int:

@@ -42,7 +42,7 @@ def normalise_message(message: str) -> str:
 def check_errors(obs: Observation) -> Failure | None:
     dut_raised, ref_raised = isinstance(obs.dut, Raised), isinstance(obs.ref, Raised)
     if dut_raised and _device_fault(obs.dut.message):
-        if ref_raised and _designed_assert(obs.dut.message, obs.ref):
+        if (ref_raised and _designed_assert(obs.dut.message, obs.ref)) or _asserted_on_an_empty_dim(obs):
             # The device's designed check: CUDA kernels check their input with a
             # device-side assert (an index's bounds, multinomial's probabilities), and
             # eager CPU rejects the same input with a clean error. Both reject it
@@ -167,6 +167,22 @@ def _designed_assert(dut_message: str, cpu: Raised) -> bool:
     "Index is supposed to be a vector" is a malformed index, which the host checks)."""
     return "device-side assert" in dut_message.lower() and not cpu.unsupported \
         and bool(_CHECKED_ON_DEVICE.search(cpu.message))
+
+
+def _asserted_on_an_empty_dim(obs: Observation) -> bool:
+    """A device-side assert where an input is empty and eager CPU rejects the call or
+    returns nothing: an index into an empty dim is out of bounds whatever its value, and
+    a kernel's assert fires only in threads that ran, so on the non-empty input, the
+    indices. CPU's host check may catch it first ("index_select(): self indexing axis dim
+    should be positive"), fail another way (take_along_dim: ZeroDivisionError), or skip a
+    call with nothing to compute (index_add into 0 rows); CUDA's bounds check asserts
+    (issue 37, H200: five such cases of boundary siblings filed as device faults)."""
+    if "device-side assert" not in obs.dut.message.lower() or not any(r.numel == 0 for r in obs.case.inputs):
+        return False
+    if isinstance(obs.ref, Raised):
+        return not obs.ref.unsupported
+    results = [t for t in flatten_outputs(obs.ref) if isinstance(t, torch.Tensor)]
+    return bool(results) and all(t.numel() == 0 for t in results)
 
 
 def _accepted_where_cpu_rejects(obs: Observation) -> Failure:

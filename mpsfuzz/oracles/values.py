@@ -243,6 +243,29 @@ def excuse_zero_taps_either_way(case, spec, a, b):
     return _zero_taps_excused(case, spec, a, b, either_way=True)
 
 
+def excuse_multiplied_zero_taps(case, spec, dut, ref, wide):
+    """``ref`` taking the DUT's value where the DUT multiplied a zero tap the reference
+    skipped, as eager CPU's own kernel does in float64 (``wide``): the DUT non-finite,
+    ``ref`` finite, and ``wide`` non-finite alike there, for a ``zero-taps`` op whose
+    inputs hold nan/inf. Whether the cropped padding's zeros are multiplied is a kernel's
+    convention, and PyTorch's backends use both, by dtype (issue 37, H200: the float32
+    input gradient of conv_transpose3d with a NaN weight and padding, NaN on CUDA as in
+    CPU's float64 kernel, finite in CPU's float32 one). A NaN no kernel of the reference
+    gives stays a finding."""
+    if "zero-taps" not in spec.semantics or not _kernel_got_nonfinite(case, dut):
+        return ref
+    out = []
+    for d, r, w in zip(flatten_outputs(dut), flatten_outputs(ref), flatten_outputs(wide)):
+        if (isinstance(d, torch.Tensor) and isinstance(r, torch.Tensor) and isinstance(w, torch.Tensor)
+                and d.shape == r.shape == w.shape and d.dtype == r.dtype and d.is_floating_point()
+                and w.is_floating_point()):
+            w = w.to(d.device)
+            alike = (torch.isnan(d) & torch.isnan(w)) | (torch.isinf(d) & torch.isinf(w) & (d.sign() == w.sign()))
+            r = torch.where(alike & torch.isfinite(r), d, r)
+        out.append(r)
+    return tuple(out)
+
+
 def _skipped(d: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     """Where ``d`` skipped a tap ``r`` multiplied: r non-finite and d finite, or r NaN
     and d an infinity."""

@@ -888,6 +888,47 @@ def _renorm_accumulating(accumulator, func, args, kwargs):
     return weight
 
 
+def _half_times_a_wider_0d(func, args, kwargs) -> bool:
+    """mul of a half-precision tensor (not 0-d) by a 0-d tensor of a wider floating dtype:
+    type promotion keeps the half dtype (a 0-d operand does not promote)."""
+    a, b = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.dim() > 0 and b.dim() == 0
+            and a.dtype in (torch.float16, torch.bfloat16) and b.dtype in (torch.float32, torch.float64))
+
+
+def _mul_casting_the_0d_operand(func, args, kwargs):
+    a, b = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    return a * b.to(a.dtype)
+
+
+def _float32_convolution_backward_of_nonfinite(func, args, kwargs) -> bool:
+    """A float32 convolution backward whose tensors hold NaN or inf: where multiplying
+    the padding's zero taps makes a difference."""
+    tensors = [_arg(func, args, kwargs, i) for i in range(3)]
+    return (isinstance(tensors[0], torch.Tensor) and tensors[0].dtype == torch.float32
+            and any(isinstance(t, torch.Tensor) and t.numel() and not bool(torch.isfinite(t).all()) for t in tensors))
+
+
+def _convolution_backward_in_float64(func, args, kwargs):
+    """convolution_backward run as eager CPU runs it in float64 (a kernel that multiplies
+    every tap, the cropped padding's zeros included), cast back."""
+    wide = [a.to(torch.float64) if isinstance(a, torch.Tensor) and a.is_floating_point() else a for a in args]
+    out = func(*wide, **kwargs)
+    return tuple(o.to(torch.float32) if isinstance(o, torch.Tensor) else o for o in out)
+
+
+def _complex64_powers(func, args, kwargs) -> bool:
+    base, exponent = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    return (isinstance(base, torch.Tensor) and isinstance(exponent, torch.Tensor)
+            and base.dtype == exponent.dtype == torch.complex64)
+
+
+def _pow_through_exp_log(func, args, kwargs):
+    """z ** w as exp(w * log z), every step rounded to complex64 (CUDA's complex pow)."""
+    base, exponent = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    return torch.exp(exponent * torch.log(base))
+
+
 def _renorm_of_a_narrow_weight(func, args, kwargs) -> bool:
     """A weight whose accumulator is float32 on CUDA (float64's is double)."""
     weight = _arg(func, args, kwargs, 0)
@@ -1321,6 +1362,18 @@ FAULTS: dict[str, Fault] = _registry(
           "float32 (CUDA's accscalar_t), which a row at float32's max overflows: the row is scaled by "
           "max_norm / inf = 0", ("aten::embedding_renorm_",), _renorm_of_a_narrow_weight, "reimplement",
           instead=renorm_accumulated_in(torch.float32)),
+    # issue 37: the other conventions of the CUDA backends (H200), which are not bugs
+    Fault("mul_casts_a_wider_0d_operand", "not a bug: mul of a float16/bfloat16 tensor by a 0-d float32 tensor "
+          "casts the 0-d operand to the result's dtype first (CUDA): a backward's float32 factor past float16's "
+          "range is inf there (vector_norm(dtype=float32) of a float16 input of small values)",
+          ("aten::mul.Tensor",), _half_times_a_wider_0d, "reimplement", instead=_mul_casting_the_0d_operand),
+    Fault("convolution_backward_multiplies_padding_taps", "not a bug: a float32 convolution backward that "
+          "multiplies the taps of the cropped padding (0 x NaN = NaN) where eager CPU's float32 kernel skips them; "
+          "eager CPU's float64 kernel multiplies them too", ("aten::convolution_backward",),
+          _float32_convolution_backward_of_nonfinite, "reimplement", instead=_convolution_backward_in_float64),
+    Fault("complex_pow_through_exp_log", "not a bug: complex64 pow computed as exp(w * log z) in complex64: "
+          "the rounding of w * log z costs |w log z| roundoffs of the result (CUDA's complex pow)",
+          ("aten::pow.Tensor_Tensor",), _complex64_powers, "reimplement", instead=_pow_through_exp_log),
     Fault("hardtanh_backward_at_bounds", "hardtanh's (relu6's) derivative at its bounds taken as 1 "
           "(torch takes 0)", ("aten::hardtanh_backward.default",), _at_hardtanh_bounds, "rewrite",
           rewrite=_hardtanh_subgradient_one),
@@ -1339,7 +1392,9 @@ FAULTS: dict[str, Fault] = _registry(
 
 # Faults that emulate legitimate behaviour: a campaign must report nothing for them.
 NOT_BUGS = ("hypot_overflows_naively", "addcdiv_divides_first", "sum_half_accumulates_in_dtype", "tanh_caches_once", "fftn_splits_dims",
-            "round_nudged", "prod_pairwise", "embedding_renorm_accumulates_in_float32")
+            "round_nudged", "prod_pairwise", "embedding_renorm_accumulates_in_float32",
+            "mul_casts_a_wider_0d_operand", "convolution_backward_multiplies_padding_taps",
+            "complex_pow_through_exp_log")
 
 
 def _broad(name: str, effect: str, when: Trigger, what: str, message: str = "") -> Fault:

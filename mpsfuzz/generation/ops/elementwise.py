@@ -70,6 +70,16 @@ def unary(name: str, fn, dtypes, doc: str, **kw) -> OpSpec:
     return OpSpec(name=name, family=FAMILY, fn=fn, dtypes=expand(dtypes), doc=doc, **kw)
 
 
+def _exp_log_form(base, exponent, **kw):
+    """z ** w as exp(w log z) where either is complex (the form of complex pow in
+    c10::complex and std::pow: CUDA and eager CPU round w log z in the dtype, and an
+    error u there is |w log z| u of the result; issue 37, H200: complex64 pow, both
+    backends 1-2.7e-6 off); a real power is one rounding, its own form."""
+    if any(isinstance(t, torch.Tensor) and t.is_complex() for t in (base, exponent)):
+        return torch.exp(exponent * torch.log(torch.as_tensor(base)))
+    return torch.pow(base, exponent, **kw)
+
+
 def binary(name: str, fn, dtypes, doc: str, **kw) -> OpSpec:
     kw.setdefault("input_dtypes", (None, None))
     kw.setdefault("shapes", broadcast_shapes(2))
@@ -403,7 +413,8 @@ register(
            grad_undefined=_quotient_kinks("floor"), **variants("remainder", grad=True)),
     binary("fmod_float", torch.fmod, FLOAT, "C-style modulus of floats (zeros: NaN)",
            grad_undefined=_quotient_kinks("trunc"), **variants("fmod", grad=True)),
-    binary("pow", torch.pow, FC + expand("signed") + ("uint8",), "x ** y", **variants("pow", grad=True)),
+    binary("pow", torch.pow, FC + expand("signed") + ("uint8",), "x ** y", rounding_form=_exp_log_form,
+           **variants("pow", grad=True)),
     binary("float_power", torch.float_power, FC + expand("signed") + ("uint8",),
            "x ** y in double precision", **variants("float_power", inplace=False, grad=True)),
     binary("atan2", torch.atan2, FLOAT_PROMOTING, "two-argument arctangent (int64: pytorch#149017)",
@@ -549,7 +560,7 @@ register(
           "Python scalar - alpha * tensor", args=_with_alpha(_scalar_args()), grad=True),
     unary("pow_scalar", lambda x, exponent, **kw: torch.pow(x, exponent, **kw), FC + expand("signed") + ("uint8",),
           "tensor ** Python scalar", args=_scalar_args(nonnegative_int=True, name="exponent"),
-          **variants("pow", grad=True)),
+          rounding_form=_exp_log_form, **variants("pow", grad=True)),
     unary("rpow_scalar", lambda x, scalar, **kw: torch.pow(scalar, x, **kw), FC,
           "Python scalar ** tensor", args=_scalar_args(), grad=True, out=True),
     unary("float_power_scalar", lambda x, exponent, **kw: torch.float_power(x, exponent, **kw),

@@ -114,7 +114,7 @@ def _graph_and_args(obs, grads: bool):
     spec, case = obs.spec, obs.case
     inputs = dense_wide_inputs(case)
     kwargs = wide_kwargs(case)
-    fn = spec.as_reference().fn
+    fn = spec.rounding_form or spec.as_reference().fn
     if not grads:
         return _trace(lambda *a: fn(*a, **kwargs), inputs), inputs
     wrt = grad_inputs(spec, inputs)
@@ -151,8 +151,11 @@ def _float64_default():
 def _bounds_at(flat: torch.Tensor, positions: list[int], errors: list, unit: float) -> torch.Tensor:
     """The bound at each of ``positions`` of ``flat`` (0 elsewhere): ``unit`` times the
     sum of |d flat[pos] / d e_k| over the intermediates' relative errors ``errors``."""
+    if flat.is_complex():
+        # each part's bound: their sum bounds the modulus of the complex error
+        return (_bounds_at(flat.real, positions, errors, unit) + _bounds_at(flat.imag, positions, errors, unit))
     bound = torch.zeros(flat.shape, dtype=torch.float64)
-    values = flat.real if flat.is_complex() else flat
+    values = flat
     per_row = max(1, sum(e.numel() for e in errors))
     chunk = max(1, min(256, BATCH_ELEMENTS // per_row))
     try:
@@ -164,16 +167,22 @@ def _bounds_at(flat: torch.Tensor, positions: list[int], errors: list, unit: flo
                 picked = values[at]
                 parts = torch.autograd.grad(picked, errors, torch.eye(len(at), dtype=picked.dtype),
                                             retain_graph=True, allow_unused=True, is_grads_batched=True)
-                total = sum(p.abs().reshape(len(at), -1).sum(1) for p in parts if p is not None)
+                # (a NaN partial, from 0 x NaN where another element's derivative is
+                # not finite (log 0 in complex pow), says nothing: no slack from it)
+                total = sum(_finite(p).abs().reshape(len(at), -1).sum(1) for p in parts if p is not None)
                 if isinstance(total, torch.Tensor):
                     bound[at] = unit * total.to(torch.float64)
     except Exception:   # an op whose backward vmap cannot batch: one backward per position
         bound.zero_()
         for pos in positions[:MAX_POSITIONS]:
             parts = torch.autograd.grad(values[pos], errors, retain_graph=True, allow_unused=True)
-            bound[pos] = unit * sum(float(p.abs().sum()) for p in parts if p is not None)
+            bound[pos] = unit * sum(float(_finite(p).abs().sum()) for p in parts if p is not None)
     # a NaN or infinite input makes the derivatives say nothing
     return torch.where(torch.isfinite(bound), bound, torch.zeros_like(bound))
+
+
+def _finite(t: torch.Tensor) -> torch.Tensor:
+    return torch.where(torch.isfinite(t), t, torch.zeros_like(t))
 
 
 def rounding_bounds(obs, grads: bool, wanted: dict[int, list[int]], unit: float) -> dict[int, torch.Tensor] | None:
