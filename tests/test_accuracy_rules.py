@@ -223,6 +223,19 @@ def test_a_difference_only_at_a_rounding_tie_is_ill_conditioned_not_a_bug():
     assert [f["oracle"] for f in found] == ["values"] and found[0]["details"]["verdict"] == "dut-wrong"
 
 
+def test_the_nudging_fault_moves_its_input_by_exactly_one_unit():
+    """round_nudged emulates a kernel whose intermediate rounds the other way: one unit of
+    roundoff. x * (1 + eps) moved a bfloat16 1.539 by two units, to 1.555, past
+    round(decimals=1)'s tie at 1.55, 1.4 units away, which no kernel's rounding does: the
+    1.6 it gave was rightly reported, against a fault meant to be no bug."""
+    case = Case("round_decimals", (TensorRecipe((2,), "bfloat16", Layout(), ValueRecipe("normal", 0)),),
+                (("decimals", 1),))
+    x, = case.materialize("cpu")
+    assert float(x[0]) == 1.5390625
+    got = FaultTarget(["round_nudged"]).run(torch.round, x, decimals=1)
+    assert float(got[0]) == 1.5 and _failures(case, ["round_nudged"]) == []
+
+
 def test_sensitivity_of_a_few_roundoffs_does_not_excuse_a_wrong_element():
     """A half-precision product moves by two units of roundoff when its two factors move
     by one: more than the bound for one summand, but no excuse for an element off by 1."""

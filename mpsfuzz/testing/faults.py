@@ -267,7 +267,10 @@ class Fault:
             return func(x, dim, index.clamp(0, max(x.shape[dim] - 1, 0)))
         if effect == "nudge_input":
             x = _input(func, args, kwargs)
-            nudged = x * (1 + torch.finfo(x.dtype).eps) if x.is_floating_point() else x
+            # exactly one unit up: x * (1 + eps) rounds to two units where x's mantissa
+            # is past half its binade (a bfloat16 1.539 went to 1.555, past round()'s
+            # tie at 1.55, 1.4 units away: no kernel's rounding gives that)
+            nudged = torch.nextafter(x, torch.full_like(x, math.inf)) if x.is_floating_point() else x
             return func(nudged, *args[1:], **kwargs)
         if effect == "pairwise_product":
             x = _input(func, args, kwargs).reshape(-1)
