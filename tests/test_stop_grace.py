@@ -149,6 +149,52 @@ def test_triage_past_the_stop_grace_is_left_pending_with_what_it_held(tmp_path):
     assert not [p for p in tmp_path.glob("*.json") if not p.name.startswith("inflight")]
 
 
+def test_a_job_given_up_that_a_finding_filed_meanwhile_covers_is_a_sighting_not_left_pending(tmp_path):
+    """Issue 37 (H200): a cuda-compiled run left 57 failures pending, among them repeats of
+    bugs it had filed while they waited. A job given up at the budget that a recorded
+    finding now covers is a sighting: counted, its pending file removed; one that no
+    finding covers is left pending."""
+    from mpsfuzz.campaign.engine import FoundBug
+    from mpsfuzz.oracles import symptom_key
+    failure = Failure("values", "wrong-values", "wrong", "detail", "high", ("wrong-values",))
+    other = Failure("errors", "dut-raises", "raises", "RuntimeError: x", "high", ("dut-raises", "RuntimeError", "x"))
+    campaign = Campaign(CampaignConfig(ops=["sigmoid"], target_spec=FAULT_TARGET, corpus_dir=tmp_path, budget_s=10))
+    killed = threading.Event()
+
+    class Pool:
+        device = "cpu"
+
+        def abandon(self):
+            killed.set()
+
+        def close(self):
+            pass
+
+    def slow_triage(err, pool, *, flaky, triage_it=True):
+        killed.wait(30)
+        campaign._check_abandoned()
+        raise AssertionError("stored after it was given up")
+
+    campaign._record = slow_triage
+    desk = campaign._desk = TriageDesks(campaign._triaged, lambda role: Pool(), fallback=lambda job: None,
+                                        slow=campaign._slow_job)
+    first, covered, uncovered = (Case.from_json(_case("sigmoid", shape)) for shape in ((3,), (4,), (5,)))
+    for case, fail in ((first, failure), (covered, failure), (uncovered, other)):
+        err = _error_type("sigmoid", fail.oracle, fail.kind)(case, fail, f"sig-{case.inputs[0].shape}")
+        campaign._hand_to_desk(err, False, campaign._keep_pending(err, False))
+    deadline = time.monotonic() + 10
+    while not desk.in_hand and time.monotonic() < deadline:
+        time.sleep(0.01)
+    # filed meanwhile (by another job of the run): the symptom of `covered`, any case
+    campaign.found.append(FoundBug(symptom_key(covered, failure), None, "filed", flaky=True, case=covered))
+    campaign._defer_triage()
+    desk.close(timeout=5)
+    pending = sorted(tuple(json.loads(p.read_text())["case"]["inputs"][0]["shape"])
+                     for p in (tmp_path / "triage-pending").glob("*.json"))
+    assert (5,) in pending and (4,) not in pending, pending
+    assert campaign._sightings.get("filed") == 1
+
+
 def test_the_last_tenth_of_a_budget_goes_to_a_first_failure_waiting_on_the_desk(tmp_path):
     """Run 42 (H200): nearest-exact's gradient bug, met at 369 s of 420, waited behind
     the desk's other jobs and was left pending. In the budget's last tenth the fuzzing
