@@ -545,8 +545,9 @@ BOUNDARIES = ("empty", "mixed-dtypes")
 def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
     """``case`` with its skeleton moved to a boundary, the kind chosen from those that
     apply by a hash of ``salt`` and the case: ``empty``, every dim of the size of one of
-    the first input's dims made 0 in every input (mm's (3, 4) @ (4, 5) -> (0, 4) @ (4, 5),
-    a loss's two (3, 2) inputs -> (0, 2)); ``mixed-dtypes``, for an op that takes them,
+    the dims of the op's index inputs (else of its first input) made 0 in every input
+    (mm's (3, 4) @ (4, 5) -> (0, 4) @ (4, 5), a loss's two (3, 2) inputs -> (0, 2) each,
+    index_add's 8 indices and source rows -> 0); ``mixed-dtypes``, for an op that takes them,
     the last input free to take any dtype of the op's given another one. The inputs keep
     their layouts and value seeds, without aliasing; None where no kind applies or the
     case is there already."""
