@@ -102,14 +102,10 @@ def test_a_batch_past_its_give_up_time_is_given_up_not_waited_out(monkeypatch, t
         assert pool.run(_case("prod", (2,)), ["values"], "prod")["valid"]   # a fresh worker
 
 
-def test_triage_past_the_stop_grace_is_left_pending_with_what_it_held(tmp_path):
-    """The desk's job in hand is given up (its worker killed), the job not started and
-    the failure the holder held are written to triage-pending/ (the holder's own case
-    once), nothing is recorded or counted afterwards, and no fallback records it."""
-    failure = Failure("values", "wrong-values", "wrong", "detail", "high", ("wrong-values",))
-    campaign = Campaign(CampaignConfig(ops=["sigmoid"], target_spec=FAULT_TARGET, corpus_dir=tmp_path, budget_s=10))
+def _desk_triaging_until_killed(campaign, fallback):
+    """``campaign``'s desks, whose triage runs on until its worker is killed (the
+    campaign abandons it): (the desks, the event set by the kill, the pool class)."""
     killed = threading.Event()
-    fallback = []
 
     class Pool:
         device = "cpu"
@@ -126,8 +122,18 @@ def test_triage_past_the_stop_grace_is_left_pending_with_what_it_held(tmp_path):
         raise AssertionError("stored after it was given up")
 
     campaign._record = slow_triage
-    desk = campaign._desk = TriageDesks(campaign._triaged, lambda role: Pool(), fallback=fallback.append,
-                                        slow=campaign._slow_job)
+    campaign._desk = TriageDesks(campaign._triaged, lambda role: Pool(), fallback=fallback, slow=campaign._slow_job)
+    return campaign._desk, killed, Pool
+
+
+def test_triage_past_the_stop_grace_is_left_pending_with_what_it_held(tmp_path):
+    """The desk's job in hand is given up (its worker killed), the job not started and
+    the failure the holder held are written to triage-pending/ (the holder's own case
+    once), nothing is recorded or counted afterwards, and no fallback records it."""
+    failure = Failure("values", "wrong-values", "wrong", "detail", "high", ("wrong-values",))
+    campaign = Campaign(CampaignConfig(ops=["sigmoid"], target_spec=FAULT_TARGET, corpus_dir=tmp_path, budget_s=10))
+    fallback = []
+    desk, killed, Pool = _desk_triaging_until_killed(campaign, fallback.append)
     first, second, other = (Case.from_json(_case("sigmoid", shape)) for shape in ((3,), (4,), (2, 2)))
     for case in (first, second):
         err = _error_type("sigmoid", "values", "wrong-values")(case, failure, f"sig-{case.inputs[0].shape}")
@@ -159,25 +165,7 @@ def test_a_job_given_up_that_a_finding_filed_meanwhile_covers_is_a_sighting_not_
     failure = Failure("values", "wrong-values", "wrong", "detail", "high", ("wrong-values",))
     other = Failure("errors", "dut-raises", "raises", "RuntimeError: x", "high", ("dut-raises", "RuntimeError", "x"))
     campaign = Campaign(CampaignConfig(ops=["sigmoid"], target_spec=FAULT_TARGET, corpus_dir=tmp_path, budget_s=10))
-    killed = threading.Event()
-
-    class Pool:
-        device = "cpu"
-
-        def abandon(self):
-            killed.set()
-
-        def close(self):
-            pass
-
-    def slow_triage(err, pool, *, flaky, triage_it=True):
-        killed.wait(30)
-        campaign._check_abandoned()
-        raise AssertionError("stored after it was given up")
-
-    campaign._record = slow_triage
-    desk = campaign._desk = TriageDesks(campaign._triaged, lambda role: Pool(), fallback=lambda job: None,
-                                        slow=campaign._slow_job)
+    desk, _, _ = _desk_triaging_until_killed(campaign, lambda job: None)
     first, covered, uncovered = (Case.from_json(_case("sigmoid", shape)) for shape in ((3,), (4,), (5,)))
     for case, fail in ((first, failure), (covered, failure), (uncovered, other)):
         err = _error_type("sigmoid", fail.oracle, fail.kind)(case, fail, f"sig-{case.inputs[0].shape}")
