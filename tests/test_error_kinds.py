@@ -205,3 +205,24 @@ def test_a_device_side_assert_on_indices_into_an_empty_dim_is_the_devices_design
     assert judged(full, asserted, torch.zeros(2, 6)).kind == "device-fault"
     assert judged(empty, illegal, torch.zeros(0, 6)).kind == "device-fault"
     assert judged(empty, asserted, torch.zeros(1, 6)).kind == "device-fault"   # CPU computed something
+
+
+def test_accepting_a_call_with_no_index_values_is_a_capability_not_a_missing_bounds_check():
+    """A bounds check refuses an index value; with every index input empty there is none,
+    so CPU's IndexError is about the call's form (index_copy of a 0-d self: "When source
+    is scalar, index should have one element (got 0)"). The same acceptance of an index
+    that holds a value stays a missing check."""
+    import torch
+    from mpsfuzz.execution.observation import Observation, Raised
+    from mpsfuzz.generation import catalogue
+    from mpsfuzz.oracles.errors import check_errors
+    scalar = TensorRecipe((), "float32", Layout(), ValueRecipe("small_int", 0))
+
+    def judged(index_shape):
+        index = TensorRecipe(index_shape, "int64", Layout(), ValueRecipe("int_range", 0, low=0, high=0))
+        case = Case("index_copy", (scalar, index, scalar), (("dim", 0),))
+        ref = Raised("IndexError", f"index_copy_(): When source is scalar, index should have one element "
+                                   f"(got {index.numel})")
+        return check_errors(Observation(case, catalogue.get("index_copy"), "cuda-compiled", torch.tensor(0.0), ref))
+    assert judged((0,)).kind == "capability"
+    assert judged((2,)).kind == "ref-raises"
