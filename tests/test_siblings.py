@@ -154,7 +154,8 @@ def test_run_takes_siblings_and_refuses_a_negative_count(tmp_path):
 
 def test_a_boundary_sibling_empties_a_shared_dim_or_mixes_dtypes_and_is_derived_again():
     """Issue 37: a campaign's first cases of an op reach an empty input and mixed dtypes
-    (the classes of pytorch#148608 and #143948), which builders draw rarely."""
+    (the classes of pytorch#148608 and #143948), which builders draw rarely; issue 38: and
+    a size only a later input has (mm's other's columns) made 0."""
     from mpsfuzz.generation.recipes import Case, TensorRecipe
     from mpsfuzz.generation.strategies import boundary_sibling
     mm = catalogue.get("mm")
@@ -166,11 +167,11 @@ def test_a_boundary_sibling_empties_a_shared_dim_or_mixes_dtypes_and_is_derived_
         shapes, dtypes = tuple(r.shape for r in edge.inputs), tuple(r.dtype for r in edge.inputs)
         if dtypes == ("float32", "float32"):
             seen[shapes] = True
-            assert shapes in {((0, 4), (4, 5)), ((3, 0), (0, 5))}, shapes
+            assert shapes in {((0, 4), (4, 5)), ((3, 0), (0, 5)), ((3, 4), (4, 0))}, shapes
         else:
             seen["mixed"] = True
             assert shapes == ((3, 4), (4, 5)) and dtypes[0] == "float32" and dtypes[1] in mm.dtypes
-    assert len(seen) == 3, seen
+    assert len(seen) == 4 and ((3, 4), (4, 0)) in seen, seen
     # a loss's two inputs of one shape stay one shape; no kind applies where both are there
     loss = Case("mse_loss", (TensorRecipe((3, 2), "float32"), TensorRecipe((3, 2), "float32")))
     edge = boundary_sibling(catalogue.get("mse_loss"), loss, 1)
@@ -188,3 +189,20 @@ def test_every_other_draw_of_a_campaign_slice_has_a_boundary_sibling():
     assert empty + mixed >= len(draft.cases) // 8, (empty, mixed, len(draft.cases))
     assert empty + mixed > sum(any(r.numel == 0 for r in c.inputs) or len({r.dtype for r in c.inputs}) > 1
                                for c in alone.cases)
+
+
+def test_campaign_empties_a_weights_columns_and_finds_the_renorm_that_reads_past_them(tmp_path):
+    """Issue 38, zero-size dims in every tensor of a call: embedding(max_norm=) of a
+    weight with rows and no columns (pytorch#195185) is reached by the ``empty-other``
+    boundary (the columns are a size only the weight has), found as a crash and
+    minimised with the weight still empty."""
+    corpus = tmp_path / "corpus"
+    done = mpsfuzz("run", "--ops", "embedding", "--target", FAULT_TARGET, "--budget", "40s", "--seed", "1",
+                   "--corpus", str(corpus), "--no-progress", faults="embedding_renorm_of_no_columns_segfault",
+                   cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (finding,) = [f for f in findings_in(corpus) if f["status"] == "new"]
+    assert finding["oracle"] == "crash"
+    weight = finding["case"]["inputs"][1]["shape"]
+    assert len(weight) == 2 and weight[0] > 0 and weight[1] == 0, finding["case"]
+    assert "max_norm" in dict(finding["case"]["kwargs"]), finding["case"]

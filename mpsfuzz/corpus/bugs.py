@@ -187,7 +187,7 @@ def group_key(finding: Finding) -> tuple | None:
 
 
 _FORMS = frozenset(("functional", "method", "inplace", "out", "out-strided", "out-resized", "out-alias", "grad",
-                    "autocast"))
+                    "autocast", "out-cast"))
 
 
 def op_key(finding: Finding) -> tuple | None:
@@ -349,7 +349,7 @@ class Bug:
         }
 
 
-_VARIANTS = ("functional", "method", "inplace", "out", "out-strided", "out-resized", "grad", "autocast")
+_VARIANTS = ("functional", "method", "inplace", "out", "out-strided", "out-resized", "grad", "autocast", "out-cast")
 
 
 def _variant_order(v: str):

@@ -25,7 +25,8 @@ SUPPRESSED = ("unimplemented", "undefined")
 # A crash, a hang or a leak is never undefined behaviour or a missing kernel: entries
 # that would suppress one are refused.
 NEVER_SUPPRESSED = ("crash", "hang", "leak")
-VARIANTS = ("*", "functional", "method", "inplace", "out", "out-strided", "out-resized", "grad", "autocast")
+VARIANTS = ("*", "functional", "method", "inplace", "out", "out-strided", "out-resized", "grad", "autocast",
+            "out-cast")
 
 
 class UpstreamTableError(ValueError):

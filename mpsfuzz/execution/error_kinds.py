@@ -55,7 +55,14 @@ def is_unsupported_message(message: str) -> bool:
 
 
 def is_unsupported(exc: BaseException) -> bool:
-    """'This device/dtype has no kernel for the op' (or lacks the feature): counted, never a bug."""
+    """'This device/dtype has no kernel for the op' (or lacks the feature): counted, never a bug.
+    A compiler's failure (Dynamo's ``BackendCompilerFailed``) is judged by the error its
+    backend raised, its ``inner_exception``: Inductor lowering ``torch.logspace`` with a
+    negative base through torch's decomposition, which raises NotImplementedError for
+    one, lacks the feature as an eager backend without the kernel does."""
+    inner = getattr(exc, "inner_exception", None)
+    if isinstance(inner, BaseException) and inner is not exc:
+        return is_unsupported(inner)
     return isinstance(exc, NotImplementedError) or is_unsupported_message(str(exc))
 
 

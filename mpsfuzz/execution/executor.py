@@ -26,7 +26,8 @@ from ..generation import dtypes as dt
 from ..generation.catalogue import LARGE_FAMILY
 from ..generation.opspec import LARGE_REAL_NUMEL
 from ..generation.preparation import preparation
-from ..generation.recipes import ALWAYS_MATERIALISABLE, Case, case_bytes, check_materialisable, host_max_bytes
+from ..generation.recipes import (ALWAYS_MATERIALISABLE, Case, case_bytes, check_materialisable, host_max_bytes,
+                                  main_input)
 from . import cpu_kernels
 from .dispatch_modes import outside_modes
 from .error_kinds import is_device_fault, is_unsupported
@@ -149,6 +150,17 @@ def _strided_out(like: torch.Tensor, how: str) -> torch.Tensor:
     return torch.full((2 * shape[0],), fill, dtype=dtype, device=device)[::2]
 
 
+def _cast_out(like: torch.Tensor, case: Case) -> torch.Tensor:
+    """A dense ``out=`` of ``like``'s shape in the dtype ``out-cast`` writes into: the
+    main input's dtypes.OUT_CASTS (one dtype for the case on every device, whatever
+    dtype a widened reference computes in)."""
+    name = dt.OUT_CASTS.get(case.inputs[main_input(case)].dtype) if case.inputs else None
+    if name is None:
+        raise VariantNotApplicable("no out= dtype to cast into for this input dtype")
+    dtype = dt.to_torch(name)
+    return torch.full(tuple(like.shape), True if dtype == torch.bool else OUT_FILLER, dtype=dtype, device=like.device)
+
+
 class VariantNotApplicable(Exception):
     """The variant cannot be formed for this case (e.g. a non-tensor result for out=)."""
 
@@ -186,7 +198,7 @@ def call_variant(spec, case: Case, inputs: list, kwargs: dict, runner=None, func
         results = leaves(functional)
         if not results or (not isinstance(functional, torch.Tensor) and len(results) != len(functional)):
             raise VariantNotApplicable("out= needs a tensor or a flat tuple of tensors")
-        outs = [_strided_out(leaf, variant) for leaf in results]
+        outs = [_strided_out(leaf, variant) if variant != "out-cast" else _cast_out(leaf, case) for leaf in results]
         target = outs[0] if isinstance(functional, torch.Tensor) else tuple(outs)
         return run(_out_caller(spec.fn), *inputs, out=target, **kwargs)
     raise ValueError(f"unknown variant {variant!r}")
@@ -470,8 +482,9 @@ def contiguous_copies(case: Case, device) -> list:
     """The case's inputs on ``device`` as contiguous tensors of their own: inputs that
     share a storage or sit at an offset get fresh copies (``Case.copied_inputs``)."""
     fresh = case.copied_inputs()
+    resolved = [t.resolve_conj().resolve_neg() for t in case.materialize(device)]
     return [t.clone(memory_format=torch.contiguous_format) if i in fresh else t.contiguous()
-            for i, t in enumerate(case.materialize(device))]
+            for i, t in enumerate(resolved)]
 
 
 def _run_dut(case: Case, spec, kwargs, target, enabled):

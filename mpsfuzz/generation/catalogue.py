@@ -20,8 +20,8 @@ def _load() -> None:
     global _LOADED
     if not _LOADED:
         _LOADED = True
-        from .ops import (elementwise, fft, indexing, large, large_rows, linalg, nn, nn_losses,  # (they register)
-                          random, reduction)
+        from .ops import (elementwise, factory, fft, indexing, large, large_rows, linalg, nn,  # (they register)
+                          nn_losses, random, reduction)
         _register_size_classes()
     # Users' kernel files named in MPSFUZZ_KERNELS (``run --kernels``), in whatever
     # process looks an op up: workers, drafters and repro checks are started elsewhere.

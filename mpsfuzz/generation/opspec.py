@@ -155,7 +155,19 @@ LARGE_REAL_NUMEL = 1 << 20
 # inside ``torch.autocast`` for the device: judged against the float32 result cast to
 # the dtypes the device's autocast chose (the release notes' autocast rules and dtype
 # mismatches of conv3d, ConvTranspose3d and attention).
-VARIANTS = ("functional", "method", "inplace", "out", "out-strided", "out-resized", "out-alias", "grad", "autocast")
+# ``out-cast`` writes into an ``out=`` of another dtype (dtypes.OUT_CASTS, by the main
+# input's dtype): the result is computed in its own dtype and cast (issue 38).
+VARIANTS = ("functional", "method", "inplace", "out", "out-strided", "out-resized", "out-alias", "grad", "autocast",
+            "out-cast")
+
+# What an out= of another dtype means, by family (OpSpec.out_cast): "cast", the result is
+# computed in its own dtype and cast into out= (TensorIterator's ops: pytorch#173110's
+# maximum computing in the out= dtype is a bug); "computes", out='s dtype is the dtype
+# the op computes in (a reduction's or scan's `dtype=`, a factory's result dtype: cumsum
+# into float16 accumulates in float16 by design). Families not named refuse another
+# dtype (linalg: "Expected out tensor to have dtype float"): no out-cast cases.
+OUT_CAST_BY_FAMILY = {"elementwise": "cast", "indexing": "cast", "reduction": "computes", "factory": "computes",
+                      "random": "computes"}
 GRAD_DTYPES = dt.GRAD
 
 
@@ -293,6 +305,12 @@ class OpSpec:
         if unknown:
             raise ValueError(f"op {self.name!r}: unknown semantics {sorted(unknown)}; known: {SEMANTICS}")
 
+    @property
+    def out_cast(self) -> str | None:
+        """What an out= of another dtype means for this op (OUT_CAST_BY_FAMILY), None
+        where the op refuses one."""
+        return OUT_CAST_BY_FAMILY.get(self.family)
+
     def variants(self) -> tuple[str, ...]:
         """The variants this op has, functional first (where shrinking goes)."""
         out = ["functional"]
@@ -308,6 +326,8 @@ class OpSpec:
             out.append("grad")
         if self.autocast and "float32" in self.dtypes:
             out.append("autocast")
+        if self.out and self.out_cast:
+            out.append("out-cast")
         return tuple(out)
 
     def as_reference(self) -> "OpSpec":

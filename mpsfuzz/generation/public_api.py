@@ -400,6 +400,20 @@ for _name in ("rand_like", "randn_like", "randint_like"):
     declare(_name, Public(f"torch.{_name}", passes=_memory_format))
 declare("bernoulli_tensor_", Public("torch.Tensor.bernoulli_", inputs=("self", "p")))
 
+# Factories: the size-creating ones take a dummy input for device and dtype.
+RANGE_ENDS = {"start": SIGNS, "end": SIGNS}
+declare("arange", Public("torch.arange", inputs=(None,), passes=_input_dtype,
+                         ranges={**RANGE_ENDS, "step": ("negative", "positive")}))
+for _name in ("linspace", "logspace"):
+    declare(_name, Public(f"torch.{_name}", inputs=(None,), passes=_input_dtype,
+                          ranges={**RANGE_ENDS, "steps": ("zero", "positive")}))
+FILLS = SIGNS   # (the extremes, inf, -inf, nan and -0.0 are drawn too: ops/factory.py)
+declare("full", Public("torch.full", inputs=(None,), passes=_input_dtype, ranges={"fill_value": FILLS}))
+declare("eye", Public("torch.eye", inputs=(None,), passes=_input_dtype))
+for _name in ("zeros_like", "ones_like"):
+    declare(_name, Public(f"torch.{_name}", passes=_memory_format))
+declare("full_like", Public("torch.full_like", passes=_memory_format, ranges={"fill_value": FILLS}))
+
 # Neural networks.
 for _nd in (1, 2, 3):
     for _kind in ("conv", "conv_transpose"):

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -107,16 +107,23 @@ class Layout:
     """How the view is built from a dense base buffer, in this fixed order:
     storage ``offset`` -> ``gaps`` (a slice step per logical dim) -> ``permutation``
     (view dim j is base dim permutation[j]; channels_last is the permutation
-    (0, 2, 3, 1)'s inverse, i.e. (0, 3, 1, 2)) -> ``expanded`` dims (stride 0)."""
+    (0, 2, 3, 1)'s inverse, i.e. (0, 3, 1, 2)) -> ``expanded`` dims (stride 0).
+
+    ``bit``: "conj" or "neg", the view carries the conjugate or the negative bit
+    (``x.conj()``, ``x._neg_view()``; issue 38: kernels that read the storage and
+    forget the bit). The storage holds the values with the bit undone, so that the
+    view's logical values are the recipe's: writers copy the logical values through the
+    view (:meth:`TensorRecipe._view_of`)."""
 
     offset: int = 0
     gaps: tuple[int, ...] = ()
     permutation: tuple[int, ...] = ()
     expanded: tuple[int, ...] = ()
+    bit: str = ""
 
     def is_plain(self) -> bool:
         return not (self.offset or any(g > 1 for g in self.gaps) or self.moves_dims()
-                    or self.expanded)
+                    or self.expanded or self.bit)
 
     def moves_dims(self) -> bool:
         return bool(self.permutation) and tuple(self.permutation) != tuple(range(len(self.permutation)))
@@ -138,10 +145,26 @@ class Layout:
                 out.append("permuted")
         if self.expanded:
             out.append("expanded")
+        if self.bit:
+            out.append(self.bit)
         return tuple(out)
 
     def describe(self) -> str:
         return "+".join(self.kinds()) or "contiguous"
+
+
+VIEW_BITS = ("", "conj", "neg")
+VIEW_BIT_DTYPES = {"": dt.ALL_DTYPE_NAMES, "conj": dt.COMPLEX, "neg": dt.FLOAT + dt.COMPLEX}
+
+
+def with_bit(view: torch.Tensor, bit: str) -> torch.Tensor:
+    """``view`` carrying the conjugate or negative bit ``bit`` (a view of the same
+    storage: its logical values are the storage's conjugated or negated)."""
+    if bit == "conj":
+        return view.conj()
+    if bit == "neg":
+        return view._neg_view()
+    return view
 
 
 def storage_plan(inputs) -> list[tuple[int, int]]:
@@ -302,10 +325,23 @@ class TensorRecipe:
             raise ValueError(f"layout permutation={lay.permutation} is not a permutation of rank {rank}")
         if any(not 0 <= d < rank for d in lay.expanded):
             raise ValueError(f"layout expanded={lay.expanded} names a dim outside rank {rank}")
+        if lay.bit not in VIEW_BITS:
+            raise ValueError(f"layout bit={lay.bit!r} must be one of {VIEW_BITS}")
+        if lay.bit and self.dtype not in VIEW_BIT_DTYPES[lay.bit]:
+            raise ValueError(f"layout bit={lay.bit!r} needs a dtype of {VIEW_BIT_DTYPES[lay.bit]} "
+                             f"(dtype={self.dtype!r})")
 
     @property
     def numel(self) -> int:
         return math.prod(self.shape)
+
+    def retyped(self, dtype: str, **changes) -> "TensorRecipe":
+        """This recipe in ``dtype`` (and ``changes``), losing a view bit the dtype cannot
+        carry (a conjugate view made real)."""
+        layout = self.layout
+        if layout.bit and dtype not in VIEW_BIT_DTYPES[layout.bit]:
+            layout = replace(layout, bit="")
+        return replace(self, dtype=dtype, layout=layout, **changes)
 
     @property
     def rank(self) -> int:
@@ -371,7 +407,7 @@ class TensorRecipe:
             view = view[tuple(index)]
         if lay.permutation:
             view = view.permute(*lay.permutation)
-        return view
+        return with_bit(view, lay.bit)
 
     def cpu_values(self) -> torch.Tensor:
         """The dense logical values (before expansion), generated on the CPU."""
@@ -452,7 +488,7 @@ class TensorRecipe:
             raise ValueError(f"view_in: a storage of {storage.numel()} elements cannot hold "
                              f"{self.base_numel} from element {start}")
         size, stride, offset = self._geometry()
-        return storage.as_strided(size, stride, storage.storage_offset() + start + offset)
+        return with_bit(storage.as_strided(size, stride, storage.storage_offset() + start + offset), self.layout.bit)
 
     def _geometry(self) -> tuple[tuple[int, ...], tuple[int, ...], int]:
         """(sizes, strides, offset into the base buffer) of the view :meth:`_view_of` and
@@ -732,7 +768,7 @@ class Case:
     inputs: tuple[TensorRecipe, ...]
     kwargs: tuple[tuple[str, Any], ...] = ()
     # How the op is called: one of opspec.VARIANTS ("functional", "method", "inplace",
-    # "out", "out-strided", "out-resized", "out-alias", "grad").
+    # "out", "out-strided", "out-resized", "out-alias", "grad", "autocast", "out-cast").
     variant: str = "functional"
 
     def __post_init__(self):
@@ -854,7 +890,8 @@ class Case:
                     "shape": list(r.shape), "dtype": r.dtype,
                     "layout": {"offset": r.layout.offset, "gaps": list(r.layout.gaps),
                                "permutation": list(r.layout.permutation),
-                               "expanded": list(r.layout.expanded)},
+                               "expanded": list(r.layout.expanded),
+                               **({"bit": r.layout.bit} if r.layout.bit else {})},
                     "values": {"distribution": r.values.distribution, "seed": r.values.seed,
                                "low": r.values.low, "high": r.values.high,
                                "specials": [[p, n] for p, n in r.values.specials]},
@@ -881,7 +918,8 @@ class Case:
                     layout=Layout(offset=int(r["layout"]["offset"]),
                                   gaps=tuple(r["layout"]["gaps"]),
                                   permutation=tuple(r["layout"]["permutation"]),
-                                  expanded=tuple(r["layout"]["expanded"])),
+                                  expanded=tuple(r["layout"]["expanded"]),
+                                  bit=str(r["layout"].get("bit", ""))),
                     values=ValueRecipe(distribution=r["values"]["distribution"],
                                        seed=int(r["values"]["seed"]),
                                        low=r["values"]["low"], high=r["values"]["high"],

@@ -301,13 +301,21 @@ def _draw_values(choose, dtype_name, *, distribution=None, allow_specials=True, 
     return ValueRecipe(distribution=dist, seed=seed, specials=specials, low=low, high=high)
 
 
+# Share of complex inputs (in tenths) that carry the conjugate or the negative bit: a
+# layout class of its own (issue 38), drawn apart from the strided features since a
+# contiguous tensor can carry it too.
+VIEW_BIT_TENTHS = 2
+
+
 def _draw_tensor(choose, shape, dtype_name, *, distribution=None, allow_specials=True,
                  allow_nonfinite=True, awkward_ratio=AWKWARD_RATIO, low=None, high=None) -> TensorRecipe:
     # Well-conditioned matrices: expanding their last two dims would repeat rows or
     # columns and make them singular.
     keep = 2 if distribution in MATRIX_DISTRIBUTIONS else 0
-    return TensorRecipe(tuple(shape), dtype_name,
-                        _draw_layout(choose, shape, awkward_ratio=awkward_ratio, keep_last_dims=keep),
+    layout = _draw_layout(choose, shape, awkward_ratio=awkward_ratio, keep_last_dims=keep)
+    if dtype_name in dt.COMPLEX and choose.integer(0, 9) >= 10 - VIEW_BIT_TENTHS:
+        layout = replace(layout, bit=choose.choice(("conj", "neg")))
+    return TensorRecipe(tuple(shape), dtype_name, layout,
                         _draw_values(choose, dtype_name, distribution=distribution,
                                      allow_specials=allow_specials, allow_nonfinite=allow_nonfinite,
                                      low=low, high=high))
@@ -539,7 +547,7 @@ def siblings(spec: OpSpec, case: Case, salt: int, count: int, *, awkward_ratio: 
 # rarely (issue 37: a 10-minute campaign of five families gives an op 30-50 cases, and
 # mse_loss on empty inputs, pytorch#148608, and mm of mixed dtypes, pytorch#143948, were
 # never drawn).
-BOUNDARIES = ("empty", "mixed-dtypes")
+BOUNDARIES = ("empty", "mixed-dtypes", "empty-other")
 
 
 def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
@@ -548,7 +556,9 @@ def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
     the dims of the op's index inputs (else of its first input) made 0 in every input
     (mm's (3, 4) @ (4, 5) -> (0, 4) @ (4, 5), a loss's two (3, 2) inputs -> (0, 2) each,
     index_add's 8 indices and source rows -> 0); ``mixed-dtypes``, for an op that takes them,
-    the last input free to take any dtype of the op's given another one. The inputs keep
+    the last input free to take any dtype of the op's given another one; ``empty-other``,
+    a size only a later input has made 0 wherever it appears (a weight's columns, a
+    grid's points: issue 38, zero-size dims in every tensor of a call). The inputs keep
     their layouts and value seeds, without aliasing; None where no kind applies or the
     case is there already."""
     kinds = [k for k in BOUNDARIES if _boundary_applies(spec, case, k)]
@@ -557,15 +567,18 @@ def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
     choose = SeededChoices(_mix(salt, len(case.inputs)))
     kind = choose.choice(kinds)
     inputs = tuple(replace(r, alias=None) for r in case.inputs)
-    if kind == "empty":
-        first = next(r.shape for r in _emptied_from(spec, inputs) if any(n > 0 for n in r.shape))
-        size = choose.choice([n for n in first if n > 0])
+    if kind in ("empty", "empty-other"):
+        if kind == "empty":
+            first = next(r.shape for r in _emptied_from(spec, inputs) if any(n > 0 for n in r.shape))
+            size = choose.choice([n for n in first if n > 0])
+        else:
+            size = choose.choice(_later_sizes(inputs))
         inputs = tuple(replace(r, shape=tuple(0 if n == size else n for n in r.shape)) for r in inputs)
     else:
         i = max(i for i in range(1, len(inputs)) if _free_dtype(spec, i))
         others = [d for d in spec.dtypes if d != inputs[i].dtype]
         name = choose.choice(others)
-        inputs = tuple(r if j != i else replace(r, dtype=name, values=replace(
+        inputs = tuple(r if j != i else r.retyped(name, values=replace(
             r.values, distribution=_distributions_for(name)[0], low=None, high=None, specials=()))
             for j, r in enumerate(inputs))
     sibling = replace(case, inputs=inputs)
@@ -583,15 +596,23 @@ def _emptied_from(spec: OpSpec, inputs) -> list:
     return index or list(inputs)
 
 
+def _later_sizes(inputs) -> list[int]:
+    """The dim sizes of inputs after the first that the first has not (sorted)."""
+    return sorted({n for r in inputs[1:] for n in r.shape if n > 0} - set(inputs[0].shape)) if inputs else []
+
+
 def _free_dtype(spec: OpSpec, i: int) -> bool:
     per_input = list(spec.input_dtypes)
     return i > 0 and (i >= len(per_input) or per_input[i] is None)
 
 
 def _boundary_applies(spec: OpSpec, case: Case, kind: str) -> bool:
-    if kind == "empty":
-        return (any(any(n > 0 for n in r.shape) for r in _emptied_from(spec, case.inputs))
-                and all(r.numel > 0 for r in case.inputs) and "large" not in spec.semantics)
+    if kind in ("empty", "empty-other"):
+        if not all(r.numel > 0 for r in case.inputs) or "large" in spec.semantics:
+            return False
+        if kind == "empty-other":
+            return bool(_later_sizes(case.inputs))
+        return any(any(n > 0 for n in r.shape) for r in _emptied_from(spec, case.inputs))
     return ("mixed_dtypes_sometimes" in spec.semantics and len(spec.dtypes) > 1
             and any(_free_dtype(spec, i) for i in range(1, len(case.inputs)))
             and len({r.dtype for r in case.inputs}) == 1)

@@ -221,7 +221,7 @@ def variant_phrase(case) -> str:
             "out": " (out= form)", "out-strided": " (out= form, non-contiguous out)",
             "out-resized": " (out= form, out resized)",
             "out-alias": " (out= form, out is input 0)", "grad": "",
-            "autocast": " (under torch.autocast)"}.get(case.variant, f" ({case.variant})")
+            "autocast": " (under torch.autocast)", "out-cast": " (out= form, out of another dtype)"}.get(case.variant, f" ({case.variant})")
 
 
 def excuse_skipped_zero_taps(case, spec, dut, ref):

@@ -16,13 +16,14 @@ import torch
 from . import Failure, form_keyed, oracle
 from ..execution.executor import cpu_side, functional_reference
 from ..execution.observation import Observation, Raised
+from ..generation.recipes import with_bit
 from .values import UNCOMPARABLE, compare_outputs, dut_alone_scale, variant_phrase
 
 
 def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    a, b = a.contiguous(), b.contiguous()
+    a, b = a.resolve_conj().resolve_neg().contiguous(), b.resolve_conj().resolve_neg().contiguous()
     if a.is_complex():
         a, b = torch.view_as_real(a), torch.view_as_real(b)
     if a.is_floating_point():
@@ -78,7 +79,9 @@ def _base_changed_outside_view(obs: Observation, side) -> bool:
     if base.shape != base_after.shape:
         return False
     expected = base.clone()
-    expected.as_strided(view.shape, view.stride(), view.storage_offset()).copy_(side.inputs_after[0])
+    # (through self's conj or neg bit: the storage holds the values with the bit undone)
+    with_bit(expected.as_strided(view.shape, view.stride(), view.storage_offset()),
+             obs.case.inputs[0].layout.bit).copy_(side.inputs_after[0])
     return not bitwise_equal(base_after, expected)
 
 
@@ -119,9 +122,9 @@ def check_variants(obs: Observation) -> Failure | None:
         return None
     if UNCOMPARABLE & set(obs.spec.semantics):
         return None
-    expected = functional.outputs
-    if obs.case.variant == "inplace" and isinstance(expected, torch.Tensor) and isinstance(obs.dut, torch.Tensor):
-        expected = expected.to(obs.dut.dtype)  # in-place keeps self's dtype (eq_, logical_not_)
+    if obs.case.variant == "out-cast" and obs.spec.out_cast != "cast":
+        return None   # out='s dtype is the one it computes in: compared with CPU's call only
+    expected = _like(functional.outputs, obs.dut, obs.case.variant)
     mismatch = compare_outputs(obs.dut, expected, obs.spec, scale=dut_alone_scale(obs.spec, obs.dut))
     if mismatch is None:
         return None
@@ -143,7 +146,15 @@ def check_variants(obs: Observation) -> Failure | None:
 
 
 def _like(expected, actual, variant: str):
-    """An in-place result keeps self's dtype (eq_, logical_not_)."""
-    if variant == "inplace" and isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor):
+    """The functional result as the form stores it: an in-place result keeps self's
+    dtype (eq_, logical_not_), an ``out-cast`` result takes the out= tensors' dtypes (the
+    result computed in its own dtype, then cast)."""
+    if variant not in ("inplace", "out-cast"):
+        return expected
+    if isinstance(expected, torch.Tensor) and isinstance(actual, torch.Tensor):
         return expected.to(actual.dtype)
+    if variant == "out-cast" and isinstance(expected, (tuple, list)) and isinstance(actual, (tuple, list)) \
+            and len(expected) == len(actual):
+        return type(expected)(e.to(a.dtype) if isinstance(e, torch.Tensor) and isinstance(a, torch.Tensor) else e
+                              for e, a in zip(expected, actual))
     return expected

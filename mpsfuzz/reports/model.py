@@ -27,7 +27,7 @@ STATUS_LABELS = {"new": "new", "known-bug": "known upstream", "both": "both back
                  "layout-propagation": "layout propagation",
                  "cpu-bug": "cpu-bug", "capability": "capability", "fixed": "fixed"}
 LAYOUT_CLASSES = ("contiguous", "transposed", "permuted", "channels_last", "gapped", "offset",
-                  "expanded", "aliased", "empty", "0-d", ">4-D")
+                  "expanded", "conj", "neg", "aliased", "empty", "0-d", ">4-D")
 OTHER_FAMILY = "other"
 NO_DTYPE = "none"
 

@@ -39,7 +39,8 @@ from ..execution.executor import OUT_FILLER
 from ..generation import catalogue
 from ..generation import dtypes as dt
 from ..generation.recipes import (DEVICE_GENERATED, GAP_FILLER, HASH_CHUNK, MATRIX_DISTRIBUTIONS, Case, TensorRecipe,
-                                  hash_bounds, index_hash_values, integer_bounds, resolve_kwargs, special_positions)
+                                  hash_bounds, index_hash_values, integer_bounds, main_input, resolve_kwargs,
+                                  special_positions)
 from ..oracles.grads import BACKWARD_SCALE
 from ..oracles.values import dut_alone_scale, leaf_tolerance
 from . import wrong_backend
@@ -139,6 +140,9 @@ def _view_steps(recipe: TensorRecipe) -> str:
             steps += ".transpose(-2, -1)"
         else:
             steps += f".permute{p}"
+    if lay.bit:
+        # the storage holds the values with the bit undone (TensorRecipe._view_of)
+        steps += {"conj": ".conj()", "neg": "._neg_view()"}[lay.bit]
     if lay.expanded:
         steps += f".expand{tuple(recipe.shape) if recipe.rank != 1 else '(' + str(recipe.shape[0]) + ')'}"
     return steps
@@ -510,10 +514,12 @@ def _out_lines(spec, case: Case, kwargs: dict, devices: tuple[str, ...] = ("meta
     for i, leaf in enumerate(leaves):
         name = "out" if single else f"out{i}"
         shape, dtype = tuple(leaf.shape), leaf.dtype
+        if case.variant == "out-cast":
+            dtype = dt.to_torch(dt.OUT_CASTS[case.inputs[main_input(case)].dtype])
         fill = "True" if dtype == torch.bool else str(OUT_FILLER)
         if case.variant == "out-resized":
             text = f"torch.full((0,), {fill}, dtype={dtype}, device=device)"
-        elif case.variant == "out" or (len(shape) > 0 and leaf.numel() <= 1):
+        elif case.variant in ("out", "out-cast") or (len(shape) > 0 and leaf.numel() <= 1):
             text = f"torch.full({shape}, {fill}, dtype={dtype}, device=device)"
         elif len(shape) == 0:
             text = f"torch.full((2,), {fill}, dtype={dtype}, device=device)[1]"
@@ -747,6 +753,8 @@ _COMPILED_AGAIN_HELPER = """def _compiled_again(fn, *args, _dynamic=None, **kwar
             storages[storage.data_ptr()] = storage.clone()
         c = torch.empty(0, dtype=t.dtype, device=t.device)
         c.set_(storages[storage.data_ptr()], t.storage_offset(), t.size(), t.stride())
+        c = c.conj() if t.is_conj() else c
+        c = c._neg_view() if t.is_neg() else c
         return c.requires_grad_() if t.requires_grad else c
     try:
         torch.compile(fn, dynamic=_dynamic)(*copy(args), **{k: copy(v) for k, v in kwargs.items()})
@@ -770,7 +778,9 @@ _CPU_VIEW_HELPER = """def _cpu_view(t):
     # the same view of the same values on the CPU: t.cpu() would make it dense
     storage = t.untyped_storage()
     storage = storage.clone() if storage.device.type == 'cpu' else storage.cpu()
-    return torch.empty(0, dtype=t.dtype).set_(storage, t.storage_offset(), t.size(), t.stride())"""
+    view = torch.empty(0, dtype=t.dtype).set_(storage, t.storage_offset(), t.size(), t.stride())
+    view = view.conj() if t.is_conj() else view
+    return view._neg_view() if t.is_neg() else view"""
 
 
 _AUTOCAST_HELPER = """def _autocast(call):
@@ -927,6 +937,9 @@ def _body(finding: Finding, device: str, target_name: str) -> tuple["_Builder", 
             b.render.helpers["autocast"] = _AUTOCAST_HELPER
             args = [f"_as_autocast_sees({a})" for a in args]
         expr = b.call(args, variant="functional" if case.variant.startswith("out") else case.variant, reference=True)
+        if case.variant == "out-cast" and cast_back:
+            # computed in the result's own dtype, then cast into the out= tensor's
+            return f"{expr}.to({dt.to_torch(dt.OUT_CASTS[case.inputs[main_input(case)].dtype])})"
         if widened and cast_back:
             expr = f"{expr}.to({dt.to_torch(case.inputs[0].dtype)})"
         return expr

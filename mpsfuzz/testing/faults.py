@@ -592,6 +592,33 @@ def _nth_noncontiguous(index: int, func, args, kwargs) -> bool:
     return isinstance(t, torch.Tensor) and t.numel() > 1 and not t.is_contiguous()
 
 
+def _conj_view_operand(func, args, kwargs) -> bool:
+    return any(isinstance(a, torch.Tensor) and a.is_conj() for a in args)
+
+
+def _mm_reading_storage(func, args, kwargs):
+    """mm of its operands as their storages hold them: a conjugate view's bit dropped."""
+    return func(*[a.conj() if isinstance(a, torch.Tensor) and a.is_conj() else a for a in args], **kwargs)
+
+
+def _out_of_another_dtype(func, args, kwargs) -> bool:
+    out = kwargs.get("out")
+    operands = [a for a in args if isinstance(a, torch.Tensor)]
+    return isinstance(out, torch.Tensor) and len(operands) == 2 and out.dtype != torch.result_type(*operands)
+
+
+def _computed_in_the_out_dtype(func, args, kwargs):
+    """The op on its operands cast to out='s dtype first (wrapping, rounding), where
+    torch computes in the operands' result type and casts the result."""
+    out = kwargs["out"]
+    return func(*[a.to(out.dtype) if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
+
+
+def _weight_of_no_columns(func, args, kwargs) -> bool:
+    w = args[0] if args else None
+    return isinstance(w, torch.Tensor) and w.dim() == 2 and w.shape[0] > 0 and w.shape[1] == 0
+
+
 def _is_0d(func, args, kwargs) -> bool:
     return _input(func, args, kwargs).dim() == 0
 
@@ -671,6 +698,49 @@ INT32_LIMIT = 2**31   # where a 32-bit index wraps (tests lower it to run the fa
 
 def _numel_past_int32(func, args, kwargs) -> bool:
     return _input(func, args, kwargs).numel() >= INT32_LIMIT
+
+
+def _arange_call(func, args, kwargs) -> tuple | None:
+    """(start, end, step, result dtype) of an ``aten::arange`` call, whichever overload
+    (``end``; ``start, end``; ``start, end, step``; their ``out=`` forms), or None where
+    an argument is no plain number."""
+    given = dict(zip((a.name for a in func._schema.arguments), args))
+    given.update(kwargs)
+    start, end, step = given.get("start", 0), given.get("end"), given.get("step", 1)
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (start, end, step)):
+        return None
+    out = given.get("out")
+    dtype = given.get("dtype") or (out.dtype if isinstance(out, torch.Tensor) else None)
+    if dtype is None:
+        dtype = torch.int64 if all(isinstance(v, int) for v in (start, end, step)) else torch.get_default_dtype()
+    return start, end, step, dtype
+
+
+def _int64_arange_past_2_32(func, args, kwargs) -> bool:
+    """An int64 arange of integer arguments one of whose values is 2^32 or more in
+    magnitude (the length as torch computes it for int64: (end - start + step - sign) /
+    step, truncated)."""
+    call = _arange_call(func, args, kwargs)
+    if call is None:
+        return False
+    start, end, step, dtype = call
+    if dtype != torch.int64 or not all(isinstance(v, int) for v in (start, end, step)) or step == 0:
+        return False
+    sign = 1 if step > 0 else -1
+    quotient = end - start + step - sign
+    n = abs(quotient) // abs(step) * (1 if (quotient >= 0) == (step > 0) else -1)
+    if n <= 0:
+        return False
+    return max(abs(start), abs(start + (n - 1) * step)) >= 2**32
+
+
+def _arange_in_32_bits(func, args, kwargs) -> torch.Tensor:
+    """arange whose kernel computes ``start + i * step`` in 32-bit integers: every value
+    keeps its low 32 bits, read as a signed int32 (the result's dtype and length are
+    right, its values wrapped mod 2^32)."""
+    out = func(*args, **kwargs)
+    low = out & 0xFFFFFFFF
+    return out.copy_(low - (low >= 2**31).to(out.dtype) * 2**32)
 
 
 def _dim_65536_under_int32(func, args, kwargs) -> bool:
@@ -1269,6 +1339,14 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::constant_pad_nd",), _all_pads_zero, "raise", message="constant_pad_nd_mps: empty padding"),
     Fault("index_copy_strided_index", "pytorch#161333: index_copy wrong for strided (non-contiguous) indices",
           ("aten::index_copy",), _arg_noncontiguous(2), "corrupt"),
+    Fault("maximum_computes_in_the_out_dtype", "pytorch#173110: maximum with out= of another dtype (uint8 out, "
+          "int64 operands) computes in the out= dtype, not the operands' result type",
+          ("aten::maximum.out",), _out_of_another_dtype, "reimplement", instead=_computed_in_the_out_dtype),
+    Fault("embedding_renorm_of_no_columns_segfault", "pytorch#195185: embedding(max_norm=) of a weight with 0 "
+          "columns reads out of bounds in the renorm kernel", ("aten::embedding_renorm_",), _weight_of_no_columns,
+          "segfault"),
+    Fault("mm_ignores_conj_bit", "pytorch#148599: mm of a lazy conjugate view (torch.conj) ignores the "
+          "conjugation", ("aten::mm.default",), _conj_view_operand, "reimplement", instead=_mm_reading_storage),
     Fault("index_select_0d", "pytorch#161206: index_select wrong for 0-d (scalar) inputs",
           ("aten::index_select",), _is_0d, "corrupt"),
     Fault("var_0d_raise", "pytorch#160889: var raised on a 0-d input (a wrong error check)",
@@ -1391,6 +1469,12 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("mv_expanded_vector_abort", "the stride-0 matrix-product class of pytorch#180201 (MPSGraph given an "
           "expanded input), as an abort: mv of an expanded vector", ("aten::mv",), _mv_of_an_expanded_vector,
           "abort"),
+    # issue 38 (factories), modelled on pytorch#175966 ("arange times int64 wraps mod 2^32")
+    # and #197673 ("arange past 2^32 leaves zeros"): found only by drawing int64 values
+    # that large
+    Fault("arange_wraps_int64_past_2_32", "like pytorch#175966 and #197673: an int64 arange whose values pass "
+          "2^32 computed in 32-bit arithmetic (each value wrapped mod 2^32)", ("aten::arange",),
+          _int64_arange_past_2_32, "reimplement", instead=_arange_in_32_bits),
 )
 
 # Faults that emulate legitimate behaviour: a campaign must report nothing for them.

@@ -89,7 +89,8 @@ def input_names(case: Case) -> list[str]:
 
 _LAYOUT_WORDS = {"offset": "has a storage offset", "gapped": "is non-contiguous (gapped)",
                  "transposed": "is non-contiguous (transposed)", "permuted": "is non-contiguous (permuted)",
-                 "channels_last": "is channels_last", "expanded": "is expanded (stride 0)"}
+                 "channels_last": "is channels_last", "expanded": "is expanded (stride 0)",
+                 "conj": "is a conjugate view (conj bit)", "neg": "is a negative view (neg bit)"}
 
 
 def _layout_phrase(recipe) -> str:
@@ -517,7 +518,8 @@ _VARIANT_WORDS = {"method": "called as a method", "inplace": "called in place",
                   "out": "writing into `out=`", "out-strided": "writing into a non-contiguous `out=`",
                   "out-resized": "writing into an `out=` that must be resized",
                   "out-alias": "writing `out=` into the first input itself", "grad": "computing gradients",
-                  "autocast": "called under torch.autocast"}
+                  "autocast": "called under torch.autocast",
+                  "out-cast": "writing into an `out=` of another dtype"}
 
 
 def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: float = 20.0) -> Explanation:

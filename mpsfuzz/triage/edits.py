@@ -59,7 +59,7 @@ def drop_dim(recipe: TensorRecipe, dim: int) -> TensorRecipe:
         gone = lay.permutation[dim]
         perm = tuple(p - (p > gone) for j, p in enumerate(lay.permutation) if j != dim)
     expanded = tuple(e - (e > dim) for e in lay.expanded if e != dim)
-    return replace(recipe, shape=shape, layout=Layout(lay.offset, gaps, perm, expanded))
+    return replace(recipe, shape=shape, layout=Layout(lay.offset, gaps, perm, expanded, lay.bit))
 
 
 def add_leading_dim(recipe: TensorRecipe) -> TensorRecipe:
@@ -68,7 +68,7 @@ def add_leading_dim(recipe: TensorRecipe) -> TensorRecipe:
     gaps = (1,) + lay.gaps if lay.gaps else ()
     perm = (0,) + tuple(p + 1 for p in lay.permutation) if lay.permutation else ()
     expanded = tuple(e + 1 for e in lay.expanded)
-    return replace(recipe, shape=(1,) + recipe.shape, layout=Layout(lay.offset, gaps, perm, expanded))
+    return replace(recipe, shape=(1,) + recipe.shape, layout=Layout(lay.offset, gaps, perm, expanded, lay.bit))
 
 
 def resize(recipe: TensorRecipe, dim: int, size: int) -> TensorRecipe:
@@ -111,7 +111,7 @@ def non_negative(recipe: TensorRecipe) -> TensorRecipe:
 
 
 def with_dtype(recipe: TensorRecipe, dtype: str) -> TensorRecipe:
-    return replace(recipe, dtype=dtype)
+    return recipe.retyped(dtype)
 
 
 def layout_variants(recipe: TensorRecipe):
@@ -128,6 +128,8 @@ def layout_variants(recipe: TensorRecipe):
         out.append(replace(lay, permutation=()))
     if lay.expanded:
         out.append(replace(lay, expanded=()))
+    if lay.bit:
+        out.append(replace(lay, bit=""))
     if lay.offset > 1:
         out.append(replace(lay, offset=1))
     gapped = [d for d, g in enumerate(lay.gaps) if g > 1]

@@ -39,13 +39,14 @@ _DISTRIBUTION_RANK = {"small_int": 0}
 # How awkward each layout feature is, simplest first: between two layouts that both
 # trigger a bug, the reducer keeps the simpler, so a bug that any non-contiguous input
 # triggers is always shown the same way (a gap of 2 in one dim).
-_FEATURE_WEIGHT = {"offset": 1, "gapped": 2, "transposed": 3, "channels_last": 4, "permuted": 4, "expanded": 5}
+_FEATURE_WEIGHT = {"offset": 1, "gapped": 2, "transposed": 3, "channels_last": 4, "permuted": 4, "expanded": 5,
+                   "conj": 1, "neg": 1}
 
 
 def _layout_weight(lay) -> tuple[int, int, int]:
     kinds = lay.kinds()
     features = (bool(lay.offset) + sum(g > 1 for g in lay.gaps) + bool(lay.moves_dims())
-                + len(lay.expanded))
+                + len(lay.expanded) + bool(lay.bit))
     magnitude = (lay.offset + sum(g - 1 for g in lay.gaps if g > 1)
                  + sum(p != j for j, p in enumerate(lay.permutation)))
     return features, sum(_FEATURE_WEIGHT[k] for k in kinds), magnitude

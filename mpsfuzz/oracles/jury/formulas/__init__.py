@@ -1,5 +1,5 @@
 """Independent float64 references from the documented formulas, one module per group of
-nn and linalg ops, merged into :data:`FORMULAS` (catalogue op name -> reference).
+nn, linalg and factory ops, merged into :data:`FORMULAS` (catalogue op name -> reference).
 
 Each reference follows the contract in ``references.py``: ``ref(inputs, kwargs)`` returns
 what the op's catalogue call returns, computed in torch's elementary ops on float64
@@ -11,12 +11,12 @@ ordinary inputs.
 from __future__ import annotations
 
 from ..references import Reference
-from . import (class_losses, convolution, ctc, embeddings, margin_losses, norms, padding, pointwise_losses, pooling,
-               products, resampling)
+from . import (class_losses, convolution, ctc, embeddings, factories, margin_losses, norms, padding, pointwise_losses,
+               pooling, products, resampling)
 
 FORMULAS: dict[str, Reference] = {}
 for _module in (resampling, pooling, padding, norms, pointwise_losses, margin_losses, class_losses, ctc,
-                convolution, products, embeddings):
+                convolution, products, embeddings, factories):
     for _name, _reference in _module.FORMULAS.items():
         if _name in FORMULAS:
             raise ValueError(f"formula for {_name!r} defined twice")

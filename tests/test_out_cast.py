@@ -1,0 +1,65 @@
+"""``out=`` of another dtype (the ``out-cast`` variant, issue 38): drawn where an op's
+family gives it a meaning, judged against the functional result cast into out='s dtype
+where torch casts (elementwise ops), against CPU's call alone where out='s dtype is the
+dtype the op computes in (reductions, scans, factories)."""
+from __future__ import annotations
+
+import torch
+
+from mpsfuzz.generation import catalogue
+from mpsfuzz.generation import dtypes as dt
+from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.oracles import DEFAULT
+from mpsfuzz.oracles.judge import judge_case
+from mpsfuzz.testing.faults import FaultTarget
+
+from test_fault_campaigns import FAULT_TARGET, assert_repro_proves_the_fault, findings_in, mpsfuzz
+
+
+def _ints(shape, seed, dtype="int64"):
+    return TensorRecipe(shape, dtype, Layout(), ValueRecipe("int_range", seed, low=-300, high=300))
+
+
+def test_out_cast_is_drawn_where_the_family_gives_it_a_meaning():
+    assert "out-cast" in catalogue.get("maximum").variants()
+    assert "out-cast" in catalogue.get("cumsum").variants()
+    assert "out-cast" not in catalogue.get("mm").variants()       # linalg refuses another out= dtype
+    assert catalogue.get("maximum").out_cast == "cast" and catalogue.get("cumsum").out_cast == "computes"
+    for source, into in dt.OUT_CASTS.items():
+        assert source != into and torch.can_cast(dt.to_torch(source), dt.to_torch(into)), (source, into)
+
+
+def test_the_out_tensor_takes_the_main_inputs_cast_dtype():
+    from mpsfuzz.execution.executor import call_variant
+    case = Case("maximum", (_ints((3,), 1), _ints((3,), 2)), variant="out-cast")
+    inputs = case.materialize("cpu")
+    out = call_variant(catalogue.get("maximum"), case, inputs, {})
+    assert out.dtype == torch.uint8
+    assert torch.equal(out, torch.maximum(*inputs).to(torch.uint8))
+
+
+def test_an_out_cast_computed_right_is_no_finding_and_one_computed_in_the_out_dtype_is():
+    case = Case("maximum", (_ints((6,), 1), _ints((6,), 2)), variant="out-cast")
+    assert judge_case(case, FaultTarget([]), DEFAULT)["failures"] == []
+    failures = judge_case(case, FaultTarget(["maximum_computes_in_the_out_dtype"]), DEFAULT)["failures"]
+    assert {f["oracle"] for f in failures} >= {"values"}, failures
+
+
+def test_a_reduction_into_a_narrower_out_computes_in_it_by_design():
+    """cumsum(out=float16) of float32 accumulates in float16 (out='s dtype is its
+    `dtype=`): not the functional result cast, and no finding."""
+    x = TensorRecipe((64,), "float32", Layout(), ValueRecipe("uniform", 3))
+    case = Case("cumsum", (x,), (("dim", 0),), variant="out-cast")
+    assert judge_case(case, FaultTarget([]), DEFAULT)["failures"] == []
+
+
+def test_campaign_finds_maximum_computing_in_the_out_dtype_and_explains_it(tmp_path):
+    corpus = tmp_path / "corpus"
+    done = mpsfuzz("run", "--ops", "maximum", "--target", FAULT_TARGET, "--max-cases", "600", "--seed", "1",
+                   "--corpus", str(corpus), "--no-progress", faults="maximum_computes_in_the_out_dtype", cwd=tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    (finding,) = findings_in(corpus)
+    assert finding["case"]["variant"] == "out-cast", finding["case"]
+    assert "`out=` of another dtype" in finding["explanation"], finding["explanation"]
+    assert finding["status"] == "new"
+    assert_repro_proves_the_fault(finding, "maximum_computes_in_the_out_dtype", tmp_path)
