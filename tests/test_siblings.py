@@ -206,3 +206,18 @@ def test_campaign_empties_a_weights_columns_and_finds_the_renorm_that_reads_past
     weight = finding["case"]["inputs"][1]["shape"]
     assert len(weight) == 2 and weight[0] > 0 and weight[1] == 0, finding["case"]
     assert "max_norm" in dict(finding["case"]["kwargs"]), finding["case"]
+
+
+def test_a_recurrent_ops_hidden_size_is_never_emptied_alone():
+    """nn.LSTM refuses hidden_size=0 and cuDNN answers BAD_PARAM where CPU's functional
+    op returns: the RNN ops declare their later inputs' sizes structural, and the
+    ``empty-other`` boundary leaves them (the batch may still be emptied)."""
+    from mpsfuzz.generation.strategies import boundary_sibling, example_cases
+    for op in ("lstm", "gru_stacked", "lstm_cell"):
+        spec = catalogue.get(op)
+        for i, case in enumerate(example_cases(spec, 40, seed=2)):
+            sibling = boundary_sibling(spec, case, i)
+            if sibling is not None and any(r.numel == 0 for r in sibling.inputs):
+                assert sibling.inputs[0].numel == 0, (op, sibling.describe())
+    mm = catalogue.get("mm")
+    assert "structural-later-sizes" not in mm.semantics

@@ -106,3 +106,34 @@ def test_an_in_place_write_through_a_view_bit_stays_inside_the_view(bit):
     b = TensorRecipe((2, 5, 4), "complex64", Layout(), ValueRecipe("normal", 3))
     case = Case("baddbmm", (c, a, b), variant="inplace")
     assert judge_case(case, FaultTarget([]), DEFAULT)["failures"] == []
+
+
+def test_an_input_read_back_keeps_its_bit_over_the_storages_own_bits():
+    """The variants oracle compares an input after the call with the recipe's, bit for
+    bit: the read-back carries the bit over the stored bits, never a device's own
+    resolution (CUDA's negation gave zeros and NaNs other sign bits: complex inputs of
+    functional calls filed as modified)."""
+    from mpsfuzz.execution.executor import _input_to_cpu
+    from mpsfuzz.oracles.variants import bitwise_equal
+    recipe = TensorRecipe((6,), "complex128", Layout(bit="neg"),
+                          ValueRecipe("small_int", 2, specials=((0, "nan"), (1, "-0.0"), (2, "0"))))
+    t = recipe.materialize("cpu")
+    back = _input_to_cpu(t)
+    assert back.is_neg() and not back.is_conj()
+    assert torch.equal(torch.view_as_real(back._neg_view()).view(torch.int64),
+                       torch.view_as_real(t._neg_view()).view(torch.int64))     # the stored bits
+    assert bitwise_equal(back, recipe.materialize("cpu"))
+
+
+def test_an_expanded_neg_view_is_compared_by_its_stored_bits():
+    """CPU resolves a stride-0 neg view to -0.0 or +0.0 by its vectorisation (a last dim
+    of 2 and of 4 differ): two reads of one unchanged input compare by the bits their
+    storage holds, and a real change still shows."""
+    from mpsfuzz.execution.executor import _input_to_cpu
+    from mpsfuzz.oracles.variants import bitwise_equal
+    recipe = TensorRecipe((3, 3, 2), "complex64", Layout(expanded=(2,), bit="neg"), ValueRecipe("small_int", 707))
+    t = recipe.materialize("cpu")
+    assert bitwise_equal(_input_to_cpu(t), recipe.materialize("cpu"))
+    changed = recipe.materialize("cpu")
+    changed._neg_view()._base.view(-1)[0] += 1      # (the storage under the view)
+    assert not bitwise_equal(changed, t)

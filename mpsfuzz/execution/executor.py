@@ -55,6 +55,22 @@ def _to_cpu(out):
     return out
 
 
+def _input_to_cpu(t):
+    """An input as the call left it, on the CPU, its conj or neg bit (issue 38) carried
+    over the storage's own bits: a device resolves a neg view with its own negation,
+    whose zeros and NaNs may come back with other sign bits than CPU's (CUDA: an
+    unmodified complex input filed as modified), so the bit is resolved on the CPU, as
+    the input it is compared with is."""
+    if not isinstance(t, torch.Tensor) or not (t.is_conj() or t.is_neg()):
+        return _to_cpu(t)
+    conj, neg = t.is_conj(), t.is_neg()
+    stored = t.conj() if conj else t          # (a conj of a conj view: the storage as it is)
+    stored = stored._neg_view() if neg else stored
+    back = _to_cpu(stored)
+    back = back.conj() if conj else back
+    return back._neg_view() if neg else back
+
+
 def _cast_like(out, dtypes: list):
     """Cast each tensor leaf of ``out`` (depth first) to the matching dtype in ``dtypes``."""
     wanted = iter(dtypes)
@@ -293,7 +309,7 @@ def run_side(spec, case: Case, kwargs: dict, device, runner=None, synchronize=No
         out = spec.canonicalise(given, detached) if spec.canonicalise is not None else detached
         return SideResult(outputs=_to_cpu(out), meta=meta,
                           grads=None if grads is None else [None if g is None else _to_cpu(g) for g in grads],
-                          inputs_after=[_to_cpu(t) if _small(t) else None for t in inputs] if keep_inputs else None,
+                          inputs_after=[_input_to_cpu(t) if _small(t) else None for t in inputs] if keep_inputs else None,
                           raw=raw,
                           base_after=base_after)
 

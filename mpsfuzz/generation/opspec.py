@@ -138,7 +138,11 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 #                           (cat_many: 65,537 of them in its large class): the jurors that
 #                           trace its decomposition abstain (a traced node per slice takes
 #                           minutes), numpy's reference judges it
-SEMANTICS = ("mixed_dtypes_sometimes", "ties_unspecified", "undefined-values", "random", "order-dependent",
+#   structural-later-sizes  the sizes its later inputs alone have are structure its API
+#                           keeps positive (a recurrent cell's hidden size: nn.LSTM refuses
+#                           hidden_size=0; cuDNN answers BAD_PARAM where CPU's functional
+#                           op returns): no `empty-other` boundary zeroes them
+SEMANTICS = ("mixed_dtypes_sometimes", "structural-later-sizes", "ties_unspecified", "undefined-values", "random", "order-dependent",
              "accumulates", "structure-unknown", "determined-as-a-whole", "large", "zero-taps",
              "shifted-argument", "computed-weights", "slices-as-inputs")
 
@@ -164,10 +168,12 @@ VARIANTS = ("functional", "method", "inplace", "out", "out-strided", "out-resize
 # computed in its own dtype and cast into out= (TensorIterator's ops: pytorch#173110's
 # maximum computing in the out= dtype is a bug); "computes", out='s dtype is the dtype
 # the op computes in (a reduction's or scan's `dtype=`, a factory's result dtype: cumsum
-# into float16 accumulates in float16 by design). Families not named refuse another
-# dtype (linalg: "Expected out tensor to have dtype float"): no out-cast cases.
-OUT_CAST_BY_FAMILY = {"elementwise": "cast", "indexing": "cast", "reduction": "computes", "factory": "computes",
-                      "random": "computes"}
+# into float16 accumulates in float16 by design; cat and stack cast each input into out=
+# directly, so an int32 past float16's range lands in a bfloat16 out= where the promoted
+# float16 result is inf, on CPU and CUDA alike). Families not named refuse another
+# dtype (linalg: "Expected out tensor to have dtype float"), or (random) whose oracle
+# judges the draws of the functional dtype: no out-cast cases.
+OUT_CAST_BY_FAMILY = {"elementwise": "cast", "indexing": "computes", "reduction": "computes", "factory": "computes"}
 GRAD_DTYPES = dt.GRAD
 
 
