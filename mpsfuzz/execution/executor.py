@@ -27,7 +27,7 @@ from ..generation.catalogue import LARGE_FAMILY
 from ..generation.opspec import LARGE_REAL_NUMEL
 from ..generation.preparation import preparation
 from ..generation.recipes import (ALWAYS_MATERIALISABLE, Case, case_bytes, check_materialisable, host_max_bytes,
-                                  main_input)
+                                  main_input, without_bit)
 from . import cpu_kernels
 from .dispatch_modes import outside_modes
 from .error_kinds import is_device_fault, is_unsupported
@@ -63,12 +63,9 @@ def _input_to_cpu(t):
     the input it is compared with is."""
     if not isinstance(t, torch.Tensor) or not (t.is_conj() or t.is_neg()):
         return _to_cpu(t)
-    conj, neg = t.is_conj(), t.is_neg()
-    stored = t.conj() if conj else t          # (a conj of a conj view: the storage as it is)
-    stored = stored._neg_view() if neg else stored
-    back = _to_cpu(stored)
-    back = back.conj() if conj else back
-    return back._neg_view() if neg else back
+    back = _to_cpu(without_bit(t))
+    back = back.conj() if t.is_conj() else back
+    return back._neg_view() if t.is_neg() else back
 
 
 def _cast_like(out, dtypes: list):

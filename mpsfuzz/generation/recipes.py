@@ -167,6 +167,13 @@ def with_bit(view: torch.Tensor, bit: str) -> torch.Tensor:
     return view
 
 
+def without_bit(t: torch.Tensor) -> torch.Tensor:
+    """``t`` without its conj or neg bit: a view of the values its storage holds (no
+    negation is computed)."""
+    t = t.conj() if t.is_conj() else t
+    return t._neg_view() if t.is_neg() else t
+
+
 def storage_plan(inputs) -> list[tuple[int, int]]:
     """(storage, start) per recipe of ``inputs``, as :meth:`Case.storage_plan` says. Two
     inputs ``adjacent`` to one source each go after the storage's end as it stands (were
