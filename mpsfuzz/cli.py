@@ -214,13 +214,19 @@ def build_parser() -> argparse.ArgumentParser:
     ops.add_argument("--seed", type=_positive_int("--seed"), default=0, help="with --stats: the seed")
 
     coverage = sub.add_parser("coverage", help="per op, the parameters of its public function (and their values) "
-                              "that generated cases never draw; and the share drawn")
+                              "and the input classes (issue 38) that generated cases never draw; and the shares "
+                              "drawn")
     coverage.add_argument("--ops", default="all", dest="selection",
                           help="the ops to measure (as for run --ops; default: all)")
     coverage.add_argument("--cases", type=_int_at_least("--cases", 1), default=None,
                           help="cases per op, drawn as a campaign draws them (default: what a 10-minute "
                                "campaign of all ops draws per op)")
     coverage.add_argument("--seed", type=_positive_int("--seed"), default=0)
+    coverage.add_argument("--large", action="store_true",
+                          help="add each selected op's large size class (<op>@large, <op>@huge, as run --large "
+                               "adds them) to measure the large input classes")
+    coverage.add_argument("--json", default=None, dest="json_path", metavar="FILE",
+                          help="also write the report (parameters and input classes, per op and in total) as JSON")
     sub.add_parser("oracles", help="list the oracles (all are enabled by default)")
     doctor = sub.add_parser("doctor", help="what this machine can test: torch, targets, devices, dtypes, corpus")
     doctor.add_argument("--corpus", default="mpsfuzz-corpus", help="corpus folder to count (default ./mpsfuzz-corpus)")
@@ -546,7 +552,9 @@ def _ops_stats(args, console, fams) -> int:
 
 def cmd_coverage(args, console) -> int:
     """``mpsfuzz coverage``: per op, the parameters of its public function and the values
-    of their documented range that its generated cases never draw, and the share drawn."""
+    of their documented range that its generated cases never draw, the input classes
+    (issue 38) it admits and draws, and the shares drawn."""
+    from .atomic import atomic_write_json
     from .generation import catalogue, coverage
     try:
         chosen = coverage.measurable_ops(catalogue.select(args.selection))
@@ -555,13 +563,25 @@ def cmd_coverage(args, console) -> int:
     if not chosen:
         raise UsageError(f"--ops={args.selection!r}: nothing to measure (the large family and OpInfo entries "
                          "are not measured)")
+    if args.large:
+        chosen += [op for op in catalogue.large_class(chosen) if op not in chosen]
     cases = args.cases or coverage.default_cases_per_op()
-    results = coverage.measure(chosen, cases_per_op=cases, seed=args.seed)
+    results = coverage.survey(chosen, cases_per_op=cases, seed=args.seed)
 
     def say(text: str) -> None:
         console.print(text, markup=False, highlight=False, soft_wrap=True)
 
-    say(f"parameters drawn by {cases} case(s) per op (seed {args.seed}), drawn as a campaign draws them")
+    _say_parameter_coverage(say, results.parameters, cases, args.seed)
+    _say_class_coverage(say, results.classes, large=args.large)
+    if args.json_path:
+        atomic_write_json(Path(args.json_path), coverage.report_json(results.parameters, results.classes))
+    return EXIT_CLEAN
+
+
+def _say_parameter_coverage(say, results, cases: int, seed: int) -> None:
+    """The parameters never drawn, per op, and the share drawn."""
+    from .generation import coverage
+    say(f"parameters drawn by {cases} case(s) per op (seed {seed}), drawn as a campaign draws them")
     for r in results:
         if coverage.gaps(r):
             say(f"{r.op} ({r.function}): " + "; ".join(coverage.gaps(r)))
@@ -570,7 +590,22 @@ def cmd_coverage(args, console) -> int:
                 "deprecated and CUDA-only options...: mpsfuzz/generation/public_api.py)") if total.excluded else ""
     say(f"{total.ops} op{'s' if total.ops != 1 else ''}, {total.parameters} parameters: {total.drawn} drawn over their documented range "
         f"({100 * total.share:.1f}%), {total.never_drawn} never drawn{left_out}")
-    return EXIT_CLEAN
+
+
+def _say_class_coverage(say, results, *, large: bool) -> None:
+    """Per op, the input classes drawn and those admissible but never drawn; per class,
+    the ops admitting and drawing it; and the share of admissible (op, class) pairs drawn."""
+    from .generation import coverage
+    say(f"input classes (issue 38) drawn by these cases and the {coverage.CAMPAIGN_SIBLINGS} siblings a campaign "
+        "makes of each" + ("" if large else " (the large classes: --large)"))
+    for r in results:
+        if r.admissible:
+            say(f"{r.op}: {coverage.class_gaps(r)}")
+    total = coverage.summarise_classes(results)
+    for name, admitting, drawing in total.by_class:
+        say(f"  {name}: drawn for {drawing} of the {admitting} ops that admit it")
+    say(f"{total.ops} op{'s' if total.ops != 1 else ''} with input classes, {total.admissible} admissible (op, class) "
+        f"pairs: {total.drawn} drawn ({100 * total.share:.1f}%), {total.admissible - total.drawn} never drawn")
 
 
 def cmd_doctor(args, console) -> int:

@@ -85,6 +85,7 @@ class Stats:
     unsupported_here: int = 0
     harness_errors: int = 0      # mpsfuzz failed on a case (see HarnessError); counted by stage below
     slow_compiles: int = 0       # cases given up because torch.compile outlasted its budget
+    reference_hangs: int = 0     # cases given up because the eager CPU reference did not return
     restarts: int = 0
     recycled: int = 0            # workers replaced after --recycle-after cases or past their RSS cap
     elapsed_s: float = 0.0

@@ -33,6 +33,16 @@ def findings_in(corpus: Path) -> list[dict]:
     return [json.loads(p.read_text()) for p in sorted(corpus.glob("*.json"))]
 
 
+def the_one_new_finding(done: subprocess.CompletedProcess, corpus: Path, oracle: str) -> dict:
+    """A campaign that found its fault and nothing else: exit 1, no harness error, one
+    finding in the corpus, new, of ``oracle``."""
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "harness errors 0" in done.stdout
+    (finding,) = findings_in(corpus)
+    assert (finding["oracle"], finding["status"]) == (oracle, "new")
+    return finding
+
+
 # Modules a repro script may import: torch, and the standard library for a leak's
 # memory reading.
 REPRO_IMPORTS = {"torch", "resource", "sys"}

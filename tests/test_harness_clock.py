@@ -8,7 +8,7 @@ from __future__ import annotations
 import time
 
 from mpsfuzz.execution import worker as worker_module
-from mpsfuzz.execution.harness_clock import judging, on_target
+from mpsfuzz.execution.harness_clock import judging, on_reference, on_target
 from mpsfuzz.execution.observation import ProcessEvent
 from mpsfuzz.execution.worker import WorkerPool
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
@@ -31,6 +31,13 @@ def judge_by_running_the_target_slowly(case, target, oracle_names):
 
 def run_slowly(case, target, oracle_names):
     time.sleep(2.5)
+    return {"valid": True, "unsupported": False, "failures": []}
+
+
+def run_the_reference_slowly(case, target, oracle_names):
+    time.sleep(0.2)              # the target's call returned
+    with on_reference():
+        time.sleep(2.5)
     return {"valid": True, "unsupported": False, "failures": []}
 
 
@@ -62,3 +69,13 @@ def test_a_target_call_inside_the_verdict_still_counts_as_running(tmp_path):
     with WorkerPool("cpu", timeout_s=1.0, inflight_dir=tmp_path, execute=judge_by_running_the_target_slowly) as pool:
         outcome = pool.run(_case(), (), "neg")
     assert isinstance(outcome, ProcessEvent) and outcome.kind == "timeout"
+
+
+def test_a_timeout_inside_the_cpu_reference_is_no_hang_of_the_target(tmp_path):
+    """Eager CPU loops on some argument extremes (issue 38): the worker is given up as
+    "slow-reference", which the campaign skips with a notice instead of filing a hang."""
+    with WorkerPool("cpu", timeout_s=1.0, inflight_dir=tmp_path, execute=run_the_reference_slowly) as pool:
+        outcome = pool.run(_case(), (), "neg")
+        assert isinstance(outcome, ProcessEvent) and outcome.kind == "slow-reference"
+        again = pool.run(_case(), (), "neg")     # the clock was reset with the new worker
+    assert isinstance(again, ProcessEvent) and again.kind == "slow-reference"

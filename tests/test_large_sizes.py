@@ -375,7 +375,10 @@ def test_faults_past_65536_in_bmm_conv1d_and_softmax_are_found_minimised_and_exp
     from test_fault_campaigns import FAULT_TARGET, findings_in
     from test_large import mpsfuzz_measured
     corpus = tmp_path / "corpus"
-    run = mpsfuzz_measured("run", "--large", "--ops", "bmm,conv1d,softmax", "--target", FAULT_TARGET, "--seed", "2",
+    # (the @large variants named: with --large the @huge ones join, and conv1d@huge's
+    # width fault would take one of the three findings)
+    run = mpsfuzz_measured("run", "--ops", "bmm@large,conv1d@large,softmax@large", "--target", FAULT_TARGET,
+                           "--seed", "2",
                            "--corpus", str(corpus), "--max-findings", "3", "--no-progress",
                            faults=",".join(SIZE_FAULTS), cwd=tmp_path, timeout=900)
     assert run.returncode == 1, run.stdout + run.stderr
@@ -485,11 +488,20 @@ def test_a_huge_case_is_judged_on_its_rows_and_the_reference_builds_only_those(o
         torch.testing.assert_close(got, want, rtol=2e-3, atol=2e-3, equal_nan=True)
 
 
-def test_huge_sizes_reach_2_31_and_2_32_elements_where_max_bytes_allows(monkeypatch):
-    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(64 << 30))
-    numels = [c.inputs[0].numel for c in example_cases(catalogue.get("bmm@huge"), 40, seed=1)]
+@pytest.mark.parametrize("op, per_element", [("bmm@huge", large_sizes.GRAD_BYTES_PER_ELEMENT),
+                                              ("max_pool2d@huge", large_sizes.BYTES_PER_ELEMENT)])
+def test_huge_sizes_reach_2_31_and_2_32_elements_where_max_bytes_allows(op, per_element, monkeypatch):
+    """An op with a gradient leaves room for the gradient buffers (its grad variant is
+    drawn after the shapes), one without needs only the forward's."""
+    limit = 112 << 30
+    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(limit))
+    numels = [c.inputs[0].numel for c in example_cases(catalogue.get(op), 40, seed=1)]
     assert any(2**31 - 64 <= n < 2**32 for n in numels) and any(n >= 2**32 - 64 for n in numels)
-    assert all(n * large_sizes.BYTES_PER_ELEMENT <= 64 << 30 for n in numels)
+    assert all(n * per_element <= limit for n in numels)
+    # at 64 GiB, 2^32 elements leave no room for a gradient's buffers
+    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(64 << 30))
+    reached = max(c.inputs[0].numel for c in example_cases(catalogue.get(op), 40, seed=1))
+    assert (reached >= 2**32 - 64) == (per_element == large_sizes.BYTES_PER_ELEMENT)
 
 
 def test_a_bmm_that_wraps_past_the_32_bit_limit_is_found_on_the_result_rows(monkeypatch):
@@ -539,3 +551,121 @@ def test_a_declaration_that_grows_a_broadcast_dim_draws_no_result_past_the_bound
     hazard = [(65537, 1), (65537,), (65537, 1)]
     assert large_sizes.largest_tensor(spec.fn, hazard, ["float32"] * 3, {"reduction": "mean"}) == 65537 ** 2
     assert large_sizes.largest_tensor(spec.fn, [(65537, 1), (1,), (65537, 1)], ["float32"] * 3, {}) == 65537
+
+
+# -- the @huge class's gradients (issue 38: backward kernels past 2^31 and 65,535) ---------
+
+def test_huge_ops_with_a_gradient_have_the_grad_variant_and_the_others_none():
+    """The grad variant of the @huge class: where the base op has a gradient, of its
+    sliced inputs alone (a weight's gradient sums every row: not judged on a few)."""
+    for op in HUGE:
+        spec, base = catalogue.get(op), catalogue.get(catalogue.get(op).base)
+        assert ("grad" in spec.variants()) == base.grad, op
+        if base.grad:
+            assert set(spec.grad_inputs) <= {i for i, _ in spec.grows[0].dims}, op
+            assert spec.judged_grads is not None
+    assert "grad" not in catalogue.get("max_pool2d@huge").variants()
+    assert catalogue.get("conv1d@huge").grad_inputs == (0,) and catalogue.get("bmm@huge").grad_inputs == (0, 1)
+
+
+def _huge_grad_case(op: str, seed: int = 3) -> Case:
+    import dataclasses
+    case = next(c for c in example_cases(catalogue.get(op), 12, seed=seed) if c.inputs[0].numel > MAX_ELEMENTS)
+    return dataclasses.replace(case, variant="grad")
+
+
+def test_a_huge_grad_case_keeps_the_host_to_a_few_rows(monkeypatch):
+    """The backward of a @huge case runs on the device: the upstream gradient the host
+    makes is the cut rows' (the rest is made from a hash where the result is), the
+    gradients are cut to the boundary rows before they are copied back, and the
+    reference, the grads oracle and its kink checks build those rows alone. Here the
+    device is the CPU (the fault target): the one input of the whole size the host
+    makes is the device's own, with the gradient found wrong (the oracle's checks run)."""
+    from mpsfuzz.execution import executor
+    from mpsfuzz.generation import recipes
+    monkeypatch.setenv("MPSFUZZ_FAULTS", "gelu_backward_past_int32")
+    made, upstream = [], []
+    generated, seeded = recipes.TensorRecipe._generated_on, executor.upstream_gradient
+
+    def generated_on(self, device):
+        made.append((torch.device(device).type, self.numel))
+        return generated(self, device)
+
+    def upstream_gradient(shape, dtype, index, seed):
+        upstream.append(math.prod(shape))
+        return seeded(shape, dtype, index, seed)
+    monkeypatch.setattr(recipes.TensorRecipe, "_generated_on", generated_on)
+    monkeypatch.setattr(executor, "upstream_gradient", upstream_gradient)
+    case = _huge_grad_case("gelu@huge")
+    (whole,) = [r.numel for r in case.inputs]
+    result = judge_case(case, load_target("mpsfuzz.testing.faults:target"), ("values", "grads", "errors", "arbiter"))
+    assert [f["oracle"] for f in result["failures"]] == ["grads"], result["failures"]
+    assert made == [("cpu", whole)], made
+    assert upstream and max(upstream) < 64, upstream
+    # the gradients compared, on both sides: the boundary rows, not the input's size
+    obs = executor.observe(case, load_target("cpu"), ("grads",))
+    (dut,), (ref,) = obs.dut_side.grads, obs.ref_side.grads
+    assert dut.shape == ref.shape and dut.numel() < 64 and torch.equal(dut, ref)
+
+
+@pytest.mark.parametrize("op", ["bmm@huge", "conv2d@huge", "avg_pool1d@huge", "mm@huge"])
+def test_huge_gradients_of_the_boundary_rows_equal_the_reference_of_those_rows(op):
+    """Row-separability, which the reference relies on: the gradient of a sliced input's
+    boundary rows, with a hash as the upstream gradient of every other row, is eager
+    CPU's backward of those rows alone."""
+    from mpsfuzz.execution import executor
+    case = _huge_grad_case(op, seed=5)
+    obs = executor.observe(case, load_target("cpu"), ("grads",))
+    assert obs.dut_side.grads and len(obs.dut_side.grads) == len(catalogue.get(op).grad_inputs)
+    for dut, ref in zip(obs.dut_side.grads, obs.ref_side.grads):
+        assert dut.shape == ref.shape and dut.shape[0] < 64
+        torch.testing.assert_close(dut, ref, rtol=2e-3, atol=2e-3)
+
+
+def test_the_backward_fault_fires_past_the_class_threshold_in_backward_only():
+    """gelu_backward_past_int32: the gradient of more than MAX_ELEMENTS elements (no
+    @large case has as many) wrapped where a 32-bit index would wrap (scaled); the
+    forward, and a backward of MAX_ELEMENTS, are right."""
+    target = faults.FaultTarget(["gelu_backward_past_int32"])
+
+    def backward(n):
+        x = (torch.arange(n) % 241 - 120).div(4).to(torch.float16).requires_grad_()
+        out = target.run(torch.nn.functional.gelu, x)
+        (got,) = target.run(torch.autograd.grad, out, [x], torch.ones_like(out))
+        (want,) = torch.autograd.grad(torch.nn.functional.gelu(x), [x], torch.ones_like(out))
+        assert torch.equal(out.detach(), torch.nn.functional.gelu(x.detach()))     # the forward is right
+        return got, want
+    got, want = backward(MAX_ELEMENTS + 1000)
+    assert not torch.equal(got, want) and torch.equal(got[:MAX_ELEMENTS], want[:MAX_ELEMENTS])
+    assert target.fired["gelu_backward_past_int32"] == 1
+    got, want = backward(MAX_ELEMENTS)
+    assert torch.equal(got, want) and target.fired["gelu_backward_past_int32"] == 1
+
+
+def test_a_backward_past_the_limit_is_found_as_a_gradient_finding_minimised_and_explained(tmp_path):
+    """The fault gelu_backward_past_int32 (gelu's backward kernel of a @huge case wraps
+    its index; its forward is right): a short campaign of gelu@huge finds it as a
+    gradient finding, minimises it with the size it needs kept, explains it by the
+    large class's long dim and the grad variant, localises it to the backward kernel,
+    and verifies a script that cuts the device's gradient to the rows eager CPU
+    differentiates alone; no process holds more than the README's bound of host memory."""
+    from test_fault_campaigns import FAULT_TARGET, findings_in
+    from test_large import mpsfuzz_measured
+    corpus = tmp_path / "corpus"
+    run = mpsfuzz_measured("run", "--ops", "gelu@huge", "--target", FAULT_TARGET, "--seed", "2",
+                           "--corpus", str(corpus), "--max-findings", "1", "--no-progress",
+                           faults="gelu_backward_past_int32", cwd=tmp_path, timeout=900)
+    assert run.returncode == 1, run.stdout + run.stderr
+    (finding,) = [f for f in findings_in(corpus) if f["status"] == "new"]
+    assert (finding["op"], finding["oracle"], finding["variant"]) == ("gelu@huge", "grads", "grad"), finding["title"]
+    assert finding["minimisation"], finding.keys()
+    assert {"side>=65536", "variant:grad"} <= set(finding["conditions"]), finding["explanation"]
+    assert "65,536 or more rows" in finding["explanation"] and "computing gradients" in finding["explanation"]
+    (x,) = finding["case"]["inputs"]
+    assert math.prod(x["shape"]) > MAX_ELEMENTS and x["values"]["distribution"] == "index_hash"
+    assert finding["localisation"]["kernel"] == "aten::gelu_backward.default"
+    assert finding["repro"]["verified"], json.dumps(finding["repro"])[:500]
+    script = finding["repro"]["script"]
+    assert "def upstream_past_rows(" in script and "torch.cat([x.detach()[" in script, script
+    rss_kib = int(run.stderr.strip().splitlines()[-1])
+    assert rss_kib < 2 * 1024 * 1024, rss_kib

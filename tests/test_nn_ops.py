@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import warnings
 
+from dataclasses import replace
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -13,8 +15,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from mpsfuzz.generation import catalogue
+from mpsfuzz.generation.arg_extremes import extreme_arguments
 from mpsfuzz.generation.ops import nn as nn_ops
 from mpsfuzz.generation.opspec import ShapeBudget
+from mpsfuzz.generation.recipes import Layout
 from mpsfuzz.generation.strategies import example_cases
 
 warnings.filterwarnings("ignore")
@@ -37,7 +41,9 @@ def _settings(n):
 
 
 def _draw_cases(name, n=50):
-    return example_cases(OPS[name], n, seed=0, allow_variants=False)
+    """The builders' own draws: a case with an argument moved to an extreme of its range
+    (issue 38) is meant to be refused by argument checks, and is left out here."""
+    return [c for c in example_cases(OPS[name], n, seed=0, allow_variants=False) if not extreme_arguments(c)]
 
 
 def _run(name, case):
@@ -58,6 +64,11 @@ def _cpu_accepts(name, case) -> bool:
     except RuntimeError as exc:
         if "not implemented for" in str(exc):
             return True
+        if "Unsupported memory format" in str(exc) and any(not r.is_plain() for r in case.inputs):
+            # CPU refuses some layouts of a valid call (max_pool3d of a permuted 4-D
+            # input): the layout oracle's finding, not the builder's; the call is valid
+            plain = replace(case, inputs=tuple(replace(r, layout=Layout()) for r in case.inputs))
+            return _cpu_accepts(name, plain)
         raise
 
 

@@ -197,7 +197,7 @@ def test_campaign_empties_a_weights_columns_and_finds_the_renorm_that_reads_past
     boundary (the columns are a size only the weight has), found as a crash and
     minimised with the weight still empty."""
     corpus = tmp_path / "corpus"
-    done = mpsfuzz("run", "--ops", "embedding", "--target", FAULT_TARGET, "--budget", "40s", "--seed", "1",
+    done = mpsfuzz("run", "--ops", "embedding", "--target", FAULT_TARGET, "--budget", "60s", "--seed", "1",
                    "--corpus", str(corpus), "--no-progress", faults="embedding_renorm_of_no_columns_segfault",
                    cwd=tmp_path)
     assert done.returncode == 1, done.stdout + done.stderr

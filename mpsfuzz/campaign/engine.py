@@ -625,6 +625,16 @@ class Campaign:
                                  f"{outcome.target_name} (slow compilation, not a hang); case skipped"))
                 self.emit(CaseFinished(case.op, valid=False, unsupported=False, shrinking=shrinking, case=case))
                 return []
+            if outcome.kind == "slow-reference":
+                # Eager CPU's reference did not return; the target's call ran first and
+                # returned: a hang of the witness, not of the target (issue 38: CPU
+                # loops on max_pool1d with a kernel of 2^63 - 1). Reported, never filed.
+                self.stats.reference_hangs += 1
+                self.emit(Notice(f"{case.op}: the eager CPU reference did not return within "
+                                 f"{outcome.timeout_s:g}s (a hang of the reference, not of {outcome.target_name}); "
+                                 f"case skipped"))
+                self.emit(CaseFinished(case.op, valid=False, unsupported=False, shrinking=shrinking, case=case))
+                return []
             if outcome.kind == "slow-judge":
                 # mpsfuzz's own verdict outlasted its budget: the harness failed, the
                 # target did not hang (run 41L's cumprod@large).

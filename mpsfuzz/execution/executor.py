@@ -28,7 +28,7 @@ from ..generation.opspec import LARGE_REAL_NUMEL
 from ..generation.preparation import preparation
 from ..generation.recipes import (ALWAYS_MATERIALISABLE, Case, case_bytes, check_materialisable, host_max_bytes,
                                   main_input, without_bit)
-from . import cpu_kernels
+from . import cpu_kernels, harness_clock
 from .dispatch_modes import outside_modes
 from .error_kinds import is_device_fault, is_unsupported
 from .observation import Observation, Raised, SideResult, output_meta
@@ -286,6 +286,10 @@ def run_side(spec, case: Case, kwargs: dict, device, runner=None, synchronize=No
                 out = spec.fn(*a, **k)
                 return out, _backward(case, list(a), out, wrt, upstream)
             raw, grads = (runner or (lambda fn, *a, **k: fn(*a, **k)))(forward_backward, *inputs, **kwargs)
+            if spec.judged_grads is not None:
+                # cut where they are made (the @huge class: a few rows of billions of
+                # elements), before the copy to the host below
+                grads = spec.judged_grads(case, inputs, grads, wrt)
         else:
             raw = call_variant(spec, case, inputs, kwargs, runner, functional)
         if synchronize:
@@ -420,8 +424,10 @@ def run_reference(case: Case, spec, kwargs, *, dut_outputs=None, dut_device="cpu
         # witness (cuda-compiled's correct fmax of 2^64 - 1 was filed against one that
         # read it as -1). CPU has no kernel: the case is not judged here.
         return first, False
+    # (the rows the reference sees, where it sees only those: never the whole input)
+    base = [t.detach() for t in inputs] if inputs is not None else case.materialize("cpu")
     wide_inputs = [t.to(dt.to_torch(dt.WIDER[r.dtype])) if r.dtype in widen else t
-                   for r, t in zip(case.inputs, case.materialize("cpu"))]
+                   for r, t in zip(case.inputs, base)]
     wide = run_side(spec, case, kwargs, "cpu", inputs=wide_inputs)
     if isinstance(wide.outputs, Raised):
         return first, False
@@ -433,10 +439,23 @@ def run_reference(case: Case, spec, kwargs, *, dut_outputs=None, dut_device="cpu
         outputs = _cast_back_by_name(wide.outputs, widen, dut_dtypes)
     grads = wide.grads
     if grads is not None:
-        wrt = grad_inputs(spec, case.materialize("cpu"))
+        wrt = grad_inputs(spec, base)
         grads = [None if g is None else g.to(dt.to_torch(case.inputs[i].dtype)) for g, i in zip(grads, wrt)]
     # Metadata of a widened run says nothing about the narrow dtype's memory format.
     return SideResult(outputs=outputs, meta=None, grads=grads, inputs_after=None), True
+
+
+def judged_inputs(spec, case: Case) -> tuple:
+    """(the spec, the CPU inputs) the reference ran on: where the op's reference sees
+    only some rows of the inputs (``reference_inputs``: the @huge class), those rows and
+    the reference function, so that a check that reruns the op on the CPU (the grads
+    oracle's kink checks) builds a few rows, not billions of elements, and meets the
+    gradients' positions where the reference's were; else the case's own."""
+    if spec.reference_inputs is not None:
+        rows = spec.reference_inputs(case)
+        if rows is not None:
+            return spec.as_reference(), rows
+    return spec, case.materialize("cpu")
 
 
 def _past_int64(case: Case) -> bool:
@@ -765,7 +784,8 @@ def observe(case: Case, target, enabled, *, compile_twice: bool = False) -> Obse
             # Where the DUT raised before the variant could be formed (no kernel for
             # the dtype), CPU's result may show that it cannot be (out= aliasing an
             # input of another shape): the case is no case, as on the DUT's side.
-            ref, widened = run_reference(case, spec, kwargs, dut_outputs=dut.outputs, dut_device=target.device)
+            with harness_clock.on_reference():
+                ref, widened = run_reference(case, spec, kwargs, dut_outputs=dut.outputs, dut_device=target.device)
         except VariantNotApplicable:
             return None
     obs = Observation(case=case, spec=spec, target_name=target.name, dut=dut.outputs, ref=ref.outputs,

@@ -8,7 +8,10 @@ call", 0 of 8 cases judged). Like compilation (worker.py), judging does not coun
 case running; it has a limit of its own, past which the case is a harness error.
 
 The pool hands each worker a shared array; slots 2 and 3 are this clock's: the wall time
-the judging in progress started (0: none) and the seconds judged so far.
+the judging in progress started (0: none) and the seconds judged so far. Slot 4 says
+when the eager CPU reference in progress started (0: none): a case whose reference does
+not return (max_pool1d with a kernel of 2^63 - 1 loops on CPU; issue 38's argument
+extremes) has not hung on the target, whose call ran first and returned.
 """
 from __future__ import annotations
 
@@ -16,6 +19,8 @@ import time
 from contextlib import contextmanager
 
 JUDGE_START, JUDGED = 2, 3
+REFERENCE_START = 4
+SLOTS = 5
 _state = None
 
 
@@ -55,3 +60,19 @@ def on_target():
         yield
     finally:
         state[JUDGE_START] = time.time()
+
+
+@contextmanager
+def on_reference():
+    """Time the eager CPU reference runs: it counts as the case running (a slow reference
+    is still the case's time), but a timeout inside it is the reference's, not a hang of
+    the target (the worker pool reads the slot: ``slow-reference``)."""
+    state = _state
+    if state is None or len(state) <= REFERENCE_START:
+        yield
+        return
+    state[REFERENCE_START] = time.time()
+    try:
+        yield
+    finally:
+        state[REFERENCE_START] = 0.0

@@ -88,8 +88,9 @@ class ProcessEvent:
 
     op: str
     target_name: str
-    kind: str                # "died", "timeout", "slow-compile" (torch.compile took too long) or "slow-judge"
-                             # (mpsfuzz's verdict took too long): the last two are not hangs
+    kind: str                # "died", "timeout", "slow-compile" (torch.compile took too long), "slow-judge"
+                             # (mpsfuzz's verdict took too long) or "slow-reference" (eager CPU's
+                             # reference did not return): the last three are not hangs of the target
     returncode: int | None = None
     stderr_tail: str = ""
     timeout_s: float = 0.0

@@ -44,7 +44,7 @@ COMPILE_TIMEOUT_S = 180.0
 JUDGE_TIMEOUT_S = 180.0
 # How often the pool looks at a running case (a reply wakes it at once).
 _POLL_S = 0.25
-_NO_CLOCK = (0.0, 0.0, 0.0, 0.0)
+_NO_CLOCK = (0.0,) * harness_clock.SLOTS
 _ENV_PREFIXES = ("MPSFUZZ_", "PYTORCH_", "TORCH", "CUDA_")
 
 
@@ -231,9 +231,9 @@ class Worker:
         env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
         self.conn, child = ctx.Pipe()
         # [start of the compilation in progress (wall time, 0: none), seconds compiled so far,
-        #  the same two for mpsfuzz's judging (harness_clock.py)]
+        #  the same two for mpsfuzz's judging, when the CPU reference started (harness_clock.py)]
         try:
-            self.compile_state = ctx.Array("d", 4, lock=False)
+            self.compile_state = ctx.Array("d", harness_clock.SLOTS, lock=False)
         except OSError:  # no shared memory to be had (a full disk): compiling counts as running
             self.compile_state = None
         self.process = ctx.Process(target=_worker_main,
@@ -633,7 +633,8 @@ class WorkerPool:
         """Wait for the reply to the current case of ``batch``: None once it is there,
         "timeout" when the case ran (compilation aside) longer than ``timeout``,
         "slow-compile" when one compilation took longer than ``compile_timeout_s``,
-        "slow-judge" when mpsfuzz's verdict took longer than ``JUDGE_TIMEOUT_S``. Time
+        "slow-judge" when mpsfuzz's verdict took longer than ``JUDGE_TIMEOUT_S``,
+        "slow-reference" when the case timed out inside the eager CPU reference. Time
         spent compiling or judging does not count as running: a torch.compile'd target compiles
         almost every case anew, and a grad case's compilation alone can outlast a timeout
         meant for kernels. The case is timed from when the one before it finished, by the
@@ -654,7 +655,8 @@ class WorkerPool:
             if judging > JUDGE_TIMEOUT_S:
                 return "slow-judge"
             if running > timeout:
-                return "timeout"
+                in_reference = len(state) > harness_clock.REFERENCE_START and state[harness_clock.REFERENCE_START]
+                return "slow-reference" if in_reference else "timeout"
         return None
 
     def call(self, fn, case_json: dict, args=(), kwargs=None, *, op: str, timeout_s: float):

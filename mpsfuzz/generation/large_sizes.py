@@ -38,7 +38,7 @@ from typing import Callable
 
 import torch
 
-from .opspec import LARGE_REAL_NUMEL, OpSpec, ShapeBudget, integers_once, sampled_once
+from .opspec import GRAD_DTYPES, LARGE_REAL_NUMEL, OpSpec, ShapeBudget, integers_once, sampled_once
 from .recipes import SMALL_INT_BOUNDS, max_bytes
 
 SIZE_CLASS = "large"
@@ -290,6 +290,11 @@ BOUNDARIES = (2**31, 2**32)
 # Device memory one logical element may need: the input (1-2 bytes), a result of up to 4
 # bytes, and as much again for a kernel's temporaries.
 BYTES_PER_ELEMENT = 12
+# The same where the op has a gradient (the case may be the grad variant, drawn after its
+# shapes): the input and its gradient (2 + 2 bytes in float16), the result kept for the
+# backward, the upstream gradient autograd accumulates from the cut rows and the one made
+# from the hash (up to 4 each), and 8 for the backward kernel's temporaries.
+GRAD_BYTES_PER_ELEMENT = 24
 MEDIUM = 1 << 22            # what --max-bytes allows when no boundary fits (CI's size)
 # Rows either side of 65,536 (a grid dim's limit), besides the boundaries of the elements.
 _ROW_BOUNDARIES = (65535, 65536)
@@ -330,7 +335,7 @@ def boundary_blocks(shape: tuple, *others: tuple) -> list[tuple[int, int]]:
     return [(a, b) for a, b in blocks]
 
 
-def _huge_shapes(spec: OpSpec, group: Grows):
+def _huge_shapes(spec: OpSpec, group: Grows, bytes_per_element: int = BYTES_PER_ELEMENT):
     base = spec.shapes
 
     def shapes(draw, budget: ShapeBudget) -> tuple:
@@ -341,7 +346,7 @@ def _huge_shapes(spec: OpSpec, group: Grows):
             return drawn
         grown_inputs = [i for i, _ in group.dims if i < len(drawn) and drawn[i]]
         per_row = max(max(1, math.prod(drawn[i][1:])) for i in grown_inputs)
-        limit = max_bytes() // BYTES_PER_ELEMENT
+        limit = max_bytes() // bytes_per_element
         targets = tuple(t for t in BOUNDARIES if t + 2 * per_row <= limit) or (min(MEDIUM, limit),)
         target = draw(sampled_once(targets))
         rows = max(1, target // per_row + draw(integers_once(-1, 2)))   # below, at and past it
@@ -349,10 +354,37 @@ def _huge_shapes(spec: OpSpec, group: Grows):
     return shapes
 
 
+# Elements of the upstream gradient made at once on the device (int64 index arithmetic:
+# 128 MiB of temporaries), as recipes.HASH_CHUNK makes inputs.
+UPSTREAM_CHUNK = 1 << 24
+
+
+def upstream_past_rows(grad, blocks):
+    """The upstream gradient of a whole result of the @huge class, for its backward: the
+    rows of ``blocks`` as autograd hands them (the executor's seeded upstream gradient of
+    the cut rows, which the CPU reference's backward gets too), every other element a
+    hash of its flat index made on the device, chunk by chunk (quarters in [-30, 30]), so
+    that a backward kernel that reads or writes past 2^31 elements through a wrapped
+    32-bit index meets values unlike the ones there (zeros everywhere but the judged rows
+    would hide a kernel that reads the wrong zero). The host makes none of it. (A repro
+    script carries its source: plain torch.)"""
+    full = torch.empty(tuple(grad.shape), dtype=grad.dtype, device=grad.device)
+    flat = full.view(-1)
+    for start in range(0, flat.numel(), UPSTREAM_CHUNK):
+        count = min(UPSTREAM_CHUNK, flat.numel() - start)
+        i = torch.arange(start, start + count, dtype=torch.int64, device=grad.device)
+        flat[start:start + count].copy_(((i * 40503 % 65521) % 241 - 120).to(torch.float32) / 4)
+    for a, b in blocks:
+        full[a:b].copy_(grad[a:b])
+    return full
+
+
 def _rows_of(op, group: Grows):
     """The op on the whole inputs, then only the boundary blocks' rows of each result
-    (all of it where the case's shapes are outside the group: a small case). Its
-    closure holds numbers and functions alone: a repro script carries its source."""
+    (all of it where the case's shapes are outside the group: a small case). A result
+    that takes a gradient (the grad variant) gets, in its backward, the upstream gradient
+    of upstream_past_rows: the judged rows' own, a hash elsewhere. Its closure holds
+    numbers and functions alone: a repro script carries its source."""
     primary, min_rank = group.dims[0][0], max(1, group.min_rank)   # (a sliced group's rows are dim 0)
 
     def fn(*inputs, **kwargs):
@@ -361,6 +393,9 @@ def _rows_of(op, group: Grows):
             return out
         outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
         blocks = boundary_blocks(tuple(inputs[primary].shape), *(tuple(o.shape) for o in outs))
+        for o in outs:
+            if o.requires_grad:
+                o.register_hook(lambda g, rows=blocks: upstream_past_rows(g, rows))
         cut = tuple(torch.cat([o[a:b] for a, b in blocks]) for o in outs)
         return cut if isinstance(out, (tuple, list)) else cut[0]
     fn.__name__ = fn.__qualname__ = f"rows_of_{getattr(op, '__name__', 'op')}"
@@ -397,23 +432,73 @@ def _sliced_reference_inputs(op, group: Grows):
     return inputs
 
 
+def _judged_grads(blocks_of):
+    """The part of each gradient the ``grads`` oracle compares, given the case, the
+    inputs the side ran on and its gradients (``OpSpec.judged_grads``): the gradient of a
+    sliced input of the whole size cut to the boundary blocks' rows on the device, before
+    the copy to the host (a side whose input is those rows alone, the CPU reference's,
+    keeps its own); a gradient of an input without the rows, None on both sides (a sum
+    over every row, which no few rows give)."""
+    def judged(case, inputs, grads, wrt):
+        cut = blocks_of(case)
+        if not cut:
+            return grads                        # a small case: compared whole
+        out = []
+        for g, i in zip(grads, wrt):
+            if i not in cut:
+                out.append(None)
+            elif g is not None and g.dim() and g.shape[0] == case.inputs[i].shape[0]:
+                out.append(torch.cat([g[a:b] for a, b in cut[i]]))
+            else:
+                out.append(g)
+        return out
+    return judged
+
+
+def _huge_grad(spec: OpSpec, group: Grows) -> tuple[int, ...]:
+    """The inputs whose gradient the grad variant of ``spec``'s @huge class judges: the
+    sliced ones the op differentiates (none where it has no gradient). Row i of their
+    gradient depends on row i of the upstream gradient and the small other inputs alone
+    (an elementwise op's, a batch of matrices' or signals'), so the CPU backward of the
+    boundary rows is its reference; the other inputs' gradients (a weight's: a sum over
+    all 2^31 rows) are not asked for in this class."""
+    if not spec.grad or not any(d in GRAD_DTYPES for d in spec.dtypes if d in HUGE_DTYPES):
+        return ()
+    sliced = sorted({i for i, _ in group.dims})
+    return tuple(i for i in sliced if spec.grad_inputs is None or i in spec.grad_inputs)
+
+
 def huge_variant(spec: OpSpec) -> OpSpec | None:
     """``spec`` past 2^31 elements along its sliced group (None where it has none, or no
     1- or 2-byte dtype): inputs made on the device from a hash of each element's index,
     up to 2^31 and 2^32 elements where --max-bytes allows BYTES_PER_ELEMENT an element
     (else about 2^22), the result compared on the boundary blocks' rows only; the CPU
-    reference runs on those rows of the inputs alone (host memory: a few rows)."""
+    reference runs on those rows of the inputs alone (host memory: a few rows).
+
+    An op with a gradient also has the grad variant (issue 38: backward kernels index
+    with 32 bits and tile wide dims too), judged like the forward: the gradient of the
+    sliced inputs (``_huge_grad``) cut to the boundary blocks' rows on the device
+    (``judged_grads``), against eager CPU's backward of those rows alone, with the
+    executor's seeded upstream gradient of the cut rows; the rest of the whole result's
+    upstream gradient is made on the device from a hash (``upstream_past_rows``). Its
+    sizes leave GRAD_BYTES_PER_ELEMENT an element for the gradient buffers, whatever
+    variant is drawn. Gradients of the other inputs (weights) are not judged here."""
     groups = [g for g in spec.grows if g.sliced]
     dtypes = tuple(d for d in spec.dtypes if d in HUGE_DTYPES)
     if not groups or not dtypes:
         return None
     group = groups[0]
     count = len(spec.input_dtypes) or 1
+    wrt = _huge_grad(spec, group)
+    reference_inputs = _sliced_reference_inputs(spec.fn, group)
     return OpSpec(name=spec.name + HUGE_SUFFIX, family=spec.family, fn=_rows_of(spec.fn, group),
-                  shapes=_huge_shapes(spec, group), dtypes=dtypes, input_dtypes=spec.input_dtypes,
+                  shapes=_huge_shapes(spec, group, GRAD_BYTES_PER_ELEMENT if wrt else BYTES_PER_ELEMENT),
+                  dtypes=dtypes, input_dtypes=spec.input_dtypes,
                   input_values=("index_hash",) * count, args=spec.args, allow_nonfinite=False, allow_specials=False,
                   min_rank=spec.min_rank, max_rank=spec.max_rank, canonicalise=spec.canonicalise,
                   rtol_scale=spec.rtol_scale, atol_scale=spec.atol_scale, semantics=spec.semantics | {"large"},
-                  reference_fn=spec.fn, reference_inputs=_sliced_reference_inputs(spec.fn, group), grows=(group,),
+                  grad=bool(wrt), grad_inputs=wrt or None, grad_undefined=spec.grad_undefined if wrt else None,
+                  judged_grads=_judged_grads(reference_inputs.blocks) if wrt else None,
+                  reference_fn=spec.fn, reference_inputs=reference_inputs, grows=(group,),
                   size_class=SIZE_CLASS, base=spec.name,
                   doc=f"{spec.doc} (past 2^31 elements along its {group.kind}, compared on blocks of rows)")

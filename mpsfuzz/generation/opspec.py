@@ -294,6 +294,12 @@ class OpSpec:
     # result of billions of elements, and the reference builds only those rows of the
     # input (generation/ops/large_rows.py).
     reference_inputs: Callable | None = None
+    # The part of each gradient the grad variant compares, where not all of it: ``(case,
+    # inputs the side ran on, gradients, their input indices) -> gradients``, called on
+    # each side where the gradients are made, before they are copied to the host. The
+    # @huge class cuts a gradient of billions of elements to the rows its reference
+    # builds (generation/large_sizes.py).
+    judged_grads: Callable | None = None
     # Why a case lies outside what the op declares it takes, or None: ``(case) -> str |
     # None``. A user's kernel documents its inputs (generation/kernels.py); triage's
     # edits past that are not valid inputs.

@@ -945,7 +945,12 @@ class Case:
 def main_input(case: Case) -> int:
     """The input whose dtype stands for the case: the first floating or complex one, else
     the first (index tensors and boolean masks follow the data they index)."""
-    for i, r in enumerate(case.inputs):
+    return main_input_of(case.inputs)
+
+
+def main_input_of(inputs) -> int:
+    """:func:`main_input` of a case's input recipes."""
+    for i, r in enumerate(inputs):
         if r.dtype in dt.FLOAT or r.dtype in dt.COMPLEX:
             return i
     return 0

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
+from . import arg_extremes
 from . import dtypes as dt
 from .opspec import GRAD_DTYPES, LARGE_REAL_NUMEL, OpSpec, ShapeBudget, integers_once, sampled_once, unique_lists_once
 from .recipes import (DEVICE_GENERATED, MATRIX_DISTRIBUTIONS, NONFINITE_SPECIALS, SPECIAL_NAMES, Alias, Case, Layout,
@@ -546,8 +547,8 @@ def siblings(spec: OpSpec, case: Case, salt: int, count: int, *, awkward_ratio: 
 # crash a campaign must reach within its first cases of an op, which a builder draws
 # rarely (issue 37: a 10-minute campaign of five families gives an op 30-50 cases, and
 # mse_loss on empty inputs, pytorch#148608, and mm of mixed dtypes, pytorch#143948, were
-# never drawn).
-BOUNDARIES = ("empty", "mixed-dtypes", "empty-other")
+# never drawn; issue 38: arguments at the ends of their ranges, pytorch#189664, #147613).
+BOUNDARIES = ("empty", "mixed-dtypes", "empty-other", "argument-extreme")
 
 
 def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
@@ -558,15 +559,21 @@ def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
     index_add's 8 indices and source rows -> 0); ``mixed-dtypes``, for an op that takes them,
     the last input free to take any dtype of the op's given another one; ``empty-other``,
     a size only a later input has made 0 wherever it appears (a weight's columns, a
-    grid's points: issue 38, zero-size dims in every tensor of a call). The inputs keep
-    their layouts and value seeds, without aliasing; None where no kind applies or the
-    case is there already."""
+    grid's points: issue 38, zero-size dims in every tensor of a call);
+    ``argument-extreme``, one keyword argument at an extreme of its range
+    (:mod:`.arg_extremes`). The inputs keep their layouts and value seeds, without
+    aliasing; None where no kind applies or the case is there already."""
     kinds = [k for k in BOUNDARIES if _boundary_applies(spec, case, k)]
     if not kinds:
         return None
     choose = SeededChoices(_mix(salt, len(case.inputs)))
     kind = choose.choice(kinds)
     inputs = tuple(replace(r, alias=None) for r in case.inputs)
+    if kind == "argument-extreme":
+        name, slot, extremes = choose.choice(arg_extremes.candidates(spec, case.kwargs))
+        kwargs = arg_extremes.with_extreme(dict(case.kwargs), name, slot, choose.choice(extremes))
+        sibling = replace(case, inputs=inputs, kwargs=tuple(sorted(kwargs.items())))
+        return None if sibling == case else sibling
     if kind in ("empty", "empty-other"):
         if kind == "empty":
             first = next(r.shape for r in _emptied_from(spec, inputs) if any(n > 0 for n in r.shape))
@@ -607,6 +614,8 @@ def _free_dtype(spec: OpSpec, i: int) -> bool:
 
 
 def _boundary_applies(spec: OpSpec, case: Case, kind: str) -> bool:
+    if kind == "argument-extreme":
+        return arg_extremes.admits_extremes(spec, case.kwargs) and not arg_extremes.extreme_arguments(case)
     if kind in ("empty", "empty-other"):
         if not all(r.numel > 0 for r in case.inputs) or "large" in spec.semantics:
             return False

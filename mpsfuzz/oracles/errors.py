@@ -20,6 +20,7 @@ import torch
 
 from . import Failure, collapse_shapes, oracle
 from ..execution.observation import Observation, Raised
+from ..generation.arg_extremes import past_32_bits
 from ..generation.dtypes import INTEGRAL
 from .values import compare_outputs, flatten_outputs, variant_phrase
 
@@ -67,6 +68,19 @@ def check_errors(obs: Observation) -> Failure | None:
                 message=f"CPU's in-place call turned self of shape {resized[0]} into shape {resized[1]}; "
                         f"{obs.target_name} raised {obs.dut.type}: {obs.dut.message}",
                 dedup_key=("ref-resizes-self",))
+        wide = past_32_bits(obs.case)
+        if wide:
+            # A kernel that indexes with 32 bits may refuse an argument past them; eager
+            # CPU accepting it proves nothing (it truncates max_pool1d's kernel_size of
+            # 2^32 + 1 to 1 and returns the input: issue 38, argument extremes). A
+            # refusal is a limit, listed apart; a wrong result would be a bug.
+            return Failure(
+                oracle="errors", kind="capability", severity="low", blame="capability",
+                title=f"`{obs.spec.name}` rejects on {obs.target_name} an argument past 32 bits that CPU accepts "
+                      "(a limit, not a bug)",
+                message=f"{obs.target_name} raised {obs.dut.type}: {obs.dut.message}\n"
+                        f"CPU returned a result for {', '.join(wide)}.",
+                dedup_key=("capability", "past-32-bits", obs.dut.type, normalise_message(obs.dut.message)))
         return Failure(
             oracle="errors", kind="dut-raises", severity="high",
             title=f"`{obs.spec.name}`{variant_phrase(obs.case)} raises {obs.dut.type} on {obs.target_name} "

@@ -66,9 +66,9 @@ def differs_only_at_nonfinite_inputs(obs: Observation, dut: list, ref: list) -> 
     a finite position is still reported."""
     import torch
 
-    from ..execution.executor import grad_inputs
-    inputs = obs.case.materialize("cpu")
-    wrt = grad_inputs(obs.spec, inputs)
+    from ..execution.executor import grad_inputs, judged_inputs
+    spec, inputs = judged_inputs(obs.spec, obs.case)
+    wrt = grad_inputs(spec, inputs)
     if len(wrt) != len(dut):
         return False
     masked, any_nonfinite = [], False
@@ -97,10 +97,12 @@ def undefined_here(obs: Observation, dut: list, ref: list) -> str | None:
             return NONFINITE_POINT
     except Exception as exc:  # a courtesy, as below: never lose a finding to it
         obs.cache["grad_undefined_error"] = f"{type(exc).__name__}: {exc}"
+    from ..execution.executor import judged_inputs
     declared = obs.spec.grad_undefined
     if declared is not None:
         try:
-            why = declared(obs.case.materialize("cpu"), obs.case.kwargs_dict(), comparison_rtol(obs, ref))
+            # (on the inputs the reference ran on: the rows compared, for the @huge class)
+            why = declared(judged_inputs(obs.spec, obs.case)[1], obs.case.kwargs_dict(), comparison_rtol(obs, ref))
         except Exception as exc:
             obs.cache["grad_undefined_error"] = f"{type(exc).__name__}: {exc}"
             why = None

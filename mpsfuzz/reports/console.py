@@ -190,6 +190,9 @@ class ConsoleReporter:
         if s.slow_compiles:
             self.console.print(f"{s.slow_compiles} case(s) skipped: compiling took longer than the compile timeout "
                                "(slow compilation, not hangs; --compile-timeout sets it)", highlight=False)
+        if s.reference_hangs:
+            self.console.print(f"{s.reference_hangs} case(s) skipped: the eager CPU reference did not return "
+                               "(a hang of the reference, not of the target)", highlight=False)
         if s.unsupported_here:
             self.console.print(f"{s.unsupported_here} case(s) unsupported here: this torch's eager CPU lacks "
                                "kernels needed to judge them (not bugs); for example:", highlight=False)

@@ -999,8 +999,7 @@ def _body(finding: Finding, device: str, target_name: str) -> tuple["_Builder", 
     elif oracle == "errors":
         grad = None
         if case.variant == "grad":
-            from ..execution.executor import grad_inputs
-            grad = _grad_parts(b, grad_inputs(spec, case.materialize("cpu")))
+            grad = _grad_parts(b, _differentiated(b))
         if grad is not None:
             # The error may come from the backward: both sides run forward and backward.
             cpu_lines, ref = grad.reference(b)
@@ -1161,42 +1160,81 @@ def _tensor_source(t: torch.Tensor, seeded: str | None = None) -> str:
 @dataclass
 class _Grad:
     """What a gradient call needs: the lines making the inputs differentiable and the
-    upstream gradient ``g``, and the pieces of ``torch.autograd.grad(outputs, wrt, g)``."""
+    upstream gradient ``g``, and the pieces of ``torch.autograd.grad(outputs, wrt, g)``.
+    ``rows``: {input: blocks of rows} where the reference sees those rows alone (the
+    @huge class): eager CPU differentiates the op on them, and the device's gradients
+    are cut to them, as the executor's ``judged_grads`` cuts them."""
     lines: list[str]
     wrt: list[int]
     paths: list[tuple]       # the differentiable outputs, as the executor visits them
     allow: str               # ", allow_unused=True" where an input does not reach the outputs
+    rows: dict | None = None
 
     def call(self, b: "_Builder", args: list[str], wrt_names: list[str], g: str = "g") -> str:
-        outputs = _outputs_expr(b.call(args, variant="functional"), self.paths)
+        outputs = _outputs_expr(b.call(args, variant="functional", reference=bool(self.rows)), self.paths)
         return f"torch.autograd.grad({outputs}, [{', '.join(wrt_names)}], {g}{self.allow})"
 
     def reference(self, b: "_Builder") -> tuple[list[str], str]:
         """Lines making CPU copies of the differentiable inputs, and the same gradient
         call on eager CPU."""
         cpu = {i: f"{b.names[i]}_cpu" for i in self.wrt}
-        lines = [f"{cpu[i]} = {b.on_cpu(b.names[i] + '.detach()', i)}.requires_grad_()" for i in self.wrt]
-        args = [cpu.get(i, b.on_cpu(n, i)) for i, n in enumerate(b.names)]
+        lines = [f"{cpu[i]} = {self._on_cpu(b, b.names[i] + '.detach()', i)}.requires_grad_()" for i in self.wrt]
+        args = [cpu.get(i, self._on_cpu(b, n, i)) for i, n in enumerate(b.names)]
         g_cpu = "g.cpu()" if len(self.paths) == 1 else "[t.cpu() for t in g]"
         return lines, self.call(b, args, [cpu[i] for i in self.wrt], g_cpu)
+
+    def _on_cpu(self, b: "_Builder", expr: str, i: int) -> str:
+        """Input ``i`` on the CPU for the reference: its compared rows alone, where the
+        reference sees only those (a fresh tensor: no clone needed)."""
+        if self.rows and i in self.rows:
+            return f"{_rows_source(expr, self.rows[i])}.cpu()"
+        return b.on_cpu(expr, i)
 
     def dut(self, b: "_Builder") -> str:
         # A compiled target compiles the forward; the backward runs from its graph.
         outputs = _outputs_expr(b.on_target(b.names, variant="functional"), self.paths)
-        return f"torch.autograd.grad({outputs}, [{', '.join(b.names[i] for i in self.wrt)}], g{self.allow})"
+        call = f"torch.autograd.grad({outputs}, [{', '.join(b.names[i] for i in self.wrt)}], g{self.allow})"
+        if not self.rows:
+            return call
+        rows = [self.rows.get(i) for i in self.wrt]
+        return f"tuple(t if r is None else torch.cat([t[a:b] for a, b in r]) for t, r in zip({call}, {rows!r}))"
+
+
+def _rows_source(expr: str, blocks) -> str:
+    """Source of the rows ``[a, b)`` of each block of ``expr``, one after the other."""
+    return "torch.cat([" + ", ".join(f"{expr}[{a}:{b}]" for a, b in blocks) + "])"
+
+
+def _reference_rows(b: _Builder) -> dict:
+    """{input: its blocks of rows} where the case's reference sees those rows alone (a
+    row-wise op of the large sizes, its inputs made on the device), else {}."""
+    spec, case = b.spec, b.case
+    if spec.reference_inputs is not None and case.inputs and case.inputs[0].values.distribution in DEVICE_GENERATED:
+        return _sliced_rows(spec, case)
+    return {}
+
+
+def _differentiated(b: _Builder) -> list[int]:
+    """The inputs the executor's grad variant differentiates, read off the inputs its
+    reference ran on (a few rows for the @huge class: never the whole input on the host)."""
+    from ..execution.executor import grad_inputs, judged_inputs
+    return grad_inputs(b.spec, judged_inputs(b.spec, b.case)[1])
 
 
 def _grad_parts(b: _Builder, wrt: list[int]) -> _Grad | None:
     """The gradient of the op's differentiable outputs w.r.t. ``inputs[wrt]`` with the
     executor's seeded upstream gradients (``executor._backward``); None when no output
     carries a gradient (the executor then runs the forward alone)."""
-    from ..execution.executor import upstream_gradient
-    case, spec, names = b.case, b.spec, b.names
+    from ..execution.executor import judged_inputs, upstream_gradient
+    case, names = b.case, b.names
     out = inputs = None
     if not _inference_devices(b):
         raise ReproError("its case may crash the process: the outputs are not inferred here")
+    # (the reference's inputs and function: for the @huge class its rows, whose result
+    # has the shape of the device's cut result)
+    spec, base = judged_inputs(b.spec, case)
     for device in _inference_devices(b):
-        inputs = [t.to(device) for t in case.materialize("cpu")]
+        inputs = [t.to(device) for t in base]
         for i in wrt:
             inputs[i].requires_grad_(True)
         try:
@@ -1227,7 +1265,8 @@ def _grad_parts(b: _Builder, wrt: list[int]) -> _Grad | None:
         sources.append(_tensor_source(g, seeded))
     lines = [f"{names[i]} = {names[i]}.detach().requires_grad_()" for i in wrt]
     lines.append(f"g = {sources[0]}" if len(sources) == 1 else f"g = [{', '.join(sources)}]")
-    return _Grad(lines=lines, wrt=list(wrt), paths=paths, allow=", allow_unused=True" if unused else "")
+    return _Grad(lines=lines, wrt=list(wrt), paths=paths, allow=", allow_unused=True" if unused else "",
+                 rows=_reference_rows(b))
 
 
 def _grad_taken_at_run_time(b: _Builder, wrt: list[int]) -> tuple[list[str], str]:
@@ -1245,8 +1284,7 @@ def _grad_taken_at_run_time(b: _Builder, wrt: list[int]) -> tuple[list[str], str
 
 
 def _grad_lines(b: _Builder, finding: Finding) -> tuple[list[str], dict]:
-    from ..execution.executor import grad_inputs
-    wrt = grad_inputs(b.spec, b.case.materialize("cpu"))
+    wrt = _differentiated(b)
     # Ask only for the gradient that is wrong (the grads oracle names it) when it names one.
     wrong = re.match(r"gradient of input (\d+)", finding.failure.message)
     if wrong and int(wrong.group(1)) < len(wrt):
@@ -1351,10 +1389,9 @@ def _variant_call(b: _Builder) -> tuple[list[str], str]:
     executor's variant call does: ``out=`` into freshly made tensors, the grad variant
     as forward and backward with the executor's upstream gradients (every input that
     takes a gradient, every differentiable output)."""
-    from ..execution.executor import grad_inputs
     case, names = b.case, b.names
     if case.variant == "grad":
-        wrt = grad_inputs(b.spec, case.materialize("cpu"))
+        wrt = _differentiated(b)
         if _dies_possibly(b):
             return _grad_taken_at_run_time(b, wrt)
         grad = _grad_parts(b, wrt)

@@ -49,6 +49,7 @@ def run_record(started: CampaignStarted | None, finished: CampaignFinished, *, s
         "unsupported": s.unsupported,
         "unsupported_here": s.unsupported_here,
         "slow_compiles": s.slow_compiles,
+        "reference_hangs": s.reference_hangs,
         "restarts": s.restarts,
         "internal_errors": s.harness_errors,     # (the name of version 1): harness errors
         "harness_errors": {"total": s.harness_errors, "by_stage": dict(sorted(s.harness_by_stage.items())),

@@ -123,6 +123,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from ..generation.large_sizes import MAX_ELEMENTS
+
 EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak", "noop", "densify",
            "ignore_strides", "poison", "spill", "overflow_naively", "accumulate_in_dtype", "inflate",
            "leak_output", "cache_once", "split_transform", "split_transform_badly", "skip_bounds_check", "rewrite",
@@ -182,6 +184,8 @@ class Fault:
     rewrite: Callable | None = None
     # ``reimplement`` effect: (func, args, kwargs) -> the result, the kernel not run.
     instead: Callable | None = None
+    # ``wrap_int32`` effect: the element index that wraps to 0 (None: INT32_LIMIT).
+    wrap_at: int | None = None
 
     def __post_init__(self):
         if self.effect not in EFFECTS:
@@ -223,7 +227,7 @@ class Fault:
         if effect == "noop":
             return _input(func, args, kwargs)
         if effect == "wrap_int32":
-            return _wrapped_past_int32(_real_result(func, args, kwargs))
+            return _wrapped_past_int32(_real_result(func, args, kwargs), self.wrap_at)
         if effect == "repeat_slices":
             out = _real_result(func, args, kwargs)
             return out.copy_(out.narrow(0, 0, 1).expand_as(out)) if out.dim() and out.numel() else out
@@ -716,6 +720,21 @@ def _arange_call(func, args, kwargs) -> tuple | None:
     return start, end, step, dtype
 
 
+def _diagonal_past_int32(func, args, kwargs) -> bool:
+    """tril/triu given a ``diagonal`` outside int32 (an int64 argument in the schema)."""
+    diagonal = _arg(func, args, kwargs, 1)
+    return isinstance(diagonal, int) and not -2**31 <= diagonal < 2**31
+
+
+def _triangle_of_an_int32_diagonal(func, args, kwargs):
+    """tril/triu whose kernel holds ``diagonal`` in 32 bits: 2^31 wraps to -2^31 (triu
+    keeps everything it should zero), 2^32 + 1 to 1."""
+    diagonal = _arg(func, args, kwargs, 1)
+    wrapped = (diagonal + 2**31) % 2**32 - 2**31
+    rest = {k: v for k, v in kwargs.items() if k != "diagonal"}
+    return func(args[0], wrapped, *args[2:], **rest)
+
+
 def _int64_arange_past_2_32(func, args, kwargs) -> bool:
     """An int64 arange of integer arguments one of whose values is 2^32 or more in
     magnitude (the length as torch computes it for int64: (end - start + step - sign) /
@@ -741,6 +760,18 @@ def _arange_in_32_bits(func, args, kwargs) -> torch.Tensor:
     out = func(*args, **kwargs)
     low = out & 0xFFFFFFFF
     return out.copy_(low - (low >= 2**31).to(out.dtype) * 2**32)
+
+
+# The 2^31 of a backward kernel's 32-bit index, scaled to the sizes the @huge class draws
+# where the device's memory (--max-bytes) allows no 2^31 (about 2^22 elements, CI's and
+# this CPU target's): more elements than any @large case holds, so only @huge reaches it.
+HUGE_BACKWARD_LIMIT = MAX_ELEMENTS
+
+
+def _backward_past_huge_limit(func, args, kwargs) -> bool:
+    """A backward kernel (never the forward) whose input holds more than
+    HUGE_BACKWARD_LIMIT elements."""
+    return _in_backward(func, args, kwargs) and _input(func, args, kwargs).numel() > HUGE_BACKWARD_LIMIT
 
 
 def _dim_65536_under_int32(func, args, kwargs) -> bool:
@@ -1169,14 +1200,15 @@ def _mutable(func) -> bool:
     return bool(schema is not None and schema.is_mutable)
 
 
-def _wrapped_past_int32(out):
-    """A kernel that indexes its output with 32 bits: the elements from 2^31 on are
-    written where the index wrapped to, so they keep whatever was there (here: the
-    first elements' values)."""
-    if isinstance(out, torch.Tensor) and out.numel() > INT32_LIMIT and out.is_contiguous():
+def _wrapped_past_int32(out, limit: int | None = None):
+    """A kernel that indexes its output with 32 bits: the elements from 2^31 (``limit``)
+    on are written where the index wrapped to, so they keep whatever was there (here:
+    the first elements' values)."""
+    limit = INT32_LIMIT if limit is None else limit
+    if isinstance(out, torch.Tensor) and out.numel() > limit and out.is_contiguous():
         flat = out.view(-1)
-        n = flat.numel() - INT32_LIMIT
-        flat[INT32_LIMIT:].copy_(flat[:n].clone())   # (a result of more than twice the limit overlaps)
+        n = flat.numel() - limit
+        flat[limit:].copy_(flat[:n].clone())   # (a result of more than twice the limit overlaps)
     return out
 
 
@@ -1282,6 +1314,11 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("bmm_past_int32", "32-bit indexing in a batched matmul (the class of the silent corruption past 2^31 "
           "elements): bmm of 2^31 or more input elements writes the result's elements past 2^31 where the index "
           "wrapped", ("aten::bmm",), _numel_past_int32, "wrap_int32"),
+    Fault("gelu_backward_past_int32", "32-bit indexing in a backward kernel (issue 38: the class of the silent "
+          "corruption past 2^31 elements, in a gradient): gelu_backward of more elements than the @large class "
+          "makes writes the gradient's elements past that limit (2^31 scaled to the @huge class's size here) "
+          "where the index wrapped; the forward is right", ("aten::gelu_backward",), _backward_past_huge_limit,
+          "wrap_int32", wrap_at=HUGE_BACKWARD_LIMIT),
     Fault("cumsum_leak", "like pytorch#145503: cumsum leaks memory on every call",
           ("aten::cumsum",), _always, "leak"),
     # nn, losses, attention, backward, indexing, out=, in-place and RNG bugs
@@ -1469,6 +1506,11 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("mv_expanded_vector_abort", "the stride-0 matrix-product class of pytorch#180201 (MPSGraph given an "
           "expanded input), as an abort: mv of an expanded vector", ("aten::mv",), _mv_of_an_expanded_vector,
           "abort"),
+    # issue 38 (argument extremes), the class of pytorch#189664 and #147613 (an int64
+    # argument a kernel holds in 32 bits): found only by drawing an argument past int32
+    Fault("triangle_diagonal_held_in_int32", "like pytorch#189664 and #147613: tril/triu with a diagonal past "
+          "int32 computed with the diagonal wrapped to 32 bits", ("aten::tril", "aten::triu"),
+          _diagonal_past_int32, "reimplement", instead=_triangle_of_an_int32_diagonal),
     # issue 38 (factories), modelled on pytorch#175966 ("arange times int64 wraps mod 2^32")
     # and #197673 ("arange past 2^32 leaves zeros"): found only by drawing int64 values
     # that large

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from ..generation import catalogue
+from ..generation.arg_extremes import extreme_arguments, ordinary
 from ..generation import dtypes as dt
 from ..generation.large_sizes import long_dim_phrase
 from ..generation.recipes import NONFINITE_SPECIALS, Case, main_input
@@ -141,6 +142,8 @@ def holds(condition: str, case: Case) -> bool:
         return any(n not in NONFINITE_SPECIALS for r in inputs for _, n in r.values.specials)
     if kind == "kwarg":
         return any(k == arg for k, _ in case.kwargs)
+    if kind == "extreme":
+        return arg in extreme_arguments(case)
     if kind == "variant":
         return case.variant == arg
     if kind == "alias":
@@ -285,6 +288,11 @@ def _ablations(case: Case, names: list[str]):
             yield f"alias:{j}", f"`{names[j]}` in a storage of its own", edits.with_input(case, j, edits.unaliased(r))
     if case.variant == "out-alias":
         yield "alias:out", "a separate `out=` tensor", replace(case, variant="out")
+    for name in extreme_arguments(case):
+        # before the argument is dropped: an extreme that is the condition reads as one
+        # ("only when `stride` is at an extreme: 2^31"), not as the argument being given
+        value = ordinary(dict(case.kwargs)[name])
+        yield f"extreme:{name}", f"`{name}={value!r}`", edits.set_kwarg(case, name, value)
     for name, value in case.kwargs:
         yield f"kwarg:{name}", f"no `{name}` argument", edits.drop_kwarg(case, name)
     if case.variant == "autocast":
@@ -492,6 +500,9 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
         return "an input holds " + "/".join(held)
     if condition == "negative":
         return "an input holds negative values"
+    if kind == "extreme":
+        value = dict(case.kwargs).get(arg)
+        return f"`{arg}` is at an extreme of its range (`{arg}={_extreme_words(value)}` here)"
     if kind == "kwarg":
         # Ablation dropped the argument (its default passes): that it is given is what is
         # known, not that this value is needed (the fault target's add aborts for any
@@ -508,6 +519,18 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
         how = "adjacent" if alias.how == "adjacent" else "overlapping"
         return f"`{names[j]}` and `{names[alias.of]}` are views of one storage ({how})"
     return condition
+
+
+def _extreme_words(value) -> str:
+    """An argument's value as its extreme reads: 2^31 - 1 rather than 2147483647."""
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_extreme_words(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, int) and not isinstance(value, bool):
+        for exp in (31, 32, 63):
+            for delta, tail in ((0, ""), (-1, " - 1"), (1, " + 1")):
+                if abs(value) == 2**exp + delta:
+                    return f"{'-' if value < 0 else ''}2^{exp}{tail}"
+    return repr(value)
 
 
 def _power_of_two(n: int) -> str:
@@ -541,6 +564,9 @@ def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: fl
         conditions += [divisibility] if divisibility else []
     if "layout:any" in conditions and any(c.startswith("layout:") and c != "layout:any" for c in conditions):
         conditions.remove("layout:any")
+    for name in [c.partition(":")[2] for c in conditions if c.startswith("extreme:")]:
+        if f"kwarg:{name}" in conditions:
+            conditions.remove(f"kwarg:{name}")  # the extreme says more than that it is given
     if "alias:out" in conditions and "variant:out-alias" in conditions:
         conditions.remove("variant:out-alias")  # the out= form passes: the aliasing is the trigger
     m = main_input(case) if case.inputs else 0

@@ -1,0 +1,172 @@
+"""Arguments at the ends of their valid ranges (issue 38, *argument extremes*).
+
+Upstream reports keep finding kernels that overflow a 32-bit index or an output-size
+computation on an argument a builder never draws: ``max_pool2d(dilation=2**31 - 1)``
+(pytorch#189664), ``avg_pool2d(stride=2**31)`` (#147613), ``fold`` with a kernel near
+INT64_MAX (#188959), ``interpolate`` with a subnormal scale (#191850), ``addcmul`` with
+``value`` ~1e18 (#153210), ``cosine_similarity`` with ``eps=-9.7e23`` (#153209). The op
+builders draw small, typical values (a stride of 1-3); this module moves one of a drawn
+case's keyword arguments to an extreme of its type (in the ``argument-extreme`` boundary
+sibling a campaign makes of every other case: strategies.boundary_sibling), so the class joins every op by the
+names of its parameters, not op by op.
+
+A parameter joins by its name (``EXTREME_CLASSES``): the class says which extremes it
+takes. Parameters that size an output (``padding``, ``output_size``, ``bins``,
+``minlength``, ``num_classes``, ``repeats``, a factory's ``end``) are left out: an
+extreme there asks for an output of gigabytes, which a valid call must then allocate on
+the host (the large classes grow sizes with references that stay small). Probabilities
+(``p``, ``q``, ``label_smoothing``) are left out too: outside [0, 1] they are rejected
+by argument checks alike on every backend. The random family's parameters are the
+distribution oracle's (an extreme mean gives every backend infinities), not this class's,
+and the large classes' cases are about their sizes.
+
+The extremes of an integer sit where 32- and 64-bit arithmetic wraps (2^31 - 1, 2^31,
+2^32 + 1, 2^63 - 1 and their negatives where a sign is valid); those of a float at
+the smallest subnormal, the smallest normal float32, the largest float32 and 1e300
+(beyond float32: a kernel that converts it saturates or overflows).
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+INT_EXTREMES = (2**31 - 1, 2**31, 2**32 + 1, 2**63 - 1, -2**31, -2**63)
+POSITIVE_INT_EXTREMES = (2**31 - 1, 2**31, 2**32 + 1, 2**63 - 1)
+FLOAT_EXTREMES = (5e-324, -5e-324, 1.1754943508222875e-38, 3.4028234663852886e38,
+                  -3.4028234663852886e38, 1e300, -1e300)
+TINY_FLOAT_EXTREMES = (5e-324, 2.2250738585072014e-308, 1e-300)
+
+# class -> (extremes of an int value, extremes of a float value); None: the class takes
+# no value of that type.
+_CLASSES: dict[str, tuple[tuple | None, tuple | None]] = {
+    # a window's extent and step: positive by definition (a kernel of 2^31 - 1 makes the
+    # output-size formula wrap; a stride of 2^31 gives one output where it is valid)
+    "window": (POSITIVE_INT_EXTREMES, None),
+    # an offset into or along a dim: any integer is valid (tril's diagonal, roll's
+    # shifts) or an index error (select's index), and a kernel that wraps it is wrong
+    "offset": (INT_EXTREMES, None),
+    # a scalar operand or coefficient: any number of its type
+    "number": (INT_EXTREMES, FLOAT_EXTREMES),
+    # a scale factor: positive, the tiny ones (a huge one asks for a huge output)
+    "scale": (None, TINY_FLOAT_EXTREMES),
+}
+
+EXTREME_CLASSES: dict[str, str] = {
+    "kernel_size": "window", "dilation": "window", "stride": "window", "divisor_override": "window",
+    "diagonal": "offset", "offset": "offset", "shifts": "offset", "index": "offset", "ignore_index": "offset",
+    # embedding_bag's bag offsets (pytorch#193095: an offset of -10^12 read out of bounds)
+    # and ctc_loss's lengths: values a kernel indexes with, given as a list
+    "offsets": "offset", "input_lengths": "window", "target_lengths": "window",
+    "eps": "number", "margin": "number", "lambd": "number", "negative_slope": "number", "delta": "number",
+    "threshold": "number", "min_val": "number", "max_val": "number", "min": "number", "max": "number",
+    "value": "number", "other": "number", "scalar": "number", "alpha": "number", "beta": "number",
+    "scale": "number", "norm_type": "number", "maxnorm": "number", "max_norm": "number", "nan": "number",
+    "posinf": "number", "neginf": "number", "fill_value": "number", "exponent": "number",
+    "correction": "number", "lower": "number", "upper": "number", "weight": "number", "d": "number",
+    "rtol": "number",
+    "scale_factor": "scale",
+}
+
+# Families whose arguments are not this class's (see the module docstring); a user's
+# kernel (``OpSpec.outside``) documents the values it takes, and is left out too.
+EXCLUDED_FAMILIES = ("random", "large", "kernels")
+
+
+def _extremes_for(name: str, value: Any) -> tuple:
+    """The extremes ``value`` of parameter ``name`` may move to (empty: none)."""
+    ints, floats = _CLASSES[EXTREME_CLASSES[name]]
+    if isinstance(value, bool):
+        return ()
+    if isinstance(value, int):
+        return ints or ()
+    if isinstance(value, float):
+        return floats or ()
+    return ()
+
+
+def _slots(name: str, value: Any) -> list[tuple[int | None, tuple]]:
+    """Where in ``value`` an extreme may go: the value itself (slot None) or one element
+    of a tuple of numbers (a kernel_size of (3, 3) -> (2^31 - 1, 3)), with its extremes."""
+    if isinstance(value, tuple):
+        return [(k, _extremes_for(name, v)) for k, v in enumerate(value) if _extremes_for(name, v)]
+    extremes = _extremes_for(name, value)
+    return [(None, extremes)] if extremes else []
+
+
+def admits_extremes(spec, kwargs) -> bool:
+    """Whether a case of ``spec`` with these keyword arguments (a dict or the case's
+    pairs) has one that can move to an extreme."""
+    return bool(candidates(spec, kwargs))
+
+
+def candidates(spec, kwargs) -> list[tuple[str, int | None, tuple]]:
+    """(name, slot, extremes) for each argument of ``kwargs`` that can move."""
+    if spec.family in EXCLUDED_FAMILIES or spec.size_class or "large" in spec.semantics or spec.outside:
+        # (a size class's cases are about their sizes, and an extreme on 65,537 rows costs
+        # the host a large reference for an error path the base op's cases reach)
+        return []
+    pairs = kwargs.items() if isinstance(kwargs, dict) else kwargs
+    return [(name, slot, extremes) for name, value in sorted(pairs, key=lambda kv: kv[0])
+            if name in EXTREME_CLASSES for slot, extremes in _slots(name, value)]
+
+
+def with_extreme(kwargs: dict, name: str, slot: int | None, extreme) -> dict:
+    """``kwargs`` with argument ``name`` (element ``slot`` of it) set to ``extreme``."""
+    value = kwargs[name]
+    if slot is not None:
+        value = tuple(extreme if k == slot else v for k, v in enumerate(value))
+    else:
+        value = extreme
+    return {**kwargs, name: value}
+
+
+# Where a value counts as extreme: the ranges the extremes above stand for, not the
+# values themselves, so a minimised case keeps its word (a shrinker that moves a diagonal
+# of 2^32 + 1 to 2^32 - 1 keeps it past int32 and extreme).
+_INT_EDGE = 2**31 - 1
+_FLOAT_TINY, _FLOAT_HUGE = 1.1754943508222875e-38, 3.4028234663852886e38
+
+
+def is_extreme(value: Any) -> bool:
+    """Whether a value (or an element of a tuple) lies where the extremes drawn here do:
+    an integer at or past int32's edges, a float that is subnormal in float32 (not 0) or
+    at or past float32's largest."""
+    if isinstance(value, tuple):
+        return any(is_extreme(v) for v in value)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    if isinstance(value, int):
+        return value >= _INT_EDGE or value <= -_INT_EDGE - 1
+    return value != 0 and (abs(value) <= _FLOAT_TINY or abs(value) >= _FLOAT_HUGE)
+
+
+def extreme_arguments(case) -> tuple[str, ...]:
+    """The names of ``case``'s keyword arguments that hold an extreme (0.0 alone is an
+    ordinary value: builders draw it)."""
+    return tuple(name for name, value in case.kwargs if name in EXTREME_CLASSES and is_extreme(value))
+
+
+def past_32_bits(case) -> tuple[str, ...]:
+    """``name=value`` of each integer keyword argument of ``case`` outside int32."""
+    def wide(v):
+        if isinstance(v, tuple):
+            return any(wide(e) for e in v)
+        return isinstance(v, int) and not isinstance(v, bool) and not -2**31 <= v < 2**31
+    return tuple(f"{name}={value!r}" for name, value in case.kwargs if wide(value))
+
+
+def ordinary(value: Any) -> Any:
+    """A typical value in place of an extreme, of the same type and sign (what ablation
+    tries to say that the extreme is the condition): 1 or -1, 1.0 or -1.0; a tuple's
+    extremes replaced element by element."""
+    if isinstance(value, tuple):
+        return tuple(ordinary(v) if is_extreme(v) else v for v in value)
+    if isinstance(value, int):
+        return -1 if value < 0 else 1
+    return -1.0 if value < 0 else 1.0
+
+
+def without_extremes(case):
+    """``case`` with each extreme argument set to an ordinary value."""
+    extreme = set(extreme_arguments(case))
+    return replace(case, kwargs=tuple((k, ordinary(v) if k in extreme else v) for k, v in case.kwargs))
