@@ -68,7 +68,7 @@ EXTREME_CLASSES: dict[str, str] = {
 }
 
 # Families whose arguments are not this class's (see the module docstring); a user's
-# kernel (``OpSpec.outside``) documents the values it takes, and is left out too.
+# kernel documents the values it takes, and is left out too.
 EXCLUDED_FAMILIES = ("random", "large", "kernels")
 
 
@@ -101,7 +101,7 @@ def admits_extremes(spec, kwargs) -> bool:
 
 def candidates(spec, kwargs) -> list[tuple[str, int | None, tuple]]:
     """(name, slot, extremes) for each argument of ``kwargs`` that can move."""
-    if spec.family in EXCLUDED_FAMILIES or spec.size_class or "large" in spec.semantics or spec.outside:
+    if spec.family in EXCLUDED_FAMILIES or spec.size_class or "large" in spec.semantics:
         # (a size class's cases are about their sizes, and an extreme on 65,537 rows costs
         # the host a large reference for an error path the base op's cases reach)
         return []

@@ -126,7 +126,7 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 #                           precision (float32 for half inputs), and a tap whose exact
 #                           weight is 0 may carry one. Where the inputs hold the dtype's
 #                           extremes, an output is then known only to within about
-#                           64 roundoffs of the largest input (run 37, H200: CUDA's
+#                           64 roundoffs of the largest input (issue 37, H200: CUDA's
 #                           antialiased bicubic 2.8e22 off beside 1e28 and trilinear one
 #                           float64 roundoff of its max off, against CPU's exact -2)
 #   shifted-argument        the op evaluates its function at 2x - 1 of its first input x

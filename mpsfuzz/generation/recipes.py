@@ -817,7 +817,7 @@ class Case:
     def copied_inputs(self) -> set[int]:
         """Inputs whose contiguous copy (the layout oracle's) must be a fresh tensor:
         ``.contiguous()`` hands back a contiguous view itself, with the storage another
-        input shares and with its storage offset (run 35, an H200: SDPA's
+        input shares and with its storage offset (an H200: SDPA's
         memory-efficient kernel refused a float16 key two bytes into its storage, filed
         as "raises on contiguous copies" where the copy was the key itself)."""
         return self.shared_storage_inputs() | {i for i, r in enumerate(self.inputs) if r.layout.offset}
@@ -945,12 +945,7 @@ class Case:
 def main_input(case: Case) -> int:
     """The input whose dtype stands for the case: the first floating or complex one, else
     the first (index tensors and boolean masks follow the data they index)."""
-    return main_input_of(case.inputs)
-
-
-def main_input_of(inputs) -> int:
-    """:func:`main_input` of a case's input recipes."""
-    for i, r in enumerate(inputs):
+    for i, r in enumerate(case.inputs):
         if r.dtype in dt.FLOAT or r.dtype in dt.COMPLEX:
             return i
     return 0

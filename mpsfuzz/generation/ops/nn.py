@@ -1088,8 +1088,8 @@ _INTERP_SCALES = (2.0, 0.5, 1.5, 0.75, 1.0, 1.7, 3.0, 1 / 3, 1 / 6)
 # An input side whose even-divisor resizes put pixel centres on pixel boundaries at a
 # scale that binary floating point cannot hold (6 to 1: centre 3.0, scale 1/6; 6 to 5).
 # Drawn a quarter of the time: sides from 1 to 8 alone gave nearest-exact's backward a
-# float32-broken tie in 1.2% of its gradient cases (7% now), and runs 42 and 43 (H200,
-# 420 s) met CUDA's real bug there only in their last minute; run 44 at 112 s.
+# float32-broken tie in 1.2% of its gradient cases (7% now), and 420 s campaigns on an
+# H200 met CUDA's real bug there only in their last minute (docs/real-findings.md).
 _TIE_SIDE = 6
 
 

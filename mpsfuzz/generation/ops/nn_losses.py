@@ -694,7 +694,7 @@ def _sdpa_args(draw, shapes, dtypes):
         out["enable_gqa"] = True
     elif HAS_GQA and draw(st.booleans()):
         # GQA over zero key heads too: torch 2.11 divides by their number, SIGFPE, on
-        # CUDA and on eager CPU alike (runs 5-36). The target runs first and dies; triage
+        # CUDA and on eager CPU alike (docs/real-findings.md). The target runs first and dies; triage
         # runs the case on eager CPU alone, and a shared crash is filed as both.
         out["enable_gqa"] = draw(st.booleans())
     return out
@@ -812,7 +812,7 @@ def rnn_batch_mismatch(x, hx, batch_first: bool, layers_dirs: int) -> str | None
     """Why ``hx`` does not fit ``x`` as torch's RNNs document them (x (T, N, I), or
     (N, T, I) batch first; every state (L*D, N, H)), or None. Eager CPU broadcasts a
     state of another batch silently, so a reduction shrinking x's batch alone kept CUDA's
-    "rnn: hx is not contiguous" on a call outside the op's contract (run 37, H200: six
+    "rnn: hx is not contiguous" on a call outside the op's contract (issue 37, H200: six
     gru/lstm findings of it)."""
     states = hx if isinstance(hx, tuple) else (hx,)
     if x.dim() != 3 or any(h.dim() != 3 for h in states):
