@@ -17,6 +17,7 @@ import traceback
 from pathlib import Path
 
 from . import __version__
+from .atomic import CorpusWriteError
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 EXIT_INTERRUPTED = 130   # 128 + SIGINT, as shells report a Ctrl-C
@@ -94,71 +95,129 @@ def _seconds(name, *, zero_ok: bool = False):
 REPORT_FORMATS = ("terminal", "markdown", "html", "json", "issue")
 
 
-def _campaign_arguments(p, *, budget_help: str) -> None:
-    """The options of `run` and `daemon`: what to fuzz, where, and how."""
-    p.add_argument("--ops", default=None, help="family, op name, comma list of these, or 'all' (default; with "
-                     "--kernels: the files' kernels)")
-    p.add_argument("--kernels", action="append", default=[], metavar="FILE",
-                   help="a Python file of @mpsfuzz.kernel declarations (your own kernels and their references); "
-                        "repeatable; without --ops, only its kernels are fuzzed")
-    p.add_argument("--large", action="store_true",
-                   help="add the large sizes: each selected op's large class (its dims of 65,536+, as "
-                        "<op>@large) and, for 'all' or a whole family, the large family (reductions and copies past "
-                        "2^31 and 2^32 elements within --max-bytes)")
-    p.add_argument("--max-bytes", type=_size("--max-bytes"), default=None, dest="max_bytes",
-                   help="the most memory one input may take, and what the large family assumes a kernel may "
-                        "allocate for it (default 1GB; e.g. 40GB on an 80 GB GPU draws 2^31 and 2^32 elements)")
-    p.add_argument("--target", default=None, help="built-in target (mps, mps-compiled, cuda, cuda-compiled, "
-                     "cpu-compiled, cpu) or package.module:attr; default: the best available")
-    p.add_argument("--budget", default=None, help=budget_help)
-    p.add_argument("--shard", type=_shard, default=None, metavar="K/N",
-                     help="run only the K-th of N parts of the selected ops (split by a stable hash of each "
-                     "op's name: the same on every machine), e.g. one CI matrix job per shard")
-    p.add_argument("--max-cases", type=_int_at_least("--max-cases", 1), default=None)
-    p.add_argument("--max-findings", type=_int_at_least("--max-findings", 1), default=None,
-                     help="stop after this many new findings")
-    p.add_argument("--seed", type=_positive_int("--seed"), default=None)
-    p.add_argument("--corpus", default="mpsfuzz-corpus", help="corpus folder (default ./mpsfuzz-corpus)")
-    p.add_argument("--oracles", default=None, help="comma list of oracles (default: all; 'mpsfuzz oracles' lists them)")
-    p.add_argument("--timeout", type=_seconds("--timeout"), default=20.0,
-                     help="per-case timeout in seconds (hang oracle); compilation does not count")
-    p.add_argument("--compile-timeout", type=_seconds("--compile-timeout"), default=180.0, dest="compile_timeout",
-                     help="seconds one torch.compile compilation may take before the case is given up as slow "
-                     "compilation (compiled targets; default 180)")
-    p.add_argument("--shrink-budget", type=_seconds("--shrink-budget", zero_ok=True), default=60.0,
-                     help="seconds of Hypothesis shrinking per finding")
-    p.add_argument("--minimise-budget", type=_seconds("--minimise-budget", zero_ok=True), default=30.0,
-                     help="seconds per finding for the deterministic reducer and the ablation after shrinking")
-    p.add_argument("--reruns", type=_int_at_least("--reruns", 1), default=4,
-                     help="re-runs of each failure before it is recorded; one that fails fewer times is flaky")
-    p.add_argument("--slice", type=_int_at_least("--slice", 1), default=None, dest="slice_examples",
-                     help="cases per op before the next op's turn (default: with a budget, sized from the time "
-                          "left, the case rate and the ops still to have their turn, so that the budget covers "
-                          "every selected op, 1 to 30; without one, 30)")
-    p.add_argument("--max-rank", type=_int_at_least("--max-rank", 0), default=8)
-    p.add_argument("--max-side", type=_int_at_least("--max-side", 1), default=8)
-    p.add_argument("--jobs", "-j", type=_int_at_least("--jobs", 1), default=None,
-                     help="fuzzing lanes in parallel, each a process with its own worker and triage "
-                          "(default: one per two cores, at least 1)")
-    p.add_argument("--devices", type=_devices, default=(), metavar="I,J",
-                   help="CUDA devices the lanes take in turn, e.g. 0,1,2,3 (each lane's workers see one GPU "
-                        "as cuda:0); default: every lane on the one device the target names")
-    p.add_argument("--draw-jobs", type=_int_at_least("--draw-jobs", 0), default=None, dest="draw_jobs",
-                   help="processes per lane drawing the next slices' cases while the worker runs "
-                        "(default: the cores a lane has beyond its driver and worker, at most 2, or 4 on a machine "
-                        "of 8 cores or more, where a lane of 2 cores gets 2; 0: none, the lane draws)")
-    p.add_argument("--siblings", type=_int_at_least("--siblings", 0), default=None,
-                   metavar="K",
-                   help="K more cases per drawn case, with its shapes, dtypes, arguments and variant but layouts, "
-                        "values and aliasing drawn again (30-40x cheaper than a draw; default: as many as keep a "
-                        "lane's worker busy where drawing cannot, at most 3; 0 with --max-cases and no --budget)")
-    p.add_argument("--no-progress", action="store_true", help="no live status line")
-    p.add_argument("--known", action="append", default=[], metavar="FILE",
-                     help="extra known-failure table (JSON, the format of mpsfuzz/data/known_failures.json); repeatable")
-    p.add_argument("--no-verify-repros", action="store_true",
-                     help="write each new finding's repro script without running it to check that it reproduces")
-    p.add_argument("--no-variants", action="store_true",
-                     help="call ops in their functional form only (no method, in-place, out= or grad variants)")
+# The groups of `run --help` and `daemon --help`, in the order they are shown.
+CAMPAIGN_GROUPS = {
+    "selection": "what to fuzz and where",
+    "budget": "how long, how many cases, how many lanes",
+    "oracles": "how cases are judged",
+    "output": "where findings and reports go, what is shown",
+    "advanced": "generation, drawing and sizing (the defaults suit most runs)",
+}
+
+
+def _campaign_arguments(p, *, budget_help: str) -> dict:
+    """The options of `run` and `daemon`: what to fuzz, where, and how, in the groups of
+    CAMPAIGN_GROUPS (returned by title, for the daemon's own options)."""
+    groups = {title: p.add_argument_group(title, description) for title, description in CAMPAIGN_GROUPS.items()}
+    selection, budget, oracles, output, advanced = groups.values()
+
+    selection.add_argument("--ops", type=_selection("--ops"), default=None,
+                           help="family, op name, comma list of these, or 'all' (default; with --kernels: the files' "
+                                "kernels); 'mpsfuzz ops' lists them")
+    selection.add_argument("--target", default=None, help="built-in target (mps, mps-compiled, cuda, cuda-compiled, "
+                           "cpu-compiled, cpu) or package.module:attr; default: the best available")
+    selection.add_argument("--kernels", action="append", default=[], metavar="FILE",
+                           help="a Python file of @mpsfuzz.kernel declarations (your own kernels and their "
+                                "references); repeatable; without --ops, only its kernels are fuzzed")
+    selection.add_argument("--large", action="store_true",
+                           help="add the large sizes: each selected op's large class (its dims of 65,536+, as "
+                                "<op>@large) and, for 'all' or a whole family, the large family (reductions and copies "
+                                "past 2^31 and 2^32 elements within --max-bytes)")
+    selection.add_argument("--shard", type=_shard, default=None, metavar="K/N",
+                           help="run only the K-th of N parts of the selected ops (split by a stable hash of each "
+                                "op's name: the same on every machine), e.g. one CI matrix job per shard")
+    selection.add_argument("--no-variants", action="store_true",
+                           help="call ops in their functional form only (no method, in-place, out= or grad variants)")
+
+    budget.add_argument("--budget", metavar="DURATION", type=_budget("--budget"), default=None, help=budget_help)
+    budget.add_argument("--max-cases", metavar="N", type=_int_at_least("--max-cases", 1), default=None,
+                        help="stop after this many cases (without --budget: no time limit)")
+    budget.add_argument("--max-findings", metavar="N", type=_int_at_least("--max-findings", 1), default=None,
+                        help="stop after this many new findings")
+    budget.add_argument("--jobs", "-j", metavar="N", type=_int_at_least("--jobs", 1), default=None,
+                        help="fuzzing lanes in parallel, each a process with its own worker and triage "
+                             "(default: one per two cores, at least 1)")
+    budget.add_argument("--devices", type=_devices, default=(), metavar="I,J",
+                        help="CUDA devices the lanes take in turn, e.g. 0,1,2,3 (each lane's workers see one GPU "
+                             "as cuda:0); default: every lane on the one device the target names")
+    budget.add_argument("--timeout", metavar="SECONDS", type=_seconds("--timeout"), default=20.0,
+                        help="per-case timeout in seconds (hang oracle); compilation does not count (default 20)")
+    budget.add_argument("--compile-timeout", metavar="SECONDS", type=_seconds("--compile-timeout"), default=180.0,
+                        dest="compile_timeout",
+                        help="seconds one torch.compile compilation may take before the case is given up as slow "
+                             "compilation (compiled targets; default 180)")
+    budget.add_argument("--shrink-budget", metavar="SECONDS", type=_seconds("--shrink-budget", zero_ok=True),
+                        default=60.0,
+                        help="seconds of Hypothesis shrinking per finding (default 60)")
+    budget.add_argument("--minimise-budget", metavar="SECONDS", type=_seconds("--minimise-budget", zero_ok=True),
+                        default=30.0,
+                        help="seconds per finding for the deterministic reducer and the ablation after shrinking "
+                             "(default 30)")
+    budget.add_argument("--slice", metavar="N", type=_int_at_least("--slice", 1), default=None, dest="slice_examples",
+                        help="cases per op before the next op's turn (default: with a budget, sized from the time "
+                             "left, the case rate and the ops still to have their turn, so that the budget covers "
+                             "every selected op, 1 to 30; without one, 30)")
+
+    oracles.add_argument("--oracles", metavar="LIST", default=None,
+                         help="comma list of oracles (default: all; 'mpsfuzz oracles' lists them)")
+    oracles.add_argument("--known", action="append", default=[], metavar="FILE",
+                         help="extra known-failure table (JSON, the format of mpsfuzz/data/known_failures.json); "
+                              "repeatable")
+    oracles.add_argument("--reruns", metavar="N", type=_int_at_least("--reruns", 1), default=4,
+                         help="re-runs of each failure before it is recorded; one that fails fewer times is flaky "
+                              "(default 4)")
+
+    output.add_argument("--corpus", metavar="DIR", default="mpsfuzz-corpus",
+                        help="corpus folder (default ./mpsfuzz-corpus)")
+    output.add_argument("--no-progress", action="store_true", help="no live status line")
+    output.add_argument("--no-verify-repros", action="store_true",
+                        help="write each new finding's repro script without running it to check that it reproduces")
+
+    advanced.add_argument("--seed", metavar="N", type=_positive_int("--seed"), default=None,
+                          help="seed of the case generation (default: a random one); the same seed and options "
+                               "draw the same cases")
+    advanced.add_argument("--max-rank", metavar="N", type=_int_at_least("--max-rank", 0), default=8,
+                          help="the most dims of a generated shape (default 8)")
+    advanced.add_argument("--max-side", metavar="N", type=_int_at_least("--max-side", 1), default=8,
+                          help="the longest side of a generated shape (default 8; the large sizes grow past it)")
+    advanced.add_argument("--max-bytes", metavar="SIZE", type=_size("--max-bytes"), default=None, dest="max_bytes",
+                          help="the most memory one input may take, and what the large family assumes a kernel may "
+                               "allocate for it (default 1GB; e.g. 40GB on an 80 GB GPU draws 2^31 and 2^32 "
+                               "elements)")
+    advanced.add_argument("--draw-jobs", metavar="N", type=_int_at_least("--draw-jobs", 0), default=None,
+                          dest="draw_jobs",
+                          help="processes per lane drawing the next slices' cases while the worker runs "
+                               "(default: the cores a lane has beyond its driver and worker, at most 2, or 4 on a "
+                               "machine of 8 cores or more, where a lane of 2 cores gets 2; 0: none, the lane draws)")
+    advanced.add_argument("--siblings", type=_int_at_least("--siblings", 0), default=None, metavar="K",
+                          help="K more cases per drawn case, with its shapes, dtypes, arguments and variant but "
+                               "layouts, values and aliasing drawn again (30-40x cheaper than a draw; default: as many "
+                               "as keep a lane's worker busy where drawing cannot, at most 3; 0 with --max-cases and "
+                               "no --budget)")
+    return groups
+
+
+def _budget(name):
+    """A duration option, checked as it is parsed (parse_duration) and kept as written:
+    the handlers parse it again (and name it as the user wrote it); an empty text is
+    no budget given, as it always was."""
+    def parse(text: str) -> str:
+        if text and parse_duration(text) <= 0:
+            raise UsageError(f"{name}={text}: must be more than 0 seconds")
+        return text
+    return parse
+
+
+def _selection(name):
+    """``--ops``'s syntax, checked as it is parsed (no torch): a comma list whose items
+    the catalogue resolves in the handler (an unknown name is the handler's one-line
+    error). Kept as written; an empty or blank text is left to the handler (for `run`, ''
+    is the default selection)."""
+    def parse(text: str) -> str:
+        if text.strip() and not any(item.strip() for item in text.split(",")):
+            raise UsageError(f"{name}: the selection is empty")
+        return text
+    return parse
 
 
 def _size(name):
@@ -188,27 +247,33 @@ def build_parser() -> argparse.ArgumentParser:
 
     daemon = sub.add_parser("daemon", help="fuzz unattended until stopped: ops scheduled by yield, state, reports "
                             "and the event stream kept under the corpus, resumed after a restart")
-    _campaign_arguments(daemon, budget_help="stop after this long, e.g. 8h (default: run until stopped)")
-    daemon.add_argument("--report-every", type=_seconds("--report-every"), default=300.0, dest="report_every",
-                        help="seconds between rewrites of DIR/report.md and DIR/report.html (default 300)")
-    daemon.add_argument("--max-disk", type=_size("--max-disk"), default=_size("--max-disk")("2GB"),
-                        dest="max_disk", help="disk cap for the corpus folder, e.g. 500MB, 2GB (default 2GB): "
-                        "the oldest run logs are deleted to stay under it; findings never are")
-    daemon.add_argument("--recycle-after", type=_int_at_least("--recycle-after", 1), default=5000,
-                        dest="recycle_after", help="start a fresh worker after this many cases (default 5000)")
-    daemon.add_argument("--max-worker-rss", type=_size("--max-worker-rss"), default=_size("--max-worker-rss")("8GB"),
-                        dest="max_worker_rss", help="start a fresh worker once one uses more memory (default 8GB)")
-    daemon.add_argument("--no-large", action="store_true", dest="no_large",
-                        help="never add the large-size family (by default the daemon adds it where the device has "
-                             "8 GiB or more free)")
-    daemon.add_argument("--no-replay", action="store_true",
-                        help="do not replay the corpus at start after a torch upgrade")
+    groups = _campaign_arguments(daemon, budget_help="stop after this long, e.g. 8h (default: run until stopped)")
+    groups["selection"].add_argument("--no-large", action="store_true", dest="no_large",
+                                     help="never add the large-size family (by default the daemon adds it where the "
+                                          "device has 8 GiB or more free)")
+    groups["output"].add_argument("--report-every", metavar="SECONDS", type=_seconds("--report-every"), default=300.0,
+                                  dest="report_every",
+                                  help="seconds between rewrites of DIR/report.md and DIR/report.html (default 300)")
+    groups["output"].add_argument("--max-disk", metavar="SIZE", type=_size("--max-disk"),
+                                  default=_size("--max-disk")("2GB"),
+                                  dest="max_disk", help="disk cap for the corpus folder, e.g. 500MB, 2GB (default "
+                                  "2GB): the oldest run logs are deleted to stay under it; findings never are")
+    groups["advanced"].add_argument("--recycle-after", metavar="N", type=_int_at_least("--recycle-after", 1),
+                                    default=5000,
+                                    dest="recycle_after",
+                                    help="start a fresh worker after this many cases (default 5000)")
+    groups["advanced"].add_argument("--max-worker-rss", metavar="SIZE", type=_size("--max-worker-rss"),
+                                    default=_size("--max-worker-rss")("8GB"), dest="max_worker_rss",
+                                    help="start a fresh worker once one uses more memory (default 8GB)")
+    groups["advanced"].add_argument("--no-replay", action="store_true",
+                                    help="do not replay the corpus at start after a torch upgrade")
 
     ops = sub.add_parser("ops", help="list op families and ops; --stats: share of valid generated cases per op")
-    ops.add_argument("--family", default=None)
+    ops.add_argument("--family", default=None,
+                     help="only this family (default: every family); with --stats and no --ops, its ops")
     ops.add_argument("--stats", action="store_true",
                      help="generate cases for each op and print the share the CPU reference accepts (valid)")
-    ops.add_argument("--ops", default=None, dest="selection",
+    ops.add_argument("--ops", type=_selection("--ops"), default=None, dest="selection",
                      help="with --stats: the ops to measure (as for run --ops; default: the catalogue)")
     ops.add_argument("--cases", type=_positive_int("--cases"), default=100, help="with --stats: cases per op")
     ops.add_argument("--seed", type=_positive_int("--seed"), default=0, help="with --stats: the seed")
@@ -216,12 +281,13 @@ def build_parser() -> argparse.ArgumentParser:
     coverage = sub.add_parser("coverage", help="per op, the parameters of its public function (and their values) "
                               "and the input classes (issue 38) that generated cases never draw; and the shares "
                               "drawn")
-    coverage.add_argument("--ops", default="all", dest="selection",
+    coverage.add_argument("--ops", type=_selection("--ops"), default="all", dest="selection",
                           help="the ops to measure (as for run --ops; default: all)")
     coverage.add_argument("--cases", type=_int_at_least("--cases", 1), default=None,
                           help="cases per op, drawn as a campaign draws them (default: what a 10-minute "
                                "campaign of all ops draws per op)")
-    coverage.add_argument("--seed", type=_positive_int("--seed"), default=0)
+    coverage.add_argument("--seed", type=_positive_int("--seed"), default=0,
+                          help="the seed the cases are drawn with (default 0)")
     coverage.add_argument("--large", action="store_true",
                           help="add each selected op's large size class (<op>@large, <op>@huge, as run --large "
                                "adds them) to measure the large input classes")
@@ -234,7 +300,8 @@ def build_parser() -> argparse.ArgumentParser:
     replay = sub.add_parser("replay", help="re-run findings and say which still fail")
     replay.add_argument("paths", nargs="+", help="finding files or corpus folders")
     replay.add_argument("--target", default=None, help="run on this target instead of the one that found them")
-    replay.add_argument("--timeout", type=_seconds("--timeout"), default=20.0)
+    replay.add_argument("--timeout", type=_seconds("--timeout"), default=20.0,
+                        help="per-case timeout in seconds (hang oracle; default 20)")
     replay.add_argument("--runs", type=_int_at_least("--runs", 1), default=2,
                         help="runs per finding (the first in a fresh worker); mixed results are flaky")
     replay.add_argument("--no-record", action="store_true",
@@ -255,12 +322,13 @@ def build_parser() -> argparse.ArgumentParser:
     show = corpus_sub.add_parser("show", help="one finding in full")
     show.add_argument("finding", help="a finding file, or a signature (prefix of 4+ hex digits) in --corpus")
     show.add_argument("--corpus", default="mpsfuzz-corpus", help="where to look a signature up (default ./mpsfuzz-corpus)")
-    show.add_argument("--format", choices=("text", "json"), default="text")
+    show.add_argument("--format", choices=("text", "json"), default="text",
+                      help="text (default) or json (the finding, with its 'path')")
     merge = corpus_sub.add_parser("merge", help="merge corpora (machines, shards) into one, deduplicated")
     merge.add_argument("sources", nargs="+", metavar="SRC", help="corpus folders or finding files")
     merge.add_argument("--into", required=True, metavar="DST", help="the corpus folder to merge into (created if missing)")
     prune = corpus_sub.add_parser("prune", help="move findings fixed for N torch versions to DIR/pruned/")
-    prune.add_argument("dir")
+    prune.add_argument("dir", help="the corpus folder to prune")
     prune.add_argument("--fixed-for", type=_int_at_least("--fixed-for", 1), required=True, dest="fixed_for",
                        metavar="N", help="prune findings whose latest replays passed on N or more torch versions")
     prune.add_argument("--dry-run", action="store_true", help="say what would move; move nothing")
@@ -296,7 +364,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     status = sub.add_parser("status", help="what the daemon in a corpus is doing (or did before it stopped)")
     status.add_argument("dir", metavar="DIR", help="the daemon's corpus folder")
-    status.add_argument("--format", choices=("table", "json"), default="table")
+    status.add_argument("--format", choices=("table", "json"), default="table",
+                        help="table (default) or json (the status model, for machines)")
     return parser
 
 
@@ -340,14 +409,15 @@ STATUSES = ("new", "known-bug", "both", "unverified", "unconfirmed", "undecided"
 
 
 def cmd_corpus(args, console) -> int:
+    if args.corpus_command is None:
+        raise UsageError("corpus needs a command: list, show, merge or prune")
+    _check_corpus_arguments(args)
     from rich.console import Console
     from rich.text import Text
 
     from .corpus.store import Corpus, load_findings
     from .reports.corpus_views import finding_detail, findings_list
 
-    if args.corpus_command is None:
-        raise UsageError("corpus needs a command: list, show, merge or prune")
     as_json = getattr(args, "format", None) == "json"
     # With --format json, stdout carries the JSON alone: warnings go to stderr.
     warn = Console(stderr=True) if as_json else console
@@ -359,10 +429,6 @@ def cmd_corpus(args, console) -> int:
         console.out(json.dumps(data, indent=2), highlight=False)
 
     if args.corpus_command == "list":
-        if args.status is not None and args.status not in STATUSES:
-            raise UsageError(f"--status={args.status!r}: expected one of {', '.join(STATUSES)}")
-        if not Path(args.dir).exists():
-            raise UsageError(f"no such corpus folder: {args.dir}")
         every = load([args.dir])
         if args.by == "bug":
             return _list_bugs(args, every, console, print_json)
@@ -388,10 +454,6 @@ def cmd_corpus(args, console) -> int:
                 raise UsageError(f"{target}: not a readable finding: {problems[0][1]}")
         else:
             prefix = args.finding.lower()
-            if not re.fullmatch(r"[0-9a-f]{4,40}", prefix):
-                raise UsageError(f"{args.finding!r} is neither a finding file nor a signature (4+ hex digits)")
-            if not Path(args.corpus).is_dir():
-                raise UsageError(f"no such corpus folder: {args.corpus} (to look signature {args.finding!r} up)")
             found = [(p, f) for p, f in load([args.corpus]) if f.signature.startswith(prefix)]
             if len(found) != 1:
                 raise UsageError(f"signature {args.finding!r} matches {len(found)} findings in {args.corpus}"
@@ -418,10 +480,6 @@ def cmd_corpus(args, console) -> int:
         return EXIT_CLEAN
 
     # prune
-    if args.fixed_for < 1:
-        raise UsageError(f"--fixed-for={args.fixed_for}: must be >= 1")
-    if not Path(args.dir).is_dir():
-        raise UsageError(f"no such corpus folder: {args.dir}")
     load([args.dir])  # only to report unreadable files; prune skips them
     moved = Corpus(args.dir).prune(lambda f: len(f.fixed_versions) < args.fixed_for, dry_run=args.dry_run)
     for path in moved:
@@ -430,6 +488,25 @@ def cmd_corpus(args, console) -> int:
     console.print(Text(f"{len(moved)} finding(s) fixed for {args.fixed_for}+ torch version(s){where}"),
                   highlight=False)
     return EXIT_CLEAN
+
+
+def _check_corpus_arguments(args) -> None:
+    """`corpus`'s checks that need no finding read (and so no torch): a one-line error."""
+    if args.corpus_command == "list":
+        if args.status is not None and args.status not in STATUSES:
+            raise UsageError(f"--status={args.status!r}: expected one of {', '.join(STATUSES)}")
+        if not Path(args.dir).exists():
+            raise UsageError(f"no such corpus folder: {args.dir}")
+    elif args.corpus_command == "show" and not Path(args.finding).is_file():
+        if not re.fullmatch(r"[0-9a-f]{4,40}", args.finding.lower()):
+            raise UsageError(f"{args.finding!r} is neither a finding file nor a signature (4+ hex digits)")
+        if not Path(args.corpus).is_dir():
+            raise UsageError(f"no such corpus folder: {args.corpus} (to look signature {args.finding!r} up)")
+    elif args.corpus_command == "prune":
+        if args.fixed_for < 1:
+            raise UsageError(f"--fixed-for={args.fixed_for}: must be >= 1")
+        if not Path(args.dir).is_dir():
+            raise UsageError(f"no such corpus folder: {args.dir}")
 
 
 def _merge_daemon_states(sources, into, console, warn) -> None:
@@ -475,6 +552,11 @@ def _list_bugs(args, found, console, print_json) -> int:
 
 
 def cmd_ops(args, console) -> int:
+    # What needs no catalogue (and so no torch) is checked first.
+    if args.selection is not None and not args.stats:
+        raise UsageError("--ops is for --stats (to list ops, use --family)")
+    if args.stats and args.cases < 1:
+        raise UsageError(f"--cases={args.cases}: must be >= 1")
     from rich.table import Table
 
     from .generation import catalogue
@@ -483,8 +565,6 @@ def cmd_ops(args, console) -> int:
         raise UsageError(f"--family={args.family!r}: unknown family; families are {', '.join(fams)}")
     if args.stats:
         return _ops_stats(args, console, fams)
-    if args.selection is not None:
-        raise UsageError("--ops is for --stats (to list ops, use --family)")
     ops = catalogue.all_ops()
     table = Table(title="mpsfuzz op catalogue")
     table.add_column("family")
@@ -511,8 +591,6 @@ def _ops_stats(args, console, fams) -> int:
 
     from .execution.executor import reference_rejection
     from .generation import catalogue, validity
-    if args.cases < 1:
-        raise UsageError(f"--cases={args.cases}: must be >= 1")
     if args.selection is not None:
         try:
             chosen = catalogue.select(args.selection)
@@ -1029,14 +1107,14 @@ def cmd_report(args, console) -> int:
 
 
 def cmd_repro(args, console) -> int:
+    path = Path(args.finding)
+    if path.is_dir():
+        raise UsageError(f"{args.finding}: a folder; repro takes one finding file (report --format issue takes a folder)")
     from rich.console import Console
 
     from .corpus.store import Corpus
     from .reports.repro import ReproError, repro_for
     err = Console(stderr=True)
-    path = Path(args.finding)
-    if path.is_dir():
-        raise UsageError(f"{args.finding}: a folder; repro takes one finding file (report --format issue takes a folder)")
     _load_kernel_files(args.kernels)
     found = _load_findings_or_warn([path], err)
     if not found:
@@ -1078,14 +1156,8 @@ def cmd_status(args, console) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from rich.console import Console
-
-    from .corpus.store import CorpusWriteError
-    # A terminal's width is its own (or COLUMNS); a log (no terminal) is 160 columns wide
-    # whatever COLUMNS says (pytest-xdist sets 80). rich honours NO_COLOR, and writes no
-    # colour codes or redraws where it is no terminal.
-    console = Console() if sys.stdout.isatty() else Console(width=160)
-    err = Console(stderr=True)
+    # Parsing (--help, --version, a bad argument) imports neither torch nor rich: each
+    # command imports what it needs in its handler, so these answer at once (issue 39).
     try:
         args = build_parser().parse_args(argv)
         if args.command is None:
@@ -1095,20 +1167,33 @@ def main(argv: list[str] | None = None) -> int:
                    "oracles": cmd_oracles, "replay": cmd_replay,
                    "corpus": cmd_corpus, "report": cmd_report, "repro": cmd_repro,
                    "doctor": cmd_doctor, "status": cmd_status}[args.command]
-        return handler(args, console)
+        return handler(args, _stdout_console())
     except (UsageError, CorpusWriteError) as exc:
         # CorpusWriteError: a full disk or an unwritable corpus; what is on disk is kept.
-        err.print(f"mpsfuzz: error: {exc}", highlight=False, markup=False, soft_wrap=True)
+        _say(f"mpsfuzz: error: {exc}")
         return exit_code(error=True)
     except KeyboardInterrupt:
-        err.print("mpsfuzz: interrupted", highlight=False)
+        _say("mpsfuzz: interrupted")
         return exit_code(interrupted=True)
     except Exception as exc:  # an mpsfuzz bug: one line on stderr, details in a file
         log = Path("mpsfuzz-internal-error.log")
         log.write_text(traceback.format_exc())
-        err.print(f"mpsfuzz: internal error: {type(exc).__name__}: {exc} (traceback in {log})",
-                  highlight=False, markup=False, soft_wrap=True)
+        _say(f"mpsfuzz: internal error: {type(exc).__name__}: {exc} (traceback in {log})")
         return exit_code(error=True)
+
+
+def _stdout_console():
+    """A terminal's width is its own (or COLUMNS); a log (no terminal) is 160 columns wide
+    whatever COLUMNS says (pytest-xdist sets 80). rich honours NO_COLOR, and writes no
+    colour codes or redraws where it is no terminal."""
+    from rich.console import Console
+    return Console() if sys.stdout.isatty() else Console(width=160)
+
+
+def _say(line: str) -> None:
+    """One line on stderr, as it is (no rich: a usage error is said without importing it)."""
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
 
 
 # Once a command is done (its summary printed, every finding written), the process is
@@ -1125,8 +1210,9 @@ def _exit_promptly(code: int) -> None:
     import threading
     import time
 
-    from .campaign.reaper import descendants, kill_all
-    kill_all(descendants(), timeout=2.0)
+    if _may_have_children():
+        from .campaign.reaper import descendants, kill_all
+        kill_all(descendants(), timeout=2.0)
 
     def watchdog():
         wait = EXIT_WATCHDOG_S if _exit_by is None else min(EXIT_WATCHDOG_S, max(1.0, _exit_by - time.monotonic()))
@@ -1138,6 +1224,13 @@ def _exit_promptly(code: int) -> None:
         finally:
             os._exit(code)
     threading.Thread(target=watchdog, name="mpsfuzz-exit-watchdog", daemon=True).start()
+
+
+def _may_have_children() -> bool:
+    """Whether this process may have started one: mpsfuzz starts every process it starts
+    (lanes, worker pools, drafters, repro checks) through subprocess or multiprocessing,
+    so with neither imported (a usage error) there is nothing to reap, nor psutil to import."""
+    return any(name in sys.modules for name in ("subprocess", "multiprocessing"))
 
 
 def entry() -> None:

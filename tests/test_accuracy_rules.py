@@ -189,6 +189,7 @@ def _run(tmp_path, ops, faults, *extra):
     return done, [json.loads(p.read_text()) for p in sorted(corpus.glob("*.json"))]
 
 
+@pytest.mark.slow
 def test_campaign_reports_nothing_for_legitimate_overflow_and_accumulation(tmp_path):
     done, found = _run(tmp_path, "hypot,sum", "hypot_overflows_naively,sum_half_accumulates_in_dtype",
                        "--max-cases", "700", "--seed", "4")
@@ -196,6 +197,7 @@ def test_campaign_reports_nothing_for_legitimate_overflow_and_accumulation(tmp_p
     assert [(f["op"], f["oracle"], f["title"]) for f in found if f["status"] == "new"] == []
 
 
+@pytest.mark.slow
 def test_campaign_finds_a_half_precision_layout_error(tmp_path):
     done, found = _run(tmp_path, "var", "var_half_noncontig_inflated", "--max-cases", "1500", "--seed", "2",
                        "--max-findings", "1")
@@ -615,6 +617,7 @@ def test_a_wrong_element_of_a_determined_factor_is_still_wrong_as_a_whole():
     assert got == "dut-wrong"
 
 
+@pytest.mark.slow
 def test_opinfo_decompositions_are_judged_as_a_whole():
     from mpsfuzz.generation import opinfo
     ok, why = opinfo.available()
@@ -870,7 +873,7 @@ def _inf_stays_inf(func, args, kwargs, out):
 
 
 def test_an_infinity_that_is_the_ops_limit_is_not_wrong_where_cpu_reaches_nan_by_its_order_of_evaluation():
-    """Run 33 (H200): group_norm of x = [-4, -3] with weight [inf, -4] is -inf on CUDA
+    """An H200 run (docs/real-findings.md): group_norm of x = [-4, -3] with weight [inf, -4] is -inf on CUDA
     ((x - mean) * rstd * w + b) and NaN on CPU and in float64 (x * (w * rstd) + (b -
     mean * rstd * w), inf - inf); with the weight a growing finite stand-in the result
     tends to -inf. inf - inf itself has no limit, and a kernel that says inf there is
@@ -917,7 +920,7 @@ class _HalfPooling(DeviceTarget):
 
 
 def test_a_half_composite_the_target_runs_kernel_by_kernel_is_judged_by_the_same_half_arithmetic():
-    """Runs 28, 32 and 33 (H200): float16 local_response_norm of 65504 is 0 on CUDA (the
+    """Three H200 runs (docs/real-findings.md): float16 local_response_norm of 65504 is 0 on CUDA (the
     op's own decomposition squares 65504: inf in half) and 3.9 in the reference, which
     eager CPU (no half avg_pool3d) computed in float32. Run kernel by kernel in half,
     the decomposition gives 0 too. A pooling kernel 25% off is still found."""
@@ -926,7 +929,7 @@ def test_a_half_composite_the_target_runs_kernel_by_kernel_is_judged_by_the_same
     obs = observe(case, _HalfPooling(), DEFAULT)
     assert obs.ref_widened and float(obs.dut.flatten()[0]) == 0.0 and float(obs.ref.flatten()[0]) > 3
     assert judge_case(case, _HalfPooling(), DEFAULT)["failures"] == []
-    # and in the grad variant (run 34), forward and backward in half, kernel by kernel
+    # and in the grad variant (another H200 run), forward and backward in half, kernel by kernel
     grad = Case("local_response_norm", (x,), (("size", 1),), variant="grad")
     assert judge_case(grad, _HalfPooling(), DEFAULT)["failures"] == []
     y = TensorRecipe((1, 3, 2, 2), "float16", values=ValueRecipe("normal", 5))
@@ -945,7 +948,7 @@ def _tanh_rounded_away(func, args, kwargs, out):
 
 
 def test_a_difference_that_one_roundoff_of_an_intermediate_explains_is_not_wrong():
-    """Run 34 (H200): tanhshrink's bfloat16 gradient, g - g (1 - tanh^2 x), and its
+    """An H200 run (docs/real-findings.md): tanhshrink's bfloat16 gradient, g - g (1 - tanh^2 x), and its
     forward, x - tanh x, cancel: an ulp of tanh x or of g (1 - tanh^2 x) is the whole
     result's error. CUDA's and CPU's were each about that far off float64. The op in
     float64 with each kernel's result moved by a roundoff of bfloat16 spreads that far;
@@ -966,7 +969,7 @@ def test_a_difference_that_one_roundoff_of_an_intermediate_explains_is_not_wrong
 
 
 def test_a_quotient_that_overflows_from_a_subnormal_divisor_is_not_reported():
-    """Run 43 (H200): CUDA's addcdiv(4, 4, 2.9e-39, value=0) divides first: the float32
+    """Issue 30 (H200, torch 2.11): CUDA's addcdiv(4, 4, 2.9e-39, value=0) divides first: the float32
     quotient is inf and 0 x inf NaN, where CPU multiplies by value first (4). An
     intermediate past the dtype's range, not a bug."""
     case = Case("addcdiv", (_recipe((), distribution="small_int", seed=0), _recipe((), distribution="small_int", seed=0),
@@ -1007,7 +1010,7 @@ def _bicubic_aa_off_by(delta):
                  lambda func, args, kwargs: True, "rewrite", rewrite=moved)
 
 
-# Run 43 (H200): float16 antialiased bicubic of an expanded input, 2x3 to 1x6; CUDA's
+# Issue 30 (H200, torch 2.11): float16 antialiased bicubic of an expanded input, 2x3 to 1x6; CUDA's
 # first output -0.005703, float64 -0.005779: cancelled from terms near 1.5 by weights of
 # both signs.
 _BICUBIC_AA = Case("interpolate_bicubic", (

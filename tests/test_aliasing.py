@@ -155,6 +155,7 @@ def test_two_inputs_adjacent_to_one_source_are_disjoint_and_keep_their_values():
 ALIAS_OPS = ("add", "mm", "where", "gru", "lstm_cell", "index_add", "matmul", "linalg.solve")
 
 
+@pytest.mark.slow
 def test_strategies_draw_aliasing_in_about_a_tenth_of_the_cases_that_can_have_it():
     eligible = aliased = 0
     for op in ALIAS_OPS:
@@ -348,6 +349,7 @@ def _campaign(tmp_path, op: str, fault: str) -> dict:
     return finding
 
 
+@pytest.mark.slow
 def test_campaign_finds_the_gru_bug_and_names_the_shared_storage_of_its_weights(tmp_path):
     finding = _campaign(tmp_path, "gru", "gru_adjacent_weights")
     assert finding["op"] == "gru" and finding["oracle"] == "values"
@@ -368,6 +370,7 @@ def test_campaign_finds_the_gru_bug_and_names_the_shared_storage_of_its_weights(
     assert_repro_proves_the_fault(finding, "gru_adjacent_weights", tmp_path)
 
 
+@pytest.mark.slow
 def test_campaign_finds_an_out_alias_bug_and_says_out_is_the_input(tmp_path):
     finding = _campaign(tmp_path, "mul", "mul_out_alias")
     assert finding["op"] == "mul" and finding["case"]["variant"] == "out-alias"
@@ -377,6 +380,7 @@ def test_campaign_finds_an_out_alias_bug_and_says_out_is_the_input(tmp_path):
     assert_repro_proves_the_fault(finding, "mul_out_alias", tmp_path)
 
 
+@pytest.mark.slow
 def test_layout_repro_gives_aliased_inputs_copies_of_their_own(monkeypatch):
     """A layout finding on aliased inputs: the script's 'contiguous copies' are clones
     (``.contiguous()`` of a contiguous view is the view itself), and it reproduces."""

@@ -7,6 +7,8 @@ from __future__ import annotations
 import warnings
 from dataclasses import replace
 
+import pytest
+
 import torch
 
 from mpsfuzz.execution.observation import Observation, Raised
@@ -37,6 +39,17 @@ def test_an_argument_joins_by_its_name_and_a_tuple_moves_one_element():
     assert arg_extremes.extreme_arguments(case) == ("kernel_size",)
     assert arg_extremes.past_32_bits(case) == ("kernel_size=(2, 2147483648)",)
     assert arg_extremes.without_extremes(case).kwargs_dict()["kernel_size"] == (2, 1)
+
+
+def test_a_transposed_convolutions_stride_and_dilation_size_its_output_and_take_no_extreme():
+    """conv_transpose1d's output has (L - 1) * stride + dilation * (k - 1) + ... points: a
+    stride of 2^31 - 1 asks the host for billions of elements (eager CPU computes them
+    for minutes: a 'hang' of any target), so only conv's window takes extremes."""
+    kwargs = {"stride": 2, "dilation": 1, "padding": 1}
+    assert arg_extremes.candidates(catalogue.get("conv_transpose1d"), kwargs) == []
+    assert {name for name, _, _ in arg_extremes.candidates(catalogue.get("conv1d"), kwargs)} == {"stride", "dilation"}
+    for op in ("conv_transpose2d", "conv_transpose3d"):
+        assert "window-sizes-output" in catalogue.get(op).semantics
 
 
 def test_a_float_argument_takes_float_extremes_and_random_ops_and_kernels_none():
@@ -77,6 +90,7 @@ def test_an_extreme_condition_reads_as_its_power_of_two():
         "`diagonal` is at an extreme of its range (`diagonal=-2^63` here)"
 
 
+@pytest.mark.slow
 def test_campaign_finds_a_diagonal_held_in_32_bits_and_keeps_the_extreme_when_minimising(tmp_path):
     corpus = tmp_path / "corpus"
     # (a budget, not --max-cases: a case-counted run makes no siblings, and the extremes

@@ -20,7 +20,7 @@ def _recipe(shape, seed=0, specials=(), expanded=()):
                        "specials": [list(s) for s in specials]}, "alias": None}
 
 
-# The H200's case (run 27): q (2, 3, 3); a stride-0 expanded k holding 2^31+1; v and the
+# The H200's case (docs/real-findings.md): q (2, 3, 3); a stride-0 expanded k holding 2^31+1; v and the
 # mask broadcast.
 SATURATED = Case.from_json({"format": 3, "op": "scaled_dot_product_attention", "variant": "grad", "kwargs": {},
                             "inputs": [_recipe((2, 3, 3), seed=3952857999),

@@ -47,6 +47,7 @@ def test_an_extreme_that_autocast_rounds_to_inf_is_no_finding():
     assert result["valid"] and result["failures"] == [], result["failures"]
 
 
+@pytest.mark.slow
 def test_a_clean_target_under_autocast_gives_no_finding(tmp_path):
     corpus = tmp_path / "corpus"
     run = mpsfuzz("run", "--ops", ",".join(AUTOCAST_OPS), "--target", FAULT_TARGET, "--max-cases", "1200",

@@ -23,6 +23,7 @@ def campaign(tmp_path, ops: str, faults: str, budget: str = "40s"):
     return run, corpus, json.loads(listed.stdout)
 
 
+@pytest.mark.slow
 def test_two_public_ops_over_one_faulty_kernel_are_one_bug(tmp_path):
     run, corpus, bugs = campaign(tmp_path, "mm,matmul", "mm_empty_inner")
     found = findings_in(corpus)
@@ -52,6 +53,7 @@ def test_two_public_ops_over_one_faulty_kernel_are_one_bug(tmp_path):
     assert "#### Kernel-level repro" in drafts.stdout and "torch.ops.aten.mm.default(" in drafts.stdout
 
 
+@pytest.mark.slow
 def test_wrong_values_and_an_overwritten_input_are_one_bug(tmp_path):
     run, corpus, bugs = campaign(tmp_path, "linalg.eig,linalg.eigvals", "eig_transposed_clobber")
     oracles = {f["oracle"] for f in findings_in(corpus)}
@@ -64,7 +66,7 @@ def test_wrong_values_and_an_overwritten_input_are_one_bug(tmp_path):
 
 @pytest.mark.slow   # 48 s on 2 cores; one kernel's bug over ops: the two campaigns below
 def test_a_layout_check_inside_a_random_kernel_is_one_bug_of_that_kernel(tmp_path):
-    """Run 38 (H200): cuDNN's RNN raised "rnn: hx is not contiguous" (and cx, and the
+    """Issue 30 (H200): cuDNN's RNN raised "rnn: hx is not contiguous" (and cx, and the
     weights) for gru, lstm and their stacked forms, and was filed as eight bugs: the
     call that raised runs on the device alone (a random call, no CPU kernel), so the
     findings were not localised. The call that raised is the kernel all the same."""

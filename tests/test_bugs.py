@@ -98,7 +98,7 @@ def test_sibling_kernels_with_matching_conditions_are_one_bug_and_others_stay_ap
 
 
 def test_one_check_refusing_valid_input_is_one_bug_whatever_the_sizes_that_reach_it():
-    """Run 41L: CUDA avg_pool2d's "integer out of range" past 2^31 elements and past a
+    """Issue 31 (H200): CUDA avg_pool2d's "integer out of range" past 2^31 elements and past a
     batch of 65,536 with padding; ablation words the sizes differently, one check fired."""
     refusal = dict(oracle="errors", kind="dut-raises", kernel="aten::avg_pool2d.default", device="cuda",
                    divergence="raises-on-device")
@@ -226,7 +226,7 @@ def test_an_ops_large_class_is_the_op_for_grouping():
 
 
 def test_the_run_summary_counts_bugs_as_the_corpus_list_groups_them():
-    """Run 41 (H200): the summary said 17 new bugs where `corpus list --by bug` showed 16:
+    """Issue 30 (H200): the summary said 17 new bugs where `corpus list --by bug` showed 16:
     it grouped the new findings alone, and two of them join through a third that is
     `unverified`. The summary groups every finding the run reported."""
     import io

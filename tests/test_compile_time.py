@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 TARGET = '''
 import os, time, torch
 
@@ -57,6 +59,7 @@ def _run(tmp_path: Path, *args: str, **env: str):
     return done, [json.loads(p.read_text()) for p in sorted(corpus.glob("*.json"))]
 
 
+@pytest.mark.slow
 def test_compilation_longer_than_the_timeout_is_not_a_hang(tmp_path):
     done, found = _run(tmp_path, "--timeout", "2", "--max-cases", "4", "--seed", "1", COMPILE_S="4")
     assert done.returncode == 0, done.stdout + done.stderr
@@ -65,6 +68,7 @@ def test_compilation_longer_than_the_timeout_is_not_a_hang(tmp_path):
     assert "slow compilation" not in done.stdout
 
 
+@pytest.mark.slow
 def test_compilation_past_its_own_budget_is_slow_compilation(tmp_path):
     done, found = _run(tmp_path, "--timeout", "2", "--compile-timeout", "1.5", "--max-cases", "3", "--seed", "1",
                        COMPILE_S="6")
@@ -74,6 +78,7 @@ def test_compilation_past_its_own_budget_is_slow_compilation(tmp_path):
     assert "skipped: compiling took longer than the compile timeout" in done.stdout
 
 
+@pytest.mark.slow
 def test_a_hang_after_compilation_is_still_a_hang(tmp_path):
     done, found = _run(tmp_path, "--timeout", "2", "--max-cases", "60", "--seed", "3", "--max-findings", "1",
                        "--reruns", "1", "--minimise-budget", "5", "--shrink-budget", "10",

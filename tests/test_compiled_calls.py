@@ -72,6 +72,7 @@ def _values_finding(case: Case, target_name: str) -> Finding:
     return Finding.create(case, failure, target_name=target_name, target_spec=target_name, device="cpu")
 
 
+@pytest.mark.slow
 def test_a_compiled_script_compiles_the_op_alone_and_prepares_its_inputs_eagerly():
     script = generate(_values_finding(EXPANDED_HFFT, "cpu-compiled"))
     text = script.text
@@ -128,6 +129,7 @@ def _failure_on(pool, case: Case) -> Failure:
 @pytest.mark.parametrize("spec, shown", [("compiled_targets:faulty_compiled", True),
                                          ("compiled_targets:faulty_compiled_clean_eager", False)],
                          ids=["eager-faulty", "eager-clean"])
+@pytest.mark.slow
 def test_a_compiled_failure_is_the_eager_target_s_where_the_eager_counterpart_shows_it(compiled_pool, spec, shown):
     pool = compiled_pool(spec)
     failure = _failure_on(pool, TRANSPOSED_LU)
@@ -214,6 +216,7 @@ def second_trace_kernel(tmp_path, monkeypatch):
         catalogue.REGISTRY.pop(name)
 
 
+@pytest.mark.slow
 def test_a_failure_of_the_second_compilation_is_triaged_and_reproduced_so(second_trace_kernel):
     op = second_trace_kernel
     case = Case(op, (tensor((2, 3)),))

@@ -15,6 +15,7 @@ from mpsfuzz.generation.ops import nn_losses
 SHARDS = 4
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shard", range(1, SHARDS + 1))
 def test_a_ten_minute_campaign_of_all_ops_draws_95_percent_of_the_parameters(shard):
     """At the cases a 10-minute campaign of all ops gives each op, at least 95% of the

@@ -58,6 +58,7 @@ def findings(corpus: Path) -> dict[str, dict]:
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_sigterm_stops_the_daemon_within_10_seconds_with_its_state_flushed(tmp_path, jobs):
     corpus = tmp_path / "corpus"
@@ -129,6 +130,7 @@ def test_a_sigkilled_daemon_resumes_where_it_was_and_loses_nothing(tmp_path):
     assert len(keys) == len(set(keys)), keys
 
 
+@pytest.mark.slow
 def test_lanes_do_not_outlive_a_sigkilled_daemon(tmp_path):
     corpus = tmp_path / "corpus"
     proc = start(corpus, "--jobs", "2", faults="none")
@@ -179,6 +181,7 @@ def test_a_restart_clears_the_in_flight_files_of_dead_processes_and_their_tmp_ha
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(names[2:])
 
 
+@pytest.mark.slow
 def test_a_finished_run_clears_its_own_in_flight_files_and_a_dead_runs(tmp_path):
     """Issue 37 (H200): a run that ended on its budget left two desk in-flight files (a
     desk job given up wrote its file after its pool closed). `mpsfuzz run` clears those

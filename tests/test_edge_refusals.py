@@ -1,8 +1,10 @@
 """A clean refusal that only the dtype's extremes trigger is undecided, not the target's
-bug (triage/pipeline.py, ``refused_at_the_dtypes_edge``). Run 43 (H200): CUDA's histc of
+bug (triage/pipeline.py, ``refused_at_the_dtypes_edge``). Issue 30 (H200): CUDA's histc of
 a float32 max raised "max must be larger than min" (max + 1 == max leaves no range to
 bin) where eager CPU put it in its last bin; filed as new, a false positive."""
 from __future__ import annotations
+
+import pytest
 
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import Failure
@@ -32,6 +34,7 @@ def test_only_a_refusal_that_needs_the_extremes_alone_is_undecided():
     assert not refused_at_the_dtypes_edge(_case((0, "max")), fault, needs_specials)
 
 
+@pytest.mark.slow
 def test_a_campaign_files_histcs_refusal_of_the_extremes_as_undecided_and_of_ordinary_values_as_new(tmp_path):
     """The fault refuses every value so large that x + 1 == x in the dtype: the dtype's max
     (undecided: no reference says the call is in the op's domain), and ordinary values

@@ -158,6 +158,7 @@ def test_accepting_an_out_of_range_index_is_a_missing_check_not_a_capability():
     assert "out of bounds" in failure["title"]
 
 
+@pytest.mark.slow
 def test_campaign_lists_a_capability_apart_and_exits_clean(tmp_path):
     import json
     import os

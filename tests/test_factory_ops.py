@@ -270,6 +270,7 @@ def test_the_jury_blames_the_target_by_the_formula():
     assert jury["verdict"] == "target-wrong" and "formula" in jury["decided_by"], jury
 
 
+@pytest.mark.slow
 def test_a_campaign_of_the_family_finds_minimises_and_reproduces_the_fault(tmp_path):
     from test_fault_campaigns import FAULT_TARGET, assert_repro_proves_the_fault, findings_in, mpsfuzz
     corpus = tmp_path / "corpus"

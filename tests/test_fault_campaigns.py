@@ -134,7 +134,14 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("fault", sorted(CASES))
+# One campaign per kind of fault runs by default (wrong values, a crash, a leak, a raise
+# with its replay, fault on and off; a hang's campaign is test_parallel's, through the
+# Campaign API); the other faults' campaigns prove the same on more ops (-m slow).
+DEFAULT_RUN = {"triu_tril_gt3d", "mm_mixed_dtype_segv", "cumsum_leak", "cholesky_ex_empty"}
+
+
+@pytest.mark.parametrize("fault", [f if f in DEFAULT_RUN else pytest.param(f, marks=pytest.mark.slow)
+                                   for f in sorted(CASES)])
 def test_fault_is_found_minimised_and_replayed(fault, tmp_path):
     op, oracle, is_minimal = CASES[fault]
     corpus = tmp_path / "corpus"
@@ -174,6 +181,7 @@ FIXED_CHECKS = {"bitwise_noncontig", "add_alpha_abort", "cholesky_ex_empty", "pr
 RUN_ARGS = {"prod_hang_5d": ("--timeout", "2", "--shrink-budget", "10", "--minimise-budget", "10")}
 
 
+@pytest.mark.slow
 def test_unsupported_is_counted_not_reported(tmp_path):
     corpus = tmp_path / "corpus"
     run = mpsfuzz("run", "--ops", "atan2", "--target", FAULT_TARGET, "--max-cases", "200", "--seed", "2",
@@ -186,6 +194,7 @@ def test_unsupported_is_counted_not_reported(tmp_path):
     assert unsupported > 0
 
 
+@pytest.mark.slow
 def test_two_bugs_on_different_ops_in_one_campaign(tmp_path):
     """After the first bug is recorded, the campaign goes on and finds the next."""
     corpus = tmp_path / "corpus"
@@ -197,6 +206,7 @@ def test_two_bugs_on_different_ops_in_one_campaign(tmp_path):
         ("triu", "values"), ("bitwise_and", "values"), ("add", "crash")}
 
 
+@pytest.mark.slow
 def test_an_ops_first_cases_reach_an_empty_input_and_mixed_dtypes(tmp_path):
     """Issue 37: a 10-minute campaign of five families gives an op 30-50 cases, and a
     crash that needs an empty input (mse_loss, pytorch#148608) or mixed dtypes (mm,

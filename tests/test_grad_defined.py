@@ -328,6 +328,7 @@ def test_replaying_a_gradient_finding_at_an_undefined_point_says_why_it_no_longe
     assert replay_one(pool, finding) == (FIXED, f"no gradient verdict: {why}")
 
 
+@pytest.mark.slow
 def test_a_campaign_reports_the_wrong_backward_and_not_the_other_subgradients(tmp_path):
     """End to end: the three other-choice faults and one real backward bug on their ops;
     only the real one (gelu with approximate='tanh') is a finding."""

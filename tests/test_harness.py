@@ -582,7 +582,7 @@ def raises_on_device(op: str) -> Failure:
 
 
 def test_a_failure_met_only_while_shrinking_another_is_its_own_finding(tmp_path, scripted, registered):
-    """Runs 38 and 39 (H200): SDPA's SIGFPE over zero key heads was met only while the
+    """Issue 30 (two H200 runs): SDPA's SIGFPE over zero key heads was met only while the
     desk shrank another SDPA failure, and dropped there (ten worker deaths, no finding).
     Here the second failure needs what only shrinking reaches: a one-element input whose
     values' seed is 0."""
@@ -603,7 +603,7 @@ def test_a_failure_met_only_while_shrinking_another_is_its_own_finding(tmp_path,
 
 
 def test_layout_notes_print_one_line_per_op_and_list_every_layout(tmp_path, scripted, registered):
-    """Run 39 (H200): 95 console lines of layout-propagation notes, one per op and set of
+    """Issue 30 (H200): 95 console lines of layout-propagation notes, one per op and set of
     layouts. The note file keeps every layout; the console says each op once."""
     registered(_spec("test.drops_format"))
     note = Failure(oracle="metadata", kind="wrong-memory-format", title="format", message="format",
@@ -708,8 +708,8 @@ def test_output_dtypes_from_the_meta_device_are_shared_across_sizes_and_values(m
 
 def test_a_pool_given_up_leaves_no_in_flight_file(tmp_path):
     """A triage desk past its campaign's stop grace abandons its pool: the case it gave
-    up is no crash, and its in-flight file outlived a clean run (CUDA run 25 left
-    ``inflight-PID-triage.json`` in the corpus)."""
+    up is no crash, and its in-flight file outlived a clean run (a CUDA device run left
+    ``inflight-PID-triage.json`` in the corpus, docs/real-findings.md)."""
     from mpsfuzz.execution.worker import WorkerPool
     from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
     case = Case("neg", (TensorRecipe((2,), "float32", Layout(), ValueRecipe()),)).to_json()
@@ -724,7 +724,7 @@ def test_a_pool_given_up_leaves_no_in_flight_file(tmp_path):
 
 
 def test_the_triage_desk_asks_the_priority_when_it_takes_a_job():
-    """Run 42 (H200): a target failure of an op with no finding, queued at 369 s of 420,
+    """Issue 30 (H200): a target failure of an op with no finding, queued at 369 s of 420,
     waited behind failures whose ops had found their first finding since they were
     queued. The order is asked of the campaign when a job is taken."""
     import threading

@@ -1,4 +1,4 @@
-"""mpsfuzz's own verdict time is not the target's (execution/harness_clock.py): run 41L
+"""mpsfuzz's own verdict time is not the target's (execution/harness_clock.py): issue 31
 on an H200 filed cumprod@large and cumsum@large as hangs where the worker was still
 tracing the jury's decomposition. A case that judges longer than its timeout is no hang;
 one whose judging outlasts the judge's own limit is given up as "slow-judge" (a harness

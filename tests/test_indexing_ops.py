@@ -215,7 +215,9 @@ def test_accumulated_value_ranges():
 
 # -- variants --------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("name", sorted(n for n, s in OPS.items() if s.method or s.inplace or s.out))
+# (the @large classes' variants, 65,537 tensors and more, with -m slow)
+@pytest.mark.parametrize("name", [n if not n.endswith("@large") else pytest.param(n, marks=pytest.mark.slow)
+                                  for n in sorted(n for n, s in OPS.items() if s.method or s.inplace or s.out)])
 def test_declared_variants_match_the_functional_call(name):
     spec = OPS[name]
     for case in _cases(spec, 10, allow_variants=False):
@@ -319,7 +321,7 @@ def test_widened_references_keep_index_dtypes(name, dtypes, kwargs):
 
 
 def test_a_widened_reference_whose_dtypes_meta_cannot_tell_follows_only_our_own_widening():
-    """Run 28 (H200): CPU lacks uint32 ``index_select``, so ``repeat_interleave``'s
+    """An H200 run (docs/real-findings.md): CPU lacks uint32 ``index_select``, so ``repeat_interleave``'s
     reference ran in int64, and meta cannot run it (its shape depends on the repeats'
     values), so the int64 result stayed int64 (it might have been indices) and CUDA's
     right uint32 result was filed as the wrong dtype. The DUT's leaf decides only where

@@ -36,6 +36,7 @@ def _finding(corpus: Path, oracle: str) -> Finding:
     return Finding.from_json(json.loads(_file(corpus, oracle).read_text()))
 
 
+@pytest.mark.slow
 def test_repro_prints_the_verified_script(corpus, tmp_path):
     done = mpsfuzz("repro", str(_file(corpus, "values")), faults=FAULTS, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -45,6 +46,7 @@ def test_repro_prints_the_verified_script(corpus, tmp_path):
     assert "import mpsfuzz" not in done.stdout
 
 
+@pytest.mark.slow
 def test_a_script_that_does_not_reproduce_is_never_shown_as_a_repro(corpus, tmp_path):
     copy = tmp_path / "c"
     copy.mkdir()
@@ -78,6 +80,7 @@ def test_bad_input_is_one_line_and_exit_2(corpus, tmp_path, args, words):
     assert len([ln for ln in done.stderr.splitlines() if ln.startswith("mpsfuzz: error")]) == 1
 
 
+@pytest.mark.slow
 def test_issue_draft_follows_the_pytorch_bug_template(corpus, tmp_path):
     done = mpsfuzz("report", "--format", "issue", str(_file(corpus, "values")), faults=FAULTS, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -95,6 +98,7 @@ def test_issue_draft_follows_the_pytorch_bug_template(corpus, tmp_path):
     assert "shim.py" not in text and 'File "repro.py"' in text
 
 
+@pytest.mark.slow
 def test_crash_draft_uses_the_crash_template(corpus, tmp_path):
     done = mpsfuzz("report", "--format", "issue", str(_file(corpus, "crash")), faults=FAULTS, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
@@ -116,6 +120,7 @@ def test_every_kind_has_a_template_that_fills(corpus):
             issue._fields(finding, None, "test")), kind
 
 
+@pytest.mark.slow
 def test_own_templates_replace_the_shipped_ones(corpus, tmp_path):
     own = tmp_path / "templates"
     own.mkdir()

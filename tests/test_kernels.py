@@ -222,6 +222,7 @@ def _logged(log: Path) -> list[tuple[str, str, int]]:
     return [(what, name, int(pid)) for what, name, pid in (line.split() for line in lines)]
 
 
+@pytest.mark.slow
 def test_the_worker_zygote_never_imports_kernel_files_and_each_worker_does(tmp_path):
     # A user's file may touch the device when imported (torch.cuda.is_available(), import
     # triton); imported in the zygote, it left every forked worker unable to use CUDA.
@@ -255,6 +256,7 @@ print("resumed", "logged_double" in catalogue.all_ops(), os.getpid())
     assert _logged(log) == [("import", "ForkServerProcess-1", worker_pid), ("import", "MainProcess", int(script_pid))]
 
 
+@pytest.mark.slow
 def test_the_contiguity_check_runs_the_kernel_in_a_worker_and_survives_its_death(tmp_path):
     log = tmp_path / "calls.log"
     kfile = tmp_path / "mine.py"
@@ -295,7 +297,10 @@ EXAMPLE_CAMPAIGNS = [
 EXTRA_ARGS = {"overflow.py": ("--large", "--max-bytes", "32GB", "--max-cases", "30")}
 
 
-@pytest.mark.parametrize("file, op, trigger", EXAMPLE_CAMPAIGNS, ids=[c[1] for c in EXAMPLE_CAMPAIGNS])
+# One buggy example by default (a user's kernel found, minimised and proved); the others
+# and the correct ones with -m slow.
+@pytest.mark.parametrize("file, op, trigger", [c if c[1] == "row_sum_buggy" else pytest.param(*c, marks=pytest.mark.slow)
+                                               for c in EXAMPLE_CAMPAIGNS], ids=[c[1] for c in EXAMPLE_CAMPAIGNS])
 def test_each_buggy_example_is_found_and_no_correct_one(file, op, trigger, tmp_path):
     corpus = tmp_path / "corpus"
     result = mpsfuzz_cli("run", "--kernels", str(EXAMPLES / file), "--ops", op, "--target", "cpu",
@@ -365,6 +370,7 @@ def test_a_kernel_repro_script_carries_the_kernel_file_and_reproduces_without_it
     assert "imported mpsfuzz" not in done.stderr
 
 
+@pytest.mark.slow
 def test_a_kernel_finding_s_issue_draft_is_addressed_to_the_kernel_s_author(contiguity_run, tmp_path):
     kfile, corpus = contiguity_run
     done = mpsfuzz_cli("report", "--format", "issue", "--no-verify", "--kernels", str(kfile), str(corpus),
@@ -382,6 +388,7 @@ def test_a_kernel_finding_s_issue_draft_is_addressed_to_the_kernel_s_author(cont
     assert "Suggested labels" not in text and "`module: " not in text     # PyTorch's triage labels: not here
 
 
+@pytest.mark.slow
 def test_kernels_alone_selects_the_files_kernels_and_notes_the_contiguity_contract(tmp_path):
     result = mpsfuzz_cli("run", "--kernels", str(EXAMPLES / "tail.py"), "--target", "cpu", "--max-cases", "20",
                          "--seed", "1", "--no-progress", "--no-verify-repros", "--corpus", str(tmp_path / "c"),

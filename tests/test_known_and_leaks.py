@@ -113,6 +113,7 @@ def test_a_cache_built_once_and_a_clean_op_are_not_leaks():
     assert _leaks(_log1p_case(), []) == []
 
 
+@pytest.mark.slow
 def test_campaign_finds_a_small_leak_and_its_repro_proves_it(tmp_path):
     corpus = tmp_path / "corpus"
     run = mpsfuzz("run", "--ops", "log1p", "--target", FAULT_TARGET, "--max-cases", "300", "--seed", "1",

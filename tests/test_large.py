@@ -142,6 +142,7 @@ def mpsfuzz_measured(*args: str, faults: str, cwd, timeout: float = 240) -> subp
                           capture_output=True, timeout=timeout)
 
 
+@pytest.mark.slow
 def test_a_fault_on_dims_of_65536_is_found_and_the_size_named(tmp_path):
     run, found, rss_kib = _run_large("sum_dim_65536", tmp_path, 60)
     assert run.returncode == 1, run.stdout + run.stderr
@@ -169,6 +170,7 @@ class _SizeProber:
     (lambda r: r.numel >= 2**31, "numel>=2147483648", "an input has 2^31 or more elements (4,295,098,369 here)"),
     (lambda r: max(r.shape) >= 65536, "side>=65536", "`input` has a dim of 65,536 or more (dim 0: 65,537 here)"),
 ])
+@pytest.mark.slow
 def test_triage_names_the_size_a_failure_needs(threshold, condition, phrase):
     """A failure past 2^31 elements, or only with a dim of 65,536+ (the trigger of each
     size fault, without running billions of elements on this CPU): the ablation's size

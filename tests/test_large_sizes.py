@@ -182,6 +182,7 @@ def test_a_repro_makes_a_large_class_input_on_the_device_from_the_hash(dtype, la
     assert torch.equal(as_real(scope["x"]).nan_to_num(), as_real(made).nan_to_num())
 
 
+@pytest.mark.slow
 def test_a_large_class_finding_in_a_shared_storage_has_a_script_that_makes_it_on_the_device(monkeypatch):
     """bmm@large's two inputs in one storage (the second right after the first, gapped)
     and a batch of 65,537: the fault is found, and the verified script builds the shared
@@ -252,6 +253,7 @@ def _tensors_joined(fn, x, kwargs) -> list[int]:
     return mode.counts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("op", ["cat_many", "stack_many", "hstack_many", "vstack_many"])
 def test_many_input_ops_pass_one_tensor_per_slice(op):
     """The op's small cases join a few slices (ordinary cases: valid, slices
@@ -365,6 +367,7 @@ SIZE_FAULTS = {"bmm_batch_65536": ("bmm@large", "a batch of 65,536 or more"),
                "softmax_dim_65536": ("softmax@large", "a dim of 65,536 or more elements")}
 
 
+@pytest.mark.slow
 def test_faults_past_65536_in_bmm_conv1d_and_softmax_are_found_minimised_and_explained(tmp_path):
     """A default-length campaign (no --budget: it stops at its third finding) with
     --large finds each fault, keeps the size it needs through minimisation, says so,
@@ -398,6 +401,7 @@ def test_faults_past_65536_in_bmm_conv1d_and_softmax_are_found_minimised_and_exp
     assert rss_kib < 2 * 1024 * 1024, rss_kib
 
 
+@pytest.mark.slow
 def test_a_cat_of_65536_tensors_is_found_minimised_and_explained(tmp_path):
     """The fault cat_inputs_65536 (a cat wrong when given 65,536 or more tensors, as a
     kernel that batches its inputs into argument buffers on a grid dim would be): `run
@@ -642,6 +646,7 @@ def test_the_backward_fault_fires_past_the_class_threshold_in_backward_only():
     assert torch.equal(got, want) and target.fired["gelu_backward_past_int32"] == 1
 
 
+@pytest.mark.slow
 def test_a_backward_past_the_limit_is_found_as_a_gradient_finding_minimised_and_explained(tmp_path):
     """The fault gelu_backward_past_int32 (gelu's backward kernel of a @huge case wraps
     its index; its forward is right): a short campaign of gelu@huge finds it as a

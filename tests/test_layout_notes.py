@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from mpsfuzz.corpus.finding import Finding
 from mpsfuzz.corpus.notes import layout_notes, note_path, record_layout_propagation
 from mpsfuzz.corpus.store import Corpus
@@ -13,6 +15,7 @@ from mpsfuzz.corpus.store import Corpus
 from test_fault_campaigns import FAULT_TARGET, findings_in, mpsfuzz
 
 
+@pytest.mark.slow
 def test_a_dropped_channels_last_is_a_note_not_a_finding(tmp_path):
     corpus = tmp_path / "corpus"
     run = mpsfuzz("run", "--ops", "relu", "--target", FAULT_TARGET, "--max-cases", "400", "--seed", "1",

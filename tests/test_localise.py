@@ -59,6 +59,7 @@ def reproduces(repro: dict, faults: str, tmp_path, target: str = FAULT_TARGET) -
     # F.softmax reaches the _softmax kernel
     ("softmax_gt4d", Case("softmax", (tensor((1, 1, 1, 1, 2)),), (("dim", 0),)), "aten::_softmax.default"),
 ])
+@pytest.mark.slow
 def test_a_fault_inside_a_composite_op_is_found_as_its_kernel(fault, case, kernel, tmp_path):
     record = localised(case, [fault])
     assert record["status"] == "kernel", record
@@ -86,6 +87,7 @@ def test_the_call_keeps_its_strides_and_offset(tmp_path):
     assert reproduces(record["repro"], "unary_offset", tmp_path)
 
 
+@pytest.mark.slow
 def test_an_overwritten_input_is_writes_input(tmp_path, monkeypatch):
     """Modelled on CUDA linalg_eig overwriting a transposed input: `exp` here writes its
     input (not an output, the schema says read-only) when it is transposed."""
@@ -171,7 +173,7 @@ def test_a_clean_target_shows_no_divergence(case):
     assert seen.divergences == [], [(d.kernel, d.detail) for d in seen.divergences]
 
 
-@pytest.mark.slow   # a minute on 2 cores; the families' own localisation tests run by default
+@pytest.mark.soak   # the families' own localisation tests run by default
 def test_the_whole_catalogue_on_a_clean_target_shows_no_divergence():
     """One drawn case per op of every family (awkward layouts, variants, dtypes included):
     a kernel compared with itself on copies must agree, so any divergence here is a
@@ -360,7 +362,7 @@ def test_an_input_modified_is_one_symptom_whatever_the_form_of_the_call():
 
 
 def test_an_overwritten_input_does_not_also_read_as_wrong_values():
-    """Run 28 (H200): CUDA's eig overwrote a transposed input, and the canonical form
+    """An H200 run (docs/real-findings.md): CUDA's eig overwrote a transposed input, and the canonical form
     (residual and power sums, read against the input) read the overwritten input after
     the call: the values oracle filed the same bug again, with a repro that could not
     show it. The canonical form now reads the input as the op got it."""

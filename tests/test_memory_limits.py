@@ -1,4 +1,4 @@
-"""A machine's memory is a limit, not a finding and not a harness error (run 38's large
+"""A machine's memory is a limit, not a finding and not a harness error (issue 31's large
 class on an H200: 28 cases whose inputs could not be made on a full device were harness
 errors, and two ops were set aside); and a worker hands a large case's cached device
 memory back before the next case."""

@@ -77,6 +77,7 @@ def test_call_encoding_round_trips_without_op_db():
 
 # -- with op_db ------------------------------------------------------------------------------
 
+@pytest.mark.slow
 @needs_opinfo
 def test_many_specs_none_in_the_catalogue(all_specs):
     names = [s.name for s in all_specs]
@@ -176,6 +177,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow
 @needs_opinfo
 def test_templates_are_deterministic_across_processes(all_specs):
     names = [s.name for s in random.Random(1).sample(all_specs, min(25, len(all_specs)))]

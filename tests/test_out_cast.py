@@ -4,6 +4,7 @@ where torch casts (elementwise ops), against CPU's call alone where out='s dtype
 dtype the op computes in (reductions, scans, factories)."""
 from __future__ import annotations
 
+import pytest
 import torch
 
 from mpsfuzz.generation import catalogue
@@ -60,6 +61,7 @@ def test_a_float_input_has_no_out_cast():
         call_variant(catalogue.get("sigmoid"), case, case.materialize("cpu"), {})
     assert set(dt.OUT_CASTS) <= set(dt.INTEGRAL)
 
+@pytest.mark.slow
 def test_campaign_finds_maximum_computing_in_the_out_dtype_and_explains_it(tmp_path):
     corpus = tmp_path / "corpus"
     done = mpsfuzz("run", "--ops", "maximum", "--target", FAULT_TARGET, "--max-cases", "600", "--seed", "1",

@@ -229,6 +229,7 @@ def test_desk_records_a_job_whose_handler_raised():
     desk.close()
 
 
+@pytest.mark.slow
 def test_cases_keep_being_counted_while_a_finding_is_triaged(faults, tmp_path):
     """Between the failure handed to triage and its finding, the campaign ran cases."""
     faults("bitwise_noncontig")
@@ -244,6 +245,7 @@ def test_cases_keep_being_counted_while_a_finding_is_triaged(faults, tmp_path):
     assert during, "no case ran while the finding was triaged"
 
 
+@pytest.mark.slow
 def test_cases_keep_being_counted_while_a_failure_is_shrunk(faults, tmp_path):
     """Hypothesis shrinks a new failure on the triage desk's thread (its replay of the
     slice runs on the desk's worker) while the campaign's thread goes on with its slices:
@@ -359,6 +361,7 @@ def _found(corpus: Path) -> set:
     return {(f["op"], f["oracle"]) for f in (json.loads(p.read_text()) for p in corpus.glob("*.json"))}
 
 
+@pytest.mark.slow
 def test_jobs_2_finds_the_faults_jobs_1_finds(tmp_path):
     """The same three faults, found by one lane and by two lanes sharing a corpus, each
     bug recorded once."""
@@ -485,6 +488,7 @@ def test_an_orphaned_lane_exits_by_its_deadline_even_stuck_and_unable_to_set_sto
             pass
 
 
+@pytest.mark.slow
 def test_a_campaign_that_its_finding_ends_gives_up_the_batch_in_flight(faults, tmp_path, monkeypatch):
     """--max-findings 1: the slice already in the worker when the finding shows would only
     run past the campaign's end (a hanging op's batch costs a timeout per case), so it is

@@ -66,7 +66,7 @@ def _dump_through(harness_file: str, caller: str) -> str:
 
 
 def test_one_crash_reached_through_two_harness_paths_is_one_key():
-    """Run 33 (H200): CUDA's SDPA SIGFPE on empty inputs was filed twice, once per way the
+    """An H200 run (docs/real-findings.md): CUDA's SDPA SIGFPE on empty inputs was filed twice, once per way the
     worker called the wrapper (the grad variant's ``executor.py:forward_backward``, the
     functional call's ``targets.py:run``). Keys read from such a corpus lose the frame too."""
     from mpsfuzz.oracles import Failure

@@ -75,12 +75,14 @@ def test_findings_fail_while_the_bug_is_there(pytester, monkeypatch, local):
     assert all(json.loads(p.read_text())["history"] == [] for p in local.glob("*.json"))  # no --mpsfuzz-record
 
 
+@pytest.mark.slow
 def test_findings_pass_once_fixed(pytester, monkeypatch, local):
     result = run(pytester, monkeypatch, "--mpsfuzz-corpus", str(local), faults="none")
     result.assert_outcomes(passed=2)
     assert result.ret == pytest.ExitCode.OK
 
 
+@pytest.mark.slow
 def test_xfail_watches_known_bugs_and_flags_fixed_ones(pytester, monkeypatch, local):
     watched = run(pytester, monkeypatch, "--mpsfuzz-corpus", str(local), "--mpsfuzz-xfail", faults=FAULTS)
     watched.assert_outcomes(xfailed=2)
@@ -94,6 +96,7 @@ def test_xfail_watches_known_bugs_and_flags_fixed_ones(pytester, monkeypatch, lo
     assert f"FAILED mpsfuzz-corpus/{finding_file(local, 'neg').name}" in text
 
 
+@pytest.mark.slow
 def test_corrupt_file_unknown_op_and_record(pytester, monkeypatch, local):
     """A corrupt file is one failing item naming its path, the others still run; an op
     this mpsfuzz does not know is skipped; --mpsfuzz-record appends to each history."""
@@ -121,6 +124,7 @@ def test_corrupt_file_unknown_op_and_record(pytester, monkeypatch, local):
     assert json.loads((local / "pruned" / "old.json").read_text())["history"] == []
 
 
+@pytest.mark.slow
 def test_k_selects_by_op_and_oracle(pytester, local):
     triu, neg = finding_file(local, "triu"), finding_file(local, "neg")
     only = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--collect-only", "-q",
@@ -134,6 +138,7 @@ def test_k_selects_by_op_and_oracle(pytester, local):
     assert "2 tests collected" in output(both)
 
 
+@pytest.mark.slow
 def test_unavailable_target_skips(pytester, monkeypatch, local):
     result = run(pytester, monkeypatch, "--mpsfuzz-corpus", str(local), "--mpsfuzz-target", "no-such-target",
                  faults="none")
@@ -156,6 +161,7 @@ def test_without_the_option_the_plugin_is_inert(pytester, local):
     assert "mpsfuzz-corpus" not in output(result)
 
 
+@pytest.mark.slow
 def test_corpus_alone_without_test_paths_and_added_to_them(pytester, local):
     """With testpaths and a tests/ folder, `pytest --mpsfuzz-corpus DIR` collects the
     corpus alone; test paths named on the command line are collected too."""

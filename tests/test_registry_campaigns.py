@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from mpsfuzz.corpus.store import Corpus
 
 from test_fault_campaigns import FAULT_TARGET, findings_in, mpsfuzz
@@ -21,6 +23,7 @@ def run_args(ops: str, corpus: Path, *extra: str, cases: int = 400, seed: int = 
             "--corpus", str(corpus), "--timeout", "3", "--no-progress", *extra]
 
 
+@pytest.mark.slow
 def test_two_faults_on_one_op_give_exactly_two_findings(tmp_path):
     corpus = tmp_path / "corpus"
     run = mpsfuzz(*run_args("sigmoid", corpus, cases=600), faults="sigmoid_noncontig,sigmoid_half", cwd=tmp_path)
@@ -36,6 +39,7 @@ def test_two_faults_on_one_op_give_exactly_two_findings(tmp_path):
     assert strided["case"]["inputs"][0]["dtype"] == "float32"
 
 
+@pytest.mark.slow
 def test_one_fault_across_dtypes_and_shapes_gives_one_finding(tmp_path):
     corpus = tmp_path / "corpus"
     run = mpsfuzz(*run_args("triu", corpus, cases=500), faults="triu_tril_gt3d", cwd=tmp_path)
@@ -60,6 +64,7 @@ def test_flaky_fault_is_marked_flaky_and_does_not_fail_the_run(tmp_path):
     assert "flaky 1" in " ".join(run.stdout.split()) and "depends on earlier calls" in run.stdout
 
 
+@pytest.mark.slow
 def test_a_fault_that_depends_on_earlier_calls_is_one_flaky_finding(tmp_path):
     """Every other call is wrong: the values oracle sees it now and then, the layout
     oracle (two calls per case) every time. Both are the same state-dependent bug."""
@@ -72,6 +77,7 @@ def test_a_fault_that_depends_on_earlier_calls_is_one_flaky_finding(tmp_path):
     assert not finding["repro"]["verified"]   # never shown as a deterministic repro
 
 
+@pytest.mark.slow
 def test_replay_records_fixed_and_then_a_regression(tmp_path):
     corpus = tmp_path / "corpus"
     assert mpsfuzz(*run_args("neg", corpus, cases=200), faults="unary_offset", cwd=tmp_path).returncode == 1
@@ -87,6 +93,7 @@ def test_replay_records_fixed_and_then_a_regression(tmp_path):
     assert [h["result"] for h in again["history"]] == ["fixed", "still-fails"]
 
 
+@pytest.mark.slow
 def test_two_runs_writing_one_corpus_at_once_lose_nothing(tmp_path):
     corpus = tmp_path / "corpus"
     env = dict(os.environ, MPSFUZZ_FAULTS="triu_tril_gt3d,bitwise_noncontig")
@@ -107,6 +114,7 @@ def test_two_runs_writing_one_corpus_at_once_lose_nothing(tmp_path):
         assert list(f.sightings) == [Corpus(corpus).writer_id]
 
 
+@pytest.mark.slow
 def test_a_run_killed_with_sigkill_leaves_a_loadable_corpus(tmp_path):
     corpus = tmp_path / "corpus"
     env = dict(os.environ, MPSFUZZ_FAULTS="triu_tril_gt3d,bitwise_noncontig,unary_offset")
@@ -145,6 +153,7 @@ while True:
 """
 
 
+@pytest.mark.slow
 def test_sigkill_in_the_middle_of_a_write_leaves_the_old_or_the_new_file(tmp_path):
     path = tmp_path / "finding.json"
     for attempt in range(8):

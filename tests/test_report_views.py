@@ -75,6 +75,7 @@ def report_json(path: Path, cwd: Path) -> dict:
 
 # -- run logs ---------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_the_campaign_wrote_a_run_log_that_corpus_commands_ignore(corpus, tmp_path):
     logs = list((corpus / "runs").glob("*.json"))
     assert len(logs) == 1
@@ -471,6 +472,7 @@ def test_report_on_a_missing_folder_is_a_one_line_error(tmp_path):
     assert "Traceback" not in out.stderr
 
 
+@pytest.mark.slow
 def test_corrupt_files_are_skipped_and_the_report_still_renders(corpus, tmp_path):
     mine = copy_of(corpus, tmp_path)
     (mine / "broken-values-0000.json").write_text("{not json")
@@ -488,6 +490,7 @@ def test_corrupt_files_are_skipped_and_the_report_still_renders(corpus, tmp_path
     assert [u["path"].endswith("20200101T000000Z-1.json") for u in report["runs"]["unreadable"]] == [True]
 
 
+@pytest.mark.slow
 def test_a_folder_of_corpora_reads_as_all_of_them(corpus, tmp_path):
     """bench/families.py writes DIR/<target>/<family>/: reporting on DIR/<target> takes
     every family's corpus (their findings and run logs), never runs/ or merged/."""

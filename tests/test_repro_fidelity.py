@@ -1,11 +1,11 @@
-"""The harness and the repro script must judge the same thing. Runs 28 and 32 (an H200,
-`cuda`) left nine findings `unconfirmed`, each where the two disagreed: the canonical
+"""The harness and the repro script must judge the same thing. Two H200 runs (`cuda`,
+docs/real-findings.md) left nine findings `unconfirmed`, each where the two disagreed: the canonical
 form read an input the device had overwritten (tests/test_localise.py), a widened
 reference kept int64 where the device's uint32 was right (tests/test_indexing_ops.py),
 and here: CUDA's designed bounds assert was filed as a device fault, a device fault's
 script expected eager CPU to work where CPU rejects the input too, a raise on contiguous
 copies had a script that compared values, eager CPU's layout-dependence was blamed on the
-target, and scripts gave eager CPU a dense copy of a gapped input. Run 35 added the
+target, and scripts gave eager CPU a dense copy of a gapped input. A later one added the
 layout oracle's copies that were no copies (an input at an offset)."""
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def asserting(tmp_path, monkeypatch):
         ASSERT = Fault("index_select_assert", "index_select stops at a device-side assert",
                        ("aten::index_select",), _always, "poison")
         target = FaultTarget([ASSERT])
-        # Run 32: SDPA refused contiguous copies of inputs it took non-contiguous.
+        # On an H200 (docs/real-findings.md), SDPA refused contiguous copies of inputs it took non-contiguous.
         REFUSE = Fault("exp_refuses_contiguous", "exp refuses contiguous inputs", ("aten::exp",),
                        lambda func, args, kwargs: _input(func, args, kwargs).is_contiguous(), "raise",
                        message="(*bias): last dimension must be contiguous")
@@ -82,7 +82,7 @@ def judged(case, target) -> list[Failure]:
 
 def test_a_device_assert_on_an_index_cpu_rejects_as_out_of_bounds_is_no_finding(asserting):
     asserting = asserting.target
-    """Run 28: take_along_dim of an empty input with index 0. CPU raises "index 0 is out
+    """An H200 run (docs/real-findings.md): take_along_dim of an empty input with index 0. CPU raises "index 0 is out
     of bounds"; CUDA's gather checks the index with a device-side assert, by design."""
     x = tensor((3, 2))
     out_of_range = Case("index_select", (x, tensor((2,), "int64", low=5, high=7)), (("dim", 0),))
@@ -120,7 +120,7 @@ def test_a_canonicalised_finding_reads_the_inputs_as_given_in_its_script_too(mon
 
 
 def test_a_call_that_raises_only_on_contiguous_copies_has_a_script_that_shows_it(asserting):
-    """Run 32 (H200): the layout oracle's "raises on contiguous copies" had a script that
+    """An H200 run (docs/real-findings.md): the layout oracle's "raises on contiguous copies" had a script that
     compared values, so the raise it showed read as "failed differently"."""
     case = Case("exp", (tensor((2, 3), permutation=T),))
     (failure,) = judged(case, asserting.refusing)
@@ -133,14 +133,14 @@ def test_a_call_that_raises_only_on_contiguous_copies_has_a_script_that_shows_it
 
 class _DenseInput(DeviceTarget):
     """Runs the op on a contiguous copy of its first input, as a device whose kernel
-    reads a dense copy does (CUDA's batch_norm in run 32)."""
+    reads a dense copy does (CUDA's batch_norm on an H200)."""
 
     def run(self, fn, *args, **kwargs):
         return fn(args[0].contiguous(), *args[1:], **kwargs)
 
 
 def test_a_variance_that_overflows_the_dtype_is_no_finding_whoever_is_closer_to_float64():
-    """Run 32 (H200): batch_norm in training of a gapped float32 [max, -4]. CPU's strided
+    """An H200 run (docs/real-findings.md): batch_norm in training of a gapped float32 [max, -4]. CPU's strided
     kernel gives ±1 (float64 agrees), its contiguous kernel and CUDA give 0: the variance
     (2.9e76) overflows float32. It was filed as CPU's layout-dependence; an independent
     reference (the decomposition in float64) gives ±1 too, which would file CUDA's 0 as
@@ -159,10 +159,10 @@ def test_a_variance_that_overflows_the_dtype_is_no_finding_whoever_is_closer_to_
 
 
 def test_a_gapped_input_reaches_eager_cpu_in_the_script_as_the_campaign_gave_it(asserting):
-    """Run 32 (H200): CUDA's batch_norm of a gapped (1, 2, 2, 1) channels_last-like input
+    """An H200 run (docs/real-findings.md): CUDA's batch_norm of a gapped (1, 2, 2, 1) channels_last-like input
     returned channels_last, eager CPU contiguous; the script's ``x.cpu()`` was a dense
     channels_last copy, on which CPU returned channels_last too, so the script showed
-    nothing (`unconfirmed` twice in run 28, once in run 32)."""
+    nothing (`unconfirmed` three times in two H200 runs)."""
     gapped = TensorRecipe((1, 2, 2, 1), "float32", Layout(gaps=(1, 2, 1, 1), permutation=(0, 3, 1, 2)),
                           ValueRecipe("small_int", 0))
     stats = [TensorRecipe((2,), "float32", values=ValueRecipe("positive", 1))] * 2
@@ -183,7 +183,7 @@ def _all_contiguous_one_at_an_odd_offset(func, args, kwargs) -> bool:
 
 
 def test_the_layout_oracles_copies_are_fresh_tensors_not_views_at_an_offset():
-    """Run 35 (H200): SDPA's memory-efficient kernel refused a float16 key two bytes into
+    """An H200 run (docs/real-findings.md): SDPA's memory-efficient kernel refused a float16 key two bytes into
     its storage; the case's gapped query had sent the call to the math kernel, and
     ``k.contiguous()`` handed back k itself, offset and all, so the finding read "raises
     on contiguous copies". Copies are fresh now; the offset alone is an error finding."""

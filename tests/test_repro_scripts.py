@@ -400,6 +400,7 @@ def test_the_sample_covers_every_family_variant_and_kind_of_finding():
                                                           "hang", "leak"}
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("part", sorted(SAMPLE_PARTS))
 def test_every_family_and_variant_has_a_script_that_reproduces_its_finding(part, monkeypatch):
     outcomes = run_jobs([], monkeypatch, pick_one_of=SAMPLE_PARTS[part])
@@ -413,7 +414,7 @@ def test_every_family_and_variant_has_a_script_that_reproduces_its_finding(part,
         assert "values" in {o.finding.failure.oracle for o in outcomes}, summary(outcomes)
 
 
-@pytest.mark.slow
+@pytest.mark.soak
 def test_every_op_and_variant_has_a_script_that_reproduces_its_finding(monkeypatch):
     """The whole catalogue: every op in each of its variants (values or distribution;
     gradients for grad), a crash of an op per family and variant, and the sample's
@@ -440,6 +441,7 @@ def test_every_op_and_variant_has_a_script_that_reproduces_its_finding(monkeypat
     assert not failing, text + "\n\n" + _details(failing)
 
 
+@pytest.mark.slow
 def test_opinfo_ops_have_scripts_that_call_the_op_as_a_reader_would(monkeypatch):
     """An OpInfo op's case encodes its call (the template's arguments as JSON): the
     script decodes it into the plain call (``torch.cdist(a, b, 0.0, ...)``), for every
@@ -479,7 +481,7 @@ def test_a_crash_finding_s_script_is_written_without_running_its_case_here(monke
     """The generator runs in the campaign's own process, and eager CPU crashes on some
     inputs (torch 2.13's float16 convolution backward segfaults): a soak's daemon died
     writing the script of such a crash finding. Some crashes are in shape logic the meta
-    device runs too (run 44, H200: SDPA's GQA over zero key heads, SIGFPE, killed the
+    device runs too (issue 30, H200: SDPA's GQA over zero key heads, SIGFPE, killed the
     campaign). For a crash finding the op runs nowhere here: the script takes the
     gradient of whatever outputs it gets when it runs."""
     monkeypatch.setenv("MPSFUZZ_FAULTS", "every_backward_kernel_abort")

@@ -1,20 +1,22 @@
 """Resizes drawn at integer ratios (generation/ops/nn.py, ``_resized_side``): pixel centres
 that fall exactly on input pixel boundaries, where a forward and a backward kernel that
-round a float32 scale apart disagree. Run 40 on an H200 found CUDA's 1-D nearest-exact
-backward sending the gradient to another input than its forward read (6 to 1); runs 38
-and 41 of all ops drew no such tie in 420 s. A fault that does what CUDA's kernel does is
+round a float32 scale apart disagree. An H200 run for issue 30 found CUDA's 1-D nearest-exact
+backward sending the gradient to another input than its forward read (6 to 1); two of
+issue 30's runs of all ops drew no such tie in 420 s. A fault that does what CUDA's kernel does is
 found, minimised to a tie, and localised to the backward kernel."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import pytest
 
 from mpsfuzz.generation import catalogue, strategies
 
 from test_fault_campaigns import FAULT_TARGET, findings_in, mpsfuzz
 
 
+@pytest.mark.slow
 def test_integer_ratio_sizes_are_drawn_often():
     """Over a third of 1-D sizes are an integer ratio down (a quarter before: the ties
     came only from sizes drawn at random)."""
@@ -31,6 +33,7 @@ def test_integer_ratio_sizes_are_drawn_often():
     assert sides > 100 and downs / sides > 0.35, (downs, sides)
 
 
+@pytest.mark.slow
 def test_campaign_finds_a_backward_that_breaks_pixel_centre_ties(tmp_path):
     corpus = tmp_path / "corpus"
     run = mpsfuzz("run", "--ops", "interpolate_nearest_exact", "--target", FAULT_TARGET, "--max-cases", "3000",
@@ -61,8 +64,8 @@ def _backward_breaks_the_tie(n_in: int, n_out: int) -> bool:
 def test_ties_that_float32_breaks_are_drawn_in_a_few_percent_of_gradient_cases():
     """A side of 6 a quarter of the time, and even divisors for half the integer ratios:
     a tie that CUDA's backward breaks in over 4% of nearest-exact's gradient cases (1.2%
-    before; runs 42 and 43 on an H200 met the bug only in their last minute, run 44 at
-    112 s)."""
+    before; two of issue 30's runs on an H200 met the bug only in their last minute, a third
+    at 112 s)."""
     spec = catalogue.all_ops()["interpolate_nearest_exact"]
     grads = ties = 0
     for case in strategies.example_cases(spec, 1500, seed=7):

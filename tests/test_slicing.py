@@ -55,6 +55,7 @@ def test_the_summary_and_the_run_record_name_the_ops_never_tried():
     assert "2 of 4 op(s) never tried" in out.getvalue() and "linalg.det, mm" in out.getvalue()
 
 
+@pytest.mark.slow
 def test_a_budgeted_run_on_a_slow_target_tries_nearly_every_op_of_its_family(tmp_path):
     """At a few cases a second (a compiled target's pace), a 40 s run over the 68 linalg
     ops tries at least 90% of them, and ends within its budget; with 30 cases a slice it

@@ -54,6 +54,7 @@ def test_a_run_may_overrun_its_budget_by_a_tenth_or_15_seconds_and_triage_within
         assert 0 < stop_grace_s(budget) < overrun_s(budget)     # the teardown fits in the rest
 
 
+@pytest.mark.slow
 def test_a_run_on_a_corpus_of_hundreds_of_pending_failures_ends_within_its_budget(tmp_path):
     """Issue 37, point 2: a run on a corpus holding 300 failures an earlier run left
     pending ends within its budget (measured from the command's start), whatever their
@@ -184,7 +185,7 @@ def test_a_job_given_up_that_a_finding_filed_meanwhile_covers_is_a_sighting_not_
 
 
 def test_the_last_tenth_of_a_budget_goes_to_a_first_failure_waiting_on_the_desk(tmp_path):
-    """Run 42 (H200): nearest-exact's gradient bug, met at 369 s of 420, waited behind
+    """Issue 30 (H200): nearest-exact's gradient bug, met at 369 s of 420, waited behind
     the desk's other jobs and was left pending. In the budget's last tenth the fuzzing
     stops while the desk holds a target failure of an op with no finding; not before,
     and not for failures of ops that have one or of eager CPU."""
@@ -314,6 +315,7 @@ def _sigterm_while_a_hang_waits_for_triage(command: list[str], corpus: Path) -> 
     return proc.returncode, took, proc.stdout.read()
 
 
+@pytest.mark.slow
 def test_sigterm_during_the_triage_of_a_hang_stops_the_daemon_within_10_seconds(tmp_path):
     """Told to stop while its cases hang and a hang is being triaged (each probe waiting
     out the timeout), the daemon neither waits out the batch nor drains triage: it is

@@ -18,6 +18,8 @@ import termios
 import time
 from pathlib import Path
 
+import pytest
+
 from rich.console import Console
 
 from mpsfuzz.corpus.store import Corpus
@@ -91,6 +93,7 @@ def _one_line_each(out: str, findings) -> None:
         assert any(f.op in line and f.oracle in line for line in lines), (f.op, out)
 
 
+@pytest.mark.slow
 def test_corpus_list_and_bugs_at_80_columns_keep_each_finding_on_one_line(tmp_path):
     root = _corpus(tmp_path)
     for extra in ([], ["--by", "bug"]):
@@ -118,6 +121,7 @@ def test_run_summary_at_80_columns_lists_each_finding_on_one_line():
     assert "┃" not in out.getvalue()
 
 
+@pytest.mark.slow
 def test_a_log_gets_plain_lines_and_ctrl_c_exits_130_keeping_the_finding(tmp_path):
     """One run, piped (a CI log) and interrupted once its first finding is on disk."""
     corpus = tmp_path / "c"
@@ -171,6 +175,7 @@ def test_issue_drafts_point_to_doctor():
     assert "mpsfuzz doctor" in TOOL_NOTE
 
 
+@pytest.mark.slow
 def test_no_color_is_honoured_on_a_terminal(tmp_path):
     root = _corpus(tmp_path)
     colour = re.compile(r"\x1b\[[0-9;]*(3[0-9]|9[0-7])[;m]")

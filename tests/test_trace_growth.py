@@ -1,7 +1,7 @@
 """A decomposition that outgrows its call is not traced (oracles/jury/tracing.py): torch's
 decomposition of cumsum and cumprod builds an n x n mask, 4.3e9 elements for 65,537
 values. On an H200's host the workers judging cumsum@large and cumprod@large died of it
-(run 42b) after their verdicts had timed out as hangs (run 41L). The bound is checked on
+(issue 31) after their verdicts had timed out as hangs in an earlier run. The bound is checked on
 fake tensors before anything real is made; small calls trace as before."""
 from __future__ import annotations
 

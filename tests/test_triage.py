@@ -161,6 +161,7 @@ def test_crash_is_reduced_in_fresh_workers(pool_for):
     assert result.reproducibility.runs == result.reproducibility.failed  # each re-run crashed afresh
 
 
+@pytest.mark.slow
 def test_hang_is_reduced_within_its_time_budget(pool_for):
     pool = pool_for("prod_hang_5d", timeout_s=1.0)
     # what starting a worker and running one case costs on this machine now (a full

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from mpsfuzz.reports.repro import Script
 from mpsfuzz.reports.verify import run_and_judge
 
 from test_fault_campaigns import FAULT_TARGET, findings_in, mpsfuzz, unverified_triu_finding
 
 
+@pytest.mark.slow
 def test_a_finding_its_script_cannot_confirm_is_unconfirmed_not_new(tmp_path):
     corpus = tmp_path / "corpus"
     run = mpsfuzz("run", "--ops", "erf", "--target", FAULT_TARGET, "--max-cases", "300", "--seed", "1",
@@ -35,6 +38,7 @@ def test_a_script_that_cannot_run_here_is_not_verified_not_a_non_repro(tmp_path)
     assert "no_such_module_anywhere" in verdict.detail
 
 
+@pytest.mark.slow
 def test_repro_command_says_not_verified_here_when_the_target_does_not_import(tmp_path):
     corpus = tmp_path / "corpus"
     run = unverified_triu_finding(corpus, tmp_path)

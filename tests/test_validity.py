@@ -47,6 +47,7 @@ def test_drawing_is_reproducible_for_a_seed():
     assert example_cases(spec, 15, seed=9) != example_cases(spec, 15, seed=10)
 
 
+@pytest.mark.slow
 def test_every_family_meets_the_valid_share_targets():
     """Issue 3: no op below 30% valid; every family at least 70% overall. (The per-op
     figures for the closing note come from `mpsfuzz ops --stats` at 100 cases per op.)"""

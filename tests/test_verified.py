@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from mpsfuzz.corpus.finding import Finding
 
 from test_corpus import case, wrong_values
@@ -23,6 +25,7 @@ def test_the_status_follows_the_verification():
     assert f.status == "new"
 
 
+@pytest.mark.slow
 def test_an_unverified_finding_is_verified_again_by_the_next_run(tmp_path):
     corpus = tmp_path / "corpus"
     first = unverified_triu_finding(corpus, tmp_path)

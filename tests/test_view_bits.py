@@ -78,6 +78,7 @@ def test_a_repro_script_builds_the_view_with_its_bit():
     assert scope["x"].is_conj() and torch.equal(scope["x"], _recipe("conj", permutation=(1, 0)).materialize("cpu"))
 
 
+@pytest.mark.slow
 def test_campaign_finds_mm_ignoring_the_conj_bit_and_keeps_the_bit_when_minimising(tmp_path):
     corpus = tmp_path / "corpus"
     done = mpsfuzz("run", "--ops", "mm", "--target", FAULT_TARGET, "--max-cases", "400", "--seed", "1",

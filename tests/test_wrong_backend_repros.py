@@ -137,6 +137,7 @@ def test_a_wrong_value_both_backends_share_gets_a_script_showing_both_off_the_re
     assert "Neither cuda nor eager CPU agrees with the reference" in issue.draft(on_cuda)
 
 
+@pytest.mark.slow
 def test_a_crash_both_backends_share_is_shown_on_eager_cpu_alone_too(monkeypatch):
     """A target that runs eager CPU's kernel dies first (int64 lcm of the lowest int64 and
     -7: SIGFPE, on every x86 vector width); triage runs the minimal case on eager CPU alone,

@@ -13,49 +13,63 @@ error*: counted by stage, emitted as a :class:`~mpsfuzz.events.HarnessError` (th
 reporters log it with the case and traceback) and the campaign goes on; an op that keeps
 failing that way is set aside for the rest of the run. Only a corpus that cannot be
 written (:class:`~mpsfuzz.corpus.store.CorpusWriteError`) ends a campaign early.
+
+:class:`Campaign` drives the parts, each a module of its own that runs no worker and
+starts no thread (issue 39): ``known_findings.py`` (whether a failure is new, a sighting
+or held), ``budget.py`` (when it stops), ``health.py`` (the set-aside rule),
+``listeners.py`` (events and harness errors), ``slice_plan.py`` and ``batches.py``
+(which slice runs next, sent and collected), ``outcomes.py`` (what a case came to),
+``layout_notes.py``, ``desk_jobs.py`` and ``pending.py`` (the desk's jobs and
+triage-pending/), ``filing.py`` (a triaged failure filed), ``reverification.py`` and
+``desk_end.py`` (the desk's jobs at the run's end).
 """
 from __future__ import annotations
 
-import json
-import os
 import random
 import threading
 import time
-import zlib
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from hypothesis import Phase
 from hypothesis.errors import Unsatisfiable
 
-from ..atomic import atomic_write_json
 from ..corpus import upstream
 from ..corpus.daemon_state import MAX_BEHAVIOURS, behaviour_hash
-from ..corpus.finding import Finding, signature_of, symptom_key, trigger_class
-from ..corpus.notes import entry_key, record_layout_propagation
-from ..corpus.store import Corpus, CorpusWriteError, load_findings
-from ..reports.repro_writer import awaits_verification, reverified
-from ..events import (CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice,
-                      SliceFinished, Stats)
-from ..execution.observation import ProcessEvent
+from ..corpus.finding import signature_of, trigger_class
+from ..corpus.store import Corpus, CorpusWriteError
+from ..events import CampaignFinished, CampaignStarted, Notice, SliceFinished, Stats
 from ..execution.worker import WorkerPool, WorkerStartAbandoned
-from ..generation.recipes import Case
 from ..oracles import DEFAULT as ORACLES_DEFAULT
 from ..oracles import Failure, all_oracles, worker_oracles
 from ..oracles.judge import judge_case
-from ..triage.ablation import holds_all, holds_on_any_input, is_restriction
 from ..triage.pipeline import DEFAULT_RERUNS, triage
+from .batches import InWorker, Slice, collect, submit
 from .behaviour import behaviour_of
+from .budget import Budget, BudgetExhausted
+from .desk_end import DeskEnd
+from .desk_jobs import Job, Reverification, desk_order, first_rank, is_slow
 from .drafts import (Draft, Drafter, GenerationFailed, Limits, draw_slice, error_line, family, leaves,
-                     slice_test, strategy_for, traceback_of)
+                     slice_test, strategy_for)
+from .filing import Filing
+from .health import OpHealth
 from .interrupts import InterruptLatch
-from .scheduler import RoundRobin, YieldScheduler
+from .known_findings import NEW, SIGHTING, FoundBug, KnownFindings
+from .layout_notes import LayoutNotes
+from .listeners import Listeners
+from .outcomes import CaseOutcomes, add_time, count_message
+from .pending import PendingFailures, remove
+from .reverification import Reverifications
+from .slice_plan import SlicePlan, make_scheduler
 from .slicing import SliceSizer
 from .triage_desk import TriageDesks
+# Re-exported: the CLI, lanes and tests read these here.
+from .budget import STOP_GRACE_MAX_S, overrun_s, stop_grace_s  # noqa: F401
+from .filing import count_finding  # noqa: F401
+from .health import SET_ASIDE_STREAK  # noqa: F401
+from .outcomes import MAX_MESSAGES, OTHER_MESSAGES  # noqa: F401
 
-# The share of a budget at its end that the desk may take from the fuzzing (_triage_due).
-TRIAGE_RESERVE = 0.1
 # While other failures of the first rank (the target's, of an op with no finding) wait
 # for the desk, a job shrinks and minimises within this share of --shrink-budget and
 # --minimise-budget: finding comes first (issue 37; on 2 cores with every fault on, the
@@ -113,85 +127,6 @@ class CampaignConfig:
     pending_before: float | None = None
 
 
-@dataclass(frozen=True)
-class FoundBug:
-    """A finding the campaign already has (in its corpus, or recorded in this run): a
-    failing case with this symptom that meets the conditions is a sighting of
-    ``signature``, not a new bug. (Failures known *upstream* are another matter:
-    corpus/upstream.py.)"""
-    symptom: tuple
-    conditions: tuple | None          # None: a finding recorded before ablation
-    signature: str
-    flaky: bool = False               # any case with the symptom (it cannot be ablated)
-    case: Case | None = field(default=None, compare=False)   # its minimal case
-    # A failure handed to triage and not yet recorded: it *holds* the failures of its
-    # symptom meanwhile, so the campaign does not shrink the same bug again while triage
-    # works on it; once triage has settled its conditions, the held failures are judged
-    # again (a second cause of the same symptom is a finding of its own, not a sighting).
-    provisional: bool = False
-
-    @classmethod
-    def of(cls, finding: Finding) -> "FoundBug":
-        return cls(symptom_key(finding.case, finding.failure), finding.conditions, finding.signature,
-                   finding.flaky, finding.case)
-
-    def special_case_of(self, general: Finding) -> bool:
-        """Whether this finding is a special case of ``general``, another explained
-        finding of the same symptom: its minimal case meets ``general``'s conditions (the
-        2-D multinomial bug once the 1-D case shows the rank does not matter)."""
-        return (self.signature != general.signature and not self.flaky and not general.flaky
-                and self.conditions is not None and general.conditions is not None and self.case is not None
-                and self.symptom == symptom_key(general.case, general.failure)
-                and holds_all(general.conditions, self.case))
-
-    def covers(self, case, failure: Failure, symptom: tuple) -> bool:
-        if symptom != self.symptom:
-            return False
-        if self.flaky:
-            return True
-        if self.conditions is None:
-            return signature_of(case, failure) == self.signature
-        return holds_all(self.conditions, case)
-
-    def covers_beyond_restrictions(self, case, failure: Failure, symptom: tuple) -> bool:
-        """Whether a failure of this settled finding's symptom that has the trigger its
-        conditions name (layouts, emptiness, values, arguments: on any input) and misses
-        only their restrictions (the dtypes and sizes ablation found failing) is this bug
-        met outside what ablation tried: a sighting, not a job (issue 37: a fault filed as
-        two bugs, the second triaged at length only to be merged). A finding whose
-        conditions are restrictions alone (``only float16``) names no trigger beyond them:
-        covered exactly or not at all."""
-        if symptom != self.symptom or self.flaky or self.provisional or not self.conditions:
-            return False
-        named = [c for c in self.conditions if not is_restriction(c)]
-        return bool(named) and all(holds_on_any_input(c, case) for c in named)
-
-
-@dataclass(frozen=True)
-class Reverification:
-    """A desk job of the lowest rank: run again the repro script of a finding an earlier
-    run left ``unverified`` (its script did not run to the end). Inside the budget like
-    every job of the desk (issue 37, point 2); one not run stays unverified for the next."""
-    path: Path
-
-
-# Trigger shapes one provisional holder keeps (see Campaign._hold).
-MAX_HELD = 64
-
-
-def _held_key(case) -> tuple:
-    """What a failure's triage conditions are made of (variant, dtypes, layouts, ranks,
-    emptiness, value kinds, arguments), coarse enough that a holder keeps few cases and
-    fine enough that a case of another cause is kept apart from the holder's own."""
-    return (case.variant, repr(case.kwargs)[:200],
-            tuple((r.dtype, r.describe_layout(), r.rank, r.numel == 0, r.values.distribution,
-                   tuple(sorted({kind for _, kind in r.values.specials}))) for r in case.inputs))
-
-
-class BudgetExhausted(BaseException):
-    """Stops a Hypothesis run from inside the test body (BaseException passes through)."""
-
-
 class _SetAside(BaseException):
     """Ends the slice of an op that has just been set aside (harness errors)."""
 
@@ -210,71 +145,8 @@ class _CorpusUnwritable(BaseException):
         self.error = error
 
 
-# Where failures wait for triage (one JSON each) until recorded: a campaign killed
-# meanwhile loses none of them; the next campaign on the corpus triages them.
-PENDING_DIR = "triage-pending"
-
-# A budget is a hard bound (issue 37, point 2): a run ends within OVERRUN_SHARE of its
-# budget, or OVERRUN_MIN_S where that is more (a CI job's time limit is set by it). At
-# the budget's end the cases still running are given up at once, and the triage of
-# failures handed to the desk goes on for at most the *stop grace*; what it has not
-# finished stays in DIR/triage-pending/ (the job in hand given up, its worker killed),
-# which the next run or daemon start on the corpus triages first. The grace is what the
-# overrun allows less TEARDOWN_S (the desk's thread and workers closed, the summary and
-# run record written, what the campaign started killed; lanes report within it), at
-# most STOP_GRACE_MAX_S: 7 s for a 90 s run, 16 s for 240 s, 30 s for 8 hours. (Told to
-# stop, by SIGTERM, a campaign gives triage 1 s; without a budget, --max-cases and
-# --max-findings runs finish their triage.)
-OVERRUN_SHARE = 0.1
-OVERRUN_MIN_S = 15.0
-TEARDOWN_S = 8.0
-STOP_GRACE_MAX_S = 30.0
-
-
-def _slow_to_triage(failure) -> bool:
-    """Whether each re-run of this failure needs a process of its own (a crash, a hang,
-    a device fault that poisons the context)."""
-    return failure.oracle in ("crash", "hang") or failure.kind == "device-fault"
-
-
-def overrun_s(budget_s: float | None) -> float | None:
-    """How long past ``budget_s`` a run may end (None: no budget, no bound)."""
-    return None if budget_s is None else max(OVERRUN_SHARE * budget_s, OVERRUN_MIN_S)
-
-
-def stop_grace_s(budget_s: float | None) -> float | None:
-    """How long past ``budget_s`` the desk may go on triaging (None: no budget, no bound)."""
-    return None if budget_s is None else min(STOP_GRACE_MAX_S, max(2.0, overrun_s(budget_s) - TEARDOWN_S))
-
-
 # How often a campaign sharing its corpus with others (run --jobs) looks for their findings.
 REFRESH_S = 5.0
-
-# An op is set aside for the rest of the run after this many harness errors in a row on
-# its cases, or once more than SET_ASIDE_SHARE of at least SET_ASIDE_MIN cases failed so.
-SET_ASIDE_STREAK = 8
-SET_ASIDE_MIN = 20
-SET_ASIDE_SHARE = 0.5
-
-
-@dataclass
-class _Slice:
-    """One op's slice of a round: its seed, the cases drawn ahead, and the limits they
-    were drawn with (the slice's size and siblings: a replay draws the same cases)."""
-    op: str
-    seed: int
-    cases: list
-    seconds: float = 0.0      # spent drawing them
-    limits: Limits | None = None
-
-
-@dataclass
-class _InWorker:
-    """A slice sent to the worker: its batch (or the exception that kept the pool from
-    taking it), and its outcomes once collected (before they are judged)."""
-    slice: _Slice
-    batch: object
-    outcomes: list | None = None
 
 
 class FindingError(Exception):
@@ -339,44 +211,9 @@ def split_report(exc: BaseException) -> tuple[list[FindingError], list[BaseExcep
     return found, others
 
 
-def count_finding(stats: Stats, status: str, delta: int = 1) -> None:
-    """Count a finding recorded new in ``stats`` by its status (also the coordinator of
-    lanes, for a lane that never reported its own statistics)."""
-    name = {"new": "new_findings", "known-bug": "known_bugs", "flaky": "flaky", "capability": "capabilities",
-            "unconfirmed": "unconfirmed", "unverified": "unverified", "both": "both",
-            "undecided": "undecided"}.get(status, "cpu_bugs")
-    setattr(stats, name, getattr(stats, name) + delta)
-
-
-# Distinct (op, message) rows a message table keeps: a message may quote sizes, and a
-# daemon runs for days; past the cap, new messages count under OTHER_MESSAGES.
-MAX_MESSAGES = 2000
-OTHER_MESSAGES = "(other messages)"
-
-
 def _count_message(table: dict, op: str, message: str) -> None:
-    key = (op, message)
-    if key not in table and len(table) >= MAX_MESSAGES:
-        key = (op, OTHER_MESSAGES)
-    table[key] = table.get(key, 0) + 1
-
-
-def _case_json(case):
-    if case is None or isinstance(case, dict):
-        return case
-    try:
-        return case.to_json()
-    except Exception:
-        return {"repr": repr(case)[:2000]}
-
-
-def _event_subject(event) -> tuple:
-    """(op, case) an event is about, for a listener's harness error."""
-    if isinstance(event, CaseFinished):
-        return event.op, event.case
-    if isinstance(event, FindingRecorded):
-        return getattr(event.finding, "op", None), getattr(event.finding, "case", None)
-    return None, None
+    """outcomes.count_message, capped at this module's MAX_MESSAGES (tests patch it here)."""
+    count_message(table, op, message, cap=MAX_MESSAGES)
 
 
 class Campaign:
@@ -392,52 +229,67 @@ class Campaign:
         self.stop, self.enough = stop, enough
         self._interrupts = InterruptLatch()
         self.target_name = self.device = ""
+        self._device = self._target_name = ""
         self.listeners = list(listeners)
         self.confirm = confirm
         self.stats = Stats()
+        self.seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**31)
         self._pending_before = config.pending_before   # (run() sets it where None)
         self.corpus = Corpus(config.corpus_dir)
         loaded = self.corpus.load()[0]
-        self.found: list[FoundBug] = [FoundBug.of(f) for _, f in loaded]
-        self._seen_files = {path.name for path, _ in loaded}   # corpus files in self.found
-        self._refreshed = 0.0
-        self.recorded: list[tuple[Finding, Path, bool]] = []
-        self._sightings: dict[str, int] = {}
-        self._notes: dict[str, dict] = {}   # layout-propagation lines of this run, by entry_key
-        self._slice = _SliceState()
         # The triage desk's thread records findings while this one fuzzes: what both
-        # change (stats, found, recorded, sightings) and the listeners are used under it.
+        # change (stats, the known findings, recorded) and the listeners are used under it.
         self._lock = threading.RLock()
+        self._slice = _SliceState()
         self._desk: TriageDesks | None = None
         self._desk_error: CorpusWriteError | None = None
-        self._provisional = 0
-        # Per provisional holder: failures it held, one per trigger shape (_held_key), with
-        # how many cases of that shape it held: {holder signature: {key: [case, failure, n]}}.
-        self._held: dict[str, dict] = {}
-        self._device = self._target_name = ""
-        # behaviour_hash()es of the behaviour keys seen by this campaign, at most
-        # MAX_BEHAVIOURS (a daemon runs for days: hashes, not key tuples, and a cap)
-        self._behaviours: set = set()
-        self._pending_dir = Path(config.corpus_dir) / PENDING_DIR
-        self._pending_files = 0
         self._drafter: Drafter | None = None
-        self._sizer = SliceSizer(fixed=config.slice_examples, budget_s=config.budget_s)
-        self._limits = Limits(config.max_rank, config.max_side, config.max_numel, config.allow_variants,
-                              config.slice_examples or self._sizer.most, config.siblings)
-        self._fuzz_started: float | None = None   # when the first slice was drawn (the case rate's clock)
-        self._start = 0.0
         # Set once the desk's jobs were given up past the stop grace (_defer_triage): its
         # thread then stores and counts nothing more (see _Abandoned).
         self._abandoned = threading.Event()
-        # per op: [cases attempted, harness errors, harness errors in a row] (set-aside rule)
-        self._op_health: dict[str, list[int]] = {}
+        # behaviour_hash()es of the behaviour keys seen by this campaign, at most
+        # MAX_BEHAVIOURS (a daemon runs for days: hashes, not key tuples, and a cap)
+        self._behaviours: set = set()
         self.upstream_table = upstream.load_tables(list(config.upstream_tables))
-        self._case_oracles = worker_oracles(config.oracles)
-        self._process_oracles = tuple(o for o in config.oracles if all_oracles()[o].stage == "process")
         import torch  # the version keys upstream table entries (fixed_in)
         self._torch_version = torch.__version__
-        self.seed = config.seed if config.seed is not None else random.SystemRandom().randrange(2**31)
-        self.scheduler = self._make_scheduler()
+        self._case_oracles = worker_oracles(config.oracles)
+
+        # -- what it drives, each part on its own (issue 39) --
+        self._listeners = Listeners(self.listeners, self.stats, lock=self._lock)   # events, harness errors
+        self._health = OpHealth()   # the set-aside rule
+        # When it stops (run() sets its start): the budget, --max-cases, --max-findings.
+        self.budget = Budget(config.budget_s, max_cases=config.max_cases, max_findings=config.max_findings,
+                             stop=stop, enough=enough, interrupts=self._interrupts)
+        # Which op's slice runs next, and how large.
+        sizer = SliceSizer(fixed=config.slice_examples, budget_s=config.budget_s)
+        self._limits = Limits(config.max_rank, config.max_side, config.max_numel, config.allow_variants,
+                              config.slice_examples or sizer.most, config.siblings)
+        self.scheduler = make_scheduler(config.schedule, config.ops, seed=self.seed, state=config.scheduler_state)
+        self._plan = SlicePlan(config.ops, self.scheduler, sizer, self._limits, stats=self.stats, budget=self.budget)
+        # What each case the worker ran comes to (its failures, counts and events).
+        process_oracles = [o for o in config.oracles if all_oracles()[o].stage == "process"]
+        self._outcomes = CaseOutcomes(self.stats, emit=self.emit, harness_error=self.harness_error, lock=self._lock,
+                                      process_oracles=process_oracles)
+        # The findings found (the corpus's, this run's, those in triage), their sightings
+        # and the failures held meanwhile: what decides whether a failure is new.
+        self.known = KnownFindings((FoundBug.of(f) for _, f in loaded), lock=self._lock,
+                                   on_error=lambda case, exc: self.harness_error("judge", case.op, case, exc))
+        self._notes = LayoutNotes(self.corpus, lock=self._lock)
+        # Failures handed to triage, on disk until recorded; what an earlier run left.
+        self._pending_failures = PendingFailures(config.corpus_dir, config.leftovers)
+        # Triaged failures filed: stored, their scripts run, counted and reported.
+        self._filing = Filing(self.corpus, self.known, self.stats, seen_files=(path.name for path, _ in loaded),
+                              lock=self._lock, emit=self.emit, harness_error=self.harness_error, spent=self._spent,
+                              credit=self._credit_finding, check_abandoned=self._check_abandoned,
+                              upstream_entry=self._upstream_entry, confirm=confirm)
+        # Earlier findings' scripts run again, and the desk's jobs at the run's end.
+        self._reverifications = Reverifications(
+            self.corpus, self.stats, target_spec=config.target_spec, share=config.leftovers, confirm=confirm,
+            spent=self._spent, harness_error=self.harness_error, check_abandoned=self._check_abandoned, lock=self._lock)
+        self._desk_end = DeskEnd(known=self.known, pending=self._pending_failures, stats=self.stats,
+                                 abandoned=self._abandoned, emit=self.emit, record_untriaged=self._recorded_untriaged,
+                                 reverify_left=self._reverifications.left, lock=self._lock)
 
     # The slice state of the calling thread (_SliceState).
     _memo = _per_thread("memo")
@@ -445,64 +297,35 @@ class Campaign:
     _shrink_started = _per_thread("shrink_started")
     _replaying = _per_thread("replaying")
 
+    # The known findings' state, by the names it had here.
+    found = property(lambda self: self.known.found)
+    _sightings = property(lambda self: self.known.sightings)
+    _held = property(lambda self: self.known.held)
+    # When the budget started (time.monotonic()).
+    _start = property(lambda self: self.budget.start, lambda self, value: setattr(self.budget, "start", value))
+    # The findings this campaign filed: (finding without bulk, path, new).
+    recorded = property(lambda self: self._filing.recorded)
+
     def emit(self, event) -> None:
-        """Hand ``event`` to every listener; one that raises is a harness error (stage
-        ``report``), except for a corpus that cannot be written, which ends the run."""
-        with self._lock:
-            self._emit(event)
+        """Hand ``event`` to every listener (Listeners: one that raises is a harness error)."""
+        self._listeners.emit(event)
 
-    def _emit(self, event) -> None:
-        for listener in self.listeners:
-            try:
-                listener(event)
-            except CorpusWriteError:
-                raise
-            except Exception as exc:
-                if isinstance(event, HarnessError):
-                    # Reporting this failure as another harness error would loop: count it.
-                    self._count_harness("report")
-                    continue
-                op, case = _event_subject(event)
-                self.harness_error("report", op, case, exc)
-
-    # -- harness errors -------------------------------------------------------------------
-    def _count_harness(self, stage: str) -> None:
-        with self._lock:
-            self.stats.harness_errors += 1
-            self.stats.harness_by_stage[stage] = self.stats.harness_by_stage.get(stage, 0) + 1
+    def harness_error(self, stage: str, op: str | None, case, exc: BaseException | None = None, *,
+                      error: str = "", trace: str = "") -> None:
+        """Count and report a failure of mpsfuzz itself on one case; the campaign goes on."""
+        self._listeners.harness_error(stage, op, case, exc, error=error, trace=trace)
 
     def _spent(self, stage: str, seconds: float) -> None:
         """Add ``seconds`` to the time split's ``stage`` (Stats.time_split)."""
         with self._lock:
-            split = self.stats.time_split
-            split[stage] = split.get(stage, 0.0) + max(0.0, float(seconds))
-
-    def harness_error(self, stage: str, op: str | None, case, exc: BaseException | None = None, *,
-                      error: str = "", trace: str = "") -> None:
-        """Count and report a failure of mpsfuzz itself on one case (``exc``, or its
-        ``error`` line and ``trace`` when it happened in a worker); the campaign goes on."""
-        if exc is not None:
-            error, trace = error_line(exc), traceback_of(exc)
-        self._count_harness(stage)
-        self.emit(HarnessError(stage, op, _case_json(case), error, trace))
+            add_time(self.stats, stage, seconds)
 
     def _case_outcome(self, op: str, ok: bool, last_error: str = "") -> None:
         """One case of ``op`` attempted: ``ok`` unless it was lost to a harness error.
         An op that keeps failing is set aside for the rest of the run."""
-        health = self._op_health.setdefault(op, [0, 0, 0])
-        health[0] += 1
-        if ok:
-            health[2] = 0
-            return
-        health[1] += 1
-        health[2] += 1
-        attempts, errors, streak = health
-        if op in self.stats.set_aside:
-            return
-        if streak >= SET_ASIDE_STREAK:
-            self._set_aside(op, f"{streak} harness errors in a row", last_error)
-        elif errors >= SET_ASIDE_MIN and errors > SET_ASIDE_SHARE * attempts:
-            self._set_aside(op, f"harness errors on {errors} of its {attempts} cases", last_error)
+        why = self._health.outcome(op, ok, set_aside=op in self.stats.set_aside)
+        if why is not None:
+            self._set_aside(op, why, last_error)
 
     def _set_aside(self, op: str, why: str, last_error: str = "") -> None:
         self.stats.set_aside[op] = why
@@ -511,55 +334,23 @@ class Campaign:
                          "each case and traceback is in the errors log"))
 
     # -- budget ---------------------------------------------------------------------------
-    def _budget_end(self) -> float | None:
-        return None if self.config.budget_s is None else self._start + self.config.budget_s
-
     def _past_budget(self) -> bool:
-        """Whether cases still running are to be given up: told to stop, interrupted, or
-        past the budget's end (a batch of hangs is not waited out, case after case)."""
-        if (self.stop is not None and self.stop.is_set()) or self._interrupts.pending:
-            return True
-        end = self._budget_end()
-        return end is not None and time.monotonic() >= end
-
-    def _grace_left(self) -> float | None:
-        """Seconds left of the stop grace (None: no budget, no bound)."""
-        end = self._budget_end()
-        if end is None:
-            return None
-        return max(0.0, end + stop_grace_s(self.config.budget_s) - time.monotonic())
+        return self.budget.past()
 
     def _out_of_budget(self) -> str | None:
-        self._interrupts.check()   # a Ctrl-C that Python dropped where it was raised
-        if self.stop is not None and self.stop.is_set():
-            return "stopped"
-        if self.enough is not None and self.enough.is_set():
-            return "max-findings"
-        if self.config.max_cases is not None and self.stats.cases >= self.config.max_cases:
-            return "max-cases"
-        if self.config.budget_s is not None and time.monotonic() - self._start >= self.config.budget_s:
-            return "budget"
-        if self._triage_due():
-            return "budget"
-        # Failures in triage count: most become findings, and the desk finishes them.
-        in_triage = self._desk.pending if self._desk is not None else 0
-        if self.config.max_findings is not None and self.stats.failing + in_triage >= self.config.max_findings:
-            return "max-findings"
-        return None
+        return self.budget.out(cases=self.stats.cases, failing=self.stats.failing, triage_due=self._triage_due,
+                               in_triage=lambda: self._desk.pending if self._desk is not None else 0)
 
     def _triage_due(self) -> bool:
         """Whether the rest of the budget goes to the desk: in its last tenth, while the
         desk holds a failure of the target's in an op with no finding yet. A bug met late
-        is then filed rather than left pending (run 42, H200: nearest-exact's real
+        is then filed rather than left pending (issue 30, H200: nearest-exact's real
         gradient bug, met at 369 s of 420, was still waiting at the end)."""
-        budget = self.config.budget_s
-        if budget is None or self._desk is None or time.monotonic() - self._start < (1 - TRIAGE_RESERVE) * budget:
-            return False
-        return self._desk.holds(self._first_rank)
+        return self._desk is not None and self.budget.in_reserve() and self._desk.holds(self._first_rank)
 
     def _first_rank(self, job) -> bool:
         """The desk's first rank, quick or slow: a target failure of an op with no finding."""
-        return not any(self._triage_priority(job)[:2])
+        return first_rank(self._triage_priority(job))
 
     def _out_of_time_to_shrink(self) -> str | None:
         """Why the desk's replay stops shrinking, if it must: told to stop, interrupted,
@@ -600,89 +391,10 @@ class Campaign:
         # not the campaign's (--max-cases bounds the fuzzing, not the shrinking of what
         # it found), and its listeners see them as shrinking.
         fuzzing = not self._on_desk()
-        per_op = [0, 0]
-        if fuzzing:
-            with self._lock:
-                self.stats.cases += 1
-                per_op = self.stats.per_op.setdefault(case.op, [0, 0])
-                per_op[0] += 1
-        shrinking = bool(self._shrink_started) or not fuzzing
-        if isinstance(outcome, CorpusWriteError):
-            raise outcome
-        if isinstance(outcome, BaseException):
-            self.harness_error("execute", case.op, case, outcome)
-            self.emit(CaseFinished(case.op, valid=False, unsupported=False, shrinking=shrinking, case=case))
-            return []
-        if isinstance(outcome, ProcessEvent):
-            if fuzzing and outcome.kind == "timeout":
-                self._spent("run", outcome.timeout_s)   # a hang costs its whole timeout
-            with self._lock:
-                self.stats.restarts += fuzzing
-            if outcome.kind == "slow-compile":
-                # Compilation outlasted its own budget: reported, never a hang finding.
-                self.stats.slow_compiles += 1
-                self.emit(Notice(f"{case.op}: compiling took more than {outcome.timeout_s:g}s on "
-                                 f"{outcome.target_name} (slow compilation, not a hang); case skipped"))
-                self.emit(CaseFinished(case.op, valid=False, unsupported=False, shrinking=shrinking, case=case))
-                return []
-            if outcome.kind == "slow-reference":
-                # Eager CPU's reference did not return; the target's call ran first and
-                # returned: a hang of the witness, not of the target (issue 38: CPU
-                # loops on max_pool1d with a kernel of 2^63 - 1). Reported, never filed.
-                self.stats.reference_hangs += 1
-                self.emit(Notice(f"{case.op}: the eager CPU reference did not return within "
-                                 f"{outcome.timeout_s:g}s (a hang of the reference, not of {outcome.target_name}); "
-                                 f"case skipped"))
-                self.emit(CaseFinished(case.op, valid=False, unsupported=False, shrinking=shrinking, case=case))
-                return []
-            if outcome.kind == "slow-judge":
-                # mpsfuzz's own verdict outlasted its budget: the harness failed, the
-                # target did not hang (run 41L's cumprod@large).
-                self.harness_error("judge", case.op, case, TimeoutError(
-                    f"the verdict on this case took more than {outcome.timeout_s:g}s (the worker was restarted)"))
-                self.emit(CaseFinished(case.op, valid=False, unsupported=False, shrinking=shrinking, case=case))
-                return []
-            oracles = all_oracles()
-            failures = []
-            for name in self._process_oracles:
-                try:
-                    failure = oracles[name].check(outcome)
-                except Exception as exc:
-                    self.harness_error("judge", case.op, case, exc)
-                    continue
-                if failure:
-                    failures.append(failure)
-            self.emit(Notice(f"worker {outcome.kind} on {case.op}; restarted"))
-            self.emit(CaseFinished(case.op, valid=True, unsupported=False, shrinking=shrinking, case=case))
-            return failures
-        if outcome.get("internal_error"):
-            # The executor or an oracle raised inside the worker: its traceback came back.
-            trace = str(outcome["internal_error"])
-            lines = [ln for ln in trace.strip().splitlines() if ln.strip()]
-            self.harness_error("execute", case.op, case, error=lines[-1].strip() if lines else "internal error",
-                               trace=trace)
-        if fuzzing:
-            for stage, seconds in (outcome.get("seconds") or {}).items():
-                self._spent(stage, seconds)
-            with self._lock:
-                if outcome["valid"]:
-                    self.stats.valid += 1
-                    per_op[1] += 1
-                if outcome["unsupported"]:
-                    self.stats.unsupported += 1
-                    _count_message(self.stats.unsupported_messages, case.op, outcome.get("unsupported_message", ""))
-                if outcome.get("unsupported_here"):
-                    self.stats.unsupported_here += 1
-                    _count_message(self.stats.unsupported_here_messages, case.op, outcome["unsupported_here"])
-        self.emit(CaseFinished(case.op, valid=outcome["valid"], unsupported=outcome["unsupported"],
-                               shrinking=shrinking, case=case))
-        try:
-            return [Failure.from_json(f) for f in outcome["failures"]]
-        except Exception as exc:
-            self.harness_error("judge", case.op, case, exc)
-            return []
+        return self._outcomes.failures(case, outcome, fuzzing=fuzzing,
+                                       shrinking=bool(self._shrink_started) or not fuzzing)
 
-    def _test_body(self, pool: WorkerPool, prepared: "_Slice"):
+    def _test_body(self, pool: WorkerPool, prepared: Slice):
         def body(drawn):
             try:
                 self._judge(drawn, pool, prepared.op, prepared.seed, prepared.limits.siblings)
@@ -720,11 +432,11 @@ class Campaign:
                 return  # shrink budget spent: smaller variants are no longer tried
             verdicts = self._judged(case, op, lambda: self._failures_of(case, pool), pool)
         for verdict, failure, signature in verdicts:
-            if verdict == "new":
+            if verdict == NEW:
                 key = (case.op, failure.oracle, failure.kind)
                 if self._slice.only is not None and key != self._slice.only:
                     # The desk shrinks one failure a job: another is its own job, once,
-                    # handed over when this replay ends (runs 38 and 39, H200: SDPA's
+                    # handed over when this replay ends (issue 30, two H200 runs: SDPA's
                     # SIGFPE over zero key heads, met only while shrinking another SDPA
                     # failure, was dropped here ten times).
                     self._slice.met.setdefault(key, (case, failure, signature))
@@ -761,15 +473,16 @@ class Campaign:
                     failing[verdict] = failing.get(verdict, 0) + 1
                 if verdict == "suppressed":
                     self.stats.suppressed += 1
-                elif verdict == "sighting":
-                    self._sightings[signature] = self._sightings.get(signature, 0) + 1
+                elif verdict == SIGHTING:
+                    self.known.sight(signature)
         return verdicts
 
     def _verdicts(self, case, failures: list[Failure], pool: WorkerPool) -> list[tuple]:
-        """(verdict, failure, signature) for each failure: "suppressed" (the upstream
-        tables call it unimplemented or undefined), "sighting" (of the finding already
-        found with that signature) or "new". A failure the driver cannot judge (matching it
-        raised) is a harness error and dropped."""
+        """(verdict, failure, signature) for each failure: "noted" (layout propagation),
+        "suppressed" (the upstream tables call it unimplemented or undefined), or what the
+        known findings make of it (KnownFindings.classify: "held", "sighting" or "new"). A
+        failure the driver cannot judge (matching it raised) is a harness error and
+        dropped."""
         verdicts = []
         for failure in failures:
             try:
@@ -783,14 +496,8 @@ class Campaign:
                 if self._suppressed(case, failure, pool):
                     verdicts.append(("suppressed", failure, None))
                     continue
-                found = self._covering_finding(case, failure)
-                if found is not None and found.provisional:
-                    self._hold(found, case, failure)
-                    verdicts.append(("held", failure, found.signature))
-                elif found is not None:
-                    verdicts.append(("sighting", failure, found.signature))
-                else:
-                    verdicts.append(("new", failure, signature_of(case, failure)))
+                verdict, signature = self.known.classify(case, failure, besides=self._slice.holder)
+                verdicts.append((verdict, failure, signature))
             except CorpusWriteError:
                 raise
             except Exception as exc:
@@ -798,43 +505,13 @@ class Campaign:
         return verdicts
 
     def _note(self, case, failure: Failure) -> None:
-        """Count a layout-propagation sighting; a new line of the note is written at once
-        (a killed run keeps it), the counts of known lines at the end."""
-        entry = {"op": case.op, "layouts": sorted({r.describe_layout() for r in case.inputs if not r.is_plain()})
-                 or ["contiguous"], "dtypes": sorted({r.dtype for r in case.inputs}),
-                 "target_format": failure.details.get("target_format", ""),
-                 "cpu_format": failure.details.get("cpu_format", ""), "times_seen": 1,
-                 "example": case.to_json()}
-        key = entry_key(entry)
+        """Count a layout-propagation sighting (LayoutNotes); one line on the console per op."""
         with self._lock:
             self.stats.layout_notes += 1
-            if key in self._notes:
-                self._notes[key]["times_seen"] += 1
-                return
-            self._notes[key] = dict(entry, times_seen=0)
-            # One line per op on the console (run 39, H200: 95 lines of notes); the note
-            # file lists every layout.
-            first_of_op = sum(e["op"] == case.op for e in self._notes.values()) == 1
-        if record_layout_propagation(self.corpus, self._target_name or self.target_name, self._device, [entry]) \
-                and first_of_op:
+        entry = self._notes.note(case, failure, self._target_name or self.target_name, self._device)
+        if entry is not None:
             self.emit(Notice(f"{case.op}: {entry['target_format']} where eager CPU returns {entry['cpu_format']} "
                              f"({', '.join(entry['layouts'])} input): layout propagation, noted, not a bug"))
-
-    def _flush_notes(self) -> None:
-        """The counts of note lines seen again in this run, added to the note."""
-        again = [e for e in self._notes.values() if e["times_seen"]]
-        self._notes = {}
-        record_layout_propagation(self.corpus, self._target_name or self.target_name, self._device, again)
-
-    def _covering_finding(self, case, failure: Failure) -> FoundBug | None:
-        """The finding already found whose symptom and conditions this failure meets (on
-        the desk's thread, shrinking a failure, not that failure's own placeholder); else
-        a settled one it meets beyond its restrictions (FoundBug.covers_beyond_restrictions)."""
-        symptom = symptom_key(case, failure)
-        own = self._slice.holder
-        found = [f for f in list(self.found) if f is not own]
-        return next((f for f in found if f.covers(case, failure, symptom)), None) or \
-            next((f for f in found if f.covers_beyond_restrictions(case, failure, symptom)), None)
 
     def _upstream_entry(self, case, failure: Failure, device: str):
         """The upstream table's entry this failure matches, or None."""
@@ -849,7 +526,7 @@ class Campaign:
         return entry is not None and entry.status in upstream.SUPPRESSED
 
     # -- one slice: drawn ahead, run as a batch, replayed and shrunk only if it failed --
-    def _prepare(self, draft: Draft) -> "_Slice | None":
+    def _prepare(self, draft: Draft) -> Slice | None:
         """Take in a slice drawn ahead (here or by a drafter process: drafts.py), counting
         the draws that raised and Hypothesis' own errors. None when the op is set aside."""
         op = draft.op
@@ -867,7 +544,7 @@ class Campaign:
         self._spent("draw", draft.seconds)
         if op in self.stats.set_aside:
             return None
-        return _Slice(op, draft.seed, list(draft.cases), draft.seconds, draft.limits or self._limits)
+        return Slice(op, draft.seed, list(draft.cases), draft.seconds, draft.limits or self._limits)
 
     def _next_draft(self, slices) -> Draft:
         """The next slice's draft: drawn now, or the oldest a drafter drew ahead (it is
@@ -879,13 +556,13 @@ class Campaign:
             self._drafter.ahead(*next(slices))
         return self._drafter.take()
 
-    def _hypothesis(self, prepared: "_Slice", body, *, phases):
+    def _hypothesis(self, prepared: Slice, body, *, phases):
         limits = prepared.limits
         return slice_test(strategy_for(prepared.op, limits), prepared.seed, limits.examples,
                           body, phases=phases, siblings=limits.siblings)
 
-    def _finish(self, sent: _InWorker, pool: WorkerPool, *, shrink: bool = True,
-                in_flight: _InWorker | None = None) -> None:
+    def _finish(self, sent: InWorker, pool: WorkerPool, *, shrink: bool = True,
+                in_flight: InWorker | None = None) -> None:
         """Judge the outcomes of ``sent``'s batch; if a case failed in a new way, the
         slice's Hypothesis test runs again with the same seed: it draws the same cases
         (their verdicts remembered, nothing runs twice), fails where the batch did and
@@ -905,7 +582,7 @@ class Campaign:
             for case, outcome in zip(prepared.cases, outcomes):
                 self._judged(case, op, lambda c=case, o=outcome: self._outcome_failures(c, o), pool)
             self._slice_done(prepared, outcomes, prepared.seconds + time.monotonic() - finishing)
-            failed = [(case, v) for case, vs in self._memo.items() for v in vs if v[0] == "new"]
+            failed = [(case, v) for case, vs in self._memo.items() for v in vs if v[0] == NEW]
             if not failed:
                 return
             # A campaign these failures end (--max-findings) gives up the batch in the
@@ -924,7 +601,7 @@ class Campaign:
             self._pending = {}
             self._memo = {}
 
-    def _hand_to_shrink(self, prepared: "_Slice", failed: list, pool: WorkerPool) -> None:
+    def _hand_to_shrink(self, prepared: Slice, failed: list, pool: WorkerPool) -> None:
         """Hand the slice's new failures to the desk, one job per (op, oracle, kind) (the
         first case of each, as Hypothesis meets them), each to be shrunk there by a replay
         of the slice with the batch's verdicts (_shrunk_on_desk); the other cases of each
@@ -983,27 +660,15 @@ class Campaign:
         return smallest, flaky
 
     def _triage_priority(self, job) -> tuple:
-        """A desk's order: failures blamed on the target first, those of an op with no
-        finding yet before the rest; eager CPU's, both backends' and undecided ones after
-        (runs 38 and 39, H200: 373 and 48 failures left untriaged at the budget's end,
-        nearest-exact's real gradient bug among them, behind CPU's own); the scripts of
-        findings an earlier run left unverified last. (Crashes, hangs and device faults
-        have a desk of their own: TriageDesks.)"""
-        try:
-            if isinstance(job, Reverification):
-                return (True, True, True)   # after every failure: no bug waits on it
-            err = job[0]
-            with self._lock:
-                found_op = any(not f.provisional and f.symptom[:1] == (err.case.op,) for f in self.found)
-            return (err.failure.blame != "target", found_op, False)
-        except Exception:   # an order is a preference: never a reason to lose a job
-            return (True, True, True)
+        """A desk's order (desk_jobs.desk_order): the target's failures of an op with no
+        finding first."""
+        return desk_order(job, self.known.has_finding_of)
 
     def _hand_over_met(self, met: dict) -> None:
         """The failures a desk replay met besides the one it shrank, each handed to the
         desk as a job of its own unless a finding (or one in triage) covers it."""
         for (op, oracle, kind), (case, failure, signature) in met.items():
-            if self._covering_finding_or_none(case, failure) is not None:
+            if self.known.covering_or_none(case, failure) is not None:
                 continue
             err = _error_type(op, oracle, kind)(case, failure, signature)
             if self._desk is not None:
@@ -1015,14 +680,14 @@ class Campaign:
         their symptom, a sighting of a finding that covers them, or recorded as they
         failed (triage reduces them)."""
         for case, (_, failure, signature) in failed:
-            covering = self._covering_finding_or_none(case, failure)
+            covering = self.known.covering_or_none(case, failure)
             if covering is None:
                 self._record_safely(_error_type(case.op, failure.oracle, failure.kind)(case, failure, signature),
                                     pool, flaky=False)
             elif covering.provisional:   # the replay handed a failure of this symptom to triage
-                self._hold(covering, case, failure)
+                self.known.hold(covering, case, failure)
 
-    def _slice_done(self, prepared: "_Slice", outcomes: list, seconds: float) -> None:
+    def _slice_done(self, prepared: Slice, outcomes: list, seconds: float) -> None:
         """Tell the scheduler what the slice cost and showed (behaviours new to this
         campaign), and the listeners (the daemon keeps the behaviours of all runs)."""
         fresh = []
@@ -1051,36 +716,12 @@ class Campaign:
             return False
         in_triage = self._desk.pending if self._desk is not None else 0
         signatures = {signature for _, (_, _, signature) in failed}
-        return self.stats.failing + in_triage + len(signatures) >= self.config.max_findings
+        return self.budget.reaches_max_findings(self.stats.failing + in_triage + len(signatures))
 
-    def _collect(self, sent: _InWorker, pool: WorkerPool, *, give_up: bool = False) -> list:
-        """One outcome per case of ``sent`` (collected once, kept on it): ``sent.batch``
-        is what submitting it gave (a Batch, or the exception that kept the pool from
-        taking it). ``give_up``: the cases without a reply yet are given up now."""
-        if sent.outcomes is not None:
-            return sent.outcomes
-        n, batch = len(sent.slice.cases), sent.batch
-        if isinstance(batch, WorkerStartAbandoned):
-            sent.outcomes = []    # given up with the budget, as cases past it are
-        elif isinstance(batch, BaseException):
-            sent.outcomes = [batch] * n
-        elif batch is None:
-            sent.outcomes = []
-        else:
-            try:
-                # Past the budget, the cases still to run are given up (fewer outcomes);
-                # so are those after a hang (the op's other cases would mostly hang too,
-                # a timeout each, for the one finding). Hypothesis' replay stops drawing at
-                # the hang, before them.
-                sent.outcomes = pool.collect(batch, give_up=(lambda: True) if give_up else self._past_budget,
-                                             stop_at_hang=True)
-            except CorpusWriteError:
-                raise
-            except WorkerStartAbandoned:   # past the budget while a fresh worker started
-                sent.outcomes = list(batch.outcomes)
-            except Exception as exc:  # the pool could not run them (a worker that cannot start...)
-                sent.outcomes = batch.outcomes + [exc] * (n - len(batch.outcomes))
-        return sent.outcomes
+    def _collect(self, sent: InWorker, pool: WorkerPool, *, give_up: bool = False) -> list:
+        """One outcome per case of ``sent`` (batches.collect): fewer once past the budget,
+        or at once where ``give_up``."""
+        return collect(sent, pool, give_up=(lambda: True) if give_up else self._past_budget)
 
     def _record_safely(self, err: FindingError, pool: WorkerPool | None, *, flaky: bool,
                        triage_it: bool = True) -> str | None:
@@ -1103,33 +744,11 @@ class Campaign:
         # frames of the Hypothesis run that raised it, with all its drawn data: with
         # every fault on, failures wait for triage by the dozen, each keeping a run alive.
         err.__traceback__ = err.__context__ = err.__cause__ = None
-        with self._lock:
-            self._provisional += 1
-            holder = FoundBug(symptom_key(err.case, err.failure), None, f"in-triage-{self._provisional}",
-                              flaky=True, case=err.case, provisional=True)
-            self.found.append(holder)
-        self._desk.submit((err, flaky, holder, pending))
+        holder = self.known.open_holder(err.case, err.failure)
+        self._desk.submit(Job(err, flaky, holder, pending))
 
     def _keep_pending(self, err: FindingError, flaky: bool) -> Path | None:
-        """Write the failure to DIR/triage-pending/ until it is recorded (None where that
-        cannot be written: the failure is still triaged, only not kept across a kill)."""
-        with self._lock:   # the desk's thread keeps failures pending too
-            self._pending_files += 1
-            number = self._pending_files
-        path = self._pending_dir / f"{os.getpid()}-{number}-{err.signature[:12]}.json"
-        try:
-            self._pending_dir.mkdir(parents=True, exist_ok=True)
-            atomic_write_json(path, {"format": 1, "case": err.case.to_json(), "failure": err.failure.to_json(),
-                                     "signature": err.signature, "flaky": flaky, "written": time.time()})
-            return path
-        except (OSError, CorpusWriteError):
-            return None
-
-    def _takes(self, name: str) -> bool:
-        """Whether the leftover file ``name`` is this campaign's part of what an earlier
-        run left (CampaignConfig.leftovers): lanes share them by a hash of the name."""
-        share = self.config.leftovers
-        return share is not None and zlib.crc32(name.encode()) % share[1] == share[0]
+        return self._pending_failures.keep(err, flaky)
 
     def _resume_pending(self) -> None:
         """Hand to triage the failures an earlier campaign left pending (killed, or
@@ -1137,72 +756,26 @@ class Campaign:
         covers now is a sighting at once, not a job (issue 37: a run spent its budget
         triaging repeats of bugs it had filed). An unreadable file is moved aside, never
         lost."""
-        if self.config.leftovers is None or not self._pending_dir.is_dir():
-            return
         taken = seen = 0
-        for path in sorted(self._pending_dir.glob("*.json")):
-            if not self._takes(path.name):
-                continue
-            try:
-                data = json.loads(path.read_text())
-                if float(data.get("written", 0.0)) >= self._pending_before:
-                    continue    # another lane's, handed to its desk since this run started
-                case, failure = Case.from_json(data["case"]), Failure.from_json(data["failure"])
-                err = _error_type(case.op, failure.oracle, failure.kind)(case, failure, str(data["signature"]))
-            except FileNotFoundError:
-                continue        # recorded meanwhile by the campaign that wrote it
-            except Exception as exc:
-                self.harness_error("record", None, None, exc)
-                try:
-                    os.replace(path, path.with_suffix(".corrupt"))
-                except OSError:
-                    pass
-                continue
-            covering = self._covering_finding_or_none(case, failure, settled=True)
-            if covering is not None:
-                with self._lock:
-                    self._sightings[covering.signature] = self._sightings.get(covering.signature, 0) + 1
+        for left in self._pending_failures.earlier(self._pending_before,
+                                                   lambda exc: self.harness_error("record", None, None, exc)):
+            if self.known.sighting(left.case, left.failure) is not None:
                 seen += 1
-                try:
-                    os.unlink(path)
-                except OSError:
-                    pass
+                remove(left.path)
                 continue
-            self._hand_to_desk(err, bool(data.get("flaky")), path)
+            err = _error_type(left.case.op, left.failure.oracle, left.failure.kind)(left.case, left.failure,
+                                                                                   left.signature)
+            self._hand_to_desk(err, left.flaky, left.path)
             taken += 1
         if taken or seen:
-            self.emit(Notice(f"an earlier run left {taken + seen} failure(s) in {self._pending_dir}: "
+            self.emit(Notice(f"an earlier run left {taken + seen} failure(s) in {self._pending_failures.dir}: "
                              f"{seen} sighting(s) of findings, {taken} to triage"))
 
     def _queue_reverifications(self) -> None:
         """Hand the desk, at its lowest rank, this campaign's part of the findings on this
-        target whose repro scripts an earlier run left unverified."""
-        if not self.config.reverify or self.confirm is None:
-            return
-        for path, finding in self.corpus.load()[0]:
-            if awaits_verification(finding) and finding.target_spec == self.config.target_spec \
-                    and self._takes(path.name):
-                self._desk.submit(Reverification(path))
-
-    def _reverify(self, job: Reverification) -> None:
-        """Run an unverified finding's script again; a verdict is written back to it."""
-        started = time.monotonic()
-        try:
-            found = load_findings([job.path])[0]
-            if not found or not awaits_verification(found[0][1]):
-                return   # gone, or settled meanwhile (another lane)
-            key = reverified(self.corpus, job.path, found[0][1], self._confirm_unless_abandoned)
-        except CorpusWriteError:
-            raise
-        except _Abandoned:
-            raise
-        except Exception as exc:   # it stays unverified, for the next run
-            self.harness_error("report", None, None, exc)
-            return
-        finally:
-            self._spent("reverify", time.monotonic() - started)
-        with self._lock:
-            self.stats.reverified[key] = self.stats.reverified.get(key, 0) + 1
+        target whose repro scripts an earlier run left unverified (Reverifications)."""
+        if self.config.reverify and self.confirm is not None:
+            self._reverifications.queue(self._desk.submit)
 
     def _triaged(self, job, pool: WorkerPool, *, triage_it: bool = True) -> None:
         """The desk's handler: record the job's failure, then retire its placeholder
@@ -1210,13 +783,13 @@ class Campaign:
         unverified finding's script again."""
         if isinstance(job, Reverification):
             if triage_it:
-                self._reverify(job)
+                self._reverifications.run(job)
             return
         err, flaky, holder, pending = job
         self._slice.pressed = self._desk is not None and self._desk.queued(self._first_rank) > 0
         try:
-            if err.to_shrink is not None and self._covering_finding_or_none(err.case, err.failure,
-                                                                           settled=True) is not None:
+            if err.to_shrink is not None and self.known.covering_or_none(err.case, err.failure,
+                                                                         settled=True) is not None:
                 err.to_shrink = None   # filed since it was handed over: a sighting, nothing to shrink
             if err.to_shrink is not None and triage_it and pool is not None:
                 shrinking = time.monotonic()
@@ -1228,33 +801,9 @@ class Campaign:
         except CorpusWriteError as exc:
             self._desk_error = exc
             return  # still pending: the next campaign on the corpus records it
-        if pending is not None:
-            try:
-                os.unlink(pending)
-            except OSError:
-                pass
-        with self._lock:
-            if holder in self.found:
-                self.found.remove(holder)
-            seen = self._sightings.pop(holder.signature, 0)
-            if seen and signature is not None:
-                self._sightings[signature] = self._sightings.get(signature, 0) + seen
-            held = self._held.pop(holder.signature, {})
+        remove(pending)
+        held = self.known.retire(holder, signature)
         self._judge_held(held, signature, pool, triage_it=triage_it)
-
-    def _hold(self, holder: FoundBug, case, failure: Failure) -> None:
-        """Keep a failure of ``holder``'s symptom until its triage settles what it covers.
-        Bounded: one case per trigger shape, and at most MAX_HELD shapes per holder (the
-        rest count as sightings of what the holder becomes)."""
-        key = _held_key(case)
-        with self._lock:
-            held = self._held.setdefault(holder.signature, {})
-            if key in held:
-                held[key][2] += 1
-            elif len(held) < MAX_HELD:
-                held[key] = [case, failure, 1]
-            else:
-                self._sightings[holder.signature] = self._sightings.get(holder.signature, 0) + 1
 
     def _judge_held(self, held: dict, signature: str | None, pool: WorkerPool | None, *, triage_it: bool) -> None:
         """Judge the failures a holder held against the findings as they are now: a
@@ -1264,13 +813,13 @@ class Campaign:
         unexplained."""
         kept = 0
         for case, failure, count in held.values():
-            covering = self._covering_finding_or_none(case, failure, settled=True)
+            covering = self.known.covering_or_none(case, failure, settled=True)
             err = None if covering is not None else \
                 _error_type(case.op, failure.oracle, failure.kind)(case, failure, signature_of(case, failure))
             if err is not None and self._abandoned.is_set():
                 kept += self._keep_pending(err, False) is not None   # past the stop grace
                 continue
-            if err is not None and (not triage_it or self._enough_findings()):
+            if err is not None and (not triage_it or self.budget.enough_findings(self.stats.failing)):
                 # Not triaged now (abandoned, or --max-findings reached): the next
                 # campaign on the corpus triages it.
                 kept += 1
@@ -1292,53 +841,28 @@ class Campaign:
             else:
                 became = covering.signature
             if became is not None and count > 0:
-                with self._lock:
-                    self._sightings[became] = self._sightings.get(became, 0) + count
+                self.known.sight(became, count)
         if kept:
             with self._lock:
                 self.stats.left_pending += kept
             if self._abandoned.is_set():
                 return   # (past the stop grace: the summary may be out; the files say it)
             self.emit(Notice(f"{kept} failure(s) of another trigger than the finding that held them "
-                             f"left for triage in {self._pending_dir}: the next run on this corpus triages them"))
-
-    def _enough_findings(self) -> bool:
-        """--max-findings reached (by this campaign, or by the lanes together)."""
-        return (self.enough is not None and self.enough.is_set()) or (
-            self.config.max_findings is not None and self.stats.failing >= self.config.max_findings)
+                             f"left for triage in {self._pending_failures.dir}: the next run on this corpus "
+                             "triages them"))
 
     def _recorded_untriaged(self, job) -> None:
         """An abandoned or failed triage job: its shrunk case is recorded as it is."""
         self._triaged(job, None, triage_it=False)
-
-    def _covering_finding_or_none(self, case, failure: Failure, *, settled: bool = False) -> FoundBug | None:
-        """_covering_finding (``settled``: recorded findings only, not those in triage);
-        None (and a harness error) where matching raises: better a finding recorded twice
-        than a finding lost."""
-        try:
-            found = self._covering_finding(case, failure)
-            if found is not None and found.provisional and settled:
-                symptom = symptom_key(case, failure)
-                settled_ones = [f for f in list(self.found) if not f.provisional]
-                found = next((f for f in settled_ones if f.covers(case, failure, symptom)), None) or \
-                    next((f for f in settled_ones if f.covers_beyond_restrictions(case, failure, symptom)), None)
-            return found
-        except CorpusWriteError:
-            raise
-        except Exception as exc:
-            self.harness_error("judge", case.op, case, exc)
-            return None
 
     def _record(self, err: FindingError, pool: WorkerPool | None, *, flaky: bool, triage_it: bool = True) -> str | None:
         """Re-run, reduce and explain the shrunk failure (triage/pipeline.py), then store it.
         (Hypothesis' own Flaky verdict, ``flaky``, is only a hint: the re-runs decide.)
         If triage raises, the shrunk case is stored as it is (unexplained): nothing found
         is lost to a harness error."""
-        earlier = self._covering_finding_or_none(err.case, err.failure, settled=True)
+        earlier = self.known.sighting(err.case, err.failure)   # an earlier finding covers it
         if earlier is not None:
-            with self._lock:  # an earlier finding covers it
-                self._sightings[earlier.signature] = self._sightings.get(earlier.signature, 0) + 1
-            return earlier.signature
+            return earlier
         result = None
         if triage_it and pool is not None:
             self.emit(Notice(f"{err.case.op}: minimising {err.failure.oracle} failure"))
@@ -1362,116 +886,20 @@ class Campaign:
         else:
             case, failure, explanation, result_flaky = result.case, result.failure, result.explanation, result.flaky
         with self.corpus.recording():
-            self._refresh_found()   # what other campaigns on this corpus recorded meanwhile
-            covering = None if result_flaky else self._covering_finding_or_none(case, failure, settled=True)
+            self._filing.refresh()   # what other campaigns on this corpus recorded meanwhile
+            # Reduced, it may meet an earlier finding's conditions (the reducer moved it
+            # to that finding's dtype, say): a sighting of that bug.
+            covering = None if result_flaky else self.known.sighting(case, failure)
             if covering is not None:
-                # Reduced, it meets an earlier finding's conditions (the reducer moved it
-                # to that finding's dtype, say): a sighting of that bug.
-                with self._lock:
-                    self._sightings[covering.signature] = self._sightings.get(covering.signature, 0) + 1
-                return covering.signature
-            path, new, finding = self._store(case, failure, result, explanation, result_flaky)
-        return self._confirmed(finding, path, new, result)
-
-    def _refresh_found(self) -> None:
-        """Add the findings that other campaigns sharing the corpus recorded since."""
-        self._refreshed = time.monotonic()
-        fresh = self.corpus.load_new(self._seen_files)
-        with self._lock:
-            known = {f.signature for f in self.found}
-            self.found += [FoundBug.of(f) for _, f in fresh if f.signature not in known]
-
-    def _store(self, case, failure: Failure, result, explanation, result_flaky: bool):
-        """Write the finding (its status from the upstream tables): (path, new, finding)."""
-        try:
-            entry = self._upstream_entry(case, failure, self._device)
-        except Exception as exc:
-            self.harness_error("judge", case.op, case, exc)
-            entry = None
-        # triage files a compiled target's failure that its eager counterpart shows too as
-        # the eager target's (issue 37)
-        target_name, target_spec = getattr(result, "filed_as", None) or (self._target_name, self.config.target_spec)
-        finding = Finding.create(
-            case, failure, target_name=target_name, target_spec=target_spec,
-            device=self._device, flaky=result_flaky,
-            known=entry.to_json() if entry is not None else None,
-            conditions=explanation.conditions if explanation is not None else None,
-            explanation=explanation.to_json() if explanation is not None else None,
-            reproducibility=result.reproducibility.to_json() if result is not None else None,
-            minimisation=result.minimisation_json() if result is not None else None,
-            localisation=result.localisation if result is not None else None)
-        with self._lock:
-            path, new = self.corpus.record(finding)
-            self.found.append(FoundBug.of(finding))
-            self._seen_files.add(path.name)
-        return path, new, finding
-
-    def _confirmed(self, finding: Finding, path: Path, new: bool, result) -> str:
-        """Verify a new finding's repro script (``confirm``), count and report it."""
-        case = finding.case
-        try:
-            if new and self.confirm is not None and not finding.flaky:
-                verifying = time.monotonic()
-                try:
-                    record = self.confirm(finding)
-                except CorpusWriteError:
-                    raise
-                except Exception as exc:  # the finding stays, unverified
-                    self.harness_error("report", case.op, case, exc)
-                    record = None
-                finally:
-                    self._spent("verify", time.monotonic() - verifying)
-                if record is not None:
-                    self._check_abandoned()   # its script was killed with the desk's work
-                    finding.repro = record
-                    self.corpus.update(path, lambda f: setattr(f, "repro", record))
-        finally:
-            # Also when a Ctrl-C stops the verification: the finding is on disk, so the
-            # run's summary and counts must show it (its repro stays unverified). Unless
-            # the job was given up (the summary may be out): it stays pending, and the
-            # next run counts it as a sighting of the finding on disk.
-            with self._lock:
-                self._check_abandoned()
-                if new:
-                    self._count(finding.status, +1)
-                    if finding.status in ("new", "unverified"):   # (Stats.failing)
-                        self._credit_finding(finding.op)
-                self.stats.minimise_s += result.seconds if result is not None else 0.0
-                self.recorded.append((finding.without_bulk(), path, new))
-                self.emit(FindingRecorded(finding, path, new))
-        if new:
-            with self._lock:
-                self._fold_special_cases(finding, path)
-        return finding.signature
+                return covering
+            path, new, finding = self._filing.store(case, failure, result, explanation, result_flaky)
+        return self._filing.confirmed(finding, path, new, result)
 
     def _credit_finding(self, op: str) -> None:
         try:
             self.scheduler.record(op, cases=0, seconds=0.0, new_findings=1, new_behaviours=0)
         except (KeyError, ValueError):
             pass  # a pending failure of an op this campaign does not schedule
-
-    def _count(self, status: str, delta: int) -> None:
-        with self._lock:
-            count_finding(self.stats, status, delta)
-
-    def _fold_special_cases(self, general: Finding, path: Path) -> None:
-        """Earlier findings that are special cases of ``general`` become part of it: one
-        bug, one finding, whichever case of it the campaign met first."""
-        for found in [f for f in self.found if f.special_case_of(general)]:
-            op, oracle = found.symptom[:2]
-            if not self.corpus.fold(path, self.corpus.path_of(op, oracle, found.signature)):
-                continue
-            special = next((f for f, _, new in self.recorded if f.signature == found.signature and new), None)
-            self.recorded = [r for r in self.recorded if r[0].signature != found.signature]
-            self.found.remove(found)
-            pending = self._sightings.pop(found.signature, 0)   # not yet written to its file
-            if pending:
-                self._sightings[general.signature] = self._sightings.get(general.signature, 0) + pending
-            if special is not None:
-                self._count(special.status, -1)
-            self.emit(Notice(f"{general.op}: finding {found.signature[:8]} ({', '.join(found.conditions)}) "
-                             f"is a special case of {general.signature[:8]} "
-                             f"({', '.join(general.conditions) or 'no conditions'}): merged into it"))
 
     # -- the campaign ---------------------------------------------------------------------
     def run(self) -> CampaignFinished:
@@ -1492,6 +920,7 @@ class Campaign:
             return self._ended_before_its_worker_started()
         with pool, self._interrupts:
             self._device, self._target_name = pool.device, pool.target_name
+            self._filing.identify(pool.target_name, self.config.target_spec, pool.device)
             self.device, self.target_name = pool.device, pool.target_name
             self._desk = TriageDesks(self._triaged, self._triage_pool, fallback=self._recorded_untriaged,
                                      priority=self._triage_priority, slow=self._slow_job)
@@ -1519,7 +948,7 @@ class Campaign:
                 self.stats.elapsed_s = time.monotonic() - self._start
                 if unwritable is None:
                     self._flush_sightings()
-                    self._flush_notes()
+                    self._notes.flush(self._target_name or self.target_name, self._device)
         if unwritable is not None:
             raise unwritable
         result = CampaignFinished(self.stats, tuple(self.recorded), stopped)
@@ -1543,188 +972,40 @@ class Campaign:
                           inflight_dir=self.config.corpus_dir, compile_timeout_s=self.config.compile_timeout_s,
                           execute=judge_case, role=role)
 
-    @staticmethod
-    def _slow_job(job) -> bool:
-        """Whether a desk job goes to the slow desk (TriageDesks): a crash, hang or device
-        fault, each of whose re-runs needs a fresh process."""
-        return not isinstance(job, Reverification) and _slow_to_triage(job[0].failure)
+    _slow_job = staticmethod(is_slow)   # (desk_jobs.is_slow: a crash, hang or device fault)
 
     def _close_desk(self, stopped: str) -> str:
-        """Let the desk finish the failures handed to it: to the end without a budget
-        (they are findings), within the stop grace with one (the rest stay pending:
-        _defer_triage); told to stop (the daemon's SIGTERM), a second for the job in
-        hand. A Ctrl-C, before or while it does, records the ones not started as they are."""
-        desk = self._desk
-        if self.config.budget_s is not None or stopped in ("interrupted", "stopped"):
-            # Scripts of earlier findings wait for the next run rather than the end.
-            self._reverify_left(len(desk.withdraw(lambda job: isinstance(job, Reverification))))
+        """Let the desk finish the failures handed to it, or leave them pending (DeskEnd)."""
         try:
-            if stopped == "stopped" and self.config.defer_on_stop:
-                if not desk.drain(timeout=1.0):   # the daemon must be gone within seconds
-                    self._defer_triage()
-                return stopped
-            if stopped not in ("interrupted", "stopped"):
-                try:
-                    grace = self._grace_left()
-                    if desk.pending:
-                        bound = f" (at most {grace:.0f}s more)" if grace is not None else ""
-                        self.emit(Notice(f"triaging the last {desk.pending} failure(s) before stopping{bound}"))
-                    if not desk.drain(timeout=grace):
-                        self._defer_triage()
-                    return stopped
-                except KeyboardInterrupt:
-                    stopped = "interrupted"
-            # Interrupted (or stopped, not deferring): the ones not started are recorded
-            # as they are; the job in hand gets a moment to finish.
-            for job in desk.abandon():
-                self._recorded_untriaged(job)
-            desk.drain(timeout=1.0 if stopped == "stopped" else 5.0)
-            return stopped
+            return self._desk_end.close(self._desk, stopped, budgeted=self.config.budget_s is not None,
+                                        defer_on_stop=self.config.defer_on_stop, grace_left=self.budget.grace_left)
         finally:
-            quick = stopped in ("interrupted", "stopped") or self._abandoned.is_set()
-            desk.close(timeout=1.0 if quick else 10.0)
             self._desk = None
 
     def _defer_triage(self) -> None:
-        """Give up the desk's jobs and leave them in DIR/triage-pending/ for the next
-        campaign on the corpus: those not started, the one in hand (its worker killed;
-        from now on the desk's thread stores and counts nothing: _Abandoned) and the
-        failures their holders held (in memory only until now). Nothing is lost."""
-        desk = self._desk
-        jobs = 0
-        cases = set()   # (a holder also holds its own case: written once)
-        for job in desk.abandon():            # not started: pending already, as a rule
-            if isinstance(job, Reverification):
-                self._reverify_left(1)
-                continue
-            cases.add(job[0].case)
-            if self._sighted_now(job):
-                continue
-            if self._kept_pending(job):
-                jobs += 1
-            else:                             # no file could be written: recorded as it is
-                self._recorded_untriaged(job)
-        with self._lock:
-            self._abandoned.set()
-        in_hand = desk.in_hand
-        desk.cancel()
-        for job in in_hand:
-            if isinstance(job, Reverification):
-                self._reverify_left(1)
-            else:
-                cases.add(job[0].case)
-                jobs += self._kept_pending(job)
-        with self._lock:
-            held, self._held = self._held, {}
-        kept = 0
-        for shapes in held.values():
-            for case, failure, _count in shapes.values():
-                if case in cases:
-                    continue
-                cases.add(case)
-                err = _error_type(case.op, failure.oracle, failure.kind)(case, failure, signature_of(case, failure))
-                kept += self._keep_pending(err, False) is not None
-        if jobs or kept:
-            with self._lock:
-                self.stats.left_pending += jobs + kept
-            self.emit(Notice(f"out of time to triage {jobs} failure(s) (and {kept} held while they were): left in "
-                             f"{self._pending_dir}, the next run on this corpus triages them"))
-
-    def _confirm_unless_abandoned(self, finding) -> dict:
-        """``confirm``, whose verdict is not written once the desk's job was given up."""
-        record = self.confirm(finding)
-        self._check_abandoned()
-        return record
-
-    def _reverify_left(self, n: int) -> None:
-        if n:
-            with self._lock:
-                self.stats.reverified["left"] = self.stats.reverified.get("left", 0) + n
-
-    def _sighted_now(self, job) -> bool:
-        """Whether a job given up is a sighting of a finding recorded since it was handed
-        to the desk (counted as one, its pending file removed): left pending, the next run
-        would only find that out (issue 37, H200: a cuda-compiled run left 57 failures,
-        among them five of an FFT assertion and two of an index_add_ lowering it had
-        filed while they waited)."""
-        err = job[0]
-        covering = self._covering_finding_or_none(err.case, err.failure, settled=True)
-        if covering is None:
-            return False
-        with self._lock:
-            self._sightings[covering.signature] = self._sightings.get(covering.signature, 0) + 1
-        pending = job[3]
-        if pending is not None:
-            try:
-                os.unlink(pending)
-            except OSError:
-                pass
-        return True
-
-    def _kept_pending(self, job) -> bool:
-        """Whether the job's failure is in triage-pending/ (written now if it was not)."""
-        err, flaky, _holder, pending = job
-        if pending is not None:
-            return pending.exists()   # (recorded meanwhile: its file was removed)
-        return self._keep_pending(err, flaky) is not None
+        """Give up the desk's jobs, left in triage-pending/ (DeskEnd.defer)."""
+        self._desk_end.defer(self._desk)
 
     def _check_abandoned(self) -> None:
         if self._abandoned.is_set():
             raise _Abandoned()
-
-    def _make_scheduler(self):
-        if self.config.schedule == "yield":
-            return YieldScheduler(self.config.ops, seed=self.seed, state=self.config.scheduler_state)
-        if self.config.schedule == "round-robin":
-            return RoundRobin(self.config.ops)
-        raise ValueError(f"schedule={self.config.schedule!r}: expected 'round-robin' or 'yield'")
-
-    def _slices(self):
-        """(op, round, limits) of each slice to run, as the scheduler picks among the ops
-        not set aside (round: how often this op ran in this campaign, which seeds its
-        slice; limits: its size, from the budget left, the ops still to have their turn
-        in this round and the case rate so far, and its siblings)."""
-        rounds: dict[str, int] = {}
-        while True:
-            if all(op in self.stats.set_aside for op in self.config.ops):
-                raise BudgetExhausted("every op set aside")
-            op = self.scheduler.next_op(exclude=tuple(self.stats.set_aside))
-            rounds[op] = rounds.get(op, -1) + 1
-            yield op, rounds[op], self._slice_limits(rounds, op)
-
-    def _slice_limits(self, rounds: dict, op: str) -> Limits:
-        """The Limits of ``op``'s next slice: as configured, or sized (SliceSizer) where
-        the budget decides; a slice of fewer cases than a drawn case's family has fewer
-        siblings, so that a slice of one case is one case."""
-        if not self._sizer.adaptive:
-            return self._limits
-        now = time.monotonic()
-        if self._fuzz_started is None:
-            self._fuzz_started = now
-        ops = [o for o in self.config.ops if o not in self.stats.set_aside]
-        behind = sum(1 for o in ops if rounds.get(o, -1) < rounds[op]) + 1
-        elapsed = now - self._fuzz_started
-        rate = self.stats.cases / elapsed if self.stats.cases and elapsed > 0 else None
-        left = (self._budget_end() or now) - now
-        cases = self._sizer.cases(ops_left_in_round=behind, seconds_left=left, cases_per_s=rate)
-        return replace(self._limits, examples=cases, siblings=min(self._limits.siblings, cases - 1))
 
     def _fuzz(self, pool: WorkerPool) -> None:
         """Run slices until the budget says stop, in a pipeline: the next slice's cases
         are drawn while the worker runs the previous slice's batch, sent to queue behind
         it, and a slice's outcomes are judged while the worker runs the next one (the
         worker never waits for the driver while the drawing keeps up)."""
-        running = None          # the _InWorker in the worker
+        running = None          # the InWorker in the worker
         finishing = None        # collected, not yet judged
-        slices = self._slices()
+        slices = self._plan.slices()
         self._drafter = Drafter(self.config.draw_jobs, self.seed) if self.config.draw_jobs else None
         try:
             while True:
                 op = None
                 if self._desk_error is not None:
                     raise self._desk_error
-                if self.config.shared_corpus and time.monotonic() - self._refreshed > REFRESH_S:
-                    self._refresh_found()   # stop shrinking what another lane found
+                if self.config.shared_corpus and time.monotonic() - self._filing.refreshed > REFRESH_S:
+                    self._filing.refresh()   # stop shrinking what another lane found
                 if (reason := self._out_of_budget()):
                     raise BudgetExhausted(reason)
                 try:
@@ -1732,13 +1013,14 @@ class Campaign:
                     op = draft.op
                     prepared = self._prepare(draft)
                     if prepared is not None:
-                        prepared.cases = prepared.cases[:self._cases_left(running)]
+                        in_worker = len(running.slice.cases) if running is not None else 0
+                        prepared.cases = prepared.cases[:self._plan.cases_left(in_worker)]
                     finishing, running = running, None
                     # Sent before the last batch is collected: it queues behind that
                     # one in the worker, which goes from one to the next without
                     # waiting for the driver to read, write the in-flight file and send.
                     if prepared is not None and prepared.cases:
-                        running = _InWorker(prepared, self._submit(prepared, pool))
+                        running = submit(prepared, pool, self._case_oracles)
                     if finishing is not None:
                         self._collect(finishing, pool)
                         judging, finishing = finishing, None
@@ -1767,27 +1049,10 @@ class Campaign:
                 self._drafter.close()
                 self._drafter = None
 
-    def _cases_left(self, running) -> int | None:
-        """How many more cases --max-cases allows, counting those in the worker now
-        (None: no limit; a slice is drawn at its size)."""
-        if self.config.max_cases is None:
-            return None
-        in_flight = len(running.slice.cases) if running is not None else 0
-        return max(0, self.config.max_cases - self.stats.cases - in_flight)
-
-    def _submit(self, prepared: _Slice, pool: WorkerPool):
-        try:
-            return pool.submit([c.to_json() for c in prepared.cases], self._case_oracles,
-                               [c.op for c in prepared.cases])
-        except CorpusWriteError:
-            raise
-        except Exception as exc:  # judged as each case's harness error when finished
-            return exc
-
     def _flush_sightings(self) -> None:
-        self.stats.sightings = sum(self._sightings.values())
+        self.stats.sightings = sum(self.known.sightings.values())
         try:
-            self.corpus.add_sightings(self._sightings)
+            self.corpus.add_sightings(self.known.sightings)
         except CorpusWriteError:
             raise
         except Exception as exc:

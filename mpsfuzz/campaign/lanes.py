@@ -31,6 +31,7 @@ from ..execution.worker import limit_threads
 from . import reaper
 from .engine import Campaign, CampaignConfig, count_finding, stop_grace_s
 from .interrupts import InterruptLatch, relay_to
+from .known_findings import fails_the_run
 
 # How long the coordinator waits for lanes told to stop now (SIGTERM) before killing
 # them: the daemon exits within 10 s. (Lanes told they have enough finish their triage.)
@@ -342,7 +343,7 @@ class ParallelCampaign:
                             count_finding(relayed.setdefault(index, Stats()), event.finding.status)
                             relayed_findings.setdefault(index, []).append((event.finding, event.path, event.new))
                         if isinstance(event, FindingRecorded) and event.new \
-                                and event.finding.status in ("new", "unverified"):   # (Stats.failing)
+                                and fails_the_run(event.finding.status):   # (Stats.failing)
                             new_findings += 1
                             if config.max_findings is not None and new_findings >= config.max_findings:
                                 enough.set()

@@ -47,7 +47,7 @@ a transposed input, functional and ``out=``, values and variants, are one bug:
 apart from a functional one with other conditions); findings of one kernel with incomparable conditions (``sigmoid`` wrong for
 non-contiguous inputs, and wrong for float16 whatever the layout) stay two bugs, unless
 both raise the same clean error there: one check of one kernel that refuses valid input is one
-bug however ablation words the sizes or layouts that reach it (run 41L: CUDA
+bug however ablation words the sizes or layouts that reach it (issue 31, H200: CUDA
 ``avg_pool2d``'s "integer out of range" for 2^31 elements and for a batch past 65,536
 with padding). A device fault's message ("invalid argument") names no check and does not
 join findings. A

@@ -393,7 +393,7 @@ def _cast_back_by_name(out, widen: set, dut_dtypes: list | None = None):
     """Widened leaves in the narrow dtype again. An int64 leaf is left alone (it is
     usually indices: nonzero, argmax), unless the DUT's own leaf there is the narrow
     dtype that was widened to int64: a difference that is exactly mpsfuzz's own widening
-    says nothing about the op (run 28: uint32 ``repeat_interleave``, where meta cannot
+    says nothing about the op (an H200 run, docs/real-findings.md: uint32 ``repeat_interleave``, where meta cannot
     run the op, was filed as CUDA returning the wrong dtype)."""
     back = {dt.to_torch(dt.WIDER[name]): dt.to_torch(name) for name in widen
             if dt.WIDER[name] != "int64"}

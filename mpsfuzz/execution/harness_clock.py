@@ -2,7 +2,7 @@
 
 A verdict may trace an op's decomposition and weigh each rounding through autograd: over a
 large-class case (cumprod of 65,537 float16 values) that takes longer than a case's
-timeout on a loaded machine, and a worker killed then is not a target hang (run 41L on an
+timeout on a loaded machine, and a worker killed then is not a target hang (issue 31 on an
 H200: cumprod@large and cumsum@large filed as hangs, "the process hung outside every aten
 call", 0 of 8 cases judged). Like compilation (worker.py), judging does not count as the
 case running; it has a limit of its own, past which the case is a harness error.

@@ -12,7 +12,8 @@ names of its parameters, not op by op.
 
 A parameter joins by its name (``EXTREME_CLASSES``): the class says which extremes it
 takes. Parameters that size an output (``padding``, ``output_size``, ``bins``,
-``minlength``, ``num_classes``, ``repeats``, a factory's ``end``) are left out: an
+``minlength``, ``num_classes``, ``repeats``, a factory's ``end``; the stride and dilation
+of an op of semantics ``window-sizes-output``, a transposed convolution) are left out: an
 extreme there asks for an output of gigabytes, which a valid call must then allocate on
 the host (the large classes grow sizes with references that stay small). Probabilities
 (``p``, ``q``, ``label_smoothing``) are left out too: outside [0, 1] they are rejected
@@ -67,6 +68,9 @@ EXTREME_CLASSES: dict[str, str] = {
     "scale_factor": "scale",
 }
 
+# The window arguments that size the output of an op of semantics window-sizes-output.
+WINDOW_SIZES_OUTPUT = ("stride", "dilation")
+
 # Families whose arguments are not this class's (see the module docstring); a user's
 # kernel documents the values it takes, and is left out too.
 EXCLUDED_FAMILIES = ("random", "large", "kernels")
@@ -106,8 +110,9 @@ def candidates(spec, kwargs) -> list[tuple[str, int | None, tuple]]:
         # the host a large reference for an error path the base op's cases reach)
         return []
     pairs = kwargs.items() if isinstance(kwargs, dict) else kwargs
+    sizing = WINDOW_SIZES_OUTPUT if "window-sizes-output" in spec.semantics else ()
     return [(name, slot, extremes) for name, value in sorted(pairs, key=lambda kv: kv[0])
-            if name in EXTREME_CLASSES for slot, extremes in _slots(name, value)]
+            if name in EXTREME_CLASSES and name not in sizing for slot, extremes in _slots(name, value)]
 
 
 def with_extreme(kwargs: dict, name: str, slot: int | None, extreme) -> dict:

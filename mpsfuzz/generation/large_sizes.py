@@ -14,9 +14,9 @@ size), and :func:`large_variant` makes from it the op's large class, ``<op>@larg
   coupled sizes (``bmm``'s batch in both inputs) stay equal. The op's argument builder
   runs afterwards and sees the grown shapes (a softmax ``dim`` along the long dim or
   across it).
-- Every input stays within ``MAX_ELEMENTS`` (2^20 elements, 8 MiB in float64): the rest
+- Every input stays within ``MAX_ELEMENTS`` (2^21 elements, 16 MiB in float64): the rest
   of the shape is drawn within what is left, so the CPU reference runs on the whole
-  input and the host's memory per case stays bounded (README: "Large sizes").
+  input and the host's memory per case stays bounded (docs/large-sizes.md).
 - Values are small integers (-4..4) unless the op declares its own: a product along
   an inner dim of 131,073 terms is then exact in float32 (at most 16 * 131,073 < 2^24),
   so the reference needs no rounding allowance there. Integers (small ones, and an

@@ -142,7 +142,16 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 #                           keeps positive (a recurrent cell's hidden size: nn.LSTM refuses
 #                           hidden_size=0; cuDNN answers BAD_PARAM where CPU's functional
 #                           op returns): no `empty-other` boundary zeroes them
-SEMANTICS = ("mixed_dtypes_sometimes", "structural-later-sizes", "ties_unspecified", "undefined-values", "random", "order-dependent",
+#   undefined-when-empty    eager CPU's value over an empty batch is uninitialised memory
+#                           (multi_margin_loss and multilabel_margin_loss, mean and sum,
+#                           torch 2.13) while an empty class dim is refused: the reference
+#                           means nothing on any `empty` boundary, so none is drawn (the
+#                           builders keep the batch non-empty for the same reason)
+#   window-sizes-output     its window's stride and dilation grow its output (transposed
+#                           convolutions: L_out = (L - 1) * stride + dilation * (k - 1)
+#                           + ...): they size an output and take no argument extremes (a
+#                           stride of 2^31 - 1 asks the host for billions of elements)
+SEMANTICS = ("mixed_dtypes_sometimes", "structural-later-sizes", "undefined-when-empty", "window-sizes-output", "ties_unspecified", "undefined-values", "random", "order-dependent",
              "accumulates", "structure-unknown", "determined-as-a-whole", "large", "zero-taps",
              "shifted-argument", "computed-weights", "slices-as-inputs")
 

@@ -619,6 +619,8 @@ def _boundary_applies(spec: OpSpec, case: Case, kind: str) -> bool:
     if kind in ("empty", "empty-other"):
         if not all(r.numel > 0 for r in case.inputs) or "large" in spec.semantics:
             return False
+        if kind == "empty" and "undefined-when-empty" in spec.semantics:
+            return False
         if kind == "empty-other":
             return "structural-later-sizes" not in spec.semantics and bool(_later_sizes(case.inputs))
         return any(any(n > 0 for n in r.shape) for r in _emptied_from(spec, case.inputs))

@@ -75,7 +75,7 @@ def form_keyed(oracle_name: str, kind: str, key: tuple) -> tuple:
 
 # The files of mpsfuzz's own harness around an op call, and of the worker process's
 # start, as a crash's cleaned frames name them (``file.py:function``): they tell how
-# the worker called the op, not where it crashed. Run 33 (H200): one SIGFPE of CUDA's
+# the worker called the op, not where it crashed. On an H200 (docs/real-findings.md), one SIGFPE of CUDA's
 # SDPA on empty inputs was filed twice, its second frame ``executor.py:forward_backward``
 # (the grad variant) in one and ``targets.py:run`` in the other. Until 2026-11-27 crash
 # keys held these frames: keys read from a corpus drop them the same way.

@@ -55,7 +55,7 @@ def arbitrate(obs: Observation, failure: Failure) -> Failure | None:
         result, numbers = verdict(obs, failure)
     except Exception as exc:
         # A bug of ours, not a verdict: without the float64 run's dismissals the jury
-        # would file what rounding explains as new (run 38, H200: eight gradients of
+        # would file what rounding explains as new (issue 30, H200: eight gradients of
         # ops with a leaf that has no gradient, an AttributeError here, all filed new).
         # The finding is undecided, listed apart and never new, and says where it broke.
         reason = f"arbiter failed: {type(exc).__name__}: {str(exc)[:120]} ({_where(exc)})"

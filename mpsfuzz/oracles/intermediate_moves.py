@@ -2,9 +2,9 @@
 kernel's floating result moved by up to one unit of roundoff of the case's dtype.
 
 The check that moves the *inputs* by a roundoff (``arbiter.perturbed_sides``) misses a
-formula that amplifies the roundoff of an intermediate. Run 27 (H200): shifted Chebyshev
+formula that amplifies the roundoff of an intermediate. On an H200 (docs/real-findings.md), shifted Chebyshev
 V_8 in float32 near 2x - 1 = -1 multiplies t = acos(2x - 1)'s roundoff by 47 (three
-rules came of it). Run 34: the bfloat16 gradient of ``tanhshrink`` is g - g (1 - tanh^2 x),
+rules came of it). Another H200 case: the bfloat16 gradient of ``tanhshrink`` is g - g (1 - tanh^2 x),
 and rounding g (1 - tanh^2 x) to bfloat16 near g costs an ulp of g, which the
 cancellation leaves as the whole result: CUDA and CPU were each about that far off
 float64. A backend that rounds each kernel's result to the dtype may land anywhere in

@@ -49,7 +49,7 @@ def judge_case(case, target, oracle_names, *, compile_twice: bool = False) -> di
         if is_memory_exhausted(exc):
             # Making the inputs (or our own float64 copies) ran out of memory: a limit of
             # this machine at this moment, like the op's own out-of-memory error, never a
-            # harness error (run 38's large class, H200: 28 of them set two ops aside).
+            # harness error (issue 31's large class, H200: 28 of them set two ops aside).
             return {"valid": False, "unsupported": True, "ref_widened": False, "failures": [],
                     "unsupported_message": f"out of memory: {str(exc).splitlines()[0][:160]}"}
         if is_device_fault(str(exc)):

@@ -6,7 +6,7 @@ reference in float32 and rounds the result (``executor.run_reference``). For one
 that is what a device's half kernel does (it accumulates in float32). A *composite* op
 is not one kernel: ``F.local_response_norm`` squares its input, pools, scales, raises to
 a power and divides, and on a device each of those kernels rounds its result to half.
-Run 28, 32 and 33 (H200): float16 ``local_response_norm`` of 65504 is 0 on CUDA, because
+Three H200 runs (docs/real-findings.md): float16 ``local_response_norm`` of 65504 is 0 on CUDA, because
 65504 squared is inf in half, and 3.9 in the float32 reference; any backend running the
 op's own decomposition in half gets 0.
 

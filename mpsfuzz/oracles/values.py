@@ -238,7 +238,7 @@ def excuse_zero_taps_either_way(case, spec, a, b):
     """``b`` taking ``a``'s value where either of the two skipped a zero tap the other
     multiplied, for the DUT-alone oracles: two runs of the target (a non-contiguous
     weight and its contiguous copy, two cuDNN algorithms) may each skip or multiply the
-    zero taps (run 37, H200: conv1d with a transposed weight holding NaN and padding
+    zero taps (issue 30, H200: conv1d with a transposed weight holding NaN and padding
     'same' gave -18 where the contiguous weight gave NaN)."""
     return _zero_taps_excused(case, spec, a, b, either_way=True)
 

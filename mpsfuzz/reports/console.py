@@ -151,7 +151,7 @@ class ConsoleReporter:
         if reported:
             # Grouped with every finding the run reported, as `corpus list --by bug` groups
             # the corpus: two new findings joined through a third of another status are
-            # one bug here too (run 41 said 17 new bugs where the list showed 16).
+            # one bug here too (issue 30, H200: the summary said 17 new bugs where the list showed 16).
             from ..corpus.bugs import group
             bugs = group(reported)
             for status in ("new", "unverified"):

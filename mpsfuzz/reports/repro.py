@@ -434,7 +434,7 @@ def _inference_devices(b) -> tuple[str, ...]:
     The generator runs in the campaign's own process: a crash or hang finding's case
     never runs here, on no device. Eager CPU crashes on some inputs (a soak's daemon died
     of torch 2.13's float16 conv_transpose2d backward, SIGSEGV, writing its script), and
-    some crashes are in shape logic that the meta device runs too (run 44, H200: SDPA's
+    some crashes are in shape logic that the meta device runs too (issue 30, H200: SDPA's
     GQA divides by the number of key heads, 0, SIGFPE: the campaign died writing the
     script of a flaky crash finding)."""
     return () if _dies_possibly(b) else ("meta", "cpu")
@@ -651,7 +651,7 @@ class _Builder:
         the device then reads (index_add_, running statistics), so it gets a clone.
         Input ``index`` gapped or expanded is copied as the same view of a copy of its
         storage: ``.cpu()`` makes such a view dense, and the executor's reference gets
-        the view (run 32: eager CPU's batch_norm of a gapped input took another path
+        the view (an H200 run, docs/real-findings.md: eager CPU's batch_norm of a gapped input took another path
         than of a dense one, in its values and its result's memory format, and the
         scripts could not show what the campaign had judged)."""
         if index is not None and _densified_by_copy(self.case.inputs[index].layout):

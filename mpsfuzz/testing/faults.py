@@ -840,7 +840,7 @@ def _nearest_exact1d_backward_fma(func, args, kwargs, result):
     gradient of outputs [ceil(i * s - 0.5), ceil((i + 1) * s - 0.5)) with s = out / in in
     float32, and the compiler fuses the multiply and the subtraction (one rounding). At a
     pixel-centre tie (6 to 1: i = 3, 3 x float32(1/6) is a hair above 0.5) the gradient
-    goes to another input than the forward read (run 40)."""
+    goes to another input than the forward read (issue 30, H200)."""
     grad_out = args[0]
     input_size = args[2] if len(args) > 2 else kwargs["input_size"]
     scales = args[3] if len(args) > 3 else kwargs.get("scales")
@@ -874,7 +874,7 @@ def _histc_range_degenerate(func, args, kwargs) -> bool:
 
 
 def _quotient_first(func, args, kwargs, result):
-    """addcdiv as CUDA evaluates it (run 43, H200): self + value * (tensor1 / tensor2),
+    """addcdiv as CUDA evaluates it (issue 30, H200): self + value * (tensor1 / tensor2),
     each step rounded in the dtype, so a quotient past the dtype's largest value is an
     infinity even where value is 0 (then NaN)."""
     x, a, b = (_arg(func, args, kwargs, i) for i in range(3))
@@ -1423,7 +1423,7 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("hypot_overflows_naively", "not a bug: hypot computed naively overflows where x*x does",
           ("aten::hypot.default",), _squares_overflow, "overflow_naively"),
     Fault("histc_refuses_degenerate_range", "CUDA (torch 2.11, H200): histc of values so large that the "
-          "range widened by 1 is still empty raises (run 43)", ("aten::histc.default",), _histc_range_degenerate,
+          "range widened by 1 is still empty raises (issue 30)", ("aten::histc.default",), _histc_range_degenerate,
           "raise", message="max must be larger than min"),
     Fault("addcdiv_divides_first", "not a bug: addcdiv evaluated as self + value * (t1 / t2) in the dtype, "
           "whose quotient overflows where a subnormal divides",

@@ -201,7 +201,7 @@ class CompareMode(TorchDispatchMode):
 
     def _raised_alone(self, index, func, args, kwargs, snap, exc: Exception, why: str) -> None:
         """A call that raised on the device and that no CPU run can compare: the error
-        starts in it all the same (run 38, H200: cuDNN's RNN, ``rnn: hx is not
+        starts in it all the same (issue 30, H200: cuDNN's RNN, ``rnn: hx is not
         contiguous``, was not localised, so gru, lstm and their stacked forms made
         eight bugs of one kernel's layout checks)."""
         if len(self.divergences) >= MAX_RECORDED:

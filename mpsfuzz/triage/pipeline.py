@@ -158,7 +158,7 @@ EDGE_REFUSAL = ("the target refuses the call only when an input holds the dtype'
 def refused_at_the_dtypes_edge(case: Case, failure, explanation: Explanation | None) -> bool:
     """Whether the target's clean refusal (a RuntimeError, not a device fault) needs the
     dtype's extremes in the inputs, and nothing else of them: then it is undecided, not
-    the target's bug (run 43, H200: CUDA's histc of a float32 max raised "max must be
+    the target's bug (issue 30, H200: CUDA's histc of a float32 max raised "max must be
     larger than min" where CPU binned it in its last bin)."""
     if failure.kind != "dut-raises" or failure.blame != "target" or explanation is None:
         return False

@@ -45,6 +45,8 @@ RANDOM = frozenset({"random"})
 # Tolerances for ops that accumulate (convs, norms, pooling over windows).
 ACCUMULATES = dict(rtol_scale=16, atol_scale=32, semantics=frozenset({"accumulates"}))
 CONVOLVES = dict(ACCUMULATES, semantics=frozenset({"accumulates", "zero-taps"}))
+# A transposed convolution's output grows with its stride and dilation.
+CONVOLVES_TRANSPOSED = dict(ACCUMULATES, semantics=frozenset({"accumulates", "zero-taps", "window-sizes-output"}))
 # Linear and cubic resampling: taps of weight 0 (zero-taps) and weights it computes.
 RESAMPLES = dict(ACCUMULATES, semantics=frozenset({"accumulates", "zero-taps", "computed-weights"}))
 
@@ -207,7 +209,7 @@ for _nd, _f, _ft in ((1, F.conv1d, F.conv_transpose1d), (2, F.conv2d, F.conv_tra
            input_dtypes=(None, None, None), grad=True, autocast=True, **CONVOLVES),
         nn(f"conv_transpose{_nd}d", _conv_fn(_ft), _conv_shapes(_nd, True), FLOAT,
            _CONV_DOCS["conv_transpose"].format(n=_nd), args=_conv_args(_nd, True),
-           input_dtypes=(None, None, None), grad=True, autocast=True, **CONVOLVES),
+           input_dtypes=(None, None, None), grad=True, autocast=True, **CONVOLVES_TRANSPOSED),
     )
 
 

@@ -236,7 +236,8 @@ def _bce_shapes(n_weights: int):
 
 # multi_margin_loss and multilabel_margin_loss on an empty batch (N = 0) return
 # uninitialised memory for mean/sum on eager CPU (torch 2.13): the reference would be
-# garbage, so their batches are never empty.
+# garbage, so their batches are never empty, not on an `empty` boundary either
+# (semantics undefined-when-empty).
 
 def _multi_margin_shapes(draw, budget: ShapeBudget):
     return classification_shapes(spatial=False, min_batch=1)(draw, budget)
@@ -538,12 +539,14 @@ register(
           "multi-class hinge loss, p 1 or 2, margin, weight",
           input_dtypes=(None, INDEX, None), input_values=(None, class_targets(), WEIGHTS),
           args=with_reduction(_pick(p=(1, 2), margin=(1.0, 0.5, 2.0), use_weight=(False, True))),
-          grad_inputs=(0,), grad_undefined=zero_crossings(_multi_margin_hinges, "margin - x[y] + x[j]")),
+          grad_inputs=(0,), grad_undefined=zero_crossings(_multi_margin_hinges, "margin - x[y] + x[j]"),
+          semantics=frozenset({"accumulates", "undefined-when-empty"})),
     nn_op("multilabel_margin_loss", lambda x, t, **kw: F.multilabel_margin_loss(x, t, **kw),
           _multilabel_margin_shapes, "multi-label hinge loss, targets end at the first -1",
           input_dtypes=(None, INDEX), input_values=(None, class_targets(low=-1, last_dim=True)),
           args=reduction_arg(), grad_inputs=(0,),
-          grad_undefined=zero_crossings(_multilabel_hinges, "1 - (x[target] - x[other])")),
+          grad_undefined=zero_crossings(_multilabel_hinges, "1 - (x[target] - x[other])"),
+          semantics=frozenset({"accumulates", "undefined-when-empty"})),
 )
 
 

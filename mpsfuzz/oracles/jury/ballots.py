@@ -94,7 +94,7 @@ def read_leaf(ballot: dict, reference: torch.Tensor) -> tuple[torch.Tensor, torc
     if "rel" in ballot:
         # the dtype's tolerance around the juror's own value: where eager CPU is the wrong
         # one, float64's result (CPU's kernel) is far from the truth and so is its scale
-        # (run 37: a float16 antialiased resize 1 ulp off the formula's 5.03 was called
+        # (issue 30, H200: a float16 antialiased resize 1 ulp off the formula's 5.03 was called
         # wrong with the tolerance of CPU's 0.159)
         tol = torch.maximum(tol, ballot["atol"] + ballot["rel"] * r.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0))
     if d.is_floating_point() or d.is_complex():

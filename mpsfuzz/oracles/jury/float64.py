@@ -15,7 +15,8 @@ accumulating its summands may cost is not wrong (``within-bound``), nor is one w
 the dtype's tolerance of float64 where CPU is merely closer (``within-tolerance``); where the inputs
 hold non-finite values or extremes, differences that overflowing intermediates explain
 are not held against either side (``overflow``); a finite wrong value where float64 and
-CPU agree still is.
+CPU agree still is. These rules judge one output leaf at a time: ``leaf.py``
+(:class:`~.leaf.DisputedLeaf`, built here with the evidence gathered for it).
 
 Opinions: the DUT is wrong (``dut-wrong``), the CPU is (``cpu-wrong``), or the
 disagreement is dismissed (:data:`DISMISSED`). For the DUT-alone oracles (``layout``,
@@ -36,14 +37,14 @@ from ...execution.observation import Observation, Raised
 from ...generation import dtypes as dt
 from ...generation.dtypes import name_of
 from ...generation.recipes import NONFINITE_SPECIALS, Case
-from ..accuracy import (LOW_PRECISION, OVERFLOWING_SPECIALS, accumulation_bound, overflow_possible, summands,
-                        unit_roundoff)
+from ..accuracy import LOW_PRECISION, OVERFLOWING_SPECIALS, overflow_possible, summands
 from ..grads import BACKWARD_SCALE
 from ..intermediate_moves import moved_intermediates, moving_mode
+# (judge_leaf and near: re-exported, the ballots and tests read them here)
+from .leaf import STAND_INS, DisputedLeaf, judge_leaf, near  # noqa: F401
 from ..values import (compare_outputs, compare_tensors, dut_alone_scale, excuse_multiplied_zero_taps,
                       excuse_skipped_zero_taps, excuse_zero_taps_either_way, flatten_outputs, leaf_tolerance)
 
-MULTIPLIER = 2.0
 ARBITRATED = {("values", "wrong-values"), ("grads", "wrong-values"), ("layout", "layout-wrong-values"),
               ("variants", "variant-wrong-values")}
 
@@ -195,7 +196,7 @@ def intermediate_leaves(obs: Observation, grads: bool) -> list:
     """The float64 op's leaves (outputs, or gradients) with every kernel's fresh floating
     result moved by up to one roundoff of the case's dtype (``intermediate_moves.py``),
     two seeds, cached. The decomposed op where torch can trace it, so that a fused
-    kernel's own intermediates move too (run 37, H200: float16 group_norm 3 ulps off
+    kernel's own intermediates move too (issue 30, H200: float16 group_norm 3 ulps off
     float64 on groups of two, the rounding of a mean and a variance that
     ``native_group_norm`` keeps inside); else eager CPU's kernels. A run that raises is
     left out."""
@@ -239,11 +240,6 @@ def _laid_on(truth: torch.Tensor, moved: torch.Tensor, base: torch.Tensor) -> to
     return torch.where(moved == base, truth, truth + (moved - base))
 
 
-# Finite stand-ins for the inputs' infinities: results that grow with them (by more than
-# half the ratio of the two) have the stand-in's sign as their limit.
-STAND_INS = (1e100, 1e120)
-
-
 def limit_sides(obs: Observation) -> list:
     """The float64 op with every infinite input element replaced by a finite stand-in of
     its sign, one side per :data:`STAND_INS` (cached; empty where a run raises)."""
@@ -263,286 +259,6 @@ def limit_sides(obs: Observation) -> list:
             sides.append(side)
         obs.cache["float64_limits"] = sides
     return obs.cache["float64_limits"]
-
-
-def _limit_infinity(d: torch.Tensor, limits: list) -> torch.Tensor:
-    """Positions where the DUT's infinity is the op's limit as the infinite inputs grow:
-    the stand-in results have its sign and grow with the stand-ins. Run 33 (H200):
-    ``group_norm`` and ``instance_norm`` with an infinite weight are -inf on CUDA, which
-    computes (x - mean) * rstd * w + b, and NaN on CPU and in float64, which compute
-    x * (w * rstd) + (b - mean * rstd * w): inf - inf, an order of evaluation, where
-    the limit is -inf. ``sub(inf, inf)`` has no such limit (the stand-ins cancel)."""
-    small, large = (t.to(torch.float64).reshape(-1) for t in limits)
-    ratio = STAND_INS[1] / STAND_INS[0]
-    grows = (large.abs() > 0.5 * ratio * small.abs()) & (small.abs() > 0) & torch.isfinite(large)
-    return torch.isinf(d) & grows & (torch.sign(small) == torch.sign(d)) & (torch.sign(large) == torch.sign(d))
-
-
-def _errors(x: torch.Tensor, truth: torch.Tensor, finite_all: torch.Tensor) -> tuple[int, float]:
-    """(positions whose non-finiteness disagrees with truth, RMS error where all finite)."""
-    if x.is_complex():
-        bad_nonfinite = torch.isfinite(x) != torch.isfinite(truth)
-    else:
-        same = (torch.isnan(x) & torch.isnan(truth)) | (torch.isinf(x) & (x == truth)) | (torch.isfinite(x) & torch.isfinite(truth))
-        bad_nonfinite = ~same
-    diff = torch.where(finite_all, (x - truth).abs(), torch.zeros((), dtype=torch.float64))
-    n = int(finite_all.sum())
-    rms = math.sqrt(float((diff ** 2).sum()) / n) if n else 0.0
-    return int(bad_nonfinite.sum()), rms
-
-
-def near(x: torch.Tensor, truth: torch.Tensor, tol: torch.Tensor) -> torch.Tensor:
-    """Per element: x equals truth within ``tol`` (NaN matches NaN, inf matches itself)."""
-    nan_x, nan_t = torch.isnan(x), torch.isnan(truth)
-    finite = torch.isfinite(x) & torch.isfinite(truth)
-    diff = torch.where(finite, (x - truth).abs(), torch.zeros((), dtype=torch.float64))
-    return (nan_x & nan_t) | (~nan_x & ~nan_t & (x == truth)) | (finite & (diff <= tol))
-
-
-def _deviation(x: torch.Tensor, truth: torch.Tensor) -> torch.Tensor:
-    """Per element |x - truth|: 0 where both are the same NaN or infinity, inf where their
-    non-finiteness disagrees."""
-    both_nan = torch.isnan(x) & torch.isnan(truth)
-    finite = torch.isfinite(x) & torch.isfinite(truth)
-    diff = torch.where(finite, (x - truth).abs(), torch.full((), math.inf, dtype=torch.float64))
-    return torch.where(both_nan | (~finite & (x == truth)), torch.zeros((), dtype=torch.float64), diff)
-
-
-def _undetermined(truth: torch.Tensor, tol: torch.Tensor, perturbed: list) -> torch.Tensor:
-    """Positions where float64 moves past ``tol``, and by as much as the result itself,
-    when the inputs move by one unit of roundoff: not even the leading digit is set."""
-    sensitivity = torch.zeros_like(truth, dtype=torch.float64)
-    for p in perturbed:
-        if p.shape == truth.shape:
-            sensitivity = torch.maximum(sensitivity, _deviation(p, truth))
-    return (sensitivity > tol) & (sensitivity >= truth.abs().nan_to_num(0.0, posinf=math.inf, neginf=math.inf))
-
-
-def _ill_conditioned(d: torch.Tensor, truth: torch.Tensor, tol: torch.Tensor, perturbed: list, *,
-                     factor: float = MULTIPLIER) -> torch.Tensor:
-    """Positions where the result is not determined by the inputs to within the
-    tolerance *and* that explains the target's deviation: float64 moves past ``tol``
-    when the inputs move by one unit of roundoff, and either moves by as much as the
-    result itself (not even its leading digit is determined: a tie, a rank-deficient
-    pseudo-inverse) or by at least 1/``factor`` of how far the target is off (a stable
-    algorithm's backward error is a few roundoffs per term, ``factor`` is
-    MULTIPLIER * (2 + summands)). A wrong element of a well-determined result (a
-    product off by its own size) is not excused by a sensitivity of a few roundoffs."""
-    sensitivity = torch.zeros_like(truth, dtype=torch.float64)
-    for p in perturbed:
-        if p.shape == truth.shape:
-            sensitivity = torch.maximum(sensitivity, _deviation(p, truth))
-    undetermined = sensitivity >= truth.abs().nan_to_num(0.0, posinf=math.inf, neginf=math.inf)
-    explained = _deviation(d, truth) <= factor * sensitivity + tol
-    return (sensitivity > tol) & (undetermined | explained)
-
-
-def _other_infinity_reachable(d, exact, magnitude, dtype) -> torch.Tensor:
-    """Where the DUT returns an infinity that some order of evaluation reaches: the terms
-    of that sign alone sum past the output dtype's largest value. With ``S`` the exact
-    sum and ``M`` the sum of the terms' magnitudes, the positive terms sum to (M + S)/2
-    and the negative ones to (M - S)/2; an accumulator no wider than the output overflows
-    on them before the terms of the other sign arrive. (conv3d in bfloat16 on an H100,
-    a weight of bfloat16's max: exact -3.8e38, so -inf rounded, but the positive products
-    alone reach 3.6e38, and cuDNN returned +inf.)"""
-    if magnitude is None or d.is_complex() or not dtype.is_floating_point:
-        return torch.zeros_like(d, dtype=torch.bool)
-    s, m = exact.to(torch.float64).reshape(-1), magnitude.to(torch.float64).reshape(-1)
-    if s.shape != d.shape or m.shape != d.shape:
-        return torch.zeros_like(d, dtype=torch.bool)
-    mass_of_its_sign = (m + torch.sign(d).nan_to_num(0.0) * s) / 2
-    return torch.isinf(d) & torch.isfinite(s) & torch.isfinite(m) & (mass_of_its_sign > torch.finfo(dtype).max)
-
-
-def _finite_far_from_overflow(d, c, truth, exact, terms, dtype, summands: int) -> torch.Tensor:
-    """Where the DUT returns a finite value though float64's result rounds to an
-    infinity and CPU's own order of evaluation met one too (inf - inf: NaN, or the other
-    infinity), and the DUT's value is farther from the exact sum than accumulating its
-    measured terms in the dtype may cost: no order of evaluation gives it. (Where CPU
-    agrees with float64's infinity, :func:`_nonfinite_verdicts` judges.)"""
-    if terms is None or d.is_complex() or not dtype.is_floating_point:
-        return torch.zeros_like(d, dtype=torch.bool)
-    s, m = exact.to(torch.float64).reshape(-1), terms.to(torch.float64).reshape(-1)
-    if s.shape != d.shape or m.shape != d.shape:
-        return torch.zeros_like(d, dtype=torch.bool)
-    slack = unit_roundoff(dtype) * (2 + summands) * m
-    return (torch.isfinite(d) & torch.isinf(truth) & ~torch.isfinite(c) & (c != truth) & torch.isfinite(s)
-            & torch.isfinite(m) & ((d - s).abs() > slack))
-
-
-def _nonfinite_verdicts(d, c, truth, d_ok, *, independent: bool, explicit_nan: bool, reachable=None,
-                        extremes: bool = False, limit=None):
-    """Under overflow (inputs with non-finite values or extremes, or terms whose
-    magnitudes exceed the dtype): (positions where the DUT is wrong whatever the order of
-    evaluation, positions excused as overflow of intermediates). The DUT is wrong where
-    it drops a NaN that float64 and CPU keep, or returns a finite value (or the other
-    infinity, unless ``reachable`` says some order of evaluation gets there) where both
-    say inf. A float64 output has no wider reference: float64 is CPU itself, so only a
-    NaN the inputs hold and CPU keeps is held against the DUT.
-
-    ``extremes``: the inputs hold a NaN or an infinity *and* the dtype's largest values.
-    Then a NaN or infinity the DUT drops (a finite value where float64 and CPU have it) is
-    excused: whether a non-finite input reaches the result can hang on a branch that
-    rounding at those magnitudes decides (an H100's float16 ``multi_margin_loss`` of
-    inputs at 65504 and a NaN or inf weight: the hinge ``1 - 65504 + 65504`` is 0 in
-    float16, 1 in CPU's float32, so the weight is skipped on one side only). A kernel
-    that drops NaNs drops them without extremes too, and one that saturates where the
-    result overflows does so without non-finite inputs: there the rule still holds. The
-    same holds for a float64 output (an H100's float64 SDPA gradient with a NaN query
-    and a value at float64's max: -inf where CPU's inf - inf gave NaN).
-
-    ``limit``: positions where the DUT's infinity is the op's limit as the infinite
-    inputs grow (:func:`_limit_infinity`); a NaN CPU and float64 reach there by an order
-    of evaluation (inf - inf) is not held against it."""
-    finite_d = torch.isfinite(d)
-    if independent:
-        lost_nan = torch.isnan(truth) & ~torch.isnan(d) & torch.isnan(c)
-        wrong_for_inf = torch.isinf(truth) & ~torch.isnan(d) & (d != truth) & (c == truth)
-        if extremes:
-            lost_nan = torch.zeros_like(lost_nan)
-            wrong_for_inf &= ~finite_d     # the other infinity is still judged (``reachable``)
-        if reachable is not None:
-            wrong_for_inf &= ~reachable
-        if limit is not None:
-            lost_nan &= ~limit
-        wrong = lost_nan | wrong_for_inf
-    else:
-        wrong = ((torch.isnan(c) & ~torch.isnan(d)) if explicit_nan and not extremes
-                 else torch.zeros_like(finite_d))
-    nonfinite_any = ~finite_d | ~torch.isfinite(c) | ~torch.isfinite(truth)
-    return wrong, ~d_ok & nonfinite_any & ~wrong
-
-
-def judge_leaf(dut: torch.Tensor, cpu: torch.Tensor, exact: torch.Tensor, atol: float, *, rtol: float = 0.0,
-               overflow: bool = False, magnitude: torch.Tensor | None = None, summands: int = 1,
-               perturbed: list | None = None, explicit_nan: bool = False, extremes: bool = False,
-               whole: bool = False, terms: torch.Tensor | None = None,
-               measured: bool = False, limits: list | None = None,
-               ballot: dict | None = None, intermediates: bool = False,
-               weights_slack: float = 0.0, rounding: torch.Tensor | None = None) -> tuple[str, dict]:
-    """'dut-wrong', 'cpu-wrong', 'both-close', 'within-bound', 'within-tolerance',
-    'overflow' or 'ill-conditioned' for one output, with the numbers.
-
-    ``overflow``: the inputs hold non-finite values or extremes, or the terms' magnitudes
-    exceed the dtype (see :mod:`.accuracy`): non-finite differences that overflowing
-    intermediates explain are excused. ``perturbed``: the float64 result for inputs
-    moved by one unit of roundoff; positions where it differs from float64's by more
-    than the tolerance are ill-conditioned (no verdict there). Low-precision outputs are
-    held to the accumulation bound for ``summands`` terms of ``magnitude``. ``whole``: the
-    output is determined only as a whole (a factor of a decomposition): where float64
-    leaves any of its elements undetermined (a rank-deficient input), none gets a verdict.
-    ``terms``: the sum of the terms' magnitudes of each element, measured (the op in
-    float64 on the inputs' absolute values), never a floor such as ``magnitude`` may be:
-    where the terms of one sign alone overflow, the infinity of that sign is excused
-    (see :func:`_other_infinity_reachable`). ``extremes``: the inputs hold the dtype's
-    largest values and a NaN or an infinity (see :func:`_nonfinite_verdicts`).
-    ``measured``: ``magnitude`` is the op's own measure of the terms (OpSpec.grad_terms),
-    so the accumulation bound holds for every dtype, float64 included. ``limits``: the
-    float64 results with the infinite inputs replaced by growing finite stand-ins (see
-    :func:`_limit_infinity`). ``intermediates``: an intermediate of the op leaves the
-    dtype's range (:func:`intermediates_overflow`): where the exact result is finite in
-    the dtype, whatever the backends return is excused (an order of evaluation decides
-    it); where it is not, the rules above judge. ``weights_slack``: an absolute error
-    every output may carry (:func:`computed_weights_slack`). ``rounding``: per position,
-    the first-order rounding error bound of the op's decomposition in the dtype
-    (``rounding_bound.py``); a result within MULTIPLIER times it is not wrong.
-    ``ballot``: filled with the positions still in dispute once
-    every rule has excused what it explains (``judged``, over the flattened leaf) and
-    their tolerance (``tol``), for the jury."""
-    wide = torch.complex128 if cpu.is_complex() else torch.float64
-    truth = exact.to(cpu.dtype).to(wide).reshape(-1)  # rounded to the output dtype
-    d, c = dut.to(wide).reshape(-1), cpu.to(wide).reshape(-1)
-    independent = cpu.dtype not in (torch.float64, torch.complex128)
-    low = cpu.dtype in LOW_PRECISION
-    # The terms' magnitudes bound any dtype's accumulation: a float32 sum of [max, lowest,
-    # -2] is 0 or -2 depending on the order, both correct to u * sum|terms|.
-    bounded = low or (magnitude is not None and (independent or measured))
-    tol = atol + rtol * truth.abs().nan_to_num(0.0, posinf=0.0, neginf=0.0) + weights_slack
-    if bounded:
-        mag = None if magnitude is None else magnitude.to(wide).reshape(-1)
-        accumulated = accumulation_bound(truth, mag, summands, cpu.dtype, atol)
-        tol = (accumulated if low else torch.maximum(tol, accumulated)) + weights_slack
-    if rounding is not None and rounding.shape == tol.shape:
-        # (a non-finite bound, from a NaN or an infinity in the inputs, says nothing)
-        tol = torch.maximum(tol, MULTIPLIER * rounding.nan_to_num(0.0, posinf=0.0, neginf=0.0))
-    d_ok = near(d, truth, tol)
-    mismatch = ~near(d, c, tol)
-    numbers: dict = {"summands": summands} if bounded else {}
-    excused = torch.zeros_like(mismatch)
-    # the float64 results for the moved inputs, rounded to the output dtype
-    moved = [p.to(cpu.dtype).to(wide).reshape(-1) for p in perturbed] if perturbed else []
-    factor = MULTIPLIER * (2 + summands)
-    if intermediates:
-        by_intermediates = mismatch & torch.isfinite(truth)
-        excused |= by_intermediates
-        numbers["intermediate_overflow_positions"] = int(by_intermediates.sum())
-    if moved:
-        ill = _ill_conditioned(d, truth, tol, moved, factor=factor)
-        if whole and bool(_undetermined(truth, tol, moved).any()):
-            # One free direction (a second column of an LU or QR of a rank-1 matrix)
-            # makes every element that depends on it arbitrary, determined or not.
-            ill = torch.ones_like(mismatch)
-            numbers["undetermined_factor"] = True
-        excused |= mismatch & ill & ~d_ok
-        numbers["ill_conditioned_positions"] = int((mismatch & ill & ~d_ok).sum())
-    wrong_nf = torch.zeros_like(mismatch)
-    if overflow:
-        wrong_nf, overflowed = _nonfinite_verdicts(
-            d, c, truth, d_ok, independent=independent, explicit_nan=explicit_nan,
-            reachable=_other_infinity_reachable(d, exact, terms, cpu.dtype), extremes=extremes,
-            limit=_limit_infinity(d, limits) if limits else None)
-        if independent and not extremes:
-            wrong_nf |= _finite_far_from_overflow(d, c, truth, exact, terms, cpu.dtype, summands)
-        wrong_nf &= mismatch & ~excused
-        excused |= mismatch & overflowed & ~wrong_nf
-        numbers.update(overflow_rule=True, target_wrong_positions=int(wrong_nf.sum()),
-                       excused_positions=int((mismatch & overflowed & ~wrong_nf).sum()))
-    judged = mismatch & ~excused
-    if ballot is not None:
-        # (the relative part again, for a juror's value: the tolerance above scales with
-        # float64's result, which is CPU's kernel and may be the wrong one)
-        ballot.update(judged=judged, tol=tol, atol=atol,
-                      rel=unit_roundoff(cpu.dtype) * (2 + summands) if low else rtol)
-    finite_all = torch.isfinite(d) & torch.isfinite(c) & torch.isfinite(truth) & judged
-    nf_d, err_d = _errors(d[judged], truth[judged], finite_all[judged])
-    nf_c, err_c = _errors(c[judged], truth[judged], finite_all[judged])
-    numbers.update({"target_error": err_d, "cpu_error": err_c, "target_nonfinite_wrong": nf_d,
-                    "cpu_nonfinite_wrong": nf_c})
-    if bool(wrong_nf.any()):
-        return "dut-wrong", numbers
-    if not bool(judged.any()):
-        if bool(mismatch.any()) and numbers.get("ill_conditioned_positions"):
-            return "ill-conditioned", numbers
-        return ("overflow" if overflow or intermediates else "both-close"), numbers
-    if bounded and bool(d_ok[judged].all()):
-        # Within what accumulating this many terms in half precision may cost: not a
-        # bug of the target, whatever CPU's error.
-        return "within-bound", numbers
-    slack = atol / 10.0
-    # CPU is blamed only where it is off float64 by more than the tolerance, and not by
-    # what the conditioning explains (the same H200 campaign, another seed: CPU's float32
-    # shifted V_8 1.1e-5 off at a point where the formula amplifies a roundoff 47 times,
-    # CUDA's 8e-7, and CPU was filed as wrong).
-    cpu_worse = nf_c > nf_d or err_c > MULTIPLIER * err_d + slack
-    if cpu_worse:
-        c_misses = judged & ~near(c, truth, tol)
-        if moved:
-            c_misses &= ~_ill_conditioned(c, truth, tol, moved, factor=factor)
-        cpu_worse = bool(c_misses.any())
-    if bool(d_ok[judged].all()) and not cpu_worse:
-        # The target is within the tolerance of float64 everywhere it differs from CPU:
-        # the two differ by more only because CPU's own error adds to it (an H200's
-        # float32 shifted Chebyshev V_8 at x = 0.032: the formula amplifies one roundoff
-        # of acos by 47, CUDA's error 9.1e-6 against 1.05e-5 allowed, CPU's a lucky
-        # 1.8e-6). Not a bug of the target; where CPU is far worse, still CPU's (below).
-        return "within-tolerance", numbers
-    if nf_d > nf_c or (nf_d and nf_d == nf_c):
-        return "dut-wrong", numbers
-    if err_d > MULTIPLIER * err_c + slack:
-        return "dut-wrong", numbers
-    if cpu_worse:
-        return "cpu-wrong", numbers
-    return "both-close", numbers
 
 
 def _abs_float64_outputs(obs: Observation, *, floor: float | None = None, grads: bool = False):
@@ -713,7 +429,7 @@ def _under(mode):
 
 
 # Input values that can take an intermediate past the dtype's range: its extremes, and a
-# subnormal, whose reciprocal overflows (run 43, H200: CUDA's addcdiv(4, 4, 2.9e-39,
+# subnormal, whose reciprocal overflows (issue 30, H200: CUDA's addcdiv(4, 4, 2.9e-39,
 # value=0) divides first, 4 / 2.9e-39 is inf in float32 and 0 x inf NaN; CPU multiplies
 # by value first and returns 4), the smallest normal and eps, whose reciprocal's square
 # does (issue 37, H200: the backward of a float16 vector_norm(dtype=float32, ord=3) of eps
@@ -731,9 +447,9 @@ def intermediates_overflow(obs: Observation, grads: bool = False) -> str:
     in float64 is run with every kernel's result watched: one past the dtype's largest
     value (or non-finite from finite inputs) is an intermediate the case's own dtype
     cannot hold, and which finite value or infinity comes out then hangs on the order
-    of evaluation. Run 32 (H200): batch_norm in training of a float32 [max, -4], whose
-    variance overflows float32 on CUDA and on CPU's contiguous kernel (0) but not on
-    CPU's strided one (±1, float64's answer)."""
+    of evaluation. An H200 run (docs/real-findings.md): batch_norm in training of a
+    float32 [max, -4], whose variance overflows float32 on CUDA and on CPU's contiguous
+    kernel (0) but not on CPU's strided one (±1, float64's answer)."""
     key = ("intermediates_overflow", grads)
     if key in obs.cache:
         return obs.cache[key]
@@ -817,7 +533,7 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
     scale = 1.0
     grads = failure.oracle == "grads"
     # A zero tap the DUT skipped (0 x NaN) is excused here as the oracles excused it: it
-    # was no disagreement there, and must not be one here (run 37, H200: conv3d under
+    # was no disagreement there, and must not be one here (issue 30, H200: conv3d under
     # autocast, a NaN weight beside padding, CPU NaN and cuDNN finite, was filed as
     # the oracle's finite rounding difference with these positions arbitrated).
     if grads:
@@ -931,15 +647,12 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
                            and p[i].shape == c.shape] or None
             if leaf_limits is not None and len(leaf_limits) != len(STAND_INS):
                 leaf_limits = None
-        verdicts.append(judge_leaf(d, c, e, atol, rtol=rtol, rounding=_rounding_bound(obs, grads, i, d, c, atol, rtol),
-                                   overflow=specials or _terms_overflow(grown, c.dtype),
-                                   magnitude=magnitude,
-                                   summands=n,
-                                   perturbed=leaf_perturbed,
-                                   explicit_nan=explicit_nan, extremes=extremes, whole=whole, terms=terms,
-                                   measured=measured, limits=leaf_limits, ballot=ballot,
-                                   intermediates=bool(overflowed),
-                                   weights_slack=computed_weights_slack(obs, c.dtype)))
+        leaf = DisputedLeaf(d, c, e, atol, rtol=rtol, rounding=_rounding_bound(obs, grads, i, d, c, atol, rtol),
+                            overflow=specials or _terms_overflow(grown, c.dtype), magnitude=magnitude, summands=n,
+                            perturbed=leaf_perturbed, explicit_nan=explicit_nan, extremes=extremes, whole=whole,
+                            terms=terms, measured=measured, limits=leaf_limits, intermediates=bool(overflowed),
+                            weights_slack=computed_weights_slack(obs, c.dtype))
+        verdicts.append(leaf.judge(ballot))
         if "judged" in ballot:
             ballots.append(ballot)
     if not verdicts:

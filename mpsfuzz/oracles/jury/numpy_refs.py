@@ -1512,7 +1512,7 @@ def _topk(inputs, kwargs):
         raise NotApplicable("k out of range (torch raises)")
     if x.ndim == 0 and k == 0:
         # No element asked of a 0-d tensor: the answer is empty, which a 0-d result cannot
-        # be; eager CPU returns the element, CUDA 0 (run 37). No reference decides that.
+        # be; eager CPU returns the element, CUDA 0 (issue 30, H200). No reference decides that.
         raise NotApplicable("k=0 of a 0-d tensor has no 0-d answer")
     values, order = _sorted_along(x, dim, kwargs.get("largest", True))
     if x.ndim == 0:

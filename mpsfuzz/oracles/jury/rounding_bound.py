@@ -11,7 +11,7 @@ gradient, and the gradient of each disputed output with respect to the e_k is ta
 
 This is what a random move of each intermediate (``intermediate_moves.py``) samples,
 computed exactly: the moves missed a cancellation that two seeds did not happen to
-expose (run 37, H200: float16 group_norm on groups of two, mean 1.24 and deviation 0.157:
+expose (issue 30, H200: float16 group_norm on groups of two, mean 1.24 and deviation 0.157:
 a rounding of the mean costs 7.9 u of an output of 1, and CUDA was 6 u off).
 
 For a gradient the forward and backward are traced together, and the bound covers the
@@ -19,7 +19,7 @@ backward's roundings too. An op that weighs its inputs with weights it computes 
 (bicubic and antialiased resampling: signed weights, so the op on |inputs| does not
 measure its terms) has each input rounded too: each product of a weight and an input is
 a rounding, and its cost u |w x| is what a backend that rounds it in the dtype may be off
-(run 43, H200: float16 antialiased bicubic 7.6e-5 off an output of -0.0058 cancelled
+(issue 30, H200: float16 antialiased bicubic 7.6e-5 off an output of -0.0058 cancelled
 from terms near 1.5, a tenth of a float16 roundoff of them). The bound is that of *an*
 implementation, the decomposition's algebraic form; a backend may use another, so the
 arbiter allows a few times it.

@@ -21,8 +21,8 @@ from ...execution.dispatch_modes import outside_modes
 # A decomposition may make intermediates far larger than the call's tensors: torch's
 # decomposition of cumsum and cumprod is quadratic (an n x n mask and its product), 4.3e9
 # elements for 65,537 values, 34 GB in float64. On the H200's host the workers judging
-# cumsum@large and cumprod@large died of it (run 42b), after their verdicts had timed out
-# as hangs (run 41L). From CHECK_FROM elements on, the call is first traced on fake
+# cumsum@large and cumprod@large died of it (issue 31), after their verdicts had timed out
+# as hangs in an earlier run. From CHECK_FROM elements on, the call is first traced on fake
 # tensors, and a decomposition whose largest intermediate passes both
 # GROWTH_LIMIT x the call's largest tensor and FLOOR elements is not used.
 CHECK_FROM = 1 << 12

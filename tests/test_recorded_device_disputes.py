@@ -1,10 +1,10 @@
-"""Run 37's false-positive classes, each a rule (issue 30, point 7): the campaign of
+"""False-positive classes, each a rule (issue 30, point 7): issue 30's campaign of
 `mpsfuzz run --target cuda --ops all --jobs 14 --budget 420s` on an H200 filed 33 new
-bugs, 16 of them not real by the evidence standard. Each class is replayed here on CPU:
-a target that computes what eager CPU computes but returns, at the disputed positions,
-the values the H200 returned (its corpus records them), judged again with the rules
-that came of it; and a control, the same case wrong in a way no rule excuses, is still
-the target's."""
+bugs, 16 of them not real by the evidence standard (docs/real-findings.md). Each class
+is replayed here on CPU: a target that computes what eager CPU computes but returns, at
+the disputed positions, the values the H200 returned (its corpus records them), judged
+again with the rules that came of it; and a control, the same case wrong in a way no
+rule excuses, is still the target's."""
 from __future__ import annotations
 
 import json
@@ -17,9 +17,9 @@ from mpsfuzz.oracles import DEFAULT, Failure, worker_oracles
 from mpsfuzz.oracles.judge import judge_case
 from replay import Replayed, replay, targets
 
-# Cases of run 37 (H200, torch 2.11), as the corpus recorded them: the case, and the
-# target's values at the disputed positions (output leaf, index, value).
-RUN37 = {
+# Cases of issue 30's campaign (H200, torch 2.11), as the corpus recorded them: the case,
+# and the target's values at the disputed positions (output leaf, index, value).
+RECORDED_DISPUTES = {
     'gn_f16': ('{"format": 3, "op": "group_norm", "variant": "functional", "inputs": [{"shape": [3, 2], "dtype": "float16", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "normal", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [], "dtype": "float16", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [], "dtype": "float16", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}], "kwargs": {"affine": false, "num_groups": 1}}',
         [(0, [2, 0], 1.0029296875), (0, [2, 1], -0.99658203125)]),
     'gn_bf16': ('{"format": 3, "op": "group_norm", "variant": "functional", "inputs": [{"shape": [2, 1, 6, 2, 4], "dtype": "bfloat16", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "positive", "seed": 3928079878, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [1], "dtype": "bfloat16", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "positive", "seed": 897317679, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [1], "dtype": "bfloat16", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 4140842334, "low": null, "high": null, "specials": []}, "alias": null}], "kwargs": {"num_groups": 1}}',
@@ -58,7 +58,7 @@ RUN37 = {
 
 
 def judged(name: str, scale: float = 1.0) -> list[Failure]:
-    return replay(*RUN37[name], scale)
+    return replay(*RECORDED_DISPUTES[name], scale)
 
 
 @pytest.mark.parametrize("name", ["bicubic_aa_big", "bicubic_big64", "bilinear_aa_max", "trilinear_max64"])
@@ -117,16 +117,16 @@ def test_a_rounding_that_the_dtypes_arithmetic_allows_is_no_finding():
     ("avg_pool2d_grad_cl", "grads"),     # channels_last with padding
     ("sdpa_wide_gap", "values"),         # the gap filler (77) read from a strided key
 ])
-def test_the_real_bugs_of_run_37_are_still_found(name, oracle):
+def test_the_real_bugs_among_the_recorded_disputes_are_still_found(name, oracle):
     assert (oracle, "wrong-values") in targets(judged(name))
 
 
-# gru of run 37 as recorded: x of batch 1, h0 of batch 2 (gapped), after reduction.
+# gru of issue 30's campaign as recorded: x of batch 1, h0 of batch 2 (gapped), after reduction.
 GRU_BATCH_MISMATCH = '{"format": 3, "op": "gru", "variant": "functional", "inputs": [{"shape": [1, 1, 1], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [1, 2, 1], "dtype": "float32", "layout": {"offset": 0, "gaps": [1, 2, 1], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [3, 1], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [3, 1], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [3], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [3], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}], "kwargs": {}}'
 
 
 def test_a_reduction_that_leaves_the_rnns_contract_is_no_case():
-    """Six gru/lstm findings of run 37 were CUDA's "rnn: hx is not contiguous" on calls
+    """Six gru/lstm findings of issue 30's campaign were CUDA's "rnn: hx is not contiguous" on calls
     that the reducer had taken outside the op's documented shapes (x of batch 1, h0 of
     batch 2: eager CPU broadcasts it silently). The op's wrapper refuses such a call on
     every side: no case, so no reduction ends there."""
@@ -201,7 +201,7 @@ class _HalfThroughFloat32(Replayed):
 
 
 def test_a_juror_judges_with_the_tolerance_of_its_own_value():
-    """Run 37: antialiased bilinear to one column in float16. Eager CPU is wrong (0.159
+    """Issue 30 (H200): antialiased bilinear to one column in float16. Eager CPU is wrong (0.159
     everywhere: its width-1 bug); the H200 returned the formula's values to within an
     ulp (3.879 for 3.881, 5.027 for 5.031). Judged with the tolerance of CPU's 0.159,
     those ulps made it "both wrong"; around the formula's own values they are nothing:
