@@ -140,6 +140,7 @@ pool.close()
 """
 
 
+@pytest.mark.slow
 def test_a_worker_sees_the_drivers_settings_not_the_zygotes():
     """A forkserver started under one MPSFUZZ_FAULTS must not hand it to workers started
     after the driver unset it (the zygote's environment is inherited by every fork): in

@@ -508,6 +508,7 @@ def _errors_log(corpus: Path) -> list[dict]:
     return read_errors(logs[0])
 
 
+@pytest.mark.slow
 def test_chaos_campaign_reaches_its_budget_with_harness_errors_logged(runs):
     run = runs["chaos"]
     assert run.code in (0, 1), run.out[-3000:] + run.err
@@ -533,6 +534,7 @@ def test_chaos_campaign_reaches_its_budget_with_harness_errors_logged(runs):
     assert record["harness_errors"]["log"].endswith(".errors.jsonl") and "neg" in record["set_aside"]
 
 
+@pytest.mark.slow
 def test_a_run_whose_cases_mostly_could_not_execute_exits_2(runs):
     run = runs["lost"]
     assert run.code == 2, run.out[-2000:] + run.err
@@ -546,6 +548,7 @@ def test_a_run_whose_cases_mostly_could_not_execute_exits_2(runs):
     assert len(_errors_log(runs["work"] / "lost")) >= 2 * engine.SET_ASIDE_STREAK
 
 
+@pytest.mark.slow
 def test_a_full_disk_stops_the_run_with_one_line_and_keeps_the_findings(runs):
     run = runs["full"]
     assert run.code == 2, run.out[-2000:] + run.err

@@ -66,6 +66,7 @@ def _cli(*args):
     return subprocess.run([sys.executable, "-m", "mpsfuzz", *args], capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.slow
 def test_ops_stats_prints_per_op_and_per_family_shares():
     run = _cli("ops", "--stats", "--ops", "add,quantile_tensor_q,conv2d", "--cases", "20")
     assert run.returncode == 0, run.stderr

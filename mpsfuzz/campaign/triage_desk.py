@@ -26,7 +26,7 @@ class TriageDesk:
         self._handle, self._make_pool, self._fallback = handle, make_pool, fallback
         # ``priority(job)``: a sort key, smallest first (submission order among equals),
         # asked when a job is taken, not when it is handed in: an op's first finding
-        # sends its other failures behind the ops that have none (run 42, H200: a real
+        # sends its other failures behind the ops that have none (issue 37, H200: a real
         # gradient bug queued at 369 s of 420 was still waiting when the budget ran out).
         # The stop sentinel comes after every job.
         self._priority = priority or (lambda job: ())
