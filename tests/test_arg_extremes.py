@@ -13,7 +13,7 @@ import torch
 
 from mpsfuzz.execution.observation import Observation, Raised
 from mpsfuzz.generation import arg_extremes, catalogue
-from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
+from mpsfuzz.generation.recipes import Case, DtypeArg, Layout, TensorRecipe, ValueRecipe
 from mpsfuzz.generation.strategies import boundary_sibling, example_cases
 from mpsfuzz.oracles.errors import check_errors
 from mpsfuzz.triage.ablation import _condition_phrase
@@ -60,6 +60,54 @@ def test_a_float_argument_takes_float_extremes_and_random_ops_and_kernels_none()
     assert not arg_extremes.is_extreme(0.0) and not arg_extremes.is_extreme(True) and 0.0 not in extremes
     assert arg_extremes.ordinary(-2**63) == -1 and arg_extremes.ordinary(1e300) == 1.0
     assert arg_extremes.is_extreme(2**32 - 1) and not arg_extremes.is_extreme(2**31 - 2)   # a shrunk extreme stays one
+
+
+def test_a_number_takes_only_the_extremes_its_dtype_holds_and_that_dtypes_own_ends():
+    """A number is converted into the dtype the op computes in: 3.4e38 or 1e300 into
+    float16 and 5e-324 into float32 are undefined conversions (a device that refuses
+    them where CPU saturates is no bug), so float16 takes 65504 and its subnormal
+    instead, float64 keeps 1e300, and an integer dtype keeps what it holds."""
+    spec = catalogue.get("threshold")
+    def extremes(dtype, value=0.5):
+        (_, _, found), = [c for c in arg_extremes.candidates(spec, {"threshold": value}, dtype) if c[0] == "threshold"]
+        return found
+    half = extremes("float16")
+    assert 65504.0 in half and -65504.0 in half and 2.0**-24 in half
+    assert all(arg_extremes.holds("float16", e) for e in half)
+    assert not {3.4028234663852886e38, 1e300, 5e-324} & set(half)
+    assert 1e300 in extremes("float64") and 5e-324 in extremes("float64")
+    assert 5e-324 not in extremes("float32") and 3.4028234663852886e38 in extremes("float32")
+    assert extremes("int32", 1) == (2**31 - 1, -2**31) and extremes("int64", 1) == arg_extremes.INT_EXTREMES
+    # a window is a size, not a number converted into the dtype: its extremes stay
+    assert arg_extremes.candidates(catalogue.get("avg_pool2d"), {"kernel_size": 2}, "float16")[0][2] == \
+        arg_extremes.POSITIVE_INT_EXTREMES
+    # the dtype a number meets: the dtype argument if there is one, else the first float input
+    full = Case("full_like", (_x(),), (("dtype", DtypeArg("float16")), ("fill_value", 65504.0)))
+    assert arg_extremes.number_dtype(full) == "float16" and arg_extremes.extreme_arguments(full) == ("fill_value",)
+    index_first = Case("embedding", (replace(_x(), dtype="int64"), _x()), ())
+    assert arg_extremes.number_dtype(index_first) == "float32"
+
+
+@pytest.mark.parametrize("op", ["threshold", "hinge_embedding_loss", "multi_margin_loss", "local_response_norm",
+                                "lp_pool2d", "full_like", "gaussian_nll_loss"])
+def test_siblings_of_half_precision_cases_hold_no_number_their_dtype_cannot(op):
+    """The ops whose undefined conversions an H200 filed as bugs: every argument-extreme
+    sibling of their drawn cases holds numbers its dtype can hold."""
+    spec = catalogue.get(op)
+    seen = 0
+    for case in example_cases(spec, 60, seed=11):
+        for salt in range(12):
+            sibling = boundary_sibling(spec, case, salt)
+            if sibling is None or not arg_extremes.extreme_arguments(sibling):
+                continue
+            dtype = arg_extremes.number_dtype(sibling)
+            for name, value in sibling.kwargs:
+                if arg_extremes.EXTREME_CLASSES.get(name) == "number":
+                    for v in (value if isinstance(value, tuple) else (value,)):
+                        if isinstance(v, (int, float)) and not isinstance(v, bool):
+                            assert arg_extremes.holds(dtype, v), (sibling.describe(), dtype)
+            seen += 1
+    assert seen, f"no argument-extreme sibling of {op} drawn"
 
 
 def test_boundary_siblings_move_an_argument_to_an_extreme_and_drawn_cases_keep_the_builders():

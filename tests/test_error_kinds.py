@@ -196,6 +196,14 @@ def test_a_device_side_assert_on_input_eager_cpu_rejects_is_the_devices_designed
     # a malformed input the host checks (its shape) is no value a device checks by design
     malformed = Raised("IndexError", "index_select(): Index is supposed to be a vector")
     assert judged(Raised("AcceleratorError", "CUDA error: device-side assert triggered"), malformed) is not None
+    # bag offsets past the indices they bound: CPU's check in other words, CUDA's assert
+    bag = Case("embedding_bag", (TensorRecipe((9,), "int64"), TensorRecipe((6, 6), "float32"),
+                                 TensorRecipe((9,), "float32")), (("mode", "max"), ("offsets", (0, 2**32 + 1))))
+    past = Raised("RuntimeError", "offsets[-1] can not be greater than input's length 9 but got offsets[-1] of "
+                                  "4294967297")
+    assert check_errors(Observation(bag, catalogue.get("embedding_bag"), "cuda",
+                                    Raised("AcceleratorError", "CUDA error: device-side assert triggered"),
+                                    past)) is None
 
 
 def test_a_device_side_assert_on_indices_into_an_empty_dim_is_the_devices_designed_check():

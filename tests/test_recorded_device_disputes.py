@@ -54,6 +54,8 @@ RECORDED_DISPUTES = {
         [(1, [0, 3, 3], 1.002144455909729), (1, [1, 3, 3], 1.005454182624817)]),
     'topk_0d': ('{"format": 3, "op": "topk", "variant": "functional", "inputs": [{"shape": [], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}], "kwargs": {"k": 0}}',
         [(0, [], 0.0)]),
+    'instance_norm_equal_values': ('{"format": 3, "op": "instance_norm", "variant": "functional", "inputs": [{"shape": [1, 2, 7], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [0, 1, 2], "expanded": [2]}, "values": {"distribution": "positive", "seed": 3291590272, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}], "kwargs": {"affine": false, "use_input_stats": true}}',
+        [(0, [0, 1, 0], -0.0004523674142546952), (0, [0, 1, 1], -0.0004523674142546952), (0, [0, 1, 2], -0.0004523674142546952), (0, [0, 1, 3], -0.0004523674142546952), (0, [0, 1, 4], -0.0004523674142546952), (0, [0, 1, 5], -0.0004523674142546952), (0, [0, 1, 6], -0.0004523674142546952)]),
 }
 
 
@@ -212,3 +214,16 @@ def test_a_juror_judges_with_the_tolerance_of_its_own_value():
     failures = [Failure.from_json(f) for f in judge_case(case, _HalfThroughFloat32(positions),
                                                            worker_oracles(DEFAULT))["failures"]]
     assert [(f.oracle, f.blame) for f in failures] == [("arbiter", "cpu")], [f.message for f in failures]
+
+
+def test_a_normalisation_of_equal_values_within_its_means_accumulated_roundings_is_no_finding():
+    """CUDA's float32 instance_norm of a row of 7 equal values (an expanded input): -4.5e-4
+    where the formula says 0. The mean of 7 terms may be off by 6 roundings of their
+    magnitudes, and (x - mean) / sqrt(var + eps) multiplies that by 1 / sqrt(eps) = 316
+    where the variance is 0: a sum's rounding bound counts its terms
+    (rounding_bound._SUMS), not one rounding of its result."""
+    assert targets(judged("instance_norm_equal_values")) == []
+
+
+def test_a_normalisation_of_equal_values_far_past_its_roundings_is_still_found():
+    assert ("values", "wrong-values") in targets(judged("instance_norm_equal_values", scale=100.0))

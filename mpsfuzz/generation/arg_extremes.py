@@ -25,11 +25,26 @@ The extremes of an integer sit where 32- and 64-bit arithmetic wraps (2^31 - 1, 
 2^32 + 1, 2^63 - 1 and their negatives where a sign is valid); those of a float at
 the smallest subnormal, the smallest normal float32, the largest float32 and 1e300
 (beyond float32: a kernel that converts it saturates or overflows).
+
+A *number* (a scalar operand or coefficient: ``margin``, ``threshold``, ``fill_value``)
+is converted into the dtype the op computes in, and one that dtype cannot hold (3.4e38
+or 1e300 into float16, 5e-324 into float32, -1e300 into int8) is an undefined
+conversion: torch refuses it where it checks (``value cannot be converted to type
+at::Half without overflow``), a kernel that converts it unchecked saturates or rounds
+it to 0, and which of these a backend does is no bug (an H200's CUDA refused
+``threshold=-3.4e38`` of a float16 input where CPU saturated, and raised
+``x ** (-1e300)`` of float32 where CPU computed in float64; docs/real-findings.md). So a
+number takes the extremes above that its dtype holds, and that dtype's own ends (its
+largest value, its smallest normal and subnormal): a float64 case still gets 1e300, a
+float16 case 65504 (``number_dtype``, ``holds``).
 """
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any
+
+from . import dtypes as dt
 
 INT_EXTREMES = (2**31 - 1, 2**31, 2**32 + 1, 2**63 - 1, -2**31, -2**63)
 POSITIVE_INT_EXTREMES = (2**31 - 1, 2**31, 2**32 + 1, 2**63 - 1)
@@ -76,35 +91,84 @@ WINDOW_SIZES_OUTPUT = ("stride", "dilation")
 EXCLUDED_FAMILIES = ("random", "large", "kernels")
 
 
-def _extremes_for(name: str, value: Any) -> tuple:
-    """The extremes ``value`` of parameter ``name`` may move to (empty: none)."""
+def number_dtype(case) -> str | None:
+    """The dtype ``case``'s numbers are converted into: its ``dtype`` keyword argument
+    (``full_like(x, dtype=float16, fill_value=...)``), else its first floating or
+    complex input's, else its first input's; None without either."""
+    named = dict(case.kwargs).get("dtype")
+    if named is not None and hasattr(named, "name"):
+        return named.name
+    names = [r.dtype for r in case.inputs]
+    return next((n for n in names if n in dt.FLOAT or n in dt.COMPLEX), names[0] if names else None)
+
+
+def _range(dtype: str) -> tuple[float, float, float]:
+    """(lowest, largest, smallest non-zero magnitude) a value of ``dtype`` holds."""
+    if dtype == "bool":
+        return 0, 1, 1
+    info = dt.finfo_or_iinfo(dtype)
+    if dtype in dt.INTEGRAL:
+        return info.min, info.max, 1
+    return -float(info.max), float(info.max), float(info.tiny) * float(info.eps)   # the smallest subnormal
+
+
+def holds(dtype: str | None, value) -> bool:
+    """Whether a value of ``dtype`` can be ``value`` (to within rounding): not past its
+    ends, and not a non-zero float it would flush to 0. Any value without a dtype."""
+    if dtype is None:
+        return True
+    if isinstance(value, float) and not math.isfinite(value):
+        return dtype in dt.FLOAT or dtype in dt.COMPLEX   # an infinity or NaN is a float's own
+    low, high, smallest = _range(dtype)
+    return low <= value <= high and (value == 0 or abs(value) >= smallest)
+
+
+def own_ends(dtype: str | None) -> tuple[float, ...]:
+    """A floating dtype's own extremes as float arguments: its largest value and its
+    negative, its smallest normal and its smallest subnormal."""
+    if dtype is None or not (dtype in dt.FLOAT or dtype in dt.COMPLEX):
+        return ()
+    info = dt.finfo_or_iinfo(dtype)
+    return (float(info.max), -float(info.max), float(info.tiny), float(info.tiny) * float(info.eps))
+
+
+def _extremes_for(name: str, value: Any, dtype: str | None = None) -> tuple:
+    """The extremes ``value`` of parameter ``name`` may move to (empty: none); a number
+    only to those ``dtype`` holds, and that dtype's own ends."""
     ints, floats = _CLASSES[EXTREME_CLASSES[name]]
     if isinstance(value, bool):
         return ()
     if isinstance(value, int):
-        return ints or ()
-    if isinstance(value, float):
-        return floats or ()
-    return ()
+        extremes = ints or ()
+    elif isinstance(value, float):
+        extremes = floats or ()
+        if extremes and EXTREME_CLASSES[name] == "number":
+            extremes = tuple(dict.fromkeys(extremes + own_ends(dtype)))
+    else:
+        return ()
+    if EXTREME_CLASSES[name] == "number":
+        extremes = tuple(e for e in extremes if holds(dtype, e))
+    return extremes
 
 
-def _slots(name: str, value: Any) -> list[tuple[int | None, tuple]]:
+def _slots(name: str, value: Any, dtype: str | None = None) -> list[tuple[int | None, tuple]]:
     """Where in ``value`` an extreme may go: the value itself (slot None) or one element
     of a tuple of numbers (a kernel_size of (3, 3) -> (2^31 - 1, 3)), with its extremes."""
     if isinstance(value, tuple):
-        return [(k, _extremes_for(name, v)) for k, v in enumerate(value) if _extremes_for(name, v)]
-    extremes = _extremes_for(name, value)
+        return [(k, _extremes_for(name, v, dtype)) for k, v in enumerate(value) if _extremes_for(name, v, dtype)]
+    extremes = _extremes_for(name, value, dtype)
     return [(None, extremes)] if extremes else []
 
 
-def admits_extremes(spec, kwargs) -> bool:
+def admits_extremes(spec, kwargs, dtype: str | None = None) -> bool:
     """Whether a case of ``spec`` with these keyword arguments (a dict or the case's
-    pairs) has one that can move to an extreme."""
-    return bool(candidates(spec, kwargs))
+    pairs) has one that can move to an extreme (``dtype``: :func:`number_dtype`)."""
+    return bool(candidates(spec, kwargs, dtype))
 
 
-def candidates(spec, kwargs) -> list[tuple[str, int | None, tuple]]:
-    """(name, slot, extremes) for each argument of ``kwargs`` that can move."""
+def candidates(spec, kwargs, dtype: str | None = None) -> list[tuple[str, int | None, tuple]]:
+    """(name, slot, extremes) for each argument of ``kwargs`` that can move; a number
+    only to the extremes ``dtype`` (the case's :func:`number_dtype`) holds."""
     if spec.family in EXCLUDED_FAMILIES or spec.size_class or "large" in spec.semantics:
         # (a size class's cases are about their sizes, and an extreme on 65,537 rows costs
         # the host a large reference for an error path the base op's cases reach)
@@ -112,7 +176,7 @@ def candidates(spec, kwargs) -> list[tuple[str, int | None, tuple]]:
     pairs = kwargs.items() if isinstance(kwargs, dict) else kwargs
     sizing = WINDOW_SIZES_OUTPUT if "window-sizes-output" in spec.semantics else ()
     return [(name, slot, extremes) for name, value in sorted(pairs, key=lambda kv: kv[0])
-            if name in EXTREME_CLASSES and name not in sizing for slot, extremes in _slots(name, value)]
+            if name in EXTREME_CLASSES and name not in sizing for slot, extremes in _slots(name, value, dtype)]
 
 
 def with_extreme(kwargs: dict, name: str, slot: int | None, extreme) -> dict:
@@ -132,23 +196,33 @@ _INT_EDGE = 2**31 - 1
 _FLOAT_TINY, _FLOAT_HUGE = 1.1754943508222875e-38, 3.4028234663852886e38
 
 
-def is_extreme(value: Any) -> bool:
+def is_extreme(value: Any, dtype: str | None = None) -> bool:
     """Whether a value (or an element of a tuple) lies where the extremes drawn here do:
     an integer at or past int32's edges, a float that is subnormal in float32 (not 0) or
-    at or past float32's largest."""
+    at or past float32's largest, or at a floating ``dtype``'s own ends (float16's 65504
+    or its smallest subnormal)."""
     if isinstance(value, tuple):
-        return any(is_extreme(v) for v in value)
+        return any(is_extreme(v, dtype) for v in value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return False
     if isinstance(value, int):
         return value >= _INT_EDGE or value <= -_INT_EDGE - 1
-    return value != 0 and (abs(value) <= _FLOAT_TINY or abs(value) >= _FLOAT_HUGE)
+    if value == 0 or math.isnan(value):
+        return False
+    if math.isinf(value):
+        return True
+    ends = own_ends(dtype)
+    if ends and (abs(value) >= ends[0] or abs(value) <= ends[3]):
+        return True
+    return abs(value) <= _FLOAT_TINY or abs(value) >= _FLOAT_HUGE
 
 
 def extreme_arguments(case) -> tuple[str, ...]:
     """The names of ``case``'s keyword arguments that hold an extreme (0.0 alone is an
     ordinary value: builders draw it)."""
-    return tuple(name for name, value in case.kwargs if name in EXTREME_CLASSES and is_extreme(value))
+    dtype = number_dtype(case)
+    return tuple(name for name, value in case.kwargs
+                 if name in EXTREME_CLASSES and is_extreme(value, dtype if EXTREME_CLASSES[name] == "number" else None))
 
 
 def past_32_bits(case) -> tuple[str, ...]:

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from . import dtypes as dt
-from .arg_extremes import admits_extremes, extreme_arguments
+from .arg_extremes import admits_extremes, extreme_arguments, number_dtype
 from .opspec import OpSpec
 from .recipes import Case, main_input
 
@@ -109,7 +109,7 @@ def _judged(spec: OpSpec, case: Case) -> set[str]:
     out = set()
     if _admits_empty_other(case):
         out.add(EMPTY_OTHER)
-    if admits_extremes(spec, case.kwargs):
+    if admits_extremes(spec, case.kwargs, number_dtype(case)):
         out.add(ARGUMENT_EXTREME)
     return out
 

@@ -570,7 +570,7 @@ def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
     kind = choose.choice(kinds)
     inputs = tuple(replace(r, alias=None) for r in case.inputs)
     if kind == "argument-extreme":
-        name, slot, extremes = choose.choice(arg_extremes.candidates(spec, case.kwargs))
+        name, slot, extremes = choose.choice(arg_extremes.candidates(spec, case.kwargs, arg_extremes.number_dtype(case)))
         kwargs = arg_extremes.with_extreme(dict(case.kwargs), name, slot, choose.choice(extremes))
         sibling = replace(case, inputs=inputs, kwargs=tuple(sorted(kwargs.items())))
         return None if sibling == case else sibling
@@ -615,7 +615,8 @@ def _free_dtype(spec: OpSpec, i: int) -> bool:
 
 def _boundary_applies(spec: OpSpec, case: Case, kind: str) -> bool:
     if kind == "argument-extreme":
-        return arg_extremes.admits_extremes(spec, case.kwargs) and not arg_extremes.extreme_arguments(case)
+        return arg_extremes.admits_extremes(spec, case.kwargs, arg_extremes.number_dtype(case)) \
+            and not arg_extremes.extreme_arguments(case)
     if kind in ("empty", "empty-other"):
         if not all(r.numel > 0 for r in case.inputs) or "large" in spec.semantics:
             return False

@@ -82,12 +82,50 @@ def _trace(fn, args):
     return traced(fn, args, _TABLE)
 
 
-class _Rounded(torch.fx.Interpreter):
-    """Runs a traced graph with each fresh floating result t_k returned as t_k (1 + e_k)."""
+# Reductions whose result is a sum of terms: a backend accumulates them one rounding at a
+# time, and the textbook bound of a sum of n terms is (n - 1) u sum |terms| (Higham,
+# "Accuracy and Stability of Numerical Algorithms", 4.2), not the one rounding u |sum|
+# of its result: the mean of 7 equal float32 values is 3 roundoffs off on CUDA, which
+# instance_norm's (x - mean) / sqrt(var + eps) then multiplies by 1 / sqrt(eps) = 316
+# where the values are equal (docs/real-findings.md). The terms' magnitudes: the same
+# kernel on the arguments' absolute values (a sum of |x|, a product of |A| |B|).
+_SUMS = frozenset({"sum", "mean", "cumsum", "mm", "bmm", "addmm", "dot", "mv", "matmul"})
+# Reductions of non-negative terms (a variance's squared deviations): the result's own
+# magnitude is the sum of its terms'.
+_SUMS_OF_SQUARES = frozenset({"var", "std", "var_mean", "std_mean", "linalg_vector_norm", "norm"})
 
-    def __init__(self, graph_module):
+
+def _terms(name: str, args, out) -> int:
+    """How many terms each element of ``out`` sums (1 where it cannot be told)."""
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    if not tensors or not isinstance(out, torch.Tensor):
+        return 1
+    if name in ("mm", "bmm", "dot", "mv", "matmul"):
+        return max(1, tensors[0].shape[-1]) if tensors[0].dim() else 1
+    if name == "addmm" and len(tensors) >= 2:
+        return max(1, tensors[1].shape[-1]) + 1
+    if name == "cumsum":
+        return max(1, max(tensors[0].shape, default=1))
+    return max(1, tensors[0].numel() // max(1, out.numel()))
+
+
+# A half-precision sum accumulates in float32 on every backend (torch's opmath type): its
+# accumulated roundings are float32's, a 2^-13 of float16's unit (and 2^-16 of
+# bfloat16's), and it rounds once into its dtype; a sum accumulated in float16 is still
+# held to one rounding (tests/test_accuracy_rules.py).
+_ACCUMULATOR_UNIT = 2.0 ** -24
+
+
+class _Rounded(torch.fx.Interpreter):
+    """Runs a traced graph with each fresh floating result t_k returned as t_k + e_k m_k:
+    m_k is |t_k| (one rounding), or for a sum of n terms at least n times the sum of their
+    magnitudes, in the accumulator's roundoff (``accumulation``: its ratio to the
+    dtype's)."""
+
+    def __init__(self, graph_module, accumulation: float = 1.0):
         super().__init__(graph_module)
         self.errors: list[torch.Tensor] = []
+        self.accumulation = accumulation
 
     def call_function(self, target, args, kwargs):
         out = super().call_function(target, args, kwargs)
@@ -95,15 +133,35 @@ class _Rounded(torch.fx.Interpreter):
         if not name or name in _EXACT:
             return out
         if isinstance(out, (tuple, list)):   # var_mean: the mean is rounded too
-            return type(out)(self.rounded(o) for o in out)
+            n = _terms(name, args, out[0]) if name in _SUMS_OF_SQUARES else 1
+            return type(out)(self.rounded(o, n=n) for o in out)
+        if name in _SUMS:
+            return self.rounded(out, n=_terms(name, args, out), magnitude=self._magnitude(target, args, kwargs, out))
+        if name in _SUMS_OF_SQUARES:
+            return self.rounded(out, n=_terms(name, args, out))
         return self.rounded(out)
 
-    def rounded(self, out):
+    @staticmethod
+    def _magnitude(target, args, kwargs, out):
+        """The kernel on its arguments' absolute values (the sum of its terms'
+        magnitudes), or None where that cannot be run."""
+        try:
+            with torch.no_grad():
+                absolute = target(*[a.detach().abs() if isinstance(a, torch.Tensor) and (
+                    a.is_floating_point() or a.is_complex()) else a for a in args], **kwargs)
+        except Exception:
+            return None
+        return absolute.abs() if isinstance(absolute, torch.Tensor) and absolute.shape == out.shape else None
+
+    def rounded(self, out, *, n: int = 1, magnitude=None):
         if not isinstance(out, torch.Tensor) or not (out.is_floating_point() or out.is_complex()) or not out.numel():
             return out
         e = torch.zeros(out.shape, dtype=torch.float64, requires_grad=True)
         self.errors.append(e)
-        return out * (1 + e)
+        if n <= 1:
+            return out * (1 + e)
+        terms = out.detach().abs() if magnitude is None else torch.maximum(out.detach().abs(), magnitude)
+        return out + e * torch.maximum(out.detach().abs(), (n * self.accumulation) * terms)
 
 
 def _graph_and_args(obs, grads: bool):
@@ -203,7 +261,7 @@ def rounding_bounds(obs, grads: bool, wanted: dict[int, list[int]], unit: float)
             got = _graph_and_args(obs, grads)
             if got is not None:
                 graph, args = got
-                runner = _Rounded(graph)
+                runner = _Rounded(graph, accumulation=min(1.0, _ACCUMULATOR_UNIT / unit))
                 with outside_modes(), torch.enable_grad():
                     args = [a.detach().clone() if isinstance(a, torch.Tensor) else a for a in args]
                     if "computed-weights" in obs.spec.semantics:
