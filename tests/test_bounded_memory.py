@@ -3,6 +3,7 @@ their cap count under one row per op, behaviours are kept as capped hashes."""
 from __future__ import annotations
 
 from mpsfuzz.campaign import engine
+from mpsfuzz.campaign.finding_errors import error_type
 
 
 def test_a_message_table_keeps_at_most_its_cap_of_rows(monkeypatch):
@@ -30,7 +31,7 @@ def test_a_failure_waiting_for_triage_keeps_no_traceback(tmp_path):
     class Desk:
         submit = staticmethod(jobs.append)
 
-    campaign._desk = Desk()
+    campaign._intake.desk = Desk()
     case = Case.from_json({"format": 3, "op": "neg", "variant": "functional", "kwargs": {}, "inputs": [
         {"shape": [2], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []},
          "values": {"distribution": "small_int", "seed": 0, "low": None, "high": None, "specials": []},
@@ -39,12 +40,12 @@ def test_a_failure_waiting_for_triage_keeps_no_traceback(tmp_path):
 
     def shrinking(drawn_data):   # a frame that would be kept alive with the error
         try:
-            raise engine._error_type("neg", "values", "wrong-values")(case, failure, "sig")
+            raise error_type("neg", "values", "wrong-values")(case, failure, "sig")
         except engine.FindingError as err:
             return err
     err = shrinking(bytearray(1 << 20))
     assert err.__traceback__ is not None
-    campaign._hand_to_desk(err, False, None)
+    campaign._intake.hand_to_desk(err, False, None)
     handed = jobs[0][0]
     assert handed.__traceback__ is None and handed.__context__ is None
     assert (handed.case, handed.failure, handed.signature) == (case, failure, "sig")

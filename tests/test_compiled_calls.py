@@ -169,7 +169,7 @@ def test_a_compiled_failure_of_the_eager_kernel_is_filed_once_as_the_eager_targe
                     localise_it=False)
     assert result.filed_as == ("faulty-cpu", FAULT_TARGET), result.failure.title
     assert "faulty-cpu-compiled" in result.failure.title
-    # What a campaign asks of a triaged failure before it records it (Campaign._record):
+    # What a campaign asks of a triaged failure before it records it (Recorder.record):
     # the eager target's finding in the corpus covers it, so it is a sighting of that one.
     symptom = symptom_key(result.case, result.failure)
     assert symptom == symptom_key(recorded.case, recorded.failure)

@@ -27,8 +27,9 @@ from hypothesis import assume
 from hypothesis import strategies as st
 
 from mpsfuzz import cli
-from mpsfuzz.campaign import engine
+from mpsfuzz.campaign import engine, recorder
 from mpsfuzz.campaign.engine import Campaign, CampaignConfig
+from mpsfuzz.campaign.finding_errors import error_type
 from mpsfuzz.corpus.store import Corpus, CorpusWriteError, atomic_write_json, load_findings
 from mpsfuzz.events import CaseFinished, HarnessError, Notice
 from mpsfuzz.execution.observation import ProcessEvent
@@ -238,7 +239,7 @@ def test_triage_that_raises_keeps_the_finding_unexplained(tmp_path, scripted, re
 
     def broken_triage(*args, **kwargs):
         raise NotImplementedError('"lt_cpu" not implemented for \'UInt32\'')
-    monkeypatch.setattr(engine, "triage", broken_triage)
+    monkeypatch.setattr(recorder, "triage", broken_triage)
     c, events = campaign(tmp_path, ["test.wrong"], max_cases=30)
     result = c.run()
     assert result.stopped_because == "max-cases"
@@ -288,7 +289,7 @@ def test_a_corpus_write_error_inside_a_case_is_not_shrunk_as_a_failure(tmp_path,
 
 
 def test_guarded_report_splitting():
-    finding = engine._error_type("op", "values", "wrong-values")(None, wrong_values("op"), "sig")
+    finding = error_type("op", "values", "wrong-values")(None, wrong_values("op"), "sig")
     other = RuntimeError("not a finding")
     found, others = engine.split_report(ExceptionGroup("two bugs", [finding, other]))
     assert found == [finding] and others == [other]

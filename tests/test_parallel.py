@@ -272,7 +272,8 @@ def test_a_failure_held_while_triage_runs_is_judged_again_once_triage_settles(tm
     symptom instead of counting them as its sightings: once triage says the float16
     finding needs float16, the gapped float32 failure it held is a finding of its own,
     and the held float16 ones are sightings of the float16 finding."""
-    from mpsfuzz.campaign.engine import FoundBug, _error_type
+    from mpsfuzz.campaign.engine import FoundBug
+    from mpsfuzz.campaign.finding_errors import error_type
     from mpsfuzz.generation.recipes import Case
     from mpsfuzz.oracles import Failure, symptom_key
 
@@ -307,22 +308,22 @@ def test_a_failure_held_while_triage_runs_is_judged_again_once_triage_settles(tm
         recorded.append((err.case, conditions))
         return f"sig-{len(recorded) - 1}"
 
-    campaign._desk, campaign._record = Desk(), record
-    campaign._hand_to_desk(_error_type("sigmoid", "values", "wrong-values")(half, failure, "s"), False, None)
+    campaign._intake.desk, campaign._intake.record = Desk(), record
+    campaign._intake.hand_to_desk(error_type("sigmoid", "values", "wrong-values")(half, failure, "s"), False, None)
 
     class Pool:
         device = "cpu"
 
-    verdicts = [campaign._verdicts(case, [failure], Pool())[0][0] for case in (gapped, half_other_shape, half)]
+    verdicts = [campaign._verdicts.of(case, [failure], Pool())[0][0] for case in (gapped, half_other_shape, half)]
     assert verdicts == ["held", "held", "held"]
     assert not campaign._sightings                 # nothing counted before triage settles
     Desk._thread = __import__("threading").current_thread()   # the desk's thread handles the job
-    campaign._triaged(Desk.jobs[0], Pool())
+    campaign._handler.triaged(Desk.jobs[0], Pool())
     assert [conditions for _, conditions in recorded] == [("dtypes:float16",)]
     # the gapped failure the float16 finding does not cover is a job of its own on the desk,
     # in its order (not recorded on the way: the desk's first-rank jobs come first)
     assert len(Desk.jobs) == 2 and Desk.jobs[1][0].case is gapped
-    campaign._triaged(Desk.jobs[1], Pool())
+    campaign._handler.triaged(Desk.jobs[1], Pool())
     assert [conditions for _, conditions in recorded] == [("dtypes:float16",), ("layout:0",)]
     assert recorded[1][0] is gapped
     assert campaign._sightings == {"sig-0": 2}     # the two held float16 cases (one trigger shape)
@@ -523,9 +524,9 @@ def test_a_hang_is_shrunk_only_while_one_more_timeout_fits_the_shrink_budget(tmp
                             timeout_s=3, shrink_budget_s=10)
     campaign = Campaign(config, [])
     eight_seconds_ago = time.monotonic() - 8
-    campaign._shrink_started = {("prod", "hang", "timeout"): eight_seconds_ago}
-    assert campaign._shrink_budget_spent()
-    campaign._shrink_started = {("prod", "values", "wrong-values"): eight_seconds_ago}
-    assert not campaign._shrink_budget_spent()
-    campaign._shrink_started = {("prod", "hang", "timeout"): time.monotonic() - 5}
-    assert not campaign._shrink_budget_spent()
+    campaign._slice.shrink_started = {("prod", "hang", "timeout"): eight_seconds_ago}
+    assert campaign._replay.shrink_budget_spent()
+    campaign._slice.shrink_started = {("prod", "values", "wrong-values"): eight_seconds_ago}
+    assert not campaign._replay.shrink_budget_spent()
+    campaign._slice.shrink_started = {("prod", "hang", "timeout"): time.monotonic() - 5}
+    assert not campaign._replay.shrink_budget_spent()

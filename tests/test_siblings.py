@@ -14,7 +14,7 @@ import pytest
 from test_fault_campaigns import FAULT_TARGET, CASES, assert_repro_proves_the_fault, findings_in, mpsfuzz
 from test_harness import CLEAN, _spec, campaign, notices, scripted, wrong_values  # noqa: F401 (fixture)
 
-from mpsfuzz.campaign import drafts, engine, lanes
+from mpsfuzz.campaign import drafts, lanes, recorder
 from mpsfuzz.campaign.drafts import Limits, draw_slice, family
 from mpsfuzz.generation import catalogue
 from mpsfuzz.generation.recipes import MATRIX_DISTRIBUTIONS, Layout
@@ -119,7 +119,7 @@ def test_a_failure_only_a_sibling_shows_is_replayed_shrunk_and_recorded(tmp_path
 
     def no_triage(*args, **kwargs):   # the finding is stored as Hypothesis shrank it
         raise RuntimeError("triage left out")
-    monkeypatch.setattr(engine, "triage", no_triage)
+    monkeypatch.setattr(recorder, "triage", no_triage)
     c, events = campaign(tmp_path, ["test.fails_some_values"], max_cases=200, max_findings=1, siblings=1)
     result = c.run()
     found = [f for f, _, new in result.findings if new]

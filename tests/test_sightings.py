@@ -68,8 +68,8 @@ def test_a_campaign_counts_it_a_sighting_at_once(tmp_path):
         device = "cpu"
     gapped_int8 = case("bitwise_and", _input("int8", gaps=[2]), _input("int8"))
     contiguous = case("bitwise_and", _input("int8"), _input("int8"))
-    assert [v[0] for v in campaign._verdicts(gapped_int8, [WRONG], Pool())] == ["sighting"]
-    assert [v[0] for v in campaign._verdicts(contiguous, [WRONG], Pool())] == ["new"]
+    assert [v[0] for v in campaign._verdicts.of(gapped_int8, [WRONG], Pool())] == ["sighting"]
+    assert [v[0] for v in campaign._verdicts.of(contiguous, [WRONG], Pool())] == ["new"]
 
 
 def test_a_held_failure_of_another_trigger_is_a_job_in_the_desks_order(tmp_path):
@@ -80,12 +80,12 @@ def test_a_held_failure_of_another_trigger_is_a_job_in_the_desks_order(tmp_path)
     class Desks:
         def submit(self, job):
             submitted.append(job)
-    campaign._desk = Desks()
+    campaign._intake.desk = Desks()
     gapped = case("bitwise_and", _input("int8", gaps=[2]), _input("int8"))
     contiguous = case("bitwise_and", _input("int8"), _input("int8"))
     held = {1: [gapped, WRONG, 3], 2: [contiguous, WRONG, 2]}
-    campaign._record_safely = lambda *a, **k: (_ for _ in ()).throw(AssertionError("triaged ahead of the desk"))
-    campaign._judge_held(held, None, pool=None, triage_it=True)
+    campaign._intake.record_safely = lambda *a, **k: (_ for _ in ()).throw(AssertionError("triaged ahead of the desk"))
+    campaign._handler.judge_held(held, None, pool=None, triage_it=True)
     assert [job[0].case for job in submitted] == [contiguous]
     assert (tmp_path / "triage-pending").is_dir() and len(list((tmp_path / "triage-pending").glob("*.json"))) == 1
     assert sum(campaign._sightings.values()) == 3

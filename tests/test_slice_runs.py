@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from test_harness import CLEAN, _spec, campaign, notices, scripted, wrong_values  # noqa: F401 (fixture)
 
-from mpsfuzz.campaign import drafts, engine
+from mpsfuzz.campaign import drafts, recorder
 from mpsfuzz.campaign.drafts import Limits, draw_slice, runs_of, slice_seed
 
 
@@ -50,7 +50,7 @@ def test_a_failure_only_a_later_run_draws_is_replayed_and_shrunk(tmp_path, scrip
 
     def no_triage(*args, **kwargs):   # the finding is stored as Hypothesis shrank it
         raise RuntimeError("triage left out")
-    monkeypatch.setattr(engine, "triage", no_triage)
+    monkeypatch.setattr(recorder, "triage", no_triage)
     c, events = campaign(tmp_path, [op], max_cases=200, max_findings=1)
     found = [f for f, _, new in c.run().findings if new]
     assert [f.op for f in found] == [op], notices(events)

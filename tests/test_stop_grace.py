@@ -17,8 +17,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from mpsfuzz.campaign.engine import (STOP_GRACE_MAX_S, Campaign, CampaignConfig, _error_type, overrun_s,
-                                     stop_grace_s)
+from mpsfuzz.campaign.desk_jobs import is_slow
+from mpsfuzz.campaign.engine import STOP_GRACE_MAX_S, Campaign, CampaignConfig, overrun_s, stop_grace_s
+from mpsfuzz.campaign.finding_errors import error_type
 from mpsfuzz.corpus.finding import Finding
 from mpsfuzz.corpus.store import Corpus
 from mpsfuzz.campaign.triage_desk import TriageDesk, TriageDesks
@@ -67,7 +68,7 @@ def test_a_run_on_a_corpus_of_hundreds_of_pending_failures_ends_within_its_budge
     for i in range(300):
         shape = (i + 1,) if i % 2 else (i // 50 + 1, i % 50 + 1)   # half of rank 1, half of rank 2
         case = Case.from_json(_case("neg", shape))
-        writer._keep_pending(_error_type("neg", "values", "wrong-values")(case, failure, f"sig{i}"), False)
+        writer._intake.keep_pending(error_type("neg", "values", "wrong-values")(case, failure, f"sig{i}"), False)
     filed = Finding.create(Case.from_json(_case("neg", (2, 2))), failure, target_name="faulty-cpu",
                            target_spec=FAULT_TARGET, device="cpu", conditions=("rank>=2",))
     path, _ = Corpus(corpus).record(filed)
@@ -119,12 +120,12 @@ def _desk_triaging_until_killed(campaign, fallback):
 
     def slow_triage(err, pool, *, flaky, triage_it=True):
         killed.wait(30)                 # triage runs on until its worker is killed
-        campaign._check_abandoned()     # what _record does before storing anything
+        campaign._check_abandoned()     # what Recorder.record does before storing anything
         raise AssertionError("stored after it was given up")
 
-    campaign._record = slow_triage
-    campaign._desk = TriageDesks(campaign._triaged, lambda role: Pool(), fallback=fallback, slow=campaign._slow_job)
-    return campaign._desk, killed, Pool
+    campaign._intake.record = slow_triage
+    campaign._intake.desk = TriageDesks(campaign._handler.triaged, lambda role: Pool(), fallback=fallback, slow=is_slow)
+    return campaign._intake.desk, killed, Pool
 
 
 def test_triage_past_the_stop_grace_is_left_pending_with_what_it_held(tmp_path):
@@ -137,10 +138,10 @@ def test_triage_past_the_stop_grace_is_left_pending_with_what_it_held(tmp_path):
     desk, killed, Pool = _desk_triaging_until_killed(campaign, fallback.append)
     first, second, other = (Case.from_json(_case("sigmoid", shape)) for shape in ((3,), (4,), (2, 2)))
     for case in (first, second):
-        err = _error_type("sigmoid", "values", "wrong-values")(case, failure, f"sig-{case.inputs[0].shape}")
-        campaign._hand_to_desk(err, False, campaign._keep_pending(err, False))
+        err = error_type("sigmoid", "values", "wrong-values")(case, failure, f"sig-{case.inputs[0].shape}")
+        campaign._intake.hand_to_desk(err, False, campaign._intake.keep_pending(err, False))
     # failures of the symptom met meanwhile: held (one of them the holder's own case)
-    assert [campaign._verdicts(c, [failure], Pool())[0][0] for c in (other, first)] == ["held", "held"]
+    assert [campaign._verdicts.of(c, [failure], Pool())[0][0] for c in (other, first)] == ["held", "held"]
     deadline = time.monotonic() + 10
     while not desk.in_hand and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -169,8 +170,8 @@ def test_a_job_given_up_that_a_finding_filed_meanwhile_covers_is_a_sighting_not_
     desk, _, _ = _desk_triaging_until_killed(campaign, lambda job: None)
     first, covered, uncovered = (Case.from_json(_case("sigmoid", shape)) for shape in ((3,), (4,), (5,)))
     for case, fail in ((first, failure), (covered, failure), (uncovered, other)):
-        err = _error_type("sigmoid", fail.oracle, fail.kind)(case, fail, f"sig-{case.inputs[0].shape}")
-        campaign._hand_to_desk(err, False, campaign._keep_pending(err, False))
+        err = error_type("sigmoid", fail.oracle, fail.kind)(case, fail, f"sig-{case.inputs[0].shape}")
+        campaign._intake.hand_to_desk(err, False, campaign._intake.keep_pending(err, False))
     deadline = time.monotonic() + 10
     while not desk.in_hand and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -203,9 +204,8 @@ def test_the_last_tenth_of_a_budget_goes_to_a_first_failure_waiting_on_the_desk(
         def close(self):
             pass
 
-    campaign._triaged = lambda job, pool: release.wait(30)
-    desk = campaign._desk = TriageDesks(campaign._triaged, lambda role: Pool(), slow=campaign._slow_job)
-    err = _error_type("sigmoid", "values", "wrong-values")(Case.from_json(_case("sigmoid", (3,))), failure, "sig")
+    desk = campaign._intake.desk = TriageDesks(lambda job, pool: release.wait(30), lambda role: Pool(), slow=is_slow)
+    err = error_type("sigmoid", "values", "wrong-values")(Case.from_json(_case("sigmoid", (3,))), failure, "sig")
     try:
         campaign._start = time.monotonic() - 50
         assert campaign._out_of_budget() is None          # an empty desk: fuzzing goes on
@@ -213,7 +213,7 @@ def test_the_last_tenth_of_a_budget_goes_to_a_first_failure_waiting_on_the_desk(
         assert campaign._out_of_budget() is None          # half the budget left
         campaign._start = time.monotonic() - 95
         assert campaign._out_of_budget() == "budget"      # the last tenth: the desk's
-        campaign._triage_priority = lambda job: (False, True)   # its op has a finding now
+        campaign._intake.priority = lambda job: (False, True)   # its op has a finding now
         assert campaign._out_of_budget() is None
     finally:
         release.set()
@@ -350,19 +350,19 @@ def test_pending_failures_of_lanes_running_now_are_not_taken_up_as_an_earlier_ru
     file written since is another lane's, in triage there, and is left where it is."""
     failure = Failure("values", "wrong-values", "wrong", "detail", "high", ("wrong-values",))
     writer = Campaign(CampaignConfig(ops=["sigmoid"], target_spec=FAULT_TARGET, corpus_dir=tmp_path))
-    errs = [_error_type("sigmoid", "values", "wrong-values")(Case.from_json(_case("sigmoid", shape)), failure,
-                                                             f"sig-{len(shape)}") for shape in ((3,), (2, 2))]
-    earlier = writer._keep_pending(errs[0], False)
+    errs = [error_type("sigmoid", "values", "wrong-values")(Case.from_json(_case("sigmoid", shape)), failure,
+                                                            f"sig-{len(shape)}") for shape in ((3,), (2, 2))]
+    earlier = writer._intake.keep_pending(errs[0], False)
     time.sleep(0.05)
     started = time.time()
     time.sleep(0.05)
-    now = writer._keep_pending(errs[1], False)
+    now = writer._intake.keep_pending(errs[1], False)
     lane = Campaign(CampaignConfig(ops=["sigmoid"], target_spec=FAULT_TARGET, corpus_dir=tmp_path,
                                    pending_before=started))
     handed, notices = [], []
-    lane._hand_to_desk = lambda err, flaky, path: handed.append(path)
+    lane._intake.hand_to_desk = lambda err, flaky, path: handed.append(path)
     lane.listeners.append(lambda event: notices.append(getattr(event, "message", "")))
-    lane._resume_pending()
+    lane._intake.resume_pending(started)
     assert handed == [earlier] and now.exists()
     assert [n for n in notices if "earlier run left" in n] == [
         f"an earlier run left 1 failure(s) in {tmp_path / 'triage-pending'}: 0 sighting(s) of findings, 1 to triage"]
@@ -380,9 +380,9 @@ def test_a_crash_or_device_fault_never_waits_behind_value_failures_nor_they_behi
                                        budget_s=100))
     fault = Failure("errors", "device-fault", "raises", "CUDA error: invalid argument", "critical", ("device-fault",))
     wrong = Failure("values", "wrong-values", "wrong", "detail", "high", ("wrong-values",))
-    slow = (_error_type("sigmoid", "errors", "device-fault")(Case.from_json(_case("sigmoid")), fault, "f"),
+    slow = (error_type("sigmoid", "errors", "device-fault")(Case.from_json(_case("sigmoid")), fault, "f"),
             False, None, None)
-    quick = (_error_type("tanh", "values", "wrong-values")(Case.from_json(_case("tanh")), wrong, "w"),
+    quick = (error_type("tanh", "values", "wrong-values")(Case.from_json(_case("tanh")), wrong, "w"),
              False, None, None)
     taken = []
     release = {"first": threading.Event(), "sigmoid": threading.Event(), "tanh": threading.Event()}
@@ -392,8 +392,8 @@ def test_a_crash_or_device_fault_never_waits_behind_value_failures_nor_they_behi
         taken.append(name)
         release[name].wait(30)
 
-    desk = campaign._desk = TriageDesks(handle, lambda role: None, priority=campaign._triage_priority,
-                                        slow=campaign._slow_job)
+    desk = campaign._intake.desk = TriageDesks(handle, lambda role: None, priority=campaign._intake.priority,
+                                               slow=is_slow)
     try:
         desk.submit((None,))           # a value failure that holds the quick desk until released
         desk.submit(slow)

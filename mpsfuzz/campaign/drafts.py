@@ -5,7 +5,7 @@ it. A slice is drawn by a seeded, generate-only run of its Hypothesis test, so a
 process that builds the same test with the same seed draws the same cases: drafter
 processes (``run --draw-jobs N``) draw the next slices while the campaign judges the
 last one, and the campaign itself replays a slice with that seed to shrink a failure
-(engine.py). Drafter processes are forked on Linux (they inherit the op registry as it
+(replay.py). Drafter processes are forked on Linux (they inherit the op registry as it
 is, test ops included) and spawned elsewhere (fork is unsafe on macOS once frameworks
 are loaded). A drafter only draws: it never touches the device, so the fork is safe even
 where the driver's process has (a user's kernel file that asks ``torch.cuda.is_available()``
@@ -165,7 +165,7 @@ def slice_test(strategy, seed: int, examples: int, body, *, phases, siblings: in
     slice's size in cases, ``siblings`` per drawn case. It runs the slice's
     :func:`runs_of` one after the other; the first to raise (a failure found, and
     shrunk in a replay) ends it: failures of later runs are the replay's to record
-    unshrunk (engine.py)."""
+    unshrunk (replay.py)."""
     tests = [_run_test(strategy, run, n, body, phases) for run, n in runs_of(seed, examples, siblings)]
 
     def every_run():

@@ -16,12 +16,17 @@ written (:class:`~mpsfuzz.corpus.store.CorpusWriteError`) ends a campaign early.
 
 :class:`Campaign` drives the parts, each a module of its own that runs no worker and
 starts no thread (issue 39): ``known_findings.py`` (whether a failure is new, a sighting
-or held), ``budget.py`` (when it stops), ``health.py`` (the set-aside rule),
-``listeners.py`` (events and harness errors), ``slice_plan.py`` and ``batches.py``
-(which slice runs next, sent and collected), ``outcomes.py`` (what a case came to),
-``layout_notes.py``, ``desk_jobs.py`` and ``pending.py`` (the desk's jobs and
-triage-pending/), ``filing.py`` (a triaged failure filed), ``reverification.py`` and
-``desk_end.py`` (the desk's jobs at the run's end).
+or held), ``verdicts.py`` (what each failure of a case comes to, remembered for its slice
+in the calling thread's ``slice_state.py``), ``budget.py`` (when it stops), ``health.py``
+(the set-aside rule), ``listeners.py`` (events and harness errors), ``slice_plan.py`` and
+``batches.py`` (which slice runs next, sent and collected), ``outcomes.py`` (what a case
+came to), ``layout_notes.py``, ``intake.py`` and ``pending.py`` (what goes to the triage
+desk, and triage-pending/), ``desk_jobs.py`` (its jobs and their order),
+``desk_handler.py`` (what becomes of a job on the desk's thread), ``replay.py`` (a
+slice replayed by Hypothesis to shrink its new failure), ``recorder.py`` and
+``filing.py`` (a failure triaged, then filed), ``reverification.py`` and ``desk_end.py``
+(the desk's jobs at the run's end); ``finding_errors.py`` holds what a slice's test
+body raises.
 """
 from __future__ import annotations
 
@@ -32,49 +37,46 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from hypothesis import Phase
-from hypothesis.errors import Unsatisfiable
-
 from ..corpus import upstream
 from ..corpus.daemon_state import MAX_BEHAVIOURS, behaviour_hash
-from ..corpus.finding import signature_of, trigger_class
 from ..corpus.store import Corpus, CorpusWriteError
 from ..events import CampaignFinished, CampaignStarted, Notice, SliceFinished, Stats
 from ..execution.worker import WorkerPool, WorkerStartAbandoned
 from ..oracles import DEFAULT as ORACLES_DEFAULT
 from ..oracles import Failure, all_oracles, worker_oracles
 from ..oracles.judge import judge_case
-from ..triage.pipeline import DEFAULT_RERUNS, triage
+from ..triage.pipeline import DEFAULT_RERUNS
 from .batches import InWorker, Slice, collect, submit
 from .behaviour import behaviour_of
 from .budget import Budget, BudgetExhausted
 from .desk_end import DeskEnd
-from .desk_jobs import Job, Reverification, desk_order, first_rank, is_slow
-from .drafts import (Draft, Drafter, GenerationFailed, Limits, draw_slice, error_line, family, leaves,
-                     slice_test, strategy_for)
+from .desk_handler import DeskHandler
+from .desk_jobs import is_slow
+from .drafts import Draft, Drafter, GenerationFailed, Limits, draw_slice, error_line
 from .filing import Filing
+from .finding_errors import Abandoned, CorpusUnwritable
 from .health import OpHealth
+from .intake import DeskIntake
 from .interrupts import InterruptLatch
-from .known_findings import NEW, SIGHTING, FoundBug, KnownFindings
+from .known_findings import NEW, FoundBug, KnownFindings
 from .layout_notes import LayoutNotes
 from .listeners import Listeners
 from .outcomes import CaseOutcomes, add_time, count_message
-from .pending import PendingFailures, remove
+from .pending import PendingFailures
+from .recorder import Recorder
+from .replay import SliceReplay
 from .reverification import Reverifications
 from .slice_plan import SlicePlan, make_scheduler
+from .slice_state import SliceState
 from .slicing import SliceSizer
 from .triage_desk import TriageDesks
+from .verdicts import CaseVerdicts
 # Re-exported: the CLI, lanes and tests read these here.
 from .budget import STOP_GRACE_MAX_S, overrun_s, stop_grace_s  # noqa: F401
 from .filing import count_finding  # noqa: F401
+from .finding_errors import FindingError, split_report  # noqa: F401
 from .health import SET_ASIDE_STREAK  # noqa: F401
 from .outcomes import MAX_MESSAGES, OTHER_MESSAGES  # noqa: F401
-
-# While other failures of the first rank (the target's, of an op with no finding) wait
-# for the desk, a job shrinks and minimises within this share of --shrink-budget and
-# --minimise-budget: finding comes first (issue 37; on 2 cores with every fault on, the
-# desk's queue outgrew what it triaged in a 10-minute budget).
-PRESSED_SHARE = 0.25
 
 
 @dataclass
@@ -127,88 +129,8 @@ class CampaignConfig:
     pending_before: float | None = None
 
 
-class _SetAside(BaseException):
-    """Ends the slice of an op that has just been set aside (harness errors)."""
-
-
-class _Abandoned(BaseException):
-    """Raised on the desk's thread once its job was given up (the stop grace ran out):
-    nothing of the job is stored or counted; it stays in triage-pending/."""
-
-
-class _CorpusUnwritable(BaseException):
-    """Carries a CorpusWriteError out of the test body: Hypothesis would take an
-    Exception for a failure of the case and shrink it, case after case."""
-
-    def __init__(self, error: CorpusWriteError):
-        super().__init__(str(error))
-        self.error = error
-
-
 # How often a campaign sharing its corpus with others (run --jobs) looks for their findings.
 REFRESH_S = 5.0
-
-
-class FindingError(Exception):
-    def __init__(self, case, failure: Failure, signature: str):
-        super().__init__(failure.title)
-        self.case, self.failure, self.signature = case, failure, signature
-        # (the slice, its batch's verdicts) where the failure is still to be shrunk: the
-        # triage desk replays the slice's test on its own worker (_shrunk_on_desk)
-        self.to_shrink: tuple | None = None
-
-
-class _SliceState(threading.local):
-    """What judging one slice keeps, one per thread: the campaign's thread judges its
-    batches while the triage desk's thread replays and shrinks an earlier slice."""
-
-    def __init__(self):
-        self.memo: dict = {}                 # case -> verdicts, for the rest of the slice
-        self.pending: dict = {}              # (op, oracle, kind) -> the smallest failure so far
-        self.shrink_started: dict = {}       # (op, oracle, kind) -> when its shrinking began
-        self.replaying = False               # the second pass: its cases were counted by the first
-        self.only: tuple | None = None       # the desk's replay shrinks this (op, oracle, kind) only
-        self.holder = None                   # ... and its own placeholder does not cover it
-        self.met: dict = {}                  # other new failures met in that replay: their own jobs
-        self.pressed = False                 # the desk's job in hand: first-rank failures wait behind it
-
-
-def _per_thread(name: str) -> property:
-    """A Campaign attribute kept in the calling thread's _SliceState."""
-    return property(lambda self: getattr(self._slice, name), lambda self, value: setattr(self._slice, name, value))
-
-
-_ERROR_TYPES: dict[tuple, type] = {}
-
-
-def _error_type(op: str, oracle: str, kind: str) -> type:
-    """One exception class per (op, oracle, kind): Hypothesis tells bugs apart by type."""
-    key = (op, oracle, kind)
-    if key not in _ERROR_TYPES:
-        _ERROR_TYPES[key] = type(f"Finding_{abs(hash(key)):x}", (FindingError,), {})
-    return _ERROR_TYPES[key]
-
-
-def _iter_findings(exc: BaseException):
-    if isinstance(exc, FindingError):
-        yield exc
-    for inner in getattr(exc, "exceptions", ()) or ():
-        yield from _iter_findings(inner)
-    if exc.__cause__ is not None and exc.__cause__ is not exc:
-        yield from _iter_findings(exc.__cause__)
-
-
-def split_report(exc: BaseException) -> tuple[list[FindingError], list[BaseException]]:
-    """(our findings, the other exceptions) in what Hypothesis raised at the end of a slice."""
-    found: list[FindingError] = []
-    others: list[BaseException] = []
-    for leaf in leaves(exc):
-        inside = list(_iter_findings(leaf))
-        if inside:
-            found += [f for f in inside if all(f is not g for g in found)]
-        else:
-            others.append(leaf)
-    return found, others
 
 
 def _count_message(table: dict, op: str, message: str) -> None:
@@ -229,7 +151,6 @@ class Campaign:
         self.stop, self.enough = stop, enough
         self._interrupts = InterruptLatch()
         self.target_name = self.device = ""
-        self._device = self._target_name = ""
         self.listeners = list(listeners)
         self.confirm = confirm
         self.stats = Stats()
@@ -240,19 +161,15 @@ class Campaign:
         # The triage desk's thread records findings while this one fuzzes: what both
         # change (stats, the known findings, recorded) and the listeners are used under it.
         self._lock = threading.RLock()
-        self._slice = _SliceState()
-        self._desk: TriageDesks | None = None
-        self._desk_error: CorpusWriteError | None = None
+        # What judging a slice keeps, the calling thread's (the campaign's, each desk's).
+        self._slice = SliceState()
         self._drafter: Drafter | None = None
         # Set once the desk's jobs were given up past the stop grace (_defer_triage): its
-        # thread then stores and counts nothing more (see _Abandoned).
+        # thread then stores and counts nothing more (see finding_errors.Abandoned).
         self._abandoned = threading.Event()
         # behaviour_hash()es of the behaviour keys seen by this campaign, at most
         # MAX_BEHAVIOURS (a daemon runs for days: hashes, not key tuples, and a cap)
         self._behaviours: set = set()
-        self.upstream_table = upstream.load_tables(list(config.upstream_tables))
-        import torch  # the version keys upstream table entries (fixed_in)
-        self._torch_version = torch.__version__
         self._case_oracles = worker_oracles(config.oracles)
 
         # -- what it drives, each part on its own (issue 39) --
@@ -276,26 +193,45 @@ class Campaign:
         self.known = KnownFindings((FoundBug.of(f) for _, f in loaded), lock=self._lock,
                                    on_error=lambda case, exc: self.harness_error("judge", case.op, case, exc))
         self._notes = LayoutNotes(self.corpus, lock=self._lock)
+        # What each failure of a case comes to (noted, suppressed, held, a sighting, new).
+        import torch  # the version keys upstream table entries (fixed_in)
+        self._verdicts = CaseVerdicts(self.known, self._slice, self.stats, self._notes,
+                                      upstream.load_tables(list(config.upstream_tables)),
+                                      torch_version=torch.__version__, emit=self.emit,
+                                      harness_error=self.harness_error, case_outcome=self._case_outcome,
+                                      on_desk=self._on_desk, lock=self._lock)
         # Failures handed to triage, on disk until recorded; what an earlier run left.
         self._pending_failures = PendingFailures(config.corpus_dir, config.leftovers)
         # Triaged failures filed: stored, their scripts run, counted and reported.
         self._filing = Filing(self.corpus, self.known, self.stats, seen_files=(path.name for path, _ in loaded),
                               lock=self._lock, emit=self.emit, harness_error=self.harness_error, spent=self._spent,
                               credit=self._credit_finding, check_abandoned=self._check_abandoned,
-                              upstream_entry=self._upstream_entry, confirm=confirm)
+                              upstream_entry=self._verdicts.upstream_entry, confirm=confirm)
+        # A failure triaged and filed; what goes to the desk (or is recorded at once).
+        self._recorder = Recorder(self.corpus, self.known, self._filing, self._slice, oracles=config.oracles,
+                                  reruns=config.reruns, minimise_budget_s=config.minimise_budget_s,
+                                  timeout_s=config.timeout_s, emit=self.emit, spent=self._spent,
+                                  harness_error=self.harness_error, check_abandoned=self._check_abandoned)
+        self._intake = DeskIntake(self.known, self._pending_failures, record=self._recorder.record, emit=self.emit,
+                                  harness_error=self.harness_error)
+        # The desk's replay of a slice, shrinking its new failure.
+        self._replay = SliceReplay(self._verdicts, self._slice, self.stats, shrink_budget_s=config.shrink_budget_s,
+                                   timeout_s=config.timeout_s, failures_of=self._failures_of,
+                                   stop_reason=self._stop_reason, generation_failed=self._generation_failed,
+                                   harness_error=self.harness_error, case_outcome=self._case_outcome,
+                                   hand_over=self._intake.hand_over_met, lock=self._lock)
         # Earlier findings' scripts run again, and the desk's jobs at the run's end.
         self._reverifications = Reverifications(
             self.corpus, self.stats, target_spec=config.target_spec, share=config.leftovers, confirm=confirm,
             spent=self._spent, harness_error=self.harness_error, check_abandoned=self._check_abandoned, lock=self._lock)
+        # What becomes of each job on the desk's thread.
+        self._handler = DeskHandler(self._intake, self._replay, self.known, self._slice, self._reverifications,
+                                    self.stats, self.budget, abandoned=self._abandoned, spent=self._spent,
+                                    emit=self.emit, lock=self._lock)
         self._desk_end = DeskEnd(known=self.known, pending=self._pending_failures, stats=self.stats,
-                                 abandoned=self._abandoned, emit=self.emit, record_untriaged=self._recorded_untriaged,
+                                 abandoned=self._abandoned, emit=self.emit,
+                                 record_untriaged=self._handler.recorded_untriaged,
                                  reverify_left=self._reverifications.left, lock=self._lock)
-
-    # The slice state of the calling thread (_SliceState).
-    _memo = _per_thread("memo")
-    _pending = _per_thread("pending")
-    _shrink_started = _per_thread("shrink_started")
-    _replaying = _per_thread("replaying")
 
     # The known findings' state, by the names it had here.
     found = property(lambda self: self.known.found)
@@ -339,24 +275,21 @@ class Campaign:
 
     def _out_of_budget(self) -> str | None:
         return self.budget.out(cases=self.stats.cases, failing=self.stats.failing, triage_due=self._triage_due,
-                               in_triage=lambda: self._desk.pending if self._desk is not None else 0)
+                               in_triage=self._intake.in_triage)
 
     def _triage_due(self) -> bool:
         """Whether the rest of the budget goes to the desk: in its last tenth, while the
         desk holds a failure of the target's in an op with no finding yet. A bug met late
         is then filed rather than left pending (issue 30, H200: nearest-exact's real
         gradient bug, met at 369 s of 420, was still waiting at the end)."""
-        return self._desk is not None and self.budget.in_reserve() and self._desk.holds(self._first_rank)
-
-    def _first_rank(self, job) -> bool:
-        """The desk's first rank, quick or slow: a target failure of an op with no finding."""
-        return first_rank(self._triage_priority(job))
+        desk = self._intake.desk
+        return desk is not None and self.budget.in_reserve() and desk.holds(self._intake.first_rank)
 
     def _out_of_time_to_shrink(self) -> str | None:
         """Why the desk's replay stops shrinking, if it must: told to stop, interrupted,
         or past the budget's end (the stop grace is for triaging what was shrunk), and
-        given up (_Abandoned). --max-cases and --max-findings bound the fuzzing, not the
-        shrinking of what it found (--shrink-budget does)."""
+        given up (finding_errors.Abandoned). --max-cases and --max-findings bound the
+        fuzzing, not the shrinking of what it found (--shrink-budget does)."""
         self._check_abandoned()
         return "budget" if self._past_budget() else None
 
@@ -366,7 +299,7 @@ class Campaign:
         return self._out_of_time_to_shrink() if self._on_desk() else self._out_of_budget()
 
     def _on_desk(self) -> bool:
-        return self._desk is not None and self._desk.on_desk()
+        return self._intake.on_desk()
 
     # -- one case -------------------------------------------------------------------------
     def _failures_of(self, case, pool: WorkerPool) -> list[Failure]:
@@ -392,138 +325,11 @@ class Campaign:
         # it found), and its listeners see them as shrinking.
         fuzzing = not self._on_desk()
         return self._outcomes.failures(case, outcome, fuzzing=fuzzing,
-                                       shrinking=bool(self._shrink_started) or not fuzzing)
-
-    def _test_body(self, pool: WorkerPool, prepared: Slice):
-        def body(drawn):
-            try:
-                self._judge(drawn, pool, prepared.op, prepared.seed, prepared.limits.siblings)
-            except CorpusWriteError as exc:
-                raise _CorpusUnwritable(exc) from None
-        return body
-
-    def _judge(self, drawn, pool: WorkerPool, op: str, seed: int, siblings: int) -> None:
-        """The test body: run each case of the drawn example's family (drafts.family:
-        the case and its siblings, as the slice's batch ran them), or recall their
-        verdicts, and raise the finding exception of the first failure that is neither
-        suppressed nor a sighting."""
-        if isinstance(drawn, GenerationFailed):
-            if op in self.stats.set_aside and not self._shrink_started:
-                raise _SetAside()
-            if not self._replaying:  # a replay's failed draws were counted by the first pass
-                # Not memoised: draws that fail alike are still separate attempts.
-                self._generation_failed(op, drawn)
-            return
-        for case in family(drawn, seed, siblings):
-            self._judge_one(case, pool, op)
-
-    def _judge_one(self, case, pool: WorkerPool, op: str) -> None:
-        verdicts = self._memo.get(case)
-        if verdicts is None:
-            # Only a case still to run costs budget: a replay of the batch's cases does not.
-            reason = self._stop_reason()
-            if reason:
-                raise BudgetExhausted(reason)
-            if op in self.stats.set_aside:
-                if self._shrink_started:
-                    return  # let Hypothesis finish shrinking the failures it has
-                raise _SetAside()
-            if self._shrink_budget_spent():
-                return  # shrink budget spent: smaller variants are no longer tried
-            verdicts = self._judged(case, op, lambda: self._failures_of(case, pool), pool)
-        for verdict, failure, signature in verdicts:
-            if verdict == NEW:
-                key = (case.op, failure.oracle, failure.kind)
-                if self._slice.only is not None and key != self._slice.only:
-                    # The desk shrinks one failure a job: another is its own job, once,
-                    # handed over when this replay ends (issue 30, two H200 runs: SDPA's
-                    # SIGFPE over zero key heads, met only while shrinking another SDPA
-                    # failure, was dropped here ten times).
-                    self._slice.met.setdefault(key, (case, failure, signature))
-                    continue
-                self._shrink_started.setdefault(key, time.monotonic())
-                error = _error_type(*key)(case, failure, signature)
-                self._pending[key] = error   # the smallest so far: Hypothesis shrinks towards it
-                raise error
-
-    def _shrink_budget_spent(self) -> bool:
-        """Whether running one more case would take a shrink past --shrink-budget. A
-        smaller variant of a hang that still hangs costs a whole timeout: it is tried
-        only if that still fits."""
-        now = time.monotonic()
-        budget = self.config.shrink_budget_s * (PRESSED_SHARE if self._slice.pressed else 1.0)
-        return any(now - started + (self.config.timeout_s if oracle == "hang" else 0.0) > budget
-                   for (_op, oracle, _kind), started in self._shrink_started.items())
+                                       shrinking=bool(self._slice.shrink_started) or not fuzzing)
 
     def _generation_failed(self, op: str, failed: GenerationFailed) -> None:
         self.harness_error("generate", op, None, error=failed.error, trace=failed.traceback)
         self._case_outcome(op, False, failed.error)
-
-    def _judged(self, case, op: str, failures_of, pool: WorkerPool) -> list[tuple]:
-        """The verdicts of a case that ``failures_of()`` runs (or takes from its batch's
-        outcome), memoised for the rest of the slice; its sightings and suppressed
-        failures are counted here, once per case, however often Hypothesis asks again."""
-        lost_before = self.stats.cases_lost
-        verdicts = self._memo[case] = self._verdicts(case, failures_of(), pool)
-        with self._lock:
-            self._case_outcome(op, self.stats.cases_lost == lost_before)
-            for verdict, _failure, signature in verdicts:
-                if not self._on_desk():
-                    failing = self.stats.failing_cases
-                    failing[verdict] = failing.get(verdict, 0) + 1
-                if verdict == "suppressed":
-                    self.stats.suppressed += 1
-                elif verdict == SIGHTING:
-                    self.known.sight(signature)
-        return verdicts
-
-    def _verdicts(self, case, failures: list[Failure], pool: WorkerPool) -> list[tuple]:
-        """(verdict, failure, signature) for each failure: "noted" (layout propagation),
-        "suppressed" (the upstream tables call it unimplemented or undefined), or what the
-        known findings make of it (KnownFindings.classify: "held", "sighting" or "new"). A
-        failure the driver cannot judge (matching it raised) is a harness error and
-        dropped."""
-        verdicts = []
-        for failure in failures:
-            try:
-                if failure.blame == "note":
-                    # No bug to file (right values in another memory format): a line of
-                    # the target's layout-propagation note, counted once per case.
-                    if not self._replaying:
-                        self._note(case, failure)
-                    verdicts.append(("noted", failure, None))
-                    continue
-                if self._suppressed(case, failure, pool):
-                    verdicts.append(("suppressed", failure, None))
-                    continue
-                verdict, signature = self.known.classify(case, failure, besides=self._slice.holder)
-                verdicts.append((verdict, failure, signature))
-            except CorpusWriteError:
-                raise
-            except Exception as exc:
-                self.harness_error("judge", case.op, case, exc)
-        return verdicts
-
-    def _note(self, case, failure: Failure) -> None:
-        """Count a layout-propagation sighting (LayoutNotes); one line on the console per op."""
-        with self._lock:
-            self.stats.layout_notes += 1
-        entry = self._notes.note(case, failure, self._target_name or self.target_name, self._device)
-        if entry is not None:
-            self.emit(Notice(f"{case.op}: {entry['target_format']} where eager CPU returns {entry['cpu_format']} "
-                             f"({', '.join(entry['layouts'])} input): layout propagation, noted, not a bug"))
-
-    def _upstream_entry(self, case, failure: Failure, device: str):
-        """The upstream table's entry this failure matches, or None."""
-        trig = trigger_class(case)
-        return upstream.match(self.upstream_table, device=device, op=case.op, dtypes=trig["dtypes"],
-                                    oracle=failure.oracle, kind=failure.kind, variant=case.variant,
-                                    layout_class=trig["layout_class"], torch_version=self._torch_version)
-
-    def _suppressed(self, case, failure: Failure, pool: WorkerPool) -> bool:
-        """Failures the upstream tables call unimplemented or undefined: not bugs."""
-        entry = self._upstream_entry(case, failure, pool.device)
-        return entry is not None and entry.status in upstream.SUPPRESSED
 
     # -- one slice: drawn ahead, run as a batch, replayed and shrunk only if it failed --
     def _prepare(self, draft: Draft) -> Slice | None:
@@ -556,33 +362,26 @@ class Campaign:
             self._drafter.ahead(*next(slices))
         return self._drafter.take()
 
-    def _hypothesis(self, prepared: Slice, body, *, phases):
-        limits = prepared.limits
-        return slice_test(strategy_for(prepared.op, limits), prepared.seed, limits.examples,
-                          body, phases=phases, siblings=limits.siblings)
-
     def _finish(self, sent: InWorker, pool: WorkerPool, *, shrink: bool = True,
                 in_flight: InWorker | None = None) -> None:
         """Judge the outcomes of ``sent``'s batch; if a case failed in a new way, the
         slice's Hypothesis test runs again with the same seed: it draws the same cases
         (their verdicts remembered, nothing runs twice), fails where the batch did and
-        shrinks from there. That replay is the triage desk's (_hand_to_shrink), on its
-        own thread and worker. Without ``shrink`` (the budget ran out) a new failure is
-        recorded as it is, reduced by triage. ``in_flight``: the next slice, already in
-        the worker (it runs while this one is judged); given up if these failures end
-        the campaign."""
-        self._shrink_started.clear()
-        self._pending = {}
-        self._memo = {}
+        shrinks from there. That replay is the triage desk's (DeskIntake.hand_to_shrink,
+        SliceReplay), on its own thread and worker. Without ``shrink`` (the budget ran
+        out) a new failure is recorded as it is, reduced by triage. ``in_flight``: the
+        next slice, already in the worker (it runs while this one is judged); given up
+        if these failures end the campaign."""
+        self._slice.clear()
         prepared = sent.slice
         op = prepared.op
         finishing = time.monotonic()
         try:
             outcomes = self._collect(sent, pool)
             for case, outcome in zip(prepared.cases, outcomes):
-                self._judged(case, op, lambda c=case, o=outcome: self._outcome_failures(c, o), pool)
+                self._verdicts.judged(case, op, lambda c=case, o=outcome: self._outcome_failures(c, o), pool)
             self._slice_done(prepared, outcomes, prepared.seconds + time.monotonic() - finishing)
-            failed = [(case, v) for case, vs in self._memo.items() for v in vs if v[0] == NEW]
+            failed = [(case, v) for case, vs in self._slice.memo.items() for v in vs if v[0] == NEW]
             if not failed:
                 return
             # A campaign these failures end (--max-findings) gives up the batch in the
@@ -593,99 +392,11 @@ class Campaign:
             # Shrinking is triage: the desk replays the slice on its own worker while this
             # thread goes on fuzzing.
             if shrink:
-                self._hand_to_shrink(prepared, failed, pool)
+                self._intake.hand_to_shrink(prepared, failed, self._slice.memo, pool)
             else:
-                self._record_unshrunk(failed, pool)
+                self._intake.record_unshrunk(failed, pool)
         finally:
-            self._shrink_started.clear()
-            self._pending = {}
-            self._memo = {}
-
-    def _hand_to_shrink(self, prepared: Slice, failed: list, pool: WorkerPool) -> None:
-        """Hand the slice's new failures to the desk, one job per (op, oracle, kind) (the
-        first case of each, as Hypothesis meets them), each to be shrunk there by a replay
-        of the slice with the batch's verdicts (_shrunk_on_desk); the other cases of each
-        are held by its placeholder meanwhile."""
-        memo = dict(self._memo)
-        first: dict[tuple, tuple] = {}
-        for case, (_, failure, signature) in failed:
-            first.setdefault((case.op, failure.oracle, failure.kind), (case, failure, signature))
-        for key, (case, failure, signature) in first.items():
-            err = _error_type(*key)(case, failure, signature)
-            err.to_shrink = (prepared, memo)
-            self._record_safely(err, pool, flaky=False)
-        self._record_unshrunk(failed, pool)
-
-    def _shrunk_on_desk(self, err: FindingError, holder, pool: WorkerPool) -> tuple[FindingError, bool]:
-        """On the desk's thread: replay the slice ``err`` failed in with its seed (the
-        batch's verdicts remembered, nothing runs twice) and let Hypothesis shrink the
-        failure there, within --shrink-budget; (the smallest failure, Hypothesis' flaky
-        hint). Only ``err``'s (op, oracle, kind) raises in this replay, and ``holder``,
-        its own placeholder, does not cover it."""
-        prepared, memo = err.to_shrink
-        err.to_shrink = None
-        key = (err.case.op, err.failure.oracle, err.failure.kind)
-        state = self._slice
-        state.memo, state.pending, state.shrink_started, state.met = dict(memo), {}, {}, {}
-        state.only, state.holder, state.replaying = key, holder, True
-        flaky = False
-        try:
-            self._hypothesis(prepared, self._test_body(pool, prepared),
-                             phases=(Phase.generate, Phase.shrink))()
-        except (BudgetExhausted, _SetAside):
-            pass   # what it shrank so far stands
-        except _CorpusUnwritable as exc:
-            raise exc.error from None
-        except Exception as exc:  # Hypothesis' report: the failure shrunk, and any errors of its own
-            flaky = "Flaky" in type(exc).__name__
-            found, others = split_report(exc)
-            for other in others:
-                self.harness_error("generate" if isinstance(other, Unsatisfiable) else "hypothesis",
-                                   prepared.op, None, other)
-                with self._lock:
-                    self._case_outcome(prepared.op, False, error_line(other))
-            reported = next((f for f in found if (f.case.op, f.failure.oracle, f.failure.kind) == key), None)
-            if reported is not None:
-                state.pending[key] = reported
-        finally:
-            smallest = state.pending.get(key)
-            met, state.met = state.met, {}
-            state.memo, state.pending, state.shrink_started = {}, {}, {}
-            state.only = state.holder = None
-            state.replaying = False
-        self._hand_over_met(met)
-        if smallest is None:
-            return err, flaky
-        smallest.__traceback__ = smallest.__context__ = smallest.__cause__ = None
-        return smallest, flaky
-
-    def _triage_priority(self, job) -> tuple:
-        """A desk's order (desk_jobs.desk_order): the target's failures of an op with no
-        finding first."""
-        return desk_order(job, self.known.has_finding_of)
-
-    def _hand_over_met(self, met: dict) -> None:
-        """The failures a desk replay met besides the one it shrank, each handed to the
-        desk as a job of its own unless a finding (or one in triage) covers it."""
-        for (op, oracle, kind), (case, failure, signature) in met.items():
-            if self.known.covering_or_none(case, failure) is not None:
-                continue
-            err = _error_type(op, oracle, kind)(case, failure, signature)
-            if self._desk is not None:
-                self._hand_to_desk(err, False, self._keep_pending(err, False))
-
-    def _record_unshrunk(self, failed: list, pool: WorkerPool) -> None:
-        """The slice's failing cases not handed over to be shrunk (the budget ran out,
-        or another case of their failure was handed over): held by the placeholder of
-        their symptom, a sighting of a finding that covers them, or recorded as they
-        failed (triage reduces them)."""
-        for case, (_, failure, signature) in failed:
-            covering = self.known.covering_or_none(case, failure)
-            if covering is None:
-                self._record_safely(_error_type(case.op, failure.oracle, failure.kind)(case, failure, signature),
-                                    pool, flaky=False)
-            elif covering.provisional:   # the replay handed a failure of this symptom to triage
-                self.known.hold(covering, case, failure)
+            self._slice.clear()
 
     def _slice_done(self, prepared: Slice, outcomes: list, seconds: float) -> None:
         """Tell the scheduler what the slice cost and showed (behaviours new to this
@@ -714,7 +425,7 @@ class Campaign:
         campaign going, short of a batch it gave up: cases, nothing found.)"""
         if self.config.max_findings is None:
             return False
-        in_triage = self._desk.pending if self._desk is not None else 0
+        in_triage = self._intake.in_triage()
         signatures = {signature for _, (_, _, signature) in failed}
         return self.budget.reaches_max_findings(self.stats.failing + in_triage + len(signatures))
 
@@ -723,177 +434,11 @@ class Campaign:
         or at once where ``give_up``."""
         return collect(sent, pool, give_up=(lambda: True) if give_up else self._past_budget)
 
-    def _record_safely(self, err: FindingError, pool: WorkerPool | None, *, flaky: bool,
-                       triage_it: bool = True) -> str | None:
-        """Hand the shrunk failure to the triage desk (the campaign goes on meanwhile),
-        or, on the desk's thread or without a desk, _record it now, anything it raises a
-        harness error (stage ``record``). The signature it ended up as, if recorded now."""
-        if self._desk is not None and not self._desk.on_desk():
-            self._hand_to_desk(err, flaky, self._keep_pending(err, flaky))
-            return None
-        try:
-            return self._record(err, pool, flaky=flaky, triage_it=triage_it)
-        except CorpusWriteError:
-            raise
-        except Exception as exc:
-            self.harness_error("record", err.case.op, err.case, exc)
-            return None
-
-    def _hand_to_desk(self, err: FindingError, flaky: bool, pending: Path | None) -> None:
-        # The job needs the case, failure and signature only. Its traceback holds the
-        # frames of the Hypothesis run that raised it, with all its drawn data: with
-        # every fault on, failures wait for triage by the dozen, each keeping a run alive.
-        err.__traceback__ = err.__context__ = err.__cause__ = None
-        holder = self.known.open_holder(err.case, err.failure)
-        self._desk.submit(Job(err, flaky, holder, pending))
-
-    def _keep_pending(self, err: FindingError, flaky: bool) -> Path | None:
-        return self._pending_failures.keep(err, flaky)
-
-    def _resume_pending(self) -> None:
-        """Hand to triage the failures an earlier campaign left pending (killed, or
-        stopped before triaging them), this campaign's part of them; one that a finding
-        covers now is a sighting at once, not a job (issue 37: a run spent its budget
-        triaging repeats of bugs it had filed). An unreadable file is moved aside, never
-        lost."""
-        taken = seen = 0
-        for left in self._pending_failures.earlier(self._pending_before,
-                                                   lambda exc: self.harness_error("record", None, None, exc)):
-            if self.known.sighting(left.case, left.failure) is not None:
-                seen += 1
-                remove(left.path)
-                continue
-            err = _error_type(left.case.op, left.failure.oracle, left.failure.kind)(left.case, left.failure,
-                                                                                   left.signature)
-            self._hand_to_desk(err, left.flaky, left.path)
-            taken += 1
-        if taken or seen:
-            self.emit(Notice(f"an earlier run left {taken + seen} failure(s) in {self._pending_failures.dir}: "
-                             f"{seen} sighting(s) of findings, {taken} to triage"))
-
     def _queue_reverifications(self) -> None:
         """Hand the desk, at its lowest rank, this campaign's part of the findings on this
         target whose repro scripts an earlier run left unverified (Reverifications)."""
         if self.config.reverify and self.confirm is not None:
-            self._reverifications.queue(self._desk.submit)
-
-    def _triaged(self, job, pool: WorkerPool, *, triage_it: bool = True) -> None:
-        """The desk's handler: record the job's failure, then retire its placeholder
-        (the sightings it collected meanwhile go to the finding it became); or run an
-        unverified finding's script again."""
-        if isinstance(job, Reverification):
-            if triage_it:
-                self._reverifications.run(job)
-            return
-        err, flaky, holder, pending = job
-        self._slice.pressed = self._desk is not None and self._desk.queued(self._first_rank) > 0
-        try:
-            if err.to_shrink is not None and self.known.covering_or_none(err.case, err.failure,
-                                                                         settled=True) is not None:
-                err.to_shrink = None   # filed since it was handed over: a sighting, nothing to shrink
-            if err.to_shrink is not None and triage_it and pool is not None:
-                shrinking = time.monotonic()
-                try:
-                    err, flaky = self._shrunk_on_desk(err, holder, pool)
-                finally:
-                    self._spent("shrink", time.monotonic() - shrinking)
-            signature = self._record_safely(err, pool, flaky=flaky, triage_it=triage_it)
-        except CorpusWriteError as exc:
-            self._desk_error = exc
-            return  # still pending: the next campaign on the corpus records it
-        remove(pending)
-        held = self.known.retire(holder, signature)
-        self._judge_held(held, signature, pool, triage_it=triage_it)
-
-    def _judge_held(self, held: dict, signature: str | None, pool: WorkerPool | None, *, triage_it: bool) -> None:
-        """Judge the failures a holder held against the findings as they are now: a
-        sighting of the finding that covers it, else a failure of its own, recorded (on
-        the desk's thread: triaged now) or, where triage was abandoned or --max-findings
-        reached, kept pending for the next campaign on the corpus rather than stored
-        unexplained."""
-        kept = 0
-        for case, failure, count in held.values():
-            covering = self.known.covering_or_none(case, failure, settled=True)
-            err = None if covering is not None else \
-                _error_type(case.op, failure.oracle, failure.kind)(case, failure, signature_of(case, failure))
-            if err is not None and self._abandoned.is_set():
-                kept += self._keep_pending(err, False) is not None   # past the stop grace
-                continue
-            if err is not None and (not triage_it or self.budget.enough_findings(self.stats.failing)):
-                # Not triaged now (abandoned, or --max-findings reached): the next
-                # campaign on the corpus triages it.
-                kept += 1
-                if self._keep_pending(err, False) is None:
-                    self._record_safely(err, pool, flaky=False, triage_it=False)
-                continue
-            if err is not None and self._desk is not None:
-                # A job of its own, in the desk's order (an op with a finding waits behind
-                # the ops with none), not triaged here ahead of them.
-                self._hand_to_desk(err, False, self._keep_pending(err, False))
-                continue
-            if err is not None:
-                try:
-                    became = self._record_safely(err, pool, flaky=False)
-                except _Abandoned:   # given up while it was triaged: pending, as the rest
-                    kept += self._keep_pending(err, False) is not None
-                    continue
-                count -= 1   # the case itself was counted by _record (a finding or a sighting)
-            else:
-                became = covering.signature
-            if became is not None and count > 0:
-                self.known.sight(became, count)
-        if kept:
-            with self._lock:
-                self.stats.left_pending += kept
-            if self._abandoned.is_set():
-                return   # (past the stop grace: the summary may be out; the files say it)
-            self.emit(Notice(f"{kept} failure(s) of another trigger than the finding that held them "
-                             f"left for triage in {self._pending_failures.dir}: the next run on this corpus "
-                             "triages them"))
-
-    def _recorded_untriaged(self, job) -> None:
-        """An abandoned or failed triage job: its shrunk case is recorded as it is."""
-        self._triaged(job, None, triage_it=False)
-
-    def _record(self, err: FindingError, pool: WorkerPool | None, *, flaky: bool, triage_it: bool = True) -> str | None:
-        """Re-run, reduce and explain the shrunk failure (triage/pipeline.py), then store it.
-        (Hypothesis' own Flaky verdict, ``flaky``, is only a hint: the re-runs decide.)
-        If triage raises, the shrunk case is stored as it is (unexplained): nothing found
-        is lost to a harness error."""
-        earlier = self.known.sighting(err.case, err.failure)   # an earlier finding covers it
-        if earlier is not None:
-            return earlier
-        result = None
-        if triage_it and pool is not None:
-            self.emit(Notice(f"{err.case.op}: minimising {err.failure.oracle} failure"))
-            triaging = time.monotonic()
-            try:
-                result = triage(err.case, err.failure, pool, self.config.oracles, reruns=self.config.reruns,
-                                budget_s=self.config.minimise_budget_s * (PRESSED_SHARE if self._slice.pressed else 1.0),
-                                timeout_s=self.config.timeout_s)
-                for step, seconds in result.steps.items():
-                    self._spent(f"triage:{step}", seconds)
-            except CorpusWriteError:
-                raise
-            except Exception as exc:
-                self._check_abandoned()   # its worker was killed under it: not a harness error
-                self.harness_error("triage", err.case.op, err.case, exc)
-            finally:
-                self._spent("triage", time.monotonic() - triaging)
-        self._check_abandoned()   # given up while it was triaged: it stays pending
-        if result is None:
-            case, failure, explanation, result_flaky = err.case, err.failure, None, False
-        else:
-            case, failure, explanation, result_flaky = result.case, result.failure, result.explanation, result.flaky
-        with self.corpus.recording():
-            self._filing.refresh()   # what other campaigns on this corpus recorded meanwhile
-            # Reduced, it may meet an earlier finding's conditions (the reducer moved it
-            # to that finding's dtype, say): a sighting of that bug.
-            covering = None if result_flaky else self.known.sighting(case, failure)
-            if covering is not None:
-                return covering
-            path, new, finding = self._filing.store(case, failure, result, explanation, result_flaky)
-        return self._filing.confirmed(finding, path, new, result)
+            self._reverifications.queue(self._intake.desk.submit)
 
     def _credit_finding(self, op: str) -> None:
         try:
@@ -919,16 +464,17 @@ class Campaign:
         except WorkerStartAbandoned:
             return self._ended_before_its_worker_started()
         with pool, self._interrupts:
-            self._device, self._target_name = pool.device, pool.target_name
             self._filing.identify(pool.target_name, self.config.target_spec, pool.device)
+            self._verdicts.identify(pool.target_name, pool.device)
             self.device, self.target_name = pool.device, pool.target_name
-            self._desk = TriageDesks(self._triaged, self._triage_pool, fallback=self._recorded_untriaged,
-                                     priority=self._triage_priority, slow=self._slow_job)
+            self._intake.desk = TriageDesks(self._handler.triaged, self._triage_pool,
+                                            fallback=self._handler.recorded_untriaged, priority=self._intake.priority,
+                                            slow=is_slow)
             try:
                 self.emit(CampaignStarted(pool.target_name, self.config.target_spec, pool.device,
                                           tuple(self.config.ops), self.config.oracles, self.seed,
                                           self.config.budget_s, self.config.max_cases))
-                self._resume_pending()
+                self._intake.resume_pending(self._pending_before)
                 self._queue_reverifications()
                 self._fuzz(pool)
             except BudgetExhausted as stop:
@@ -936,7 +482,7 @@ class Campaign:
             except KeyboardInterrupt:
                 self._interrupts.acknowledge()
                 stopped = "interrupted"
-            except _CorpusUnwritable as stop:
+            except CorpusUnwritable as stop:
                 unwritable = stop.error
             except CorpusWriteError as exc:
                 unwritable = exc
@@ -944,11 +490,11 @@ class Campaign:
                 self.stats.recycled = pool.recycled
                 if unwritable is None:
                     stopped = self._close_desk(stopped)
-                    unwritable = self._desk_error
+                    unwritable = self._handler.error
                 self.stats.elapsed_s = time.monotonic() - self._start
                 if unwritable is None:
                     self._flush_sightings()
-                    self._notes.flush(self._target_name or self.target_name, self._device)
+                    self._notes.flush(self.target_name, self.device)
         if unwritable is not None:
             raise unwritable
         result = CampaignFinished(self.stats, tuple(self.recorded), stopped)
@@ -972,23 +518,21 @@ class Campaign:
                           inflight_dir=self.config.corpus_dir, compile_timeout_s=self.config.compile_timeout_s,
                           execute=judge_case, role=role)
 
-    _slow_job = staticmethod(is_slow)   # (desk_jobs.is_slow: a crash, hang or device fault)
-
     def _close_desk(self, stopped: str) -> str:
         """Let the desk finish the failures handed to it, or leave them pending (DeskEnd)."""
         try:
-            return self._desk_end.close(self._desk, stopped, budgeted=self.config.budget_s is not None,
+            return self._desk_end.close(self._intake.desk, stopped, budgeted=self.config.budget_s is not None,
                                         defer_on_stop=self.config.defer_on_stop, grace_left=self.budget.grace_left)
         finally:
-            self._desk = None
+            self._intake.desk = None
 
     def _defer_triage(self) -> None:
         """Give up the desk's jobs, left in triage-pending/ (DeskEnd.defer)."""
-        self._desk_end.defer(self._desk)
+        self._desk_end.defer(self._intake.desk)
 
     def _check_abandoned(self) -> None:
         if self._abandoned.is_set():
-            raise _Abandoned()
+            raise Abandoned()
 
     def _fuzz(self, pool: WorkerPool) -> None:
         """Run slices until the budget says stop, in a pipeline: the next slice's cases
@@ -1002,8 +546,8 @@ class Campaign:
         try:
             while True:
                 op = None
-                if self._desk_error is not None:
-                    raise self._desk_error
+                if self._handler.error is not None:
+                    raise self._handler.error
                 if self.config.shared_corpus and time.monotonic() - self._filing.refreshed > REFRESH_S:
                     self._filing.refresh()   # stop shrinking what another lane found
                 if (reason := self._out_of_budget()):
@@ -1027,7 +571,7 @@ class Campaign:
                         self._finish(judging, pool, in_flight=running)
                 except CorpusWriteError:
                     raise
-                except (_CorpusUnwritable, BudgetExhausted, KeyboardInterrupt):
+                except (CorpusUnwritable, BudgetExhausted, KeyboardInterrupt):
                     raise
                 except Exception as exc:  # whatever else escaped the slice: not fatal
                     self.harness_error("hypothesis", op, None, exc)

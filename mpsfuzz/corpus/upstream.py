@@ -2,7 +2,7 @@
 dtype, with the reason and an issue link.
 
 Not to be confused with the findings already in a corpus, which a campaign matches new
-failing cases against (campaign/engine.py's ``FoundBug``: a sighting, not a new bug).
+failing cases against (campaign/known_findings.py's ``FoundBug``: a sighting, not a new bug).
 
 A finding that matches a ``known-bug`` entry is recorded but marked known (it links to
 the upstream issue and is not counted as new); one that matches an ``unimplemented`` or

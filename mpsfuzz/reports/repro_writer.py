@@ -53,7 +53,7 @@ def reverified(corpus: Corpus, path: Path, finding, confirm) -> str:
     with ``confirm(finding) -> repro record``; a verdict is written back to it. Which it
     became: "verified", "unconfirmed" (it ran and did not reproduce) or "unverified" (no
     verdict again: it could not run here). The campaign's desk does it for what an earlier
-    run left (campaign/engine.py, Reverification), inside the run's budget."""
+    run left (campaign/reverification.py), inside the run's budget."""
     record = confirm(finding)
     settled = record.get("verified")
     if settled is not None:
