@@ -192,4 +192,4 @@ def test_process_memory_a_large_case_churns_is_not_a_leak_and_more_is(per_call, 
     measured = executor._leak_measure(case, catalogue.get("exp"), {}, load_target("cpu"), (0, 0), 8 << 20)
     assert (measured is not None) == leaks, measured
     if leaks:
-        assert measured["rss_threshold"] == 16 << 20 and measured["rss_per_call"] == per_call
+        assert measured.rss_threshold == 16 << 20 and measured.rss_per_call == per_call
