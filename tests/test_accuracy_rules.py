@@ -107,7 +107,7 @@ def test_which_inputs_make_overflow_possible():
 # -- the rules through the executor, on the fault-injecting target ------------------------
 
 def _failures(case, faults):
-    return judge_case(case, FaultTarget(faults), DEFAULT).failures
+    return list(judge_case(case, FaultTarget(faults), DEFAULT).failures)
 
 
 def test_an_intermediate_overflow_is_not_reported():
