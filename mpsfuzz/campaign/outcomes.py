@@ -1,9 +1,9 @@
 """What a case the worker ran comes to: its failures, its counts, its events.
 
-An outcome is the worker's :class:`CaseOutcome` for the case, a :class:`ProcessEvent` (the worker
-died or hung: the process oracles judge it; or a slow compilation, a reference that did
-not return, a verdict that outlasted its budget: none of them the target's), or the
-exception that kept the pool from running it (a harness error). :class:`CaseOutcomes`
+An outcome is the worker's :class:`CaseOutcome` for the case, a :class:`ProcessEvent`
+(the worker died or hung: the process oracles judge it; or a slow compilation, a
+reference that did not return, a verdict that outlasted its budget: none of them the
+target's), or the exception that kept the pool from running it (a harness error). :class:`CaseOutcomes`
 counts the case into the campaign's Stats (where it is the fuzzing's: the desk's replays
 are triage's), reports it to the listeners (CaseFinished, Notices, harness errors) and
 returns its failures. It runs nothing.

@@ -436,9 +436,9 @@ class WorkerPool:
     def run(self, case_json: dict, oracle_names, op: str, timeout_s: float | None = None,
             kwargs: dict | None = None):
         """The pool's ``execute`` of the case in the worker (``kwargs`` passed to it): its
-        :class:`CaseOutcome`, or a :class:`ProcessEvent` if the worker died or hung (a batch of
-        one). The in-flight file is written before the exchange: failing to write it is
-        never taken for the worker dying."""
+        :class:`CaseOutcome`, or a :class:`ProcessEvent` if the worker died or hung (a
+        batch of one). The in-flight file is written before the exchange: failing to
+        write it is never taken for the worker dying."""
         return self.collect(self.submit([case_json], oracle_names, [op], kwargs), timeout_s)[0]
 
     def _exchange(self, worker: Worker, request: tuple, op: str, timeout: float, wait, internal):
@@ -548,9 +548,9 @@ class WorkerPool:
                 stop_at_hang: bool = False) -> list:
         """The outcome of each case of ``batch``, in order: its :class:`CaseOutcome`
         (:meth:`CaseOutcome.harness_error` where the executor raised) or a
-        :class:`ProcessEvent`. A death
-        or hang is the first case without a reply (the worker runs them one after the
-        other), and the cases after it run again in a fresh worker.
+        :class:`ProcessEvent`. A death or hang is the first case without a reply (the
+        worker runs them one after the other), and the cases after it run again in a
+        fresh worker.
 
         ``give_up()``, asked while no reply is waiting: once true, the cases still
         running or queued are given up (the worker is killed, the next batch starts a
