@@ -52,7 +52,7 @@ def replay(case_json: str, positions, scale: float = 1.0) -> list[Failure]:
     """The failures of ``case_json`` judged with the recorded values at ``positions``
     (output leaf, index, value), each scaled by ``scale``."""
     case = Case.from_json(json.loads(case_json))
-    return [Failure.from_json(f) for f in judge_case(case, Replayed(positions, scale), worker_oracles(DEFAULT))["failures"]]
+    return [Failure.from_json(f) for f in judge_case(case, Replayed(positions, scale), worker_oracles(DEFAULT)).failures]
 
 
 def targets(failures) -> list:

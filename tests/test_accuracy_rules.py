@@ -107,7 +107,7 @@ def test_which_inputs_make_overflow_possible():
 # -- the rules through the executor, on the fault-injecting target ------------------------
 
 def _failures(case, faults):
-    return judge_case(case, FaultTarget(faults), DEFAULT)["failures"]
+    return list(judge_case(case, FaultTarget(faults), DEFAULT).failures)
 
 
 def test_an_intermediate_overflow_is_not_reported():
@@ -359,9 +359,9 @@ def test_undefined_float_to_integer_conversions_are_not_compared(registered):
     # complex converts through its real part: the same rule holds for it
     for dtype in ("float32", "complex64"):
         case = Case("test.int", (_recipe((4,), dtype, specials=[(1, "nan"), (2, "inf")]),))
-        assert judge_case(case, NanToZero(), DEFAULT)["failures"] == [], dtype
+        assert judge_case(case, NanToZero(), DEFAULT).failures == (), dtype
         # a wrong conversion of a finite value is still found
-        wrong = judge_case(case, NanToZero(off_by_one=True), DEFAULT)["failures"]
+        wrong = judge_case(case, NanToZero(off_by_one=True), DEFAULT).failures
         assert [f["oracle"] for f in wrong] == ["values"], dtype
 
 
@@ -383,8 +383,8 @@ def test_a_device_fault_that_surfaces_in_mpsfuzz_code_poisons_the_worker_not_the
     finally:
         F._POISONED.clear()
         F._FAULT_AT_NEXT_SYNC.clear()
-    assert result["poisoned"] is True
-    assert [(f["oracle"], f["kind"]) for f in result["failures"]] == [("errors", "device-fault")]
+    assert result.poisoned is True
+    assert [(f["oracle"], f["kind"]) for f in result.failures] == [("errors", "device-fault")]
 
 
 def test_half_precision_gradients_are_held_to_the_bound_of_their_accumulation():
@@ -416,9 +416,9 @@ def test_an_op_of_unknown_structure_gets_the_accumulation_bound_of_its_result(re
         registered(OpSpec(name="test.rowsum", family="test", fn=lambda x: x.sum(-1), shapes=any_shape(2),
                           dtypes=("float16",), semantics=frozenset(structure), doc="row sums"))
         case = Case("test.rowsum", (_recipe((4, 256), "float16", distribution="positive", seed=5),))
-        found = [f["oracle"] for f in judge_case(case, SumsInHalf(), DEFAULT)["failures"]]
+        found = [f["oracle"] for f in judge_case(case, SumsInHalf(), DEFAULT).failures]
         assert found == ([] if structure else ["values"]), (structure, found)
-        assert [f["oracle"] for f in judge_case(case, SumsInHalf(wrong=True), DEFAULT)["failures"]] == ["values"]
+        assert [f["oracle"] for f in judge_case(case, SumsInHalf(wrong=True), DEFAULT).failures] == ["values"]
     assert opinfo.FAMILY and "structure-unknown" in catalogue_semantics()
 
 
@@ -475,9 +475,9 @@ def test_a_result_where_cpu_raises_is_held_to_the_arbiters_bounds(registered):
     registered(OpSpec(name="test.rowsum_rejects", family="test", fn=rowsum, shapes=any_shape(2),
                       dtypes=("float16",), semantics=frozenset({"accumulates"}), doc="row sums"))
     case = Case("test.rowsum_rejects", (_recipe((4, 256), "float16", distribution="positive", seed=5),))
-    kinds = [f["kind"] for f in judge_case(case, SumsInHalf(), DEFAULT)["failures"]]
+    kinds = [f["kind"] for f in judge_case(case, SumsInHalf(), DEFAULT).failures]
     assert kinds == ["capability"], kinds
-    assert [f["kind"] for f in judge_case(case, SumsInHalf(wrong=True), DEFAULT)["failures"]] == ["accepts-wrong"]
+    assert [f["kind"] for f in judge_case(case, SumsInHalf(wrong=True), DEFAULT).failures] == ["accepts-wrong"]
 
 
 def test_outputs_an_op_keeps_for_its_backward_are_not_compared(registered):
@@ -501,7 +501,7 @@ def test_outputs_an_op_keeps_for_its_backward_are_not_compared(registered):
         registered(OpSpec(name="test.norm", family="test", fn=norm, shapes=any_shape(2), dtypes=("float16",),
                           canonicalise=first, private_outputs_from=private, doc="norm"))
         case = Case("test.norm", (_recipe((3, 4), "float16"),))
-        kinds = [f["kind"] for f in judge_case(case, SavesInFloat32(), DEFAULT)["failures"]]
+        kinds = [f["kind"] for f in judge_case(case, SavesInFloat32(), DEFAULT).failures]
         assert kinds == ([] if private else ["wrong-dtype"]), (private, kinds)
     if opinfo.available()[0]:
         spec = catalogue.get(opinfo.PREFIX + "native_layer_norm")
@@ -544,8 +544,8 @@ def test_terms_of_an_op_of_unknown_structure_are_as_large_as_its_largest_element
     registered(OpSpec(name="test.halve", family="test", fn=lambda x: x * 0.5, shapes=any_shape(1),
                       dtypes=("bfloat16",), semantics=frozenset({"structure-unknown"}), doc="unknown"))
     case = Case("test.halve", (_recipe((5,), "bfloat16", seed=7),))
-    assert judge_case(case, Nudges(4), DEFAULT)["failures"] == []
-    assert [f["oracle"] for f in judge_case(case, Nudges(256), DEFAULT)["failures"]] == ["values"]
+    assert judge_case(case, Nudges(4), DEFAULT).failures == ()
+    assert [f["oracle"] for f in judge_case(case, Nudges(256), DEFAULT).failures] == ["values"]
 
 
 # -- gradients at non-finite input elements --------------------------------------------------
@@ -586,12 +586,12 @@ def _celu_grad_case():
 
 def test_a_gradient_that_differs_only_at_a_nan_input_element_is_no_finding():
     summary = judge_case(_celu_grad_case(), EluBackwardBranchesOnNan(), ("values", "grads", "arbiter"))
-    assert summary["failures"] == [] and "no convention" in (summary["grad_undefined"] or ""), summary
+    assert summary.failures == () and "no convention" in (summary.grad_undefined or ""), summary
 
 
 def test_a_gradient_also_wrong_at_a_finite_element_is_still_found():
     summary = judge_case(_celu_grad_case(), EluBackwardBranchesOnNan(also_finite=True), ("values", "grads", "arbiter"))
-    assert [f["oracle"] for f in summary["failures"]] == ["grads"], summary
+    assert [f["oracle"] for f in summary.failures] == ["grads"], summary
 
 
 # -- decompositions: a factor is determined only as a whole ----------------------------------
@@ -650,11 +650,11 @@ def test_cpu_resizing_self_in_place_is_cpus_bug_not_the_targets():
     small = dict(dtype="int64", values=ValueRecipe("small_int", 1))
     case = Case("addbmm", (TensorRecipe((), **small), TensorRecipe((2, 1, 1), **small),
                            TensorRecipe((2, 1, 2), **small)), variant="inplace")
-    failures = judge_case(case, RefusesInPlace(), ("errors",))["failures"]
+    failures = judge_case(case, RefusesInPlace(), ("errors",)).failures
     assert [(f["kind"], f["blame"]) for f in failures] == [("ref-resizes-self", "cpu")], failures
     same_shape = Case("addbmm", (TensorRecipe((1, 2), **small), TensorRecipe((2, 1, 1), **small),
                                  TensorRecipe((2, 1, 2), **small)), variant="inplace")
-    failures = judge_case(same_shape, RefusesInPlace(), ("errors",))["failures"]
+    failures = judge_case(same_shape, RefusesInPlace(), ("errors",)).failures
     assert [(f["kind"], f["blame"]) for f in failures] == [("dut-raises", "target")], failures
 
 
@@ -748,7 +748,7 @@ def test_a_gradients_other_infinity_is_judged_on_its_measured_terms():
     unreachable = torch.isinf(cpu) & ~torch.where(cpu > 0, negative, positive).gt(big)
 
     def oracles_of(where, values):
-        return [f["oracle"] for f in judge_case(case, _SetsGradientPositions(where, values), DEFAULT)["failures"]]
+        return [f["oracle"] for f in judge_case(case, _SetsGradientPositions(where, values), DEFAULT).failures]
     assert oracles_of(reachable, other_infinity) == []
     assert "grads" in oracles_of(reachable, torch.zeros(()))
     if unreachable.any():
@@ -785,7 +785,7 @@ def test_a_degree_is_not_moved_by_the_conditioning_check():
     from mpsfuzz.testing.faults import Fault
     off = FaultTarget([Fault("poly_off", "test", ("aten::special_shifted_chebyshev_polynomial_v",),
                              lambda f, a, k: True, "rewrite", rewrite=lambda f, a, k, r: r * (1 + 1e-4))])
-    found = judge_case(_polynomial_case(), off, DEFAULT)["failures"]
+    found = judge_case(_polynomial_case(), off, DEFAULT).failures
     assert [(f["oracle"], f["kind"]) for f in found] == [("values", "wrong-values")], found
     assert "float64 arbiter: dut-wrong" in found[0]["message"]
 
@@ -819,10 +819,10 @@ def test_a_shifted_polynomial_is_judged_on_the_rounding_of_2x_minus_1():
                               lambda f, a, k: True, "rewrite", rewrite=like_cuda)])
     x, n = case.materialize("cpu")
     assert abs(float(torch.special.shifted_chebyshev_polynomial_v(x, n)[index]) - 0.41418400406837463) > 1e-5
-    assert judge_case(case, cuda, DEFAULT)["failures"] == []
+    assert judge_case(case, cuda, DEFAULT).failures == ()
     off = FaultTarget([Fault("poly_off", "test", ("aten::special_shifted_chebyshev_polynomial_v",),
                              lambda f, a, k: True, "rewrite", rewrite=lambda f, a, k, r: r * (1 + 1e-4))])
-    assert [f["oracle"] for f in judge_case(_polynomial_case(), off, DEFAULT)["failures"]] == ["values"]
+    assert [f["oracle"] for f in judge_case(_polynomial_case(), off, DEFAULT).failures] == ["values"]
 
 
 def test_cpu_is_not_blamed_where_the_conditioning_explains_its_error():
@@ -848,7 +848,7 @@ def test_cpu_is_not_blamed_where_the_conditioning_explains_its_error():
                               lambda f, a, k: True, "rewrite", rewrite=like_cuda)])
     x, n = case.materialize("cpu")
     assert abs(float(torch.special.shifted_chebyshev_polynomial_v(x, n)[1, 4, 0]) - 0.028801115229725838) > 1e-5
-    assert judge_case(case, cuda, DEFAULT)["failures"] == []
+    assert judge_case(case, cuda, DEFAULT).failures == ()
     # CPU off by far more than any conditioning: still CPU's finding
     exact = torch.tensor([0.5, 0.25], dtype=torch.float64)
     moved = [exact * (1 + 2.0 ** -23), exact * (1 - 2.0 ** -23)]
@@ -887,11 +887,11 @@ def test_an_infinity_that_is_the_ops_limit_is_not_wrong_where_cpu_reaches_nan_by
                                 _always, "rewrite", rewrite=_direct_group_norm)])
     obs = observe(case, direct, DEFAULT)
     assert torch.isinf(obs.dut[0, 0]) and torch.isnan(obs.ref[0, 0])    # the run-33 disagreement
-    assert judge_case(case, direct, DEFAULT)["failures"] == []
+    assert judge_case(case, direct, DEFAULT).failures == ()
     wrong = FaultTarget([Fault("sub_inf", "inf - inf is inf", ("aten::sub",), _always, "rewrite",
                                rewrite=_inf_stays_inf)])
     infs = TensorRecipe((2,), "float32", values=ValueRecipe("small_int", 0, specials=((0, "inf"), (1, "inf"))))
-    found = judge_case(Case("sub", (infs, infs)), wrong, DEFAULT)["failures"]
+    found = judge_case(Case("sub", (infs, infs)), wrong, DEFAULT).failures
     assert [(f["oracle"], f["kind"]) for f in found] == [("values", "wrong-values")], found
 
 
@@ -928,14 +928,14 @@ def test_a_half_composite_the_target_runs_kernel_by_kernel_is_judged_by_the_same
     case = Case("local_response_norm", (x,), (("size", 1),))
     obs = observe(case, _HalfPooling(), DEFAULT)
     assert obs.ref_widened and float(obs.dut.flatten()[0]) == 0.0 and float(obs.ref.flatten()[0]) > 3
-    assert judge_case(case, _HalfPooling(), DEFAULT)["failures"] == []
+    assert judge_case(case, _HalfPooling(), DEFAULT).failures == ()
     # and in the grad variant (another H200 run), forward and backward in half, kernel by kernel
     grad = Case("local_response_norm", (x,), (("size", 1),), variant="grad")
-    assert judge_case(grad, _HalfPooling(), DEFAULT)["failures"] == []
+    assert judge_case(grad, _HalfPooling(), DEFAULT).failures == ()
     y = TensorRecipe((1, 3, 2, 2), "float16", values=ValueRecipe("normal", 5))
     found = judge_case(Case("local_response_norm", (y,), (("alpha", 1.0), ("size", 2))), _HalfPooling(inflate=True),
                        DEFAULT)
-    assert ("values", "wrong-values") in [(f["oracle"], f["kind"]) for f in found["failures"]], found["failures"]
+    assert ("values", "wrong-values") in [(f["oracle"], f["kind"]) for f in found.failures], found.failures
 
 
 def _tanh_rounded_away(func, args, kwargs, out):
@@ -961,10 +961,10 @@ def test_a_difference_that_one_roundoff_of_an_intermediate_explains_is_not_wrong
         case = Case("tanhshrink", (x,), variant=variant)
         obs = observe(case, away, DEFAULT)
         assert not torch.equal(obs.dut, obs.ref)
-        assert judge_case(case, away, DEFAULT)["failures"] == [], variant
+        assert judge_case(case, away, DEFAULT).failures == (), variant
     off = FaultTarget([Fault("tanh_off", "tanh 25% off", ("aten::tanh",), _always, "rewrite",
                              rewrite=lambda func, args, kwargs, out: out * 1.25)])
-    found = judge_case(Case("tanhshrink", (x,)), off, DEFAULT)["failures"]
+    found = judge_case(Case("tanhshrink", (x,)), off, DEFAULT).failures
     assert [(f["oracle"], f["kind"]) for f in found] == [("values", "wrong-values")], found
 
 
@@ -1045,7 +1045,7 @@ def test_a_renorm_whose_float32_accumulator_overflows_at_the_dtypes_max_is_not_r
     for faults in (["embedding_renorm_accumulates_in_float32"], [wide]):
         obs = observe(case, FaultTarget(faults), DEFAULT)
         disagreed += not torch.equal(obs.dut, obs.ref)
-        assert judge_case(case, FaultTarget(faults), DEFAULT)["failures"] == [], faults
+        assert judge_case(case, FaultTarget(faults), DEFAULT).failures == (), faults
     assert disagreed == 1          # one of the two accumulators is eager CPU's, the other is not
     negative = TensorRecipe((3, 2), "float32", Layout(), ValueRecipe("small_int", seed=1, low=-4, high=-2))
     signed = Case("embedding", (indices, negative), (("max_norm", 1.0), ("norm_type", 3.0)))
@@ -1088,7 +1088,7 @@ def test_a_zero_tap_multiplied_as_cpus_own_float64_kernel_multiplies_it_is_not_r
                   lambda func, args, kwargs: True, "rewrite", rewrite=_nan_at_the_first_input_grad)
     finite = Case("conv_transpose3d", (_PADDED_TRANSPOSED_CONV.inputs[0], _recipe((1, 1, 1, 2, 1), seed=5),
                                        _PADDED_TRANSPOSED_CONV.inputs[2]), _PADDED_TRANSPOSED_CONV.kwargs, variant="grad")
-    assert [f["oracle"] for f in judge_case(finite, FaultTarget([stray]), DEFAULT)["failures"]] == ["grads"]
+    assert [f["oracle"] for f in judge_case(finite, FaultTarget([stray]), DEFAULT).failures] == ["grads"]
 
 
 # The backward of a float16 vector_norm computed in float32 (dtype=float32, ord=3) of small
@@ -1113,13 +1113,13 @@ def test_a_backward_factor_cast_to_the_half_result_dtype_past_its_range_is_not_r
     target = FaultTarget(["mul_casts_a_wider_0d_operand"])
     obs = observe(_NORM_OF_EPS, target, DEFAULT)
     assert bool(torch.isinf(obs.dut_side.grads[0]).all()) and bool(torch.isfinite(obs.ref_side.grads[0]).all())
-    assert judge_case(_NORM_OF_EPS, target, DEFAULT)["failures"] == []
+    assert judge_case(_NORM_OF_EPS, target, DEFAULT).failures == ()
     off = Fault("mul_off_by_half", "mul of a float16 tensor by a 0-d factor 50% too large", ("aten::mul.Tensor",),
                 lambda func, args, kwargs: isinstance(args[1], torch.Tensor) and args[1].dim() == 0
                 and args[0].dim() > 0, "reimplement", instead=_scaled_mul)
     small = Case("linalg.vector_norm", (_recipe((1, 1, 3), "float16", distribution="small_int", seed=1),),
                  _NORM_OF_EPS.kwargs, variant="grad")
-    assert [f["oracle"] for f in judge_case(small, FaultTarget([off]), DEFAULT)["failures"]] == ["grads"]
+    assert [f["oracle"] for f in judge_case(small, FaultTarget([off]), DEFAULT).failures] == ["grads"]
 
 
 # complex64 z ** w with |w| up to 11 and |z| up to 5: |w log z| reaches 20, and a rounding
@@ -1147,5 +1147,5 @@ def test_a_complex_power_within_the_rounding_of_its_exp_log_form_is_not_reported
     assert _failures(_COMPLEX_POWERS, ["complex_pow_through_exp_log"]) == []
     off = Fault("pow_off", "complex pow 1e-4 too large", ("aten::pow.Tensor_Tensor",),
                 lambda func, args, kwargs: True, "reimplement", instead=_pow_off_by(1e-4))
-    found = judge_case(_COMPLEX_POWERS, FaultTarget([off]), DEFAULT)["failures"]
+    found = judge_case(_COMPLEX_POWERS, FaultTarget([off]), DEFAULT).failures
     assert [(f["oracle"], f["blame"]) for f in found] == [("values", "target")], found

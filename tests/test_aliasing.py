@@ -278,8 +278,8 @@ def test_trigger_class_says_aliased():
 
 def _failures(case, faults=(), oracles=WORKER_ORACLES):
     result = judge_case(case, FaultTarget(list(faults)), oracles)
-    assert result["valid"], case.describe()
-    return [(f["oracle"], f["kind"]) for f in result["failures"]]
+    assert result.valid, case.describe()
+    return [(f["oracle"], f["kind"]) for f in result.failures]
 
 
 def test_the_gru_fault_fires_only_on_adjacent_weights_without_biases():
@@ -422,4 +422,4 @@ def test_out_alias_that_cpu_cannot_form_is_no_case_when_the_device_raised_first(
                            t((2, 7, 7), 2, dtype="int8", distribution="small_int"),
                            t((2, 7, 7), 3, dtype="int8", distribution="small_int")), variant="out-alias")
     summary = judge_case(case, NoInt8(), ("values", "errors", "variants"))
-    assert summary["valid"] is False and summary["failures"] == []
+    assert summary.valid is False and summary.failures == ()

@@ -40,7 +40,7 @@ def _softmax_backward_off_by(relative):
 
 
 def _grads_failures(target):
-    return [f for f in judge_case(SATURATED, target, DEFAULT)["failures"] if f["oracle"] == "grads"]
+    return [f for f in judge_case(SATURATED, target, DEFAULT).failures if f["oracle"] == "grads"]
 
 
 def test_a_gradient_off_by_the_roundoff_of_its_cancelled_terms_is_not_a_finding():

@@ -40,11 +40,11 @@ def test_an_extreme_that_autocast_rounds_to_inf_is_no_finding():
                 variant="autocast")
     target = load_target(FAULT_TARGET)
     result = judge_case(case, target, worker_oracles(DEFAULT))
-    assert result["valid"] and result["failures"] == [], result["failures"]
+    assert result.valid and result.failures == (), result.failures
     # a mixed case (a float16 weight, as a model under autocast hands it on) is judged too
     mixed = Case("linear", (t((2, 3)), t((4, 3), "float16", seed=2), t((4,), seed=3)), variant="autocast")
     result = judge_case(mixed, target, worker_oracles(DEFAULT))
-    assert result["valid"] and result["failures"] == [], result["failures"]
+    assert result.valid and result.failures == (), result.failures
 
 
 @pytest.mark.slow

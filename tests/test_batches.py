@@ -7,6 +7,7 @@ import pytest
 
 from mpsfuzz.atomic import CorpusWriteError
 from mpsfuzz.campaign.batches import InWorker, Slice, collect, submit
+from mpsfuzz.execution.outcome import CaseOutcome
 from mpsfuzz.execution.worker import WorkerStartAbandoned
 from mpsfuzz.generation.recipes import Case
 
@@ -19,6 +20,7 @@ def case(n: int) -> Case:
 
 
 SLICE = Slice("neg", 7, [case(1), case(2), case(3)])
+PASSED = CaseOutcome(valid=True)
 
 
 class Batch:
@@ -45,13 +47,13 @@ class Pool:
 
 
 def test_a_slice_goes_to_the_pool_as_one_batch():
-    pool = Pool(replies=[{"valid": True}] * 3)
+    pool = Pool(replies=[PASSED] * 3)
     sent = submit(SLICE, pool, ("values",))
     assert isinstance(sent, InWorker) and sent.slice is SLICE and isinstance(sent.batch, Batch)
     assert pool.sent == [([c.to_json() for c in SLICE.cases], ("values",), ["neg"] * 3)]
-    assert collect(sent, pool, give_up=lambda: False) == [{"valid": True}] * 3
+    assert collect(sent, pool, give_up=lambda: False) == [PASSED] * 3
     assert pool.asked == [(False, True)]                   # a hang ends the batch
-    assert collect(sent, pool, give_up=lambda: True) == [{"valid": True}] * 3
+    assert collect(sent, pool, give_up=lambda: True) == [PASSED] * 3
     assert len(pool.asked) == 1                            # collected once, kept
 
 
@@ -65,10 +67,10 @@ def test_a_batch_the_pool_refused_is_each_cases_harness_error_and_a_full_disk_en
 
 def test_a_pool_that_breaks_midway_keeps_the_outcomes_it_had():
     broken = OSError("worker gone")
-    pool = Pool(replies=[{"valid": True}], breaks=broken)
-    assert collect(submit(SLICE, pool, ()), pool, give_up=lambda: False) == [{"valid": True}, broken, broken]
-    started_late = Pool(replies=[{"valid": True}], breaks=WorkerStartAbandoned("budget"))
-    assert collect(submit(SLICE, started_late, ()), started_late, give_up=lambda: True) == [{"valid": True}]
+    pool = Pool(replies=[PASSED], breaks=broken)
+    assert collect(submit(SLICE, pool, ()), pool, give_up=lambda: False) == [PASSED, broken, broken]
+    started_late = Pool(replies=[PASSED], breaks=WorkerStartAbandoned("budget"))
+    assert collect(submit(SLICE, started_late, ()), started_late, give_up=lambda: True) == [PASSED]
 
 
 def test_a_batch_given_up_before_its_worker_started_has_no_outcomes():

@@ -6,6 +6,7 @@ import pytest
 
 from mpsfuzz.campaign.behaviour import behaviour_of, outcome_class, size_class
 from mpsfuzz.execution.observation import ProcessEvent
+from mpsfuzz.execution.outcome import CaseOutcome
 from mpsfuzz.generation.recipes import Alias, Case, Layout, TensorRecipe
 from mpsfuzz.oracles.judge import judge_case
 from mpsfuzz.testing.faults import Fault, FaultTarget
@@ -70,21 +71,22 @@ def test_dtype_layout_and_size_classes_tell_cases_apart():
 def test_a_case_cpu_rejects_is_invalid():
     case = Case("mm", (t((2, 3)), t((4, 5))))
     result = judge_case(case, FaultTarget([]), ORACLES)
-    assert result["valid"] is False
+    assert result.valid is False
     assert behaviour_of(case, result)[-1] == "invalid"
 
 
 @pytest.mark.parametrize("result, expected", [
-    ({"valid": True, "unsupported": False, "failures": []}, "pass"),
-    ({"valid": False, "unsupported": False, "failures": []}, "invalid"),
-    ({"valid": True, "unsupported": True, "failures": []}, "unsupported"),
-    ({"valid": False, "unsupported": False, "unsupported_here": "no CPU kernel", "failures": []},
-     "unsupported-here"),
-    ({"internal_error": "Traceback ...", "valid": False, "unsupported": False, "failures": []}, "internal"),
-    ({"valid": True, "unsupported": False, "failures": [{"oracle": "values", "kind": "wrong-values"},
-                                                        {"oracle": "errors", "kind": "dut-raises"},
-                                                        {"oracle": "values", "kind": "wrong-values"}]},
+    (CaseOutcome(valid=True), "pass"),
+    (CaseOutcome.no_case(), "invalid"),
+    (CaseOutcome(valid=True, unsupported=True), "unsupported"),
+    (CaseOutcome.out_of_memory("CUDA out of memory. Tried to allocate 2.00 GiB"), "unsupported"),
+    (CaseOutcome.not_judgeable_here("no CPU kernel"), "unsupported-here"),
+    (CaseOutcome.harness_error("Traceback ..."), "internal"),
+    (CaseOutcome(valid=True, failures=({"oracle": "values", "kind": "wrong-values"},
+                                       {"oracle": "errors", "kind": "dut-raises"},
+                                       {"oracle": "values", "kind": "wrong-values"})),
      "fail:errors:dut-raises+values:wrong-values"),
+    (CaseOutcome.device_fault([{"oracle": "errors", "kind": "device-fault"}]), "fail:errors:device-fault"),
     (ProcessEvent(op="neg", target_name="mps", kind="died", returncode=-11), "process:died"),
     (ProcessEvent(op="neg", target_name="mps", kind="timeout", timeout_s=20.0), "process:timeout"),
 ])
@@ -92,6 +94,8 @@ def test_outcome_class(result, expected):
     assert outcome_class(result) == expected
 
 
-def test_a_result_of_another_kind_is_refused_by_name():
-    with pytest.raises(TypeError, match="result=42"):
-        outcome_class(42)
+@pytest.mark.parametrize("result", [42, {"valid": True, "unsupported": False, "failures": []}])
+def test_a_result_of_another_kind_is_refused_by_name(result):
+    """A dict (the worker's result before it was typed, issue 39) is no outcome either."""
+    with pytest.raises(TypeError, match=r"result=(42|\{'valid')"):
+        outcome_class(result)

@@ -25,7 +25,7 @@ def tensor(shape, dtype="float32", *, layout=Layout(), seed=3):
 
 
 def judged(case, target) -> list[Failure]:
-    return [Failure.from_json(f) for f in judge_case(case, target, worker_oracles(DEFAULT))["failures"]]
+    return [Failure.from_json(f) for f in judge_case(case, target, worker_oracles(DEFAULT)).failures]
 
 
 @pytest.fixture
@@ -101,8 +101,8 @@ def test_a_layout_precondition_the_target_alone_states_is_its_finding(backends):
                      lambda f, a, k: not a[0].is_contiguous(), "raise", message="rnn: hx is not contiguous")
     result = judge_case(Case("silu", (tensor((3, 4), layout=GAPPED),)), backends(refuse, on_cpu=False),
                         worker_oracles(DEFAULT))
-    assert not result["unsupported"]
-    (f,) = [Failure.from_json(f) for f in result["failures"]]
+    assert not result.unsupported
+    (f,) = [Failure.from_json(f) for f in result.failures]
     assert (f.oracle, f.kind, f.blame) == ("errors", "dut-raises", "target")
 
 

@@ -10,6 +10,7 @@ from mpsfuzz.atomic import CorpusWriteError
 from mpsfuzz.campaign.outcomes import OTHER_MESSAGES, CaseOutcomes, add_time, count_message
 from mpsfuzz.events import CaseFinished, Notice, Stats
 from mpsfuzz.execution.observation import ProcessEvent
+from mpsfuzz.execution.outcome import CaseOutcome, CaseSeconds
 from mpsfuzz.generation.recipes import Case
 from mpsfuzz.oracles import Failure
 
@@ -36,13 +37,13 @@ class Listening:
         return [e.message for e in self.events if isinstance(e, Notice)]
 
 
-def result(valid=True, unsupported=False, failures=(), **more) -> dict:
-    return {"valid": valid, "unsupported": unsupported, "failures": [f.to_json() for f in failures], **more}
+def result(valid=True, unsupported=False, failures=(), **more) -> CaseOutcome:
+    return CaseOutcome(valid=valid, unsupported=unsupported, failures=tuple(f.to_json() for f in failures), **more)
 
 
 def test_a_fuzzing_case_is_counted_timed_and_its_failures_returned():
     seen = Listening()
-    got = seen.outcomes.failures(CASE, result(failures=[WRONG], seconds={"run": 0.5, "check": 0.25}),
+    got = seen.outcomes.failures(CASE, result(failures=[WRONG], seconds=CaseSeconds(run=0.5, check=0.25)),
                                  fuzzing=True, shrinking=False)
     assert got == [WRONG]
     assert (seen.stats.cases, seen.stats.valid, seen.stats.per_op) == (1, 1, {"neg": [1, 1]})
@@ -52,7 +53,7 @@ def test_a_fuzzing_case_is_counted_timed_and_its_failures_returned():
 
 def test_a_replay_on_the_desk_counts_nothing_and_is_seen_as_shrinking():
     seen = Listening()
-    seen.outcomes.failures(CASE, result(seconds={"run": 1.0}), fuzzing=False, shrinking=True)
+    seen.outcomes.failures(CASE, result(seconds=CaseSeconds(run=1.0)), fuzzing=False, shrinking=True)
     assert seen.stats.cases == 0 and not seen.stats.per_op and not seen.stats.time_split
     assert seen.finished()[0].shrinking
 
@@ -95,9 +96,10 @@ def test_a_case_the_pool_could_not_run_is_a_harness_error_and_a_full_disk_ends_t
 def test_an_error_inside_the_worker_and_failures_that_cannot_be_read_are_harness_errors():
     seen = Listening()
     trace = "Traceback (most recent call last):\n  ...\nValueError: the executor broke\n"
-    assert seen.outcomes.failures(CASE, result(internal_error=trace), fuzzing=True, shrinking=False) == []
+    assert seen.outcomes.failures(CASE, CaseOutcome.harness_error(trace), fuzzing=True, shrinking=False) == []
     assert seen.errors == [("execute", "neg", "ValueError: the executor broke")]
-    assert seen.outcomes.failures(CASE, result(failures=()) | {"failures": [{"oracle": "values"}]},
+    assert seen.stats.cases == 1 and seen.stats.valid == 0 and not seen.finished()[0].valid
+    assert seen.outcomes.failures(CASE, CaseOutcome(valid=True, failures=({"oracle": "values"},)),
                                   fuzzing=True, shrinking=False) == []
     assert seen.errors[-1][0] == "judge"
 

@@ -62,7 +62,7 @@ def _recording_target(graphs: list) -> CompiledTarget:
 def test_only_the_op_is_compiled_and_its_input_preparation_runs_eagerly(case, op):
     graphs: list = []
     summary = judge_case(case, _recording_target(graphs), worker_oracles(DEFAULT))
-    assert summary["valid"] and summary["failures"] == [], summary["failures"]
+    assert summary.valid and summary.failures == (), summary.failures
     assert graphs and all(g == [op] for g in graphs), graphs
 
 

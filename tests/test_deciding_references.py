@@ -48,7 +48,7 @@ def weight(rows: int, dim: int, *, layout: Layout = Layout(), seed: int = 5) -> 
 
 def judged(case: Case, target) -> list[Failure]:
     try:
-        return [Failure.from_json(f) for f in judge_case(case, target, DEFAULT)["failures"]]
+        return [Failure.from_json(f) for f in judge_case(case, target, DEFAULT).failures]
     finally:
         F._POISONED.clear()
         F._FAULT_AT_NEXT_SYNC.clear()

@@ -45,7 +45,7 @@ def t(shape, dtype="float32", layout=Layout(), seed=1, **values):
 
 
 def failures(case, target, oracles=DEFAULT):
-    return judge_case(case, target, oracles)["failures"]
+    return list(judge_case(case, target, oracles).failures)
 
 
 def oracle_kinds(case, target, oracles=DEFAULT):

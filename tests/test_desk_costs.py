@@ -42,10 +42,10 @@ def test_a_case_judged_again_with_the_same_outputs_gets_its_verdict_without_the_
     oracles = worker_oracles(DEFAULT)
     first = judge_case(_case((4, 3)), target, oracles)
     again = judge_case(_case((4, 3)), target, oracles)
-    assert first["failures"] and [f["blame"] for f in again["failures"]] == [f["blame"] for f in first["failures"]]
-    assert len(calls) == len(first["failures"])          # the second run asked the jury nothing
+    assert first.failures and [f["blame"] for f in again.failures] == [f["blame"] for f in first.failures]
+    assert len(calls) == len(first.failures)          # the second run asked the jury nothing
     judge_case(_case((4, 3), seed=1), target, oracles)   # other values: other outputs, judged
-    assert len(calls) == 2 * len(first["failures"])
+    assert len(calls) == 2 * len(first.failures)
 
 
 SCRIPTS = {

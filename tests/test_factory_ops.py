@@ -265,7 +265,7 @@ def test_the_jury_blames_the_target_by_the_formula():
     case = Case("arange", (TensorRecipe(shape=(), dtype="int64", values=ValueRecipe("small_int", seed=1)),),
                 (("end", 2**32 + 4), ("start", 2**32 - 1)), "functional")
     result = judge_case(case, FaultTarget([FAULTS[FAULT]]), ("values", "arbiter"))
-    (failure,) = [f for f in result["failures"] if f["oracle"] == "values"]
+    (failure,) = [f for f in result.failures if f["oracle"] == "values"]
     jury = failure["details"]["jury"]
     assert jury["verdict"] == "target-wrong" and "formula" in jury["decided_by"], jury
 

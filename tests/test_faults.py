@@ -527,11 +527,11 @@ def test_leak_oracle_finds_cumsum_leak_and_not_a_clean_op():
     target = FaultTarget(["cumsum_leak"])
     try:
         leaky = judge_case(Case("cumsum", (TensorRecipe((3,), "float32"),), (("dim", 0),)), target, ("values", "leak"))
-        (failure,) = leaky["failures"]
+        (failure,) = leaky.failures
         assert failure["oracle"] == "leak" and failure["dedup_key"] == ["leak", "faulty-cpu"]
         assert failure["details"]["device_per_call"] == 1 << 20
         clean = judge_case(Case("cumprod", (TensorRecipe((3,), "float32"),), (("dim", 0),)), target, ("values", "leak"))
-        assert clean["failures"] == []
+        assert clean.failures == ()
     finally:
         release_leaks()
 
@@ -563,5 +563,5 @@ def test_the_upstream_gradients_mpsfuzz_makes_are_not_the_targets_kernels():
          "values": {"distribution": "positive", "seed": 3, "low": None, "high": None, "specials": []},
          "alias": None}], "kwargs": {}})
     target = FaultTarget(["rand_5d_repeat"])
-    assert judge_case(case, target, worker_oracles(DEFAULT))["failures"] == []
+    assert judge_case(case, target, worker_oracles(DEFAULT)).failures == ()
     assert not target.fired

@@ -11,6 +11,7 @@ import math
 import pytest
 import torch
 
+from mpsfuzz.execution.outcome import CaseOutcome
 from mpsfuzz.generation import catalogue, strategies
 from mpsfuzz.generation import grad_points as gp
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
@@ -210,16 +211,16 @@ def replaced(monkeypatch):
 @pytest.mark.parametrize("fault,case,word", OTHER_CHOICE, ids=IDS)
 def test_another_subgradient_is_no_finding(fault, case, word):
     result = judge_case(case, FaultTarget([fault]), ("values", "grads", "arbiter"))
-    assert result["failures"] == []
-    assert word in result["grad_undefined"]
+    assert result.failures == ()
+    assert word in result.grad_undefined
 
 
 @pytest.mark.parametrize("fault,case,word", OTHER_CHOICE, ids=IDS)
 def test_the_numeric_check_covers_an_op_without_a_declaration(fault, case, word, replaced):
     replaced(case.op, grad_undefined=None)
     result = judge_case(case, FaultTarget([fault]), ("values", "grads"))
-    assert result["failures"] == []
-    assert result["grad_undefined"].startswith("not differentiable at element")
+    assert result.failures == ()
+    assert result.grad_undefined.startswith("not differentiable at element")
 
 
 @pytest.mark.parametrize("fault,case,word", OTHER_CHOICE, ids=IDS)
@@ -229,8 +230,8 @@ def test_without_the_rule_the_other_choice_would_be_reported(fault, case, word, 
     numeric check, each case is a grads finding (the false positives of the issue)."""
     replaced(case.op, grad_undefined=None)
     result = judge_case(case, FaultTarget([fault]), ("values", "grads"))
-    assert [(f["oracle"], f["kind"]) for f in result["failures"]] == [("grads", "wrong-values")]
-    assert result["grad_undefined"] is None
+    assert [(f["oracle"], f["kind"]) for f in result.failures] == [("grads", "wrong-values")]
+    assert result.grad_undefined is None
 
 
 def _corrupt(name, ops):
@@ -251,19 +252,19 @@ def test_a_wrong_backward_at_a_defined_point_is_still_found(fault, case):
     assert catalogue.get(case.op).grad_undefined is None or \
         catalogue.get(case.op).grad_undefined(case.materialize("cpu"), case.kwargs_dict(), 1e-4) is None
     result = judge_case(case, FaultTarget([fault]), ("values", "grads", "arbiter"))
-    assert [(f["oracle"], f["kind"]) for f in result["failures"]] == [("grads", "wrong-values")]
-    assert result["grad_undefined"] is None
+    assert [(f["oracle"], f["kind"]) for f in result.failures] == [("grads", "wrong-values")]
+    assert result.grad_undefined is None
 
 
 def test_the_forward_and_errors_of_the_grad_variant_are_still_judged_at_a_kink():
     at_kink = Case("relu6", (t((6,), distribution="small_int", seed=3),), (), "grad")
     assert catalogue.get("relu6").grad_undefined(at_kink.materialize("cpu"), {}, 1e-4)
     wrong_forward = _corrupt("hardtanh_fwd", ("aten::hardtanh",))
-    found = judge_case(at_kink, FaultTarget([wrong_forward]), ("values", "grads", "errors"))["failures"]
+    found = judge_case(at_kink, FaultTarget([wrong_forward]), ("values", "grads", "errors")).failures
     assert [f["oracle"] for f in found] == ["values"]
     raising = Fault("hardtanh_bwd_raises", "test", ("aten::hardtanh_backward",), lambda f, a, k: True,
                     "raise", message="backward kernel failed")
-    found = judge_case(at_kink, FaultTarget([raising]), ("values", "grads", "errors"))["failures"]
+    found = judge_case(at_kink, FaultTarget([raising]), ("values", "grads", "errors")).failures
     assert [(f["oracle"], f["kind"]) for f in found] == [("errors", "dut-raises")]
 
 
@@ -274,7 +275,7 @@ def test_the_numeric_check_calls_smooth_ops_differentiable():
     assert spec.grad_undefined is None
     result = judge_case(Case("sin", (t((4,), distribution="small_int"),), (), "grad"), FaultTarget([cos]),
                      ("values", "grads"))
-    assert [f["oracle"] for f in result["failures"]] == ["grads"] and result["grad_undefined"] is None
+    assert [f["oracle"] for f in result.failures] == ["grads"] and result.grad_undefined is None
 
 
 def test_a_declaration_that_fails_reports_the_mismatch(replaced):
@@ -283,7 +284,7 @@ def test_a_declaration_that_fails_reports_the_mismatch(replaced):
     replaced("gelu", grad_undefined=broken)
     case = Case("gelu", (t((5,)),), (("approximate", "tanh"),), "grad")
     result = judge_case(case, FaultTarget([FAULTS["gelu_tanh_backward"]]), ("values", "grads"))
-    assert [f["oracle"] for f in result["failures"]] == ["grads"]
+    assert [f["oracle"] for f in result.failures] == ["grads"]
 
 
 class _AnsweringPool:
@@ -304,11 +305,11 @@ def test_triage_takes_an_undefined_gradient_as_no_answer_not_as_a_pass():
     gone" (the ablation would call the feature it removed necessary)."""
     from mpsfuzz.triage.probe import INVALID, PASSES, Prober
     case = Case("relu6", (t((4,)),), (), "grad")
-    undefined = {"failures": [], "valid": True, "grad_undefined": "input 0 sits on a kink of the op (at 0)"}
+    undefined = CaseOutcome(valid=True, grad_undefined="input 0 sits on a kink of the op (at 0)")
     prober = Prober(_AnsweringPool(undefined), ("values", "grads"))
     assert prober.classify(case, ("relu6", "grads", "wrong-values")).verdict == INVALID
     assert prober.classify(case, ("relu6", "values", "wrong-values")).verdict == PASSES
-    defined = dict(undefined, grad_undefined=None)
+    defined = dataclasses.replace(undefined, grad_undefined=None)
     assert Prober(_AnsweringPool(defined), ("values", "grads")).classify(
         case, ("relu6", "grads", "wrong-values")).verdict == PASSES
 
@@ -324,7 +325,7 @@ def test_replaying_a_gradient_finding_at_an_undefined_point_says_why_it_no_longe
                       dedup_key=("wrong-values",))
     finding = Finding.create(case, failure, target_name="cuda", target_spec="cuda", device="cuda")
     why = "ties among the reduced elements of input 0 along dim 0 (the gradient picks one of them)"
-    pool = _AnsweringPool({"failures": [], "valid": True, "grad_undefined": why})
+    pool = _AnsweringPool(CaseOutcome(valid=True, grad_undefined=why))
     assert replay_one(pool, finding) == (FIXED, f"no gradient verdict: {why}")
 
 

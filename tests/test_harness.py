@@ -33,6 +33,7 @@ from mpsfuzz.campaign.finding_errors import error_type
 from mpsfuzz.corpus.store import Corpus, CorpusWriteError, atomic_write_json, load_findings
 from mpsfuzz.events import CaseFinished, HarnessError, Notice
 from mpsfuzz.execution.observation import ProcessEvent
+from mpsfuzz.execution.outcome import CaseOutcome
 from mpsfuzz.generation.opspec import OpSpec, any_shape
 from mpsfuzz.generation.recipes import Case, TensorRecipe, ValueRecipe
 from mpsfuzz.oracles import ORACLES, Failure, all_oracles
@@ -50,12 +51,16 @@ def wrong_values(op: str) -> Failure:
                    message="Mismatched elements: 1 / 1", severity="high", dedup_key=("wrong-values",))
 
 
-CLEAN = {"valid": True, "unsupported": False, "unsupported_message": "", "ref_widened": False, "failures": []}
+CLEAN = CaseOutcome(valid=True)
+
+
+def failing(*failures: Failure) -> CaseOutcome:
+    return CaseOutcome(valid=True, failures=tuple(f.to_json() for f in failures))
 
 
 class ScriptedPool:
     """Stands in for WorkerPool: ``behaviour[op](case_json)`` says what a case of ``op``
-    gives (a result dict, a ProcessEvent, or an exception to raise); clean otherwise."""
+    gives (a CaseOutcome, a ProcessEvent, or an exception to raise); clean otherwise."""
 
     behaviour: dict = {}
     calls: list = []
@@ -183,9 +188,8 @@ def test_execution_errors_are_counted_logged_and_an_op_that_keeps_failing_is_set
     scripted.behaviour = {
         "test.pool_raises": lambda c: RuntimeError("the pool broke"),
         # the executor or an oracle raised inside the worker: its traceback comes back
-        "test.worker_internal": lambda c: {"internal_error": 'Traceback (most recent call last):\n  File "x.py"\n'
-                                           'TypeError: oracle bug\n', "valid": False, "unsupported": False,
-                                           "failures": []}}
+        "test.worker_internal": lambda c: CaseOutcome.harness_error('Traceback (most recent call last):\n'
+                                                                    '  File "x.py"\nTypeError: oracle bug\n')}
     errors = ErrorLog(tmp_path / "corpus")
     c, events = campaign(tmp_path, ["test.pool_raises", "test.worker_internal", "test.fine"], max_cases=60,
                          listeners=[errors])
@@ -235,7 +239,7 @@ def test_a_process_oracle_that_raises_is_a_harness_error(tmp_path, scripted, cha
 
 def test_triage_that_raises_keeps_the_finding_unexplained(tmp_path, scripted, registered, monkeypatch):
     registered(_spec("test.wrong"))
-    scripted.behaviour = {"test.wrong": lambda c: {**CLEAN, "failures": [wrong_values("test.wrong").to_json()]}}
+    scripted.behaviour = {"test.wrong": lambda c: failing(wrong_values("test.wrong"))}
 
     def broken_triage(*args, **kwargs):
         raise NotImplementedError('"lt_cpu" not implemented for \'UInt32\'')
@@ -257,7 +261,7 @@ def test_a_corpus_write_error_ends_the_campaign_at_once_keeping_what_is_on_disk(
                                                                                 monkeypatch):
     registered(_spec("test.wrong_a"))
     registered(_spec("test.wrong_b"))
-    scripted.behaviour = {op: (lambda c, op=op: {**CLEAN, "failures": [wrong_values(op).to_json()]})
+    scripted.behaviour = {op: (lambda c, op=op: failing(wrong_values(op)))
                           for op in ("test.wrong_a", "test.wrong_b")}
     real_fsync, written = os.fsync, []
 
@@ -569,7 +573,7 @@ def test_a_failure_being_shrunk_when_the_budget_runs_out_is_recorded_not_lost(tm
 
     def fails_when_large(case_json):
         big = any(r["shape"] and r["shape"][0] >= 2 for r in case_json["inputs"])
-        return dict(CLEAN, failures=[wrong_values("test.fails_large").to_json()]) if big else CLEAN
+        return failing(wrong_values("test.fails_large")) if big else CLEAN
     scripted.behaviour["test.fails_large"] = fails_when_large
     # Few cases: the budget ends while the first failure is being shrunk.
     c, events = campaign(tmp_path, ["test.fails_large"], max_cases=6)
@@ -595,9 +599,9 @@ def test_a_failure_met_only_while_shrinking_another_is_its_own_finding(tmp_path,
     def two_symptoms(case_json):
         x = case_json["inputs"][0]
         if x["shape"] == [1] and x["values"]["seed"] == 0:
-            return dict(CLEAN, failures=[raises_on_device("test.two_symptoms").to_json()])
+            return failing(raises_on_device("test.two_symptoms"))
         if x["shape"] and x["shape"][0] >= 1:
-            return dict(CLEAN, failures=[wrong_values("test.two_symptoms").to_json()])
+            return failing(wrong_values("test.two_symptoms"))
         return CLEAN
     scripted.behaviour["test.two_symptoms"] = two_symptoms
     c, events = campaign(tmp_path, ["test.two_symptoms"], max_cases=10)
@@ -613,7 +617,7 @@ def test_layout_notes_print_one_line_per_op_and_list_every_layout(tmp_path, scri
     note = Failure(oracle="metadata", kind="wrong-memory-format", title="format", message="format",
                    severity="note", blame="note", dedup_key=("wrong-memory-format",),
                    details={"target_format": "contiguous", "cpu_format": "channels_last"})
-    scripted.behaviour["test.drops_format"] = lambda case_json: dict(CLEAN, failures=[note.to_json()])
+    scripted.behaviour["test.drops_format"] = lambda case_json: failing(note)
     c, events = campaign(tmp_path, ["test.drops_format"], max_cases=60)
     c.run()
     lines = [m for m in notices(events) if "layout propagation" in m]

@@ -10,6 +10,7 @@ import time
 from mpsfuzz.execution import worker as worker_module
 from mpsfuzz.execution.harness_clock import judging, on_reference, on_target
 from mpsfuzz.execution.observation import ProcessEvent
+from mpsfuzz.execution.outcome import CaseOutcome
 from mpsfuzz.execution.worker import WorkerPool
 from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe, ValueRecipe
 
@@ -18,7 +19,7 @@ def judge_slowly(case, target, oracle_names):
     with judging():
         with judging():          # nested: counted once
             time.sleep(2.5)
-    return {"valid": True, "unsupported": False, "failures": []}
+    return CaseOutcome(valid=True)
 
 
 def judge_by_running_the_target_slowly(case, target, oracle_names):
@@ -26,19 +27,19 @@ def judge_by_running_the_target_slowly(case, target, oracle_names):
         time.sleep(0.2)
         with on_target():        # a juror calling the target again: its time counts
             time.sleep(2.5)
-    return {"valid": True, "unsupported": False, "failures": []}
+    return CaseOutcome(valid=True)
 
 
 def run_slowly(case, target, oracle_names):
     time.sleep(2.5)
-    return {"valid": True, "unsupported": False, "failures": []}
+    return CaseOutcome(valid=True)
 
 
 def run_the_reference_slowly(case, target, oracle_names):
     time.sleep(0.2)              # the target's call returned
     with on_reference():
         time.sleep(2.5)
-    return {"valid": True, "unsupported": False, "failures": []}
+    return CaseOutcome(valid=True)
 
 
 def _case():
@@ -48,7 +49,7 @@ def _case():
 def test_judging_does_not_count_against_the_case_timeout(tmp_path):
     with WorkerPool("cpu", timeout_s=1.0, inflight_dir=tmp_path, execute=judge_slowly) as pool:
         outcomes = pool.collect(pool.submit([_case(), _case()], (), ["neg", "neg"]))
-    assert all(isinstance(o, dict) and o["valid"] for o in outcomes), outcomes
+    assert all(isinstance(o, CaseOutcome) and o.valid for o in outcomes), outcomes
 
 
 def test_a_case_that_runs_long_is_still_a_hang(tmp_path):

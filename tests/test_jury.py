@@ -27,7 +27,7 @@ def tensor(shape, dtype="float64", *, layout=Layout(), seed=3, distribution="nor
 
 
 def judged(case, target) -> list[Failure]:
-    return [Failure.from_json(f) for f in judge_case(case, target, worker_oracles(DEFAULT))["failures"]]
+    return [Failure.from_json(f) for f in judge_case(case, target, worker_oracles(DEFAULT)).failures]
 
 
 @pytest.fixture
@@ -274,7 +274,7 @@ def test_a_failure_whose_result_holds_a_mask_or_index_is_arbitrated_not_left_und
     x = TensorRecipe((1, 1, 2), "float32", Layout(permutation=(0, 2, 1)),
                      ValueRecipe("small_int", 0, specials=((65107, "-inf"),)))
     case = Case("max_pool1d_with_indices", (x,), (("kernel_size", (1,)),))
-    failures = [Failure.from_json(f) for f in judge_case(case, FaultTarget([fault]), worker_oracles(DEFAULT))["failures"]]
+    failures = [Failure.from_json(f) for f in judge_case(case, FaultTarget([fault]), worker_oracles(DEFAULT)).failures]
     values = [f for f in failures if f.oracle == "values"]
     assert values and all("arbiter failed" not in f.message for f in values), failures
     assert values[0].blame == "target"

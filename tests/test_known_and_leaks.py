@@ -67,7 +67,7 @@ def test_eager_cpus_strided_i0e_in_half_precision_is_known_on_cpu_only(monkeypat
     gapped = TensorRecipe((6, 6), "float16", Layout(gaps=(1, 2)), ValueRecipe("normal", seed=0))
     case = Case("special.i0e", (gapped,), ())
     summary = judge_case(case, FaultTarget(), ("values", "layout"))
-    [failure] = summary["failures"]
+    [failure] = summary.failures
     assert (failure["oracle"], failure["kind"]) == ("layout", "layout-wrong-values")
     table = upstream.builtin_table()
     common = dict(op="special.i0e", dtypes=["float16"], oracle="layout", kind="layout-wrong-values",
@@ -95,7 +95,7 @@ def _log1p_case(shape=(3,)):
 def _leaks(case, faults):
     F.release_leaks()
     try:
-        return [f for f in judge_case(case, FaultTarget(faults), DEFAULT)["failures"] if f["oracle"] == "leak"]
+        return [f for f in judge_case(case, FaultTarget(faults), DEFAULT).failures if f["oracle"] == "leak"]
     finally:
         F.release_leaks()
 
@@ -160,7 +160,7 @@ def test_out_variants_on_a_compiled_target_keep_no_memory_per_call():
     case = Case("abs", (TensorRecipe((64, 64), "float32", values=ValueRecipe("normal", 3)),), variant="out")
     for _ in range(3):
         summary = judge_case(case, target, ("values", "leak"))
-        assert summary["valid"] and summary["failures"] == [], summary
+        assert summary.valid and summary.failures == (), summary
     assert len(target._compiled) <= 2   # abs, and its out= wrapper: not one per call
 
 
@@ -192,4 +192,4 @@ def test_process_memory_a_large_case_churns_is_not_a_leak_and_more_is(per_call, 
     measured = executor._leak_measure(case, catalogue.get("exp"), {}, load_target("cpu"), (0, 0), 8 << 20)
     assert (measured is not None) == leaks, measured
     if leaks:
-        assert measured["rss_threshold"] == 16 << 20 and measured["rss_per_call"] == per_call
+        assert measured.rss_threshold == 16 << 20 and measured.rss_per_call == per_call

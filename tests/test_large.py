@@ -110,7 +110,7 @@ def test_a_dense_input_past_max_bytes_is_no_case_and_allocates_nothing(monkeypat
     with pytest.raises(InputTooLarge, match="max_bytes=268435456"):
         dense.materialize("cpu")
     result = judge_case(Case("sum_large", (dense,)), load_target(FAULT_TARGET), ("values",))
-    assert result["valid"] is False and not result["failures"]
+    assert result.valid is False and not result.failures
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 100_000   # KiB: nothing built
     stride0 = TensorRecipe((2**31 + 1,), "float32", Layout(expanded=(0,)), ValueRecipe())
     assert stride0.materialize("cpu").shape == (2**31 + 1,)
@@ -245,12 +245,12 @@ def test_a_copy_that_wraps_past_the_32_bit_limit_is_found_on_the_boundary_rows(m
     real_rows = TensorRecipe.rows_values
     monkeypatch.setattr(TensorRecipe, "rows_values", lambda self, blocks: built.append(blocks) or real_rows(self, blocks))
     result = judge_case(Case("clone_large", (recipe,)), target, ("values", "metadata", "errors"))
-    assert result["valid"] and [f["oracle"] for f in result["failures"]] == ["values"]
+    assert result.valid and [f["oracle"] for f in result.failures] == ["values"]
     assert sum(b - a for a, b in built[0]) * 1000 <= 18 * 1000     # the reference's rows alone
     below = TensorRecipe((2**20 // 1000 - 2, 1000), "int8", Layout(), ValueRecipe("index_hash", seed=5))
-    assert not judge_case(Case("clone_large", (below,)), target, ("values",))["failures"]
+    assert not judge_case(Case("clone_large", (below,)), target, ("values",)).failures
     untouched = judge_case(Case("add_large", (recipe,)), target, ("values",))
-    assert not untouched["failures"]
+    assert not untouched.failures
 
 
 @pytest.mark.slow
@@ -262,7 +262,7 @@ def test_a_copy_past_2_31_elements_is_found_at_the_real_size(monkeypatch):
     monkeypatch.setenv("MPSFUZZ_FAULTS", "copy_past_int32")
     recipe = TensorRecipe((2**31 // 1024 + 1, 1024), "int8", Layout(), ValueRecipe("index_hash", seed=5))
     result = judge_case(Case("clone_large", (recipe,)), load_target(FAULT_TARGET), ("values",))
-    assert [f["oracle"] for f in result["failures"]] == ["values"]
+    assert [f["oracle"] for f in result.failures] == ["values"]
 
 
 @pytest.mark.parametrize("op", ["sum_large", "argmax_large", "count_nonzero_large"])
@@ -282,7 +282,7 @@ def test_an_output_past_the_host_bound_is_no_case_and_never_copied(monkeypatch):
     monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(1 << 20))
     stride0 = TensorRecipe((2**20, 3), "float32", Layout(expanded=(0, 1)), ValueRecipe())
     result = judge_case(Case("sum_large", (stride0,), (("dim", 1),)), load_target(FAULT_TARGET), ("values",))
-    assert result["valid"] is False and not result["failures"]
+    assert result.valid is False and not result.failures
 
 
 def test_a_case_past_the_host_bound_is_judged_on_the_device_and_never_built_on_the_host(monkeypatch):
@@ -304,7 +304,7 @@ def test_a_case_past_the_host_bound_is_judged_on_the_device_and_never_built_on_t
         return torch.zeros(self.shape, dtype=torch.int8)
     monkeypatch.setattr(TensorRecipe, "_generated_on", generated_on)
     result = judge_case(Case("clone_large", (recipe,)), load_target(FAULT_TARGET), DEFAULT)
-    assert result["valid"] and calls == ["cpu"], result
+    assert result.valid and calls == ["cpu"], result
 
 
 # -- sizing from the device's free memory (campaign/sizing.py) ----------------------------------

@@ -196,7 +196,7 @@ def test_a_large_class_finding_in_a_shared_storage_has_a_script_that_makes_it_on
     b = TensorRecipe((65537, 3, 2), "float32", Layout(gaps=(1, 2, 1)), ValueRecipe("index_hash", 5, low=-4, high=4),
                      alias=Alias(0))
     case = Case("bmm@large", (a, b))
-    failures = [Failure.from_json(f) for f in judge_case(case, faults.FaultTarget(["bmm_batch_65536"]), DEFAULT)["failures"]]
+    failures = [Failure.from_json(f) for f in judge_case(case, faults.FaultTarget(["bmm_batch_65536"]), DEFAULT).failures]
     failure = next(f for f in failures if f.oracle == "values")
     finding = Finding.create(case, failure, target_name="faults", target_spec="mpsfuzz.testing.faults:target",
                              device="cpu")
@@ -523,8 +523,8 @@ def test_a_bmm_that_wraps_past_the_32_bit_limit_is_found_on_the_result_rows(monk
         b = TensorRecipe((batch, 1, 2), "float16", Layout(), ValueRecipe("index_hash", seed=6))
         return Case("bmm@huge", (a, b))
     past = judge_case(case(2**20 // 2 + 8), target, ("values", "metadata", "errors"))
-    assert past["valid"] and [f["oracle"] for f in past["failures"]] == ["values"]
-    assert not judge_case(case(2**20 // 2 - 8), target, ("values",))["failures"]
+    assert past.valid and [f["oracle"] for f in past.failures] == ["values"]
+    assert not judge_case(case(2**20 // 2 - 8), target, ("values",)).failures
 
 
 def test_ops_lists_the_large_class_apart():
@@ -603,7 +603,7 @@ def test_a_huge_grad_case_keeps_the_host_to_a_few_rows(monkeypatch):
     case = _huge_grad_case("gelu@huge")
     (whole,) = [r.numel for r in case.inputs]
     result = judge_case(case, load_target("mpsfuzz.testing.faults:target"), ("values", "grads", "errors", "arbiter"))
-    assert [f["oracle"] for f in result["failures"]] == ["grads"], result["failures"]
+    assert [f["oracle"] for f in result.failures] == ["grads"], result.failures
     assert made == [("cpu", whole)], made
     assert upstream and max(upstream) < 64, upstream
     # the gradients compared, on both sides: the boundary rows, not the input's size

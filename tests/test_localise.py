@@ -35,7 +35,7 @@ def tensor(shape, dtype="float32", *, permutation=(), offset=0, gaps=(), seed=7,
 
 def failing(case: Case, target) -> Failure:
     result = judge_case(case, target, ORACLES)
-    failures = [Failure.from_json(f) for f in result["failures"]]
+    failures = [Failure.from_json(f) for f in result.failures]
     assert failures, f"the fault did not fire on {case.describe()}"
     return failures[0]
 
@@ -43,7 +43,7 @@ def failing(case: Case, target) -> Failure:
 def localised(case: Case, faults) -> dict:
     target = FaultTarget(faults)
     failure = failing(case, target)
-    return localise_case(case, target, ORACLES, symptom_key(case, failure))
+    return localise_case(case, target, ORACLES, symptom_key(case, failure)).record
 
 
 def reproduces(repro: dict, faults: str, tmp_path, target: str = FAULT_TARGET) -> bool:
@@ -105,7 +105,7 @@ def test_an_overwritten_input_is_writes_input(tmp_path, monkeypatch):
     target = clobbering.target
     failure = failing(case, target)
     assert (failure.oracle, failure.kind) == ("variants", "input-modified")
-    record = localise_case(case, target, ORACLES, symptom_key(case, failure))
+    record = localise_case(case, target, ORACLES, symptom_key(case, failure)).record
     assert record["status"] == "kernel" and record["kernel"] == "aten::exp.default", record
     assert record["divergence"] == "writes-input" and record["kinds"] == ["writes-input"]
     assert record["where"]["argument"] == "self"
@@ -119,18 +119,18 @@ def test_wrong_values_and_an_overwritten_input_are_one_call():
     case = Case("linalg.eig", (tensor((2, 2), permutation=T),))
     target = FaultTarget(["eig_transposed_clobber"])
     result = judge_case(case, target, ORACLES)
-    failures = [Failure.from_json(f) for f in result["failures"]]
+    failures = [Failure.from_json(f) for f in result.failures]
     assert {(f.oracle, f.kind) for f in failures} == {("values", "wrong-values"), ("variants", "input-modified")}
-    records = [localise_case(case, target, ORACLES, symptom_key(case, f)) for f in failures]
+    records = [localise_case(case, target, ORACLES, symptom_key(case, f)).record for f in failures]
     assert {r["kernel"] for r in records} == {"aten::linalg_eig.default"}
     assert all(set(r["kinds"]) == {"wrong-values", "writes-input"} for r in records)
     assert all(r["form"] == "functional" for r in records)
     # The out= form: the functional call before it diverges too, but fixing it does not
     # cure the out= call's overwritten input; fixing the out= call does.
     out = Case("linalg.eig", (tensor((2, 2), permutation=T),), variant="out")
-    failure = next(f for f in (Failure.from_json(x) for x in judge_case(out, target, ORACLES)["failures"])
+    failure = next(f for f in (Failure.from_json(x) for x in judge_case(out, target, ORACLES).failures)
                    if f.oracle == "variants")
-    record = localise_case(out, target, ORACLES, symptom_key(out, failure))
+    record = localise_case(out, target, ORACLES, symptom_key(out, failure)).record
     assert record["kernel"] == "aten::linalg_eig.out" and record["form"] == "out", record
     assert [d["kernel"] for d in record["divergent"]] == ["aten::linalg_eig.default", "aten::linalg_eig.out"]
 
@@ -168,7 +168,7 @@ CLEAN_CASES = [
 @pytest.mark.parametrize("case", CLEAN_CASES, ids=lambda c: f"{c.op}-{c.variant}")
 def test_a_clean_target_shows_no_divergence(case):
     result, seen = observe(case, FaultTarget([]), ORACLES)
-    assert result["failures"] == []
+    assert result.failures == ()
     assert seen.calls > 0
     assert seen.divergences == [], [(d.kernel, d.detail) for d in seen.divergences]
 
@@ -248,18 +248,19 @@ def test_a_bug_outside_every_kernel_is_composite():
     case = Case("neg", (tensor((2,)),))
     target = AddsOneAfterwards()
     failure = failing(case, target)
-    record = localise_case(case, target, ORACLES, symptom_key(case, failure))
+    record = localise_case(case, target, ORACLES, symptom_key(case, failure)).record
     assert record["status"] == "composite" and "none of its" in record["reason"], record
 
 
 def test_a_compiled_target_is_not_localised():
     from mpsfuzz.execution.targets import CompiledTarget
-    record = localise_case(Case("neg", (tensor((2,)),)), CompiledTarget("cpu-compiled", "cpu"), ORACLES, ("neg",))
+    record = localise_case(Case("neg", (tensor((2,)),)), CompiledTarget("cpu-compiled", "cpu"), ORACLES,
+                           ("neg",)).record
     assert record["status"] == "not-localised" and "compiled" in record["reason"]
 
 
 def test_localiser_failures_become_a_record_not_an_exception():
-    record = localise_case(Case("no-such-op", (tensor((2,)),)), FaultTarget([]), ORACLES, ("x",))
+    record = localise_case(Case("no-such-op", (tensor((2,)),)), FaultTarget([]), ORACLES, ("x",)).record
     assert record["status"] == "error" and "no-such-op" in record["error"]
 
     class BrokenPool:
@@ -302,7 +303,7 @@ def test_a_crash_is_localised_from_the_call_trace(pool_for, tmp_path):
     assert record["call"]["args"][1]["dtype"] == "float64"
     assert reproduces(record["repro"], "mm_mixed_dtype_segv", tmp_path)
     # the worker is replaced: the pool goes on
-    assert pool.run(Case("neg", (tensor((2,)),)).to_json(), ("values",), "neg")["failures"] == []
+    assert pool.run(Case("neg", (tensor((2,)),)).to_json(), ("values",), "neg").failures == ()
 
 
 def test_a_hang_is_localised_from_the_call_trace(pool_for):
@@ -352,7 +353,7 @@ def test_an_input_modified_is_one_symptom_whatever_the_form_of_the_call():
     keys = set()
     for variant in ("functional", "out", "out-strided"):
         case = Case("linalg.eig", (tensor((2, 2), permutation=T),), variant=variant)
-        failures = [Failure.from_json(f) for f in judge_case(case, target, ORACLES)["failures"]]
+        failures = [Failure.from_json(f) for f in judge_case(case, target, ORACLES).failures]
         keys |= {symptom_key(case, f) for f in failures if f.kind == "input-modified"}
     assert keys == {("linalg.eig", "variants", "input-modified")}
     old = Failure("variants", "input-modified", "t", "m", "high", ("input-modified", "out")).to_json()
@@ -371,10 +372,10 @@ def test_an_overwritten_input_does_not_also_read_as_wrong_values():
     target = FaultTarget([clobber])
     for op in ("linalg.eig", "linalg.eigvals"):
         case = Case(op, (tensor((2, 2), permutation=T),))
-        failures = [Failure.from_json(f) for f in judge_case(case, target, ORACLES)["failures"]]
+        failures = [Failure.from_json(f) for f in judge_case(case, target, ORACLES).failures]
         assert [(f.oracle, f.kind) for f in failures] == [("variants", "input-modified")], (op, failures)
     # A wrong result of a clobbering kernel is still found, and its repro shows it.
     both = FaultTarget(["eig_transposed_clobber"])
     case = Case("linalg.eigvals", (tensor((2, 2), permutation=T),))
-    failures = [Failure.from_json(f) for f in judge_case(case, both, ORACLES)["failures"]]
+    failures = [Failure.from_json(f) for f in judge_case(case, both, ORACLES).failures]
     assert {(f.oracle, f.kind) for f in failures} == {("values", "wrong-values"), ("variants", "input-modified")}

@@ -27,8 +27,8 @@ def test_inputs_that_do_not_fit_in_memory_are_unsupported_not_an_error(monkeypat
         raise torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 18.00 GiB.")
     monkeypatch.setattr(TensorRecipe, "materialize", full)
     outcome = judge.judge_case(_case(), load_target("cpu"), worker_oracles(DEFAULT))
-    assert outcome["unsupported"] and not outcome["valid"] and outcome["failures"] == []
-    assert outcome["unsupported_message"].startswith("out of memory: CUDA out of memory")
+    assert outcome.unsupported and not outcome.valid and outcome.failures == ()
+    assert outcome.unsupported_message.startswith("out of memory: CUDA out of memory")
 
 
 def test_another_error_making_the_inputs_is_still_raised(monkeypatch):

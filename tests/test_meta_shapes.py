@@ -21,7 +21,7 @@ def _flattened(func, args, kwargs, result):
 
 
 def _failures(case, target):
-    return judge_case(case, target, DEFAULT)["failures"]
+    return list(judge_case(case, target, DEFAULT).failures)
 
 
 def test_a_target_shape_the_meta_kernel_refutes_stays_the_targets_finding():

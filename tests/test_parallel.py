@@ -22,6 +22,7 @@ from mpsfuzz.campaign.lanes import _lane_config, default_draw_jobs, merge_stats
 from mpsfuzz.campaign.triage_desk import TriageDesk
 from mpsfuzz.events import CaseFinished, FindingRecorded, Notice, Stats
 from mpsfuzz.execution.observation import ProcessEvent
+from mpsfuzz.execution.outcome import CaseOutcome
 from mpsfuzz.execution.worker import WorkerPool
 from mpsfuzz.oracles.judge import judge_case
 
@@ -60,7 +61,7 @@ def test_a_crash_inside_a_batch_is_the_case_that_crashed(faults, tmp_path):
         assert len(outcomes) == 5
         assert [isinstance(o, ProcessEvent) for o in outcomes] == [False, False, True, False, True]
         assert outcomes[2].kind == "died" and outcomes[4].kind == "died"
-        assert all(o["valid"] and not o["failures"] for o in (outcomes[0], outcomes[1], outcomes[3]))
+        assert all(o.valid and not o.failures for o in (outcomes[0], outcomes[1], outcomes[3]))
         assert pool.restarts == 2
         # The in-flight file named the cases still to run when the worker last died.
         inflight = json.loads(next(tmp_path.glob("inflight-*.json")).read_text())
@@ -123,7 +124,7 @@ def test_a_batch_that_could_not_be_sent_is_not_waited_for(faults, tmp_path):
             pool.submit([_add(1)], ["values"], ["add"])
         outcomes = pool.collect(pool.submit([_add(1), _add(2)], ["values"], ["add"] * 2))
         assert pool._worker.cases == 2   # the batch that failed to go was never run
-    assert len(outcomes) == 2 and all(isinstance(o, dict) and o["valid"] for o in outcomes)
+    assert len(outcomes) == 2 and all(isinstance(o, CaseOutcome) and o.valid for o in outcomes)
 
 
 def test_a_queued_batch_is_timed_from_the_end_of_the_one_before(faults):

@@ -135,7 +135,7 @@ def test_a_reduction_that_leaves_the_rnns_contract_is_no_case():
     from mpsfuzz.testing.faults import FaultTarget
     case = Case.from_json(json.loads(GRU_BATCH_MISMATCH))
     result = judge_case(case, FaultTarget([]), worker_oracles(DEFAULT))
-    assert result["valid"] is False and result["failures"] == []
+    assert result.valid is False and result.failures == ()
 
 
 def test_a_stated_layout_precondition_on_a_valid_rnn_call_is_the_targets():
@@ -149,7 +149,7 @@ def test_a_stated_layout_precondition_on_a_valid_rnn_call_is_the_targets():
     refuses = Fault("gru_hx", "cuDNN's hx precondition", (torch.gru,),
                     lambda f, a, k: not a[1].is_contiguous(), "raise", message="rnn: hx is not contiguous")
     failures = [Failure.from_json(f) for f in judge_case(case, FaultTarget([refuses]),
-                                                           worker_oracles(DEFAULT))["failures"]]
+                                                           worker_oracles(DEFAULT)).failures]
     assert ("errors", "dut-raises", "target") in [(f.oracle, f.kind, f.blame) for f in failures]
 
 
@@ -182,7 +182,7 @@ class _SkipsTapsForAStridedWeight(Replayed):
 def test_two_runs_of_the_target_may_each_skip_or_multiply_the_zero_taps():
     case = Case.from_json(json.loads(CONV1D_NAN))
     failures = [Failure.from_json(f) for f in judge_case(case, _SkipsTapsForAStridedWeight(-18.0),
-                                                           worker_oracles(DEFAULT))["failures"]]
+                                                           worker_oracles(DEFAULT)).failures]
     assert [f for f in failures if f.oracle == "layout"] == []
 
 
@@ -212,7 +212,7 @@ def test_a_juror_judges_with_the_tolerance_of_its_own_value():
     positions = [(0, [0, 0, 1, 0], 1.08984375), (0, [0, 0, 2, 0], 3.87890625), (0, [0, 0, 3, 0], 6.671875),
                  (0, [0, 0, 4, 0], 5.02734375)]
     failures = [Failure.from_json(f) for f in judge_case(case, _HalfThroughFloat32(positions),
-                                                           worker_oracles(DEFAULT))["failures"]]
+                                                           worker_oracles(DEFAULT)).failures]
     assert [(f.oracle, f.blame) for f in failures] == [("arbiter", "cpu")], [f.message for f in failures]
 
 

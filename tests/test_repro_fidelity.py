@@ -75,7 +75,7 @@ def asserting(tmp_path, monkeypatch):
 
 def judged(case, target) -> list[Failure]:
     try:
-        return [Failure.from_json(f) for f in judge_case(case, target, DEFAULT)["failures"]]
+        return [Failure.from_json(f) for f in judge_case(case, target, DEFAULT).failures]
     finally:
         F._POISONED.clear()
 

@@ -100,8 +100,8 @@ def test_a_batch_past_its_give_up_time_is_given_up_not_waited_out(monkeypatch, t
         outcomes = pool.collect(submitted, give_up=lambda: time.monotonic() - sent > 3)
         took = time.monotonic() - sent
         assert took < 12, f"waited {took:.1f}s for hangs it was told to give up"
-        assert submitted.given_up and len(outcomes) == 1 and outcomes[0]["valid"]
-        assert pool.run(_case("prod", (2,)), ["values"], "prod")["valid"]   # a fresh worker
+        assert submitted.given_up and len(outcomes) == 1 and outcomes[0].valid
+        assert pool.run(_case("prod", (2,)), ["values"], "prod").valid   # a fresh worker
 
 
 def _desk_triaging_until_killed(campaign, fallback):

@@ -89,8 +89,8 @@ def test_a_case_old_cpu_cannot_judge_is_unsupported_here(registered):
     registered(OpSpec(name="test_clone_lt", family="test", fn=torch.clone, shapes=any_shape(1),
                       dtypes=("uint32",), canonicalise=lambda inputs, out: (out, out < 3), doc="test op"))
     result = judge_case(_uint_case("test_clone_lt"), CleanTarget(), DEFAULT)
-    assert result["failures"] == [] and not result["valid"]
-    assert "lt_cpu" in result["unsupported_here"] and "uint32 (" in result["unsupported_here"]
+    assert result.failures == () and not result.valid
+    assert "lt_cpu" in result.unsupported_here and "uint32 (" in result.unsupported_here
 
 
 def test_an_old_cpu_still_judges_what_it_can(registered):
@@ -98,7 +98,7 @@ def test_an_old_cpu_still_judges_what_it_can(registered):
                       dtypes=("uint32",), doc="test op"))
     with OldCpu():
         result = judge_case(_uint_case("test_clone"), CleanTarget(), DEFAULT)
-    assert result["valid"] and "unsupported_here" not in result and result["failures"] == []
+    assert result.valid and result.unsupported_here is None and result.failures == ()
 
 
 def test_an_internal_bug_is_not_disguised_as_unsupported(registered):

@@ -40,7 +40,7 @@ def judged(case: Case, cpu_faults: tuple[str, ...], target_faults: tuple[str, ..
     ``target_faults``) while eager CPU runs ``cpu_faults``, as the engine records it."""
     target = CpuFaultTarget(tuple(CPU_FAULTS[n] for n in cpu_faults), tuple(TARGET_FAULTS[n] for n in target_faults))
     try:
-        (failure,) = [Failure.from_json(f) for f in judge_case(case, target, worker_oracles(DEFAULT))["failures"]]
+        (failure,) = [Failure.from_json(f) for f in judge_case(case, target, worker_oracles(DEFAULT)).failures]
     finally:
         target.close()
     return Finding.create(case, failure, target_name=target.name, target_spec=CPU_TARGET, device="cpu")

@@ -32,7 +32,7 @@ def t(shape, seed=1, specials=()):
 
 def failures(case, change):
     result = judge_case(case, Rewriting(change), worker_oracles(DEFAULT))
-    return [(f["oracle"], f["kind"]) for f in result["failures"]]
+    return [(f["oracle"], f["kind"]) for f in result.failures]
 
 
 NAN_WEIGHT_PADDED = Case("conv2d", (t((1, 1, 3, 3)), t((1, 1, 2, 2), 2, ((0, "nan"),)), t((1,), 3)),

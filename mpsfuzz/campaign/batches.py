@@ -2,7 +2,7 @@
 
 The next slice's batch is sent before the last one is collected: it queues behind it in
 the worker, which goes from one to the next without waiting for the driver. Collecting
-a batch gives one outcome per case (the worker's result, a ProcessEvent, or the exception
+a batch gives one outcome per case (the worker's CaseOutcome, a ProcessEvent, or the exception
 that kept the pool from running it), fewer where the cases still to run were given up
 (past the budget; and after a hang, whose op's other cases would mostly hang too, a
 timeout each, for the one finding).

@@ -12,6 +12,7 @@ case being new (as it would be with shapes or seeds in the key).
 from __future__ import annotations
 
 from ..corpus.finding import trigger_class
+from ..execution.outcome import CaseOutcome
 
 SIZE_CLASSES = ("none", "empty", "scalar", "small", "medium", "large")
 SMALL, MEDIUM = 64, 4096     # largest input numel of a small and of a medium case
@@ -34,27 +35,26 @@ def size_class(case) -> str:
 def outcome_class(result) -> str:
     """What the worker's result says, in one word.
 
-    ``result`` is :func:`mpsfuzz.oracles.judge.judge_case`'s summary dict (as
+    ``result`` is :func:`mpsfuzz.oracles.judge.judge_case`'s ``CaseOutcome`` (as
     ``WorkerPool.run`` returns it), or a ``ProcessEvent`` where the worker died or hung:
     ``internal`` (mpsfuzz raised in the worker), ``process:<died|timeout|slow-compile>``,
     ``fail:<oracle>:<kind>`` (every failure, sorted, joined by ``+``), ``unsupported``
     (the device rejects what CPU accepts), ``unsupported-here`` (this torch's CPU lacks
     a kernel mpsfuzz needs), ``invalid`` (CPU rejects the case too) or ``pass``."""
-    if not isinstance(result, dict):
+    if not isinstance(result, CaseOutcome):
         kind = getattr(result, "kind", None)
         if kind is None:
-            raise TypeError(f"result={result!r}: expected judge_case's dict or a ProcessEvent")
+            raise TypeError(f"result={result!r}: expected judge_case's CaseOutcome or a ProcessEvent")
         return f"process:{kind}"
-    if result.get("internal_error"):
+    if result.internal_error:
         return "internal"
-    failures = result.get("failures") or []
-    if failures:
-        return "fail:" + "+".join(sorted({f"{f.get('oracle')}:{f.get('kind')}" for f in failures}))
-    if result.get("unsupported"):
+    if result.failures:
+        return "fail:" + "+".join(sorted({f"{f.get('oracle')}:{f.get('kind')}" for f in result.failures}))
+    if result.unsupported:
         return "unsupported"
-    if result.get("unsupported_here"):
+    if result.unsupported_here:
         return "unsupported-here"
-    if not result.get("valid", False):
+    if not result.valid:
         return "invalid"
     return "pass"
 

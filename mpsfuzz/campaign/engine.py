@@ -317,7 +317,7 @@ class Campaign:
         return self._outcome_failures(case, outcomes[0])
 
     def _outcome_failures(self, case, outcome) -> list[Failure]:
-        """The failures of a case the worker ran (``outcome``: its result dict, a
+        """The failures of a case the worker ran (``outcome``: its CaseOutcome, a
         ProcessEvent, or the exception that kept the pool from running it); counts it."""
         self._check_abandoned()   # the desk's replay, its worker killed past the stop grace: no case
         # The cases the desk's replay runs are triage's, as the reducer's are: they are

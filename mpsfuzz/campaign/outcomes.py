@@ -1,9 +1,9 @@
 """What a case the worker ran comes to: its failures, its counts, its events.
 
-An outcome is the worker's result dict for the case, a :class:`ProcessEvent` (the worker
-died or hung: the process oracles judge it; or a slow compilation, a reference that did
-not return, a verdict that outlasted its budget: none of them the target's), or the
-exception that kept the pool from running it (a harness error). :class:`CaseOutcomes`
+An outcome is the worker's :class:`CaseOutcome` for the case, a :class:`ProcessEvent`
+(the worker died or hung: the process oracles judge it; or a slow compilation, a
+reference that did not return, a verdict that outlasted its budget: none of them the
+target's), or the exception that kept the pool from running it (a harness error). :class:`CaseOutcomes`
 counts the case into the campaign's Stats (where it is the fuzzing's: the desk's replays
 are triage's), reports it to the listeners (CaseFinished, Notices, harness errors) and
 returns its failures. It runs nothing.
@@ -73,29 +73,29 @@ class CaseOutcomes:
             return []
         if isinstance(outcome, ProcessEvent):
             return self._process_event(case, outcome, fuzzing=fuzzing, shrinking=shrinking)
-        if outcome.get("internal_error"):
+        if outcome.internal_error:
             # The executor or an oracle raised inside the worker: its traceback came back.
-            trace = str(outcome["internal_error"])
+            trace = str(outcome.internal_error)
             lines = [ln for ln in trace.strip().splitlines() if ln.strip()]
             self.harness_error("execute", case.op, case, error=lines[-1].strip() if lines else "internal error",
                                trace=trace)
         if fuzzing:
-            for stage, seconds in (outcome.get("seconds") or {}).items():
+            for stage, seconds in outcome.seconds.measured().items():
                 self._spent(stage, seconds)
             with self._lock:
-                if outcome["valid"]:
+                if outcome.valid:
                     self.stats.valid += 1
                     per_op[1] += 1
-                if outcome["unsupported"]:
+                if outcome.unsupported:
                     self.stats.unsupported += 1
-                    count_message(self.stats.unsupported_messages, case.op, outcome.get("unsupported_message", ""))
-                if outcome.get("unsupported_here"):
+                    count_message(self.stats.unsupported_messages, case.op, outcome.unsupported_message)
+                if outcome.unsupported_here:
                     self.stats.unsupported_here += 1
-                    count_message(self.stats.unsupported_here_messages, case.op, outcome["unsupported_here"])
-        self.emit(CaseFinished(case.op, valid=outcome["valid"], unsupported=outcome["unsupported"],
+                    count_message(self.stats.unsupported_here_messages, case.op, outcome.unsupported_here)
+        self.emit(CaseFinished(case.op, valid=outcome.valid, unsupported=outcome.unsupported,
                                shrinking=shrinking, case=case))
         try:
-            return [Failure.from_json(f) for f in outcome["failures"]]
+            return [Failure.from_json(f) for f in outcome.failures]
         except Exception as exc:
             self.harness_error("judge", case.op, case, exc)
             return []

@@ -31,7 +31,7 @@ from ..generation.recipes import (ALWAYS_MATERIALISABLE, Case, case_bytes, check
 from . import cpu_kernels, harness_clock
 from .dispatch_modes import outside_modes
 from .error_kinds import is_device_fault, is_unsupported
-from .observation import Observation, Raised, SideResult, output_meta
+from .observation import LeakMeasurement, Observation, Raised, SideResult, output_meta
 from .targets import forget_compilations
 
 # Filler of freshly allocated ``out=`` tensors: a kernel that leaves part of ``out``
@@ -627,7 +627,8 @@ def _compilations() -> int:
     return sum(counters["frames"].values()) + sum(counters["aot_autograd"].values())
 
 
-def _leak_measure(case: Case, spec, kwargs, target, before: tuple[int, int], output_bytes: int) -> dict | None:
+def _leak_measure(case: Case, spec, kwargs, target, before: tuple[int, int],
+                  output_bytes: int) -> LeakMeasurement | None:
     """Memory the case kept; when past the leak thresholds, confirmed over repeated calls
     (a first call may build caches once): what each repeated call kept.
 
@@ -673,12 +674,12 @@ def _leak_measure(case: Case, spec, kwargs, target, before: tuple[int, int], out
         # site): what they kept is the compiler's caches, not a leak of the op.
         return None
     mean = ((end[0] - after[0]) / REPEATS, (end[1] - after[1]) / REPEATS)
-    return {"device_first": after[0] - before[0], "rss_first": after[1] - before[1], "repeats": REPEATS,
-            "device_threshold": device_threshold, "rss_threshold": rss_threshold,
-            # A leak keeps memory on every call: the least any repeated call kept (and no
-            # more than the mean once garbage is collected).
-            "device_per_call": min(min(d for d, _ in kept), mean[0]),
-            "rss_per_call": min(min(r for _, r in kept), mean[1])}
+    return LeakMeasurement(device_first=after[0] - before[0], rss_first=after[1] - before[1], repeats=REPEATS,
+                           device_threshold=device_threshold, rss_threshold=rss_threshold,
+                           # A leak keeps memory on every call: the least any repeated call
+                           # kept (and no more than the mean once garbage is collected).
+                           device_per_call=min(min(d for d, _ in kept), mean[0]),
+                           rss_per_call=min(min(r for _, r in kept), mean[1]))
 
 
 _LACKS_KERNEL = re.compile(r"not implemented for '|no kernel|could not run 'aten::", re.IGNORECASE)

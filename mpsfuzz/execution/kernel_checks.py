@@ -11,7 +11,7 @@ code, and the driver's process must not touch the device.
 from __future__ import annotations
 
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 
 import torch
 
@@ -20,6 +20,7 @@ from ..generation.opspec import OpSpec
 from ..generation.recipes import Case
 from ..generation.strategies import example_cases
 from .observation import ProcessEvent
+from .outcome import RaisedInWorker
 
 VALIDATES, COPES, SILENTLY_WRONG = "validates", "copes", "silently-wrong"
 
@@ -81,9 +82,9 @@ def check_contiguity(spec: OpSpec, target, *, seed: int = 0) -> list[ContiguityC
     return [_check_one(spec, case, target, i) for i, case in contiguity_cases(spec, seed=seed)]
 
 
-def contiguity_in_worker(case: Case, target, input_index: int) -> dict:
+def contiguity_in_worker(case: Case, target, input_index: int) -> ContiguityCheck:
     """What :func:`check_contiguity_in` runs in the worker (``WorkerPool.call``)."""
-    return asdict(_check_one(catalogue.get(case.op), case, target, input_index))
+    return _check_one(catalogue.get(case.op), case, target, input_index)
 
 
 class ContiguityCheckError(RuntimeError):
@@ -102,10 +103,10 @@ def check_contiguity_in(pool, spec: OpSpec, *, timeout_s: float, seed: int = 0) 
             how = f"exit code {reply.returncode}" if reply.kind == "died" else f"after {reply.timeout_s:g}s"
             raise ContiguityCheckError(f"the worker running it {'died' if reply.kind == 'died' else 'did not answer'} "
                                        f"({how})")
-        if "internal_error" in reply:
-            last = (reply["internal_error"].strip().splitlines() or [""])[-1]
+        if isinstance(reply, RaisedInWorker):
+            last = (reply.traceback.strip().splitlines() or [""])[-1]
             raise ContiguityCheckError(last)
-        out.append(ContiguityCheck(**reply))
+        out.append(reply)
     return out
 
 

@@ -44,6 +44,27 @@ def output_meta(out) -> list:
     return []
 
 
+@dataclass(frozen=True)
+class LeakMeasurement:
+    """Memory one case's call kept (executor._leak_measure), judged by the ``leak``
+    oracle: bytes kept by the first call on the device allocator and in process memory
+    (RSS), the thresholds the case was measured against, and the least each of
+    ``repeats`` further calls kept (a leak keeps memory on every call)."""
+    device_first: int
+    rss_first: int
+    repeats: int
+    device_threshold: int
+    rss_threshold: int
+    device_per_call: float
+    rss_per_call: float
+
+    def to_json(self) -> dict:
+        """As a leak failure's details record it."""
+        return {"device_first": self.device_first, "rss_first": self.rss_first, "repeats": self.repeats,
+                "device_threshold": self.device_threshold, "rss_threshold": self.rss_threshold,
+                "device_per_call": self.device_per_call, "rss_per_call": self.rss_per_call}
+
+
 @dataclass
 class SideResult:
     """One side's run of a case."""
@@ -69,7 +90,7 @@ class Observation:
     ref_side: SideResult | None = None
     dut_functional: SideResult | None = None   # the functional form on the DUT (variants)
     dut_contiguous: SideResult | None = None   # the DUT on .contiguous() inputs (layout)
-    # extras: the leak measurement ("leak", by the executor), computed on demand: the
+    # extras: the LeakMeasurement ("leak", by the executor), computed on demand: the
     # float64 result ("float64"), the functional form on CPU ("ref_functional",
     # executor.functional_reference), why the gradients got no verdict ("grad_undefined")
     cache: dict = field(default_factory=dict)

@@ -13,7 +13,9 @@ worker, or of anything else, loses nothing.
 The worker runs what it is handed: each request names a function
 (``module:qualname``, imported in the worker once) that takes the case and the target.
 The pool's callers (higher layers) hand it :func:`mpsfuzz.oracles.judge.judge_case` for
-``run`` and the localiser for ``call``; this module imports neither.
+``run`` and the localiser for ``call``; this module imports neither. What comes back is
+typed (outcome.py): a :class:`~mpsfuzz.execution.outcome.CaseOutcome` per case, sent
+through the pipe as the object, or the pool's own where mpsfuzz raised in the worker.
 """
 from __future__ import annotations
 
@@ -34,6 +36,7 @@ from ..scratch import scratch_dir
 from . import harness_clock
 from .exit_status import guard_exit_status
 from .observation import ProcessEvent
+from .outcome import CaseOutcome, RaisedInWorker, poisons_worker
 
 STARTUP_TIMEOUT_S = 180.0
 # How long one compilation (torch.compile'd targets) may take before the case is given
@@ -211,7 +214,7 @@ def _answer(conn, function: str, case_json, target, args, kwargs, index, case_ty
         result, reply = None, ("internal", traceback.format_exc())
     conn.send(reply if index is None else (*reply, index, time.monotonic()))
     # A poisoned device context is unusable: the pool starts a fresh worker.
-    return not (isinstance(result, dict) and result.get("poisoned"))
+    return not poisons_worker(result)
 
 
 class WorkerStartError(RuntimeError):
@@ -318,7 +321,7 @@ class Batch:
 class WorkerPool:
     """Runs cases in a persistent worker, replacing it when it dies or hangs.
 
-    ``execute(case, target, oracle_names) -> summary dict``: what :meth:`run` runs in the
+    ``execute(case, target, oracle_names) -> CaseOutcome``: what :meth:`run` runs in the
     worker for each case (a module-level function, imported there by name; its module is
     preloaded into the zygote)."""
 
@@ -433,9 +436,9 @@ class WorkerPool:
     def run(self, case_json: dict, oracle_names, op: str, timeout_s: float | None = None,
             kwargs: dict | None = None):
         """The pool's ``execute`` of the case in the worker (``kwargs`` passed to it): its
-        result dict, or a :class:`ProcessEvent` if the worker died or hung (a batch of
-        one). The in-flight file is written before the exchange: failing to write it is
-        never taken for the worker dying."""
+        :class:`CaseOutcome`, or a :class:`ProcessEvent` if the worker died or hung (a
+        batch of one). The in-flight file is written before the exchange: failing to
+        write it is never taken for the worker dying."""
         return self.collect(self.submit([case_json], oracle_names, [op], kwargs), timeout_s)[0]
 
     def _exchange(self, worker: Worker, request: tuple, op: str, timeout: float, wait, internal):
@@ -450,7 +453,7 @@ class WorkerPool:
                 kind, payload = worker.conn.recv()
                 if kind == "internal":
                     return internal(payload)
-                if payload.get("poisoned"):
+                if poisons_worker(payload):
                     self._replace(worker)
                 return payload
             if late == "slow-compile":
@@ -543,10 +546,11 @@ class WorkerPool:
 
     def collect(self, batch: "Batch", timeout_s: float | None = None, give_up=None,
                 stop_at_hang: bool = False) -> list:
-        """The outcome of each case of ``batch``, in order: the result dict (with
-        ``internal_error`` where the executor raised) or a :class:`ProcessEvent`. A death
-        or hang is the first case without a reply (the worker runs them one after the
-        other), and the cases after it run again in a fresh worker.
+        """The outcome of each case of ``batch``, in order: its :class:`CaseOutcome`
+        (:meth:`CaseOutcome.harness_error` where the executor raised) or a
+        :class:`ProcessEvent`. A death or hang is the first case without a reply (the
+        worker runs them one after the other), and the cases after it run again in a
+        fresh worker.
 
         ``give_up()``, asked while no reply is waiting: once true, the cases still
         running or queued are given up (the worker is killed, the next batch starts a
@@ -588,8 +592,7 @@ class WorkerPool:
                 if late is None:
                     kind, payload, index, finished = worker.conn.recv()
                     if kind == "internal":
-                        payload = {"internal_error": payload, "valid": False, "unsupported": False,
-                                   "failures": []}
+                        payload = CaseOutcome.harness_error(payload)
                     batch.outcomes.append(payload)
                     batch.done += 1
                     worker.cases += 1
@@ -600,7 +603,7 @@ class WorkerPool:
                         following.started = finished
                         following.compiled_before = (worker.compile_state or _NO_CLOCK)[1]
                         following.judged_before = (worker.compile_state or _NO_CLOCK)[harness_clock.JUDGED]
-                    if payload.get("poisoned"):
+                    if poisons_worker(payload):
                         self._replace(worker)
                         if batch.done < len(batch.case_jsons):
                             self._send_rest(batch)
@@ -660,16 +663,17 @@ class WorkerPool:
         return None
 
     def call(self, fn, case_json: dict, args=(), kwargs=None, *, op: str, timeout_s: float):
-        """``fn(case, target, *args, **kwargs)`` in the worker (a module-level function
-        returning a dict, imported there by name: the localiser, say): its result, a dict
-        with ``internal_error`` (the traceback) if it raised, or a :class:`ProcessEvent`
-        if the worker died or did not answer within ``timeout_s`` (compilation counts)."""
+        """``fn(case, target, *args, **kwargs)`` in the worker (a module-level function,
+        imported there by name: the localiser, say): its result (a worker whose result is
+        ``poisoned`` is replaced), a :class:`RaisedInWorker` (the traceback) if it raised,
+        or a :class:`ProcessEvent` if the worker died or did not answer within
+        ``timeout_s`` (compilation counts)."""
         self._drain()
         worker = self._ensure()
         self._write_inflight(case_json)
         return self._exchange(worker, ("call", function_name(fn), case_json, list(args), dict(kwargs or {})),
                               op, timeout_s, lambda: None if worker.conn.poll(timeout_s) else "timeout",
-                              internal=lambda tb: {"internal_error": tb})
+                              internal=RaisedInWorker)
 
     def fresh(self) -> None:
         """Make the next case run in a new worker process (no state from earlier calls).

@@ -2,8 +2,8 @@
 
 :func:`judge_case` is what a worker runs for each case: the campaign, triage, replay and
 the pytest plugin hand it to :class:`~mpsfuzz.execution.worker.WorkerPool`
-(``execute=judge_case``), which imports it by name in the worker. Its JSON-able summary
-is what the supervisor sees.
+(``execute=judge_case``), which imports it by name in the worker. Its
+:class:`~mpsfuzz.execution.outcome.CaseOutcome` is what the supervisor sees.
 """
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from ..execution.error_kinds import is_device_fault, is_memory_exhausted
 from ..execution.executor import as_raised, observe, unsupported_here
 from ..execution.harness_clock import judging
 from ..execution.observation import Observation, Raised
+from ..execution.outcome import CaseOutcome, CaseSeconds
 from ..execution.targets import release_cached_memory
 from ..generation import catalogue
 from ..generation.recipes import InputTooLarge, case_bytes
@@ -30,8 +31,8 @@ from .values import flatten_outputs
 RELEASE_AFTER_BYTES = 1 << 28
 
 
-def judge_case(case, target, oracle_names, *, compile_twice: bool = False) -> dict:
-    """Run ``case`` on both sides and the enabled case oracles; a JSON-able summary.
+def judge_case(case, target, oracle_names, *, compile_twice: bool = False) -> CaseOutcome:
+    """Run ``case`` on both sides and the enabled case oracles: its outcome.
 
     The op's own errors are observations (the oracles judge them). An error that says a
     kernel is missing, raised by mpsfuzz's *own* processing of the case (comparing,
@@ -43,15 +44,13 @@ def judge_case(case, target, oracle_names, *, compile_twice: bool = False) -> di
         return _judge(case, target, oracle_names, compile_twice)
     except InputTooLarge:
         # A storage past --max-bytes (a triage edit that made a stride-0 view dense): no case.
-        return {"valid": False, "unsupported": False, "unsupported_message": "", "ref_widened": False,
-                "failures": []}
+        return CaseOutcome.no_case()
     except Exception as exc:
         if is_memory_exhausted(exc):
             # Making the inputs (or our own float64 copies) ran out of memory: a limit of
             # this machine at this moment, like the op's own out-of-memory error, never a
             # harness error (issue 31's large class, H200: 28 of them set two ops aside).
-            return {"valid": False, "unsupported": True, "ref_widened": False, "failures": [],
-                    "unsupported_message": f"out of memory: {str(exc).splitlines()[0][:160]}"}
+            return CaseOutcome.out_of_memory(str(exc))
         if is_device_fault(str(exc)):
             # A kernel of this case faulted asynchronously and the error surfaced in a
             # later call: the device context is unusable, so the worker is replaced.
@@ -59,18 +58,16 @@ def judge_case(case, target, oracle_names, *, compile_twice: bool = False) -> di
         why = unsupported_here(case, exc)
         if why is None:
             raise
-        return {"valid": False, "unsupported": False, "unsupported_message": "", "unsupported_here": why,
-                "ref_widened": False, "failures": []}
+        return CaseOutcome.not_judgeable_here(why)
 
 
-def _faulted(case, target, exc: BaseException, oracle_names) -> dict:
+def _faulted(case, target, exc: BaseException, oracle_names) -> CaseOutcome:
     failures = [device_fault_failure(catalogue.get(case.op).name, target.name, as_raised(exc))] \
         if "errors" in oracle_names else []
-    return {"poisoned": True, "valid": True, "unsupported": False, "unsupported_message": "",
-            "ref_widened": False, "failures": [f.to_json() for f in failures]}
+    return CaseOutcome.device_fault(f.to_json() for f in failures)
 
 
-def _judge(case, target, oracle_names, compile_twice: bool = False) -> dict:
+def _judge(case, target, oracle_names, compile_twice: bool = False) -> CaseOutcome:
     try:
         return _judged(case, target, oracle_names, compile_twice)
     finally:
@@ -82,28 +79,27 @@ def _judge(case, target, oracle_names, compile_twice: bool = False) -> dict:
             release_cached_memory(target)
 
 
-def _judged(case, target, oracle_names, compile_twice: bool = False) -> dict:
+def _judged(case, target, oracle_names, compile_twice: bool = False) -> CaseOutcome:
     enabled = tuple(oracle_names)
     started = time.perf_counter()
     obs = observe(case, target, enabled, compile_twice=compile_twice)
     if obs is None:  # the variant cannot be formed for this case
-        return {"valid": False, "unsupported": False, "unsupported_message": "",
-                "ref_widened": False, "failures": [], "seconds": {"run": time.perf_counter() - started}}
+        return CaseOutcome.no_case(CaseSeconds(run=time.perf_counter() - started))
     seconds = {"run": time.perf_counter() - started}
     failures = run_case_oracles(obs, enabled, seconds)
     dut_raised, ref_raised = isinstance(obs.dut, Raised), isinstance(obs.ref, Raised)
-    return {
-        "poisoned": obs.poisoned,
-        "valid": not ref_raised,
-        "unsupported": dut_raised and obs.dut.unsupported and not ref_raised,
-        "unsupported_message": obs.dut.message.splitlines()[0][:200] if dut_raised and obs.dut.unsupported else "",
-        "ref_widened": obs.ref_widened,
+    return CaseOutcome(
+        poisoned=obs.poisoned,
+        valid=not ref_raised,
+        unsupported=dut_raised and obs.dut.unsupported and not ref_raised,
+        unsupported_message=obs.dut.message.splitlines()[0][:200] if dut_raised and obs.dut.unsupported else "",
+        ref_widened=obs.ref_widened,
         # why the gradients got no verdict (the point has no derivative), if so
-        "grad_undefined": obs.cache.get("grad_undefined"),
-        "failures": [f.to_json() for f in failures],
+        grad_undefined=obs.cache.get("grad_undefined"),
+        failures=tuple(f.to_json() for f in failures),
         # where the worker's time on this case went (the campaign's time split, issue 37)
-        "seconds": seconds,
-    }
+        seconds=CaseSeconds(**seconds),
+    )
 
 
 def run_case_oracles(obs: Observation, enabled, seconds: dict | None = None) -> list:
@@ -203,7 +199,7 @@ def _main() -> None:  # pragma: no cover - debugging aid: judge one case file in
     from ..execution.targets import load_target
     from ..generation.recipes import Case
     case = Case.from_json(json.load(open(sys.argv[1])))
-    print(json.dumps(judge_case(case, load_target(sys.argv[2]), ("values", "errors")), indent=2))
+    print(json.dumps(judge_case(case, load_target(sys.argv[2]), ("values", "errors")).to_json(), indent=2))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -61,6 +61,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from ..execution.outcome import CaseOutcome, RaisedInWorker
 from .kernel_call import (CRASH, HANG, RAISES_ON_CPU, RAISES_ON_DEVICE, WRITES_INPUT, WRITES_OUTSIDE,
                           WRONG_DTYPE, WRONG_FORMAT, WRONG_SHAPE, WRONG_VALUES, Judge, Snapshot, Uncomparable,
                           compare_call, cpu_call, describe_call, deterministic, is_seeded, kernel_form,
@@ -334,9 +335,9 @@ def _judge_for(case) -> Judge:
                  random_op="random" in spec.semantics)
 
 
-def _has_symptom(case, result: dict, symptom: tuple) -> bool:
+def _has_symptom(case, result: CaseOutcome, symptom: tuple) -> bool:
     from ..oracles import Failure, symptom_key
-    return any(tuple(symptom_key(case, Failure.from_json(f))) == symptom for f in result.get("failures", ()))
+    return any(tuple(symptom_key(case, Failure.from_json(f))) == symptom for f in result.failures)
 
 
 def _run(case, target, oracle_names, mode):
@@ -344,10 +345,24 @@ def _run(case, target, oracle_names, mode):
     return judge_case(case, _WithMode(target, mode), oracle_names)
 
 
+@dataclass(frozen=True)
+class Localised:
+    """What :func:`localise_case` answers through the worker's pipe: the localisation
+    record (kept with the finding as it is) and whether the device context was lost
+    while the case ran (``poisoned``: the pool replaces the worker)."""
+    record: dict
+    poisoned: bool = False
+
+
 def localise_case(case, target, oracle_names, symptom, *, process_kind: bool = False,
-                  trace_path: str | None = None) -> dict:
+                  trace_path: str | None = None) -> Localised:
     """In the worker: the localisation record of ``case``, whose failure has ``symptom``
     (see the module docstring). Never raises."""
+    record = _localisation_record(case, target, oracle_names, symptom, process_kind, trace_path)
+    return Localised(record, poisoned=bool(record.get("poisoned")))
+
+
+def _localisation_record(case, target, oracle_names, symptom, process_kind: bool, trace_path: str | None) -> dict:
     start = time.monotonic()
     try:
         if is_compiled(target):
@@ -370,7 +385,7 @@ def localise_case(case, target, oracle_names, symptom, *, process_kind: bool = F
     return record
 
 
-def observe(case, target, oracle_names) -> tuple[dict, CompareMode]:
+def observe(case, target, oracle_names) -> tuple[CaseOutcome, CompareMode]:
     """Run ``case`` as the executor does, every DUT aten call compared with CPU: the
     executor's result and the mode (its ``divergences``, ``calls``, ``kernels``)."""
     seen = CompareMode(_judge_for(case))
@@ -380,7 +395,7 @@ def observe(case, target, oracle_names) -> tuple[dict, CompareMode]:
 def _localise(case, target, oracle_names, symptom) -> dict:
     judge = _judge_for(case)
     result, seen = observe(case, target, oracle_names)
-    poisoned = bool(result.get("poisoned"))
+    poisoned = result.poisoned
     base = {"calls": seen.calls, "divergent": [d.summary() for d in seen.divergences],
             "uncompared": seen.problems}
     if seen.uncompared:
@@ -408,7 +423,7 @@ def _localise(case, target, oracle_names, symptom) -> dict:
         """Whether the failure goes away with the calls ``chosen`` replaced by CPU's."""
         fix = CompareMode(judge, fix={d.index for d in chosen}, device=target.device)
         fixed = _run(case, target, oracle_names, fix)
-        state["poisoned"] = state["poisoned"] or bool(fixed.get("poisoned"))
+        state["poisoned"] = state["poisoned"] or fixed.poisoned
         # The first call fixed is the one observed; later ones may differ (a fix changes
         # what follows: the functional call before an out= call no longer raises).
         return (fix.fixed.get(chosen[0].index) == chosen[0].kernel and len(fix.fixed) == len(chosen)
@@ -513,11 +528,11 @@ def localise(case, failure, pool, oracles, *, timeout_s: float | None = None) ->
         elif isinstance(outcome, ProcessEvent):
             how = f"after {timeout:g}s" if outcome.kind == "timeout" else f"exit {outcome.returncode}"
             record = {"status": ERROR, "error": f"the localiser's worker {outcome.kind} ({how})"}
-        elif "internal_error" in outcome:  # localise_case never raises: Case.from_json did
-            lines = outcome["internal_error"].strip().splitlines()
+        elif isinstance(outcome, RaisedInWorker):  # localise_case never raises: Case.from_json did
+            lines = outcome.traceback.strip().splitlines()
             record = {"status": ERROR, "error": lines[-1] if lines else "internal error"}
         else:
-            record = outcome
+            record = outcome.record
         if trace:
             try:
                 os.unlink(trace)

@@ -92,12 +92,11 @@ class Prober:
         if isinstance(outcome, ProcessEvent):
             oracles = all_oracles()
             return [f for name in self._process_oracles if (f := oracles[name].check(outcome))], True, True
-        failures = [Failure.from_json(f) for f in outcome["failures"]]
-        self.unsupported_here = outcome.get("unsupported_here") or None
-        self.reference_rejected = not (outcome["valid"] or outcome.get("unsupported_here")
-                                       or outcome.get("internal_error"))
-        self.last_grad_undefined = outcome.get("grad_undefined")
-        return failures, bool(outcome["valid"]) and not outcome.get("unsupported"), False
+        failures = [Failure.from_json(f) for f in outcome.failures]
+        self.unsupported_here = outcome.unsupported_here or None
+        self.reference_rejected = not (outcome.valid or outcome.unsupported_here or outcome.internal_error)
+        self.last_grad_undefined = outcome.grad_undefined
+        return failures, outcome.valid and not outcome.unsupported, False
 
     def classify(self, case: Case, symptom: tuple) -> Outcome:
         self.last_grad_undefined = None
