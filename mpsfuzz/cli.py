@@ -713,134 +713,63 @@ def cmd_oracles(args, console) -> int:
     return EXIT_CLEAN
 
 
-def _describe_target(name: str, device: str, chosen_automatically: bool, shard: str = "") -> str:
-    what = {"cpu-compiled": "torch.compile (Inductor) on CPU"}.get(name, f"device {device}")
-    line = f"mpsfuzz {__version__}: testing target '{name}' ({what}) against eager CPU{shard}"
-    if chosen_automatically and name == "cpu-compiled":
-        line += " - no MPS or CUDA device on this machine"
-    elif chosen_automatically and name == "cuda":
-        line += " - no MPS device on this machine"
-    return line
-
-
-def _load_kernel_files(paths) -> list[str]:
-    """``--kernels FILE...``: import each file (its kernels register) and name them all in
-    MPSFUZZ_KERNELS, which every process the campaign starts (workers, drafters, repro
-    checks) inherits and the catalogue reads. The files' kernels, in order."""
+def _install_kernel_files(paths) -> None:
+    """``report``/``repro --kernels FILE...``: import each file (its kernels register) and
+    install GenerationSettings naming them, which the processes these commands start (a
+    repro check's child) are handed."""
     from .generation import kernels
-    names: list[str] = []
+    from .generation.settings import from_environment, install
     for path in paths:
         try:
-            names += [n for n in kernels.load_file(path) if n not in names]
+            kernels.load_file(path)
         except kernels.KernelFileError as exc:
             raise UsageError(str(exc)) from None
     if paths:
-        known = [p for p in os.environ.get(kernels.ENV, "").split(os.pathsep) if p]
-        wanted = known + [os.path.realpath(p) for p in paths if os.path.realpath(p) not in known]
-        os.environ[kernels.ENV] = os.pathsep.join(wanted)
-    return names
+        install(from_environment().with_kernel_files(paths))
 
 
-def _check_kernel_contracts(ops, target_spec: str, timeout_s: float, console) -> None:
-    """Users' kernels that require contiguous inputs: one call each with a non-contiguous
-    one, to say whether they reject it (a note per kernel; not a finding: the contract
-    allows anything there). In a worker, as every case: this process forks drafters and
-    must never touch the device with a user's kernel."""
-    from .execution.kernel_checks import SILENTLY_WRONG, ContiguityCheckError, check_contiguity_in
-    from .execution.targets import TargetError
-    from .execution.worker import WorkerPool, WorkerStartError
-    from .generation import catalogue
-    from .oracles.judge import judge_case
-    specs = [spec for spec in (catalogue.get(name) for name in ops) if spec.contiguous_inputs]
-    if not specs:
-        return
-    # execute=judge_case only for the zygote's preload: this process has one forkserver,
-    # started by the first pool, and the campaign's pools then find it warm for theirs.
-    try:
-        pool = WorkerPool(target_spec, timeout_s=timeout_s, execute=judge_case, role="contracts")
-    except (TargetError, WorkerStartError) as exc:   # the campaign's workers would not start either
-        raise UsageError(str(exc)) from None
-    with pool:
-        for spec in specs:
-            try:
-                checks = check_contiguity_in(pool, spec, timeout_s=max(3 * timeout_s, 60.0))
-            except Exception as exc:  # the check is best effort: the campaign still runs
-                why = str(exc) if isinstance(exc, ContiguityCheckError) else f"{type(exc).__name__}: {exc}"
-                console.print(f"  note: kernel `{spec.name}`: contiguity check failed: {why}",
-                              highlight=False, markup=False)
-                continue
-            for check in checks:
-                style = "yellow" if check.outcome == SILENTLY_WRONG else None
-                console.print(f"  note: {check.line()}", style=style, highlight=False, markup=False)
+def _budget_s(args, default_budget: str | None) -> float | None:
+    """``--budget`` in seconds; without one, ``default_budget`` unless --max-cases bounds
+    the run (None: no time limit)."""
+    if args.budget:
+        return parse_duration(args.budget)
+    return None if args.max_cases is not None or default_budget is None else parse_duration(default_budget)
 
 
-def _campaign_setup(args, console, *, default_budget: str | None):
-    """What `run` and `daemon` share: the ops (shard), the target (loaded here first,
-    for a one-line error), the oracles, a writable corpus. (config, target)."""
-    from .campaign.engine import CampaignConfig
-    from .corpus.store import Corpus
-    from .execution.targets import BUILTIN, TargetError, best_available, load_target
-    from .generation import catalogue
-    from .generation.kernels import LARGE_ENV
-    from .oracles import select as select_oracles
+def _campaign_request(args, *, default_budget: str | None, started_at: float | None = None,
+                      daemon: bool = False):
+    """What `run` or `daemon` was asked (campaign/plan.py's CampaignRequest)."""
+    from .campaign.plan import CampaignRequest
+    return CampaignRequest(
+        corpus_dir=Path(args.corpus), ops=args.ops, kernels=tuple(args.kernels), large=bool(args.large),
+        auto_large=daemon, no_large=bool(getattr(args, "no_large", False)), shard=args.shard, target=args.target,
+        oracles=args.oracles, budget_s=_budget_s(args, default_budget), max_cases=args.max_cases,
+        max_findings=args.max_findings, jobs=args.jobs, devices=tuple(args.devices), timeout_s=args.timeout,
+        compile_timeout_s=args.compile_timeout, shrink_budget_s=args.shrink_budget,
+        minimise_budget_s=args.minimise_budget, slice_examples=args.slice_examples, known=tuple(args.known),
+        reruns=args.reruns, variants=not args.no_variants, verify_repros=not args.no_verify_repros, seed=args.seed,
+        max_rank=args.max_rank, max_side=args.max_side, max_bytes=args.max_bytes, draw_jobs=args.draw_jobs,
+        siblings=args.siblings, recycle_after=args.recycle_after if daemon else None,
+        max_worker_rss_mb=args.max_worker_rss / 2**20 if daemon else None, started_at=started_at)
 
-    budget = parse_duration(args.budget) if args.budget else (
-        None if args.max_cases is not None or default_budget is None else parse_duration(default_budget))
-    if budget is not None and budget <= 0:
-        raise UsageError(f"--budget={args.budget}: must be more than 0 seconds")
-    if args.max_bytes is not None:
-        # Every process reads it (workers, drafters, triage, repro checks): the environment.
-        os.environ["MPSFUZZ_MAX_BYTES"] = str(args.max_bytes)
-    kernel_ops = _load_kernel_files(args.kernels)
+
+def _campaign_plan(request, console):
+    """The campaign's plan (campaign/plan.py), its notes shown as they come; its
+    GenerationSettings installed in this process, which draws and shrinks cases too."""
+    from .campaign.plan import PlanError, plan_campaign
+    from .execution.worker import limit_threads
+    from .generation.settings import install
+
     # The campaign's own process runs only small tensor ops (triage's looks at values):
     # a pool of a thread per core would spin on the cores its workers need.
-    from .execution.worker import limit_threads
     limit_threads()
     try:
-        ops = catalogue.select(args.ops or "all") if args.ops or not kernel_ops else kernel_ops
-        if args.large and not set(ops) <= set(kernel_ops):
-            # (a selection of users' kernels alone gets their large inputs, not the family)
-            ops += [op for op in catalogue.large_class(ops) + _large_family_for(args.ops) if op not in ops]
-        if args.large:
-            # users' kernels that declare large=True inputs draw them (in every process)
-            os.environ[LARGE_ENV] = "1"
-    except catalogue.UnknownOpError as exc:
+        plan = plan_campaign(request, say=lambda note: console.print(note.text, style=note.style, highlight=False,
+                                                                     markup=False))
+    except PlanError as exc:
         raise UsageError(str(exc)) from None
-    selected = len(ops)
-    if args.shard is not None:
-        ops = catalogue.shard(ops, *args.shard)
-        if not ops:
-            raise UsageError(f"--shard={args.shard[0]}/{args.shard[1]}: no ops in this shard of the "
-                             f"{selected} selected")
-    automatic = args.target is None
-    spec = best_available() if automatic else args.target
-    try:
-        target = load_target(spec)  # fail fast in this process, with a one-line error
-    except TargetError as exc:
-        raise UsageError(str(exc)) from None
-    try:  # after the target: a target module may register oracles of its own
-        oracles = select_oracles(args.oracles)
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    shard = "" if args.shard is None else f", shard {args.shard[0]}/{args.shard[1]}: {len(ops)} of {selected} ops"
-    console.print(_describe_target(target.name, str(target.device), automatic and spec in BUILTIN, shard),
-                  highlight=False)
-    _check_kernel_contracts(ops, spec, args.timeout, console)
-    corpus_dir = Path(args.corpus)
-    Corpus(corpus_dir).check_writable()   # CorpusWriteError: exit 2 before any case runs
-    _, problems = Corpus(corpus_dir).load()
-    for path, why in problems:
-        console.print(f"[yellow]skipping unreadable corpus file {path}: {why}[/]", highlight=False)
-    config = CampaignConfig(ops=ops, target_spec=spec, corpus_dir=corpus_dir, oracles=oracles,
-                            seed=args.seed, budget_s=budget, max_cases=args.max_cases,
-                            max_findings=args.max_findings,
-                            timeout_s=args.timeout, shrink_budget_s=args.shrink_budget,
-                            max_rank=args.max_rank, max_side=args.max_side,
-                            slice_examples=args.slice_examples,
-                            upstream_tables=tuple(args.known), allow_variants=not args.no_variants,
-                            reruns=args.reruns, minimise_budget_s=args.minimise_budget,
-                            compile_timeout_s=args.compile_timeout)
-    return config, target
+    install(plan.settings)
+    return plan
 
 
 def _campaign_exit(result, errors_path, *, terminated: bool = False) -> int:
@@ -868,8 +797,7 @@ def cmd_run(args, console) -> int:
     # --budget too, as a CI job's time limit sees it (issue 37, point 2).
     global _exit_by
     started = _process_started()
-    budget = parse_duration(args.budget) if args.budget else None if args.max_cases is not None else \
-        parse_duration(DEFAULT_BUDGET)
+    budget = _budget_s(args, DEFAULT_BUDGET)
     if budget is not None and budget > 0:
         from .campaign.engine import overrun_s
         _exit_by = started + budget + overrun_s(budget)
@@ -891,11 +819,9 @@ def _process_started() -> float:
 def _run_campaign(args, console, started: float, termination):
     """`run`'s campaign, one lane or several, stopped early by ``termination`` (SIGTERM):
     (CampaignFinished, the errors log's path)."""
-    from dataclasses import replace
-
     from .campaign.daemon import clear_stale_inflight
     from .campaign.engine import Campaign
-    from .campaign.lanes import ParallelCampaign, default_jobs
+    from .campaign.lanes import ParallelCampaign
     from .corpus.upstream import UpstreamTableError
     from .execution.targets import TargetError
     from .execution.worker import WorkerStartError
@@ -904,27 +830,18 @@ def _run_campaign(args, console, started: float, termination):
     from .reports.repro_writer import ReproWriter
     from .reports.run_log import RunLog
 
-    config, target = _campaign_setup(args, console, default_budget=DEFAULT_BUDGET)
-    # Stopped by SIGTERM, a run leaves the failures it has not triaged pending, as the
-    # daemon does: it has seconds to write its summary and run record.
-    config = replace(config, started_at=started, defer_on_stop=True, reverify=not args.no_verify_repros)
-    corpus_dir = config.corpus_dir
+    plan = _campaign_plan(_campaign_request(args, default_budget=DEFAULT_BUDGET, started_at=started), console)
+    config, corpus_dir = plan.config, plan.config.corpus_dir
     errors = ErrorLog(corpus_dir)
     reporter = ConsoleReporter(console, live=False if args.no_progress else None, errors_log=errors.path)
     try:
         # The errors log first: a harness error is on disk before anything reports it.
-        verify_timeout_s = max(args.timeout * 3, 60.0)
-        writer = ReproWriter(corpus_dir, verify=not args.no_verify_repros, timeout_s=verify_timeout_s)
+        writer = ReproWriter(corpus_dir, verify=plan.verify, timeout_s=plan.verify_timeout_s)
         listeners = [errors, writer, reporter, RunLog(corpus_dir, errors_log=errors.path)]
-        jobs = args.jobs if args.jobs is not None else default_jobs()
-        if args.devices and jobs < len(args.devices):
-            jobs = len(args.devices)   # at least one lane per device named
-        config = _drawing(args, config, jobs)
-        config = _size_large_cases(args, config, target, jobs, console, auto=False)
-        if jobs > 1:
-            campaign = ParallelCampaign(config, listeners, jobs=jobs, verify=not args.no_verify_repros,
-                                        verify_timeout_s=verify_timeout_s, target_name=target.name,
-                                        device=str(target.device), devices=args.devices)
+        if plan.jobs > 1:
+            campaign = ParallelCampaign(config, listeners, jobs=plan.jobs, verify=plan.verify,
+                                        verify_timeout_s=plan.verify_timeout_s, target_name=plan.target_name,
+                                        device=plan.device, devices=plan.devices)
             termination.relay(campaign.stop_soon)
         else:
             # The writer verifies each new finding's repro before the engine counts it.
@@ -941,65 +858,8 @@ def _run_campaign(args, console, started: float, termination):
     return result, errors.path
 
 
-def _drawing(args, config, jobs: int):
-    """The config with its drafters and siblings per drawn case, as asked or by default
-    for ``jobs`` lanes on this machine's cores."""
-    from dataclasses import replace
-
-    from .campaign.lanes import default_draw_jobs, default_siblings
-
-    draw_jobs = args.draw_jobs if args.draw_jobs is not None else default_draw_jobs(jobs)
-    siblings = args.siblings if args.siblings is not None else default_siblings(
-        jobs, draw_jobs, budget_s=config.budget_s, max_cases=config.max_cases)
-    return replace(config, draw_jobs=draw_jobs, siblings=siblings)
-
-
-def _large_family_for(selection: str | None) -> list[str]:
-    """The large family's ops (reductions and copies past 2^31 elements) where ``--ops``
-    names ``all`` or a whole family; ops named one by one get their large class alone."""
-    from .generation import catalogue
-    items = {item.strip() for item in (selection or "all").split(",")}
-    if items & ({"all"} | set(catalogue.families())):
-        return catalogue.select(catalogue.LARGE_FAMILY)
-    return []
-
-
-def _size_large_cases(args, config, target, jobs: int, console, *, auto: bool):
-    """The large family's bound per case from the device's free memory over the lanes
-    (campaign/sizing.py); the daemon (``auto``) also turns the family on where the
-    device has the memory. Returns the config, with the family's ops added if so."""
-    from dataclasses import replace
-
-    from .campaign import sizing
-    from .generation import catalogue, kernels
-
-    if not args.large and not auto:
-        return config
-    free = sizing.free_device_memory(str(target.device))
-    plan = sizing.plan(asked=bool(args.large), auto=auto, refused=bool(getattr(args, "no_large", False)),
-                       free=free, jobs=jobs, max_bytes=args.max_bytes)
-    if plan.note:
-        console.print(f"  {plan.note}", highlight=False)
-    if not plan.enabled:
-        return config
-    if plan.max_bytes is not None:
-        os.environ["MPSFUZZ_MAX_BYTES"] = str(plan.max_bytes)
-    if args.large:
-        return config     # the family (or the kernels' large inputs) already chosen
-    os.environ[kernels.LARGE_ENV] = "1"
-    if all(catalogue.get(op).family == kernels.FAMILY for op in config.ops):
-        return config     # users' kernels alone: their large inputs, not the family
-    added = catalogue.large_class(list(config.ops)) + _large_family_for(getattr(args, "ops", None))
-    if args.shard is not None:
-        added = catalogue.shard(added, *args.shard)
-    return replace(config, ops=list(config.ops) + [op for op in added if op not in config.ops])
-
-
 def cmd_daemon(args, console) -> int:
-    from dataclasses import replace
-
     from .campaign.daemon import Daemon, DaemonConfig
-    from .campaign.lanes import default_jobs
     from .corpus.upstream import UpstreamTableError
     from .execution.targets import TargetError
     from .execution.worker import WorkerStartError
@@ -1008,25 +868,18 @@ def cmd_daemon(args, console) -> int:
     from .reports.repro_writer import ReproWriter
     from .reports.run_log import RunLog
 
-    config, target = _campaign_setup(args, console, default_budget=None)
-    config = replace(config, recycle_after=args.recycle_after, max_worker_rss_mb=args.max_worker_rss / 2**20)
-    corpus_dir = config.corpus_dir
-    jobs = args.jobs if args.jobs is not None else default_jobs()
-    if args.devices and jobs < len(args.devices):
-        jobs = len(args.devices)   # at least one lane per device named
-    config = _drawing(args, config, jobs)
-    config = _size_large_cases(args, config, target, jobs, console, auto=True)
+    plan = _campaign_plan(_campaign_request(args, default_budget=None, daemon=True), console)
+    corpus_dir = plan.config.corpus_dir
     errors = ErrorLog(corpus_dir)
     reporter = ConsoleReporter(console, live=False if args.no_progress else None, errors_log=errors.path)
-    verify_timeout_s = max(args.timeout * 3, 60.0)
-    daemon_config = DaemonConfig(campaign=config, jobs=jobs, report_every_s=args.report_every,
+    daemon_config = DaemonConfig(campaign=plan.config, jobs=plan.jobs, report_every_s=args.report_every,
                                  max_disk_bytes=args.max_disk, replay=not args.no_replay,
-                                 verify=not args.no_verify_repros, verify_timeout_s=verify_timeout_s,
-                                 target_name=target.name, device=str(target.device), devices=args.devices)
-    console.print(f"  daemon: {jobs} lane(s); state, events and reports under {corpus_dir} "
+                                 verify=plan.verify, verify_timeout_s=plan.verify_timeout_s,
+                                 target_name=plan.target_name, device=plan.device, devices=plan.devices)
+    console.print(f"  daemon: {plan.jobs} lane(s); state, events and reports under {corpus_dir} "
                   f"(`mpsfuzz status {corpus_dir}`); SIGTERM or Ctrl-C stops it", highlight=False)
     try:
-        writer = ReproWriter(corpus_dir, verify=not args.no_verify_repros, timeout_s=verify_timeout_s)
+        writer = ReproWriter(corpus_dir, verify=plan.verify, timeout_s=plan.verify_timeout_s)
         listeners = [errors, writer, reporter, RunLog(corpus_dir, errors_log=errors.path)]
         result = Daemon(daemon_config, listeners).run()
     except (TargetError, UpstreamTableError, WorkerStartError) as exc:
@@ -1082,7 +935,7 @@ def cmd_report(args, console) -> int:
     from .reports import views
     # Machine formats and files keep stdout clean: warnings go to stderr.
     warn = console if args.format == "terminal" and args.output is None else Console(stderr=True)
-    _load_kernel_files(args.kernels)
+    _install_kernel_files(args.kernels)
     found = _load_findings_or_warn(args.paths, warn)
     if args.format == "issue":
         from .reports.issue import TemplateError, drafts
@@ -1115,7 +968,7 @@ def cmd_repro(args, console) -> int:
     from .corpus.store import Corpus
     from .reports.repro import ReproError, repro_for
     err = Console(stderr=True)
-    _load_kernel_files(args.kernels)
+    _install_kernel_files(args.kernels)
     found = _load_findings_or_warn([path], err)
     if not found:
         raise UsageError(f"{args.finding}: not a readable finding")

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import signal
+from dataclasses import replace
 
 import pytest
 
 from mpsfuzz.generation import catalogue
+from mpsfuzz.generation import settings as generation_settings
 
 # A suite started in the background of a non-interactive shell (`cmd &`) inherits SIGINT
 # ignored, and Python then keeps it ignored: the Ctrl-C tests would see nothing. Each
@@ -38,3 +40,18 @@ def _opinfo_specs_stay_in_their_test():
     yield
     for name in [n for n in catalogue.REGISTRY if n.startswith("opinfo:") and n not in before]:
         catalogue.REGISTRY.pop(name, None)
+
+
+@pytest.fixture
+def with_settings():
+    """with_settings(**changes): install this process's GenerationSettings with ``changes``
+    (cumulative, e.g. ``max_bytes=40 << 30``) for this test; the earlier ones come back
+    after it. (mpsfuzz is configured by the settings it is handed, never the environment.)"""
+    before = generation_settings.installed()
+
+    def install(**changes):
+        changed = replace(generation_settings.installed(), **changes)
+        generation_settings.install(changed)
+        return changed
+    yield install
+    generation_settings.install(before)

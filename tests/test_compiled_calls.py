@@ -13,6 +13,7 @@ The compiled targets of the tests' own are in ``compiled_targets.py``.
 """
 from __future__ import annotations
 
+import os
 import re
 
 import pytest
@@ -204,12 +205,12 @@ def doubled_until_traced_twice(x):
 
 
 @pytest.fixture
-def second_trace_kernel(tmp_path, monkeypatch):
+def second_trace_kernel(tmp_path, with_settings):
     path = tmp_path / "second_trace.py"
     path.write_text(SECOND_TRACE_WRONG)
     catalogue.all_ops()
-    before = dict(catalogue.REGISTRY)   # (before the variable is set: any look-up then loads the file)
-    monkeypatch.setenv(kernels.ENV, str(path))
+    before = dict(catalogue.REGISTRY)   # (before the settings name it: any look-up then loads the file)
+    with_settings(kernel_files=(os.path.realpath(path),))   # handed to the workers of the pools below
     kernels.load_file(path)
     yield "doubled_until_traced_twice"
     for name in [n for n in catalogue.REGISTRY if n not in before]:

@@ -17,6 +17,7 @@ import mpsfuzz
 from mpsfuzz.corpus.bugs import group as group_bugs
 from mpsfuzz.corpus.finding import Finding
 from mpsfuzz.generation import catalogue, kernels
+from mpsfuzz.generation.settings import KERNELS_ENV
 from mpsfuzz.generation.strategies import example_cases
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,7 +26,7 @@ EXAMPLES = ROOT / "examples" / "kernels"
 
 def mpsfuzz_cli(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess:
     env = dict(os.environ)
-    env.pop(kernels.ENV, None)
+    env.pop(KERNELS_ENV, None)   # a user's own kernel files, by hand: not this test's
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     return subprocess.run([sys.executable, "-m", "mpsfuzz", *args], cwd=cwd, env=env, text=True,
                           capture_output=True, timeout=timeout)
@@ -232,19 +233,24 @@ def test_the_worker_zygote_never_imports_kernel_files_and_each_worker_does(tmp_p
     script = """
 import os, sys
 from mpsfuzz.execution.worker import WorkerPool
+from mpsfuzz.generation import settings
+settings.install(settings.GenerationSettings(kernel_files=(sys.argv[1],)))   # what a campaign's plan names
 with WorkerPool("cpu") as pool:           # a forkserver zygote and one worker forked from it
     print("worker", pool._worker.process.pid)
 import mpsfuzz.execution.preload          # what the zygote runs, here
 from mpsfuzz.corpus.bugs import group as group_bugs
 from mpsfuzz.corpus.finding import Finding
 from mpsfuzz.generation import catalogue, kernels
+from mpsfuzz.generation.settings import KERNELS_ENV
 print("deferred", "logged_double" in catalogue.all_ops())
 kernels.resume_loading()                  # what each worker does after the fork
 print("resumed", "logged_double" in catalogue.all_ops(), os.getpid())
 """
-    env = dict(os.environ, MPSFUZZ_KERNELS=str(kfile), MPSFUZZ_START_METHOD="forkserver")
+    env = dict(os.environ, MPSFUZZ_START_METHOD="forkserver")
+    env.pop(KERNELS_ENV, None)
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-    result = subprocess.run([sys.executable, "-c", script], env=env, text=True, capture_output=True, timeout=240)
+    result = subprocess.run([sys.executable, "-c", script, os.path.realpath(kfile)], env=env, text=True,
+                            capture_output=True, timeout=240)
     assert result.returncode == 0, result.stderr[-3000:]
     out = dict(line.split(" ", 1) for line in result.stdout.splitlines())
     worker_pid = int(out["worker"])

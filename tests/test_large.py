@@ -31,8 +31,8 @@ def test_large_is_off_unless_asked_for():
 
 
 @pytest.mark.parametrize("op", ["sum_large", "argmax_large"])
-def test_draws_reach_past_2_31_and_2_32_elements_and_65536_long_dims_in_a_few_bytes(op, monkeypatch):
-    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(64 << 30))   # a device with the memory to spare
+def test_draws_reach_past_2_31_and_2_32_elements_and_65536_long_dims_in_a_few_bytes(op, with_settings):
+    with_settings(max_bytes=64 << 30)   # a device with the memory to spare
     drawn = example_cases(catalogue.get(op), 200, seed=2)
     numels = [c.inputs[0].numel for c in drawn]
     assert any(2**31 <= n < 2**32 for n in numels) and any(n >= 2**32 for n in numels)
@@ -101,10 +101,10 @@ def test_a_constant_small_enough_for_cpu_is_judged_by_cpu_not_the_formula(op, mo
     assert large.reduced_shape((65537, 3), {"dim": 0, "keepdim": True}) == (1, 3)
 
 
-def test_a_dense_input_past_max_bytes_is_no_case_and_allocates_nothing(monkeypatch):
+def test_a_dense_input_past_max_bytes_is_no_case_and_allocates_nothing(with_settings):
     """A triage edit that made a stride-0 view of 2^31 elements dense would take 8 GiB:
     the storage is never built, the case is not valid."""
-    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(1 << 28))
+    with_settings(max_bytes=1 << 28)
     dense = TensorRecipe((2**31 + 1,), "float32", Layout(), ValueRecipe())
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     with pytest.raises(InputTooLarge, match="max_bytes=268435456"):
@@ -222,11 +222,11 @@ def test_an_index_hash_input_is_the_same_built_whole_in_any_layout_or_by_rows():
 
 
 @pytest.mark.parametrize("op", ROW_OPS)
-def test_row_ops_draw_past_2_31_within_max_bytes_and_about_2_22_by_default(op, monkeypatch):
+def test_row_ops_draw_past_2_31_within_max_bytes_and_about_2_22_by_default(op, with_settings):
     spec = catalogue.get(op)
     for case in example_cases(spec, 20, seed=3):
         assert 2**21 < case.inputs[0].numel <= 2**23 and not case.inputs[0].layout.expanded
-    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(40 << 30))
+    with_settings(max_bytes=40 << 30)
     numels = [c.inputs[0].numel for c in example_cases(spec, 30, seed=3)]
     assert any(n >= 2**31 for n in numels) and any(n < 2**31 for n in numels)
     assert all(n * large_rows.BYTES_PER_ELEMENT <= 40 << 30 for n in numels)
@@ -254,11 +254,11 @@ def test_a_copy_that_wraps_past_the_32_bit_limit_is_found_on_the_boundary_rows(m
 
 
 @pytest.mark.slow
-def test_a_copy_past_2_31_elements_is_found_at_the_real_size(monkeypatch):
+def test_a_copy_past_2_31_elements_is_found_at_the_real_size(monkeypatch, with_settings):
     """The same fault at its real limit: 2^31 + 1,024 int8 elements made and copied on
     the CPU target (4 GB), compared on the boundary rows."""
-    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(40 << 30))
-    monkeypatch.setenv("MPSFUZZ_HOST_MAX_BYTES", str(8 << 30))   # the CPU target is the device here
+    with_settings(max_bytes=40 << 30)
+    with_settings(host_max_bytes=8 << 30)   # the CPU target is the device here
     monkeypatch.setenv("MPSFUZZ_FAULTS", "copy_past_int32")
     recipe = TensorRecipe((2**31 // 1024 + 1, 1024), "int8", Layout(), ValueRecipe("index_hash", seed=5))
     result = judge_case(Case("clone_large", (recipe,)), load_target(FAULT_TARGET), ("values",))
@@ -266,11 +266,11 @@ def test_a_copy_past_2_31_elements_is_found_at_the_real_size(monkeypatch):
 
 
 @pytest.mark.parametrize("op", ["sum_large", "argmax_large", "count_nonzero_large"])
-def test_a_drawn_reduction_keeps_a_result_the_host_can_copy(op, monkeypatch):
+def test_a_drawn_reduction_keeps_a_result_the_host_can_copy(op, with_settings):
     """Over the small last dim of (65,537, 65,537, 3) a reduction keeps 4 billion elements
     (on an H100 that filled 55 GB of host memory): no drawn dim does that."""
     import mpsfuzz.generation.ops.large as large
-    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(64 << 30))
+    with_settings(max_bytes=64 << 30)
     drawn = example_cases(catalogue.get(op), 300, seed=4)
     assert any(len(c.inputs[0].shape) == 3 for c in drawn)
     for case in drawn:
@@ -278,20 +278,20 @@ def test_a_drawn_reduction_keeps_a_result_the_host_can_copy(op, monkeypatch):
         assert math.prod(kept) <= 1 << 20, (case.describe(), kept)
 
 
-def test_an_output_past_the_host_bound_is_no_case_and_never_copied(monkeypatch):
-    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(1 << 20))
+def test_an_output_past_the_host_bound_is_no_case_and_never_copied(with_settings):
+    with_settings(max_bytes=1 << 20)
     stride0 = TensorRecipe((2**20, 3), "float32", Layout(expanded=(0, 1)), ValueRecipe())
     result = judge_case(Case("sum_large", (stride0,), (("dim", 1),)), load_target(FAULT_TARGET), ("values",))
     assert result.valid is False and not result.failures
 
 
-def test_a_case_past_the_host_bound_is_judged_on_the_device_and_never_built_on_the_host(monkeypatch):
+def test_a_case_past_the_host_bound_is_judged_on_the_device_and_never_built_on_the_host(monkeypatch, with_settings):
     """With every oracle on, a row-wise case whose input the host may not hold is judged
     (its input made where it is used: here a CPU 'device', the first materialisation) and
     no oracle builds the input on the host again: the variants oracle once did, for every
     case (31 GB of host memory and worker timeouts on an H100)."""
     from mpsfuzz.oracles import DEFAULT
-    monkeypatch.setenv("MPSFUZZ_HOST_MAX_BYTES", str(1 << 20))
+    with_settings(host_max_bytes=1 << 20)
     recipe = TensorRecipe((2**21 // 1000 + 1, 1000), "int8", Layout(), ValueRecipe("index_hash", seed=5))
     with pytest.raises(InputTooLarge):
         recipe.materialize("cpu")

@@ -494,16 +494,16 @@ def test_a_huge_case_is_judged_on_its_rows_and_the_reference_builds_only_those(o
 
 @pytest.mark.parametrize("op, per_element", [("bmm@huge", large_sizes.GRAD_BYTES_PER_ELEMENT),
                                               ("max_pool2d@huge", large_sizes.BYTES_PER_ELEMENT)])
-def test_huge_sizes_reach_2_31_and_2_32_elements_where_max_bytes_allows(op, per_element, monkeypatch):
+def test_huge_sizes_reach_2_31_and_2_32_elements_where_max_bytes_allows(op, per_element, with_settings):
     """An op with a gradient leaves room for the gradient buffers (its grad variant is
     drawn after the shapes), one without needs only the forward's."""
     limit = 112 << 30
-    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(limit))
+    with_settings(max_bytes=limit)
     numels = [c.inputs[0].numel for c in example_cases(catalogue.get(op), 40, seed=1)]
     assert any(2**31 - 64 <= n < 2**32 for n in numels) and any(n >= 2**32 - 64 for n in numels)
     assert all(n * per_element <= limit for n in numels)
     # at 64 GiB, 2^32 elements leave no room for a gradient's buffers
-    monkeypatch.setenv("MPSFUZZ_MAX_BYTES", str(64 << 30))
+    with_settings(max_bytes=64 << 30)
     reached = max(c.inputs[0].numel for c in example_cases(catalogue.get(op), 40, seed=1))
     assert (reached >= 2**32 - 64) == (per_element == large_sizes.BYTES_PER_ELEMENT)
 

@@ -24,6 +24,7 @@ from mpsfuzz.events import CaseFinished, FindingRecorded, Notice, Stats
 from mpsfuzz.execution.observation import ProcessEvent
 from mpsfuzz.execution.outcome import CaseOutcome
 from mpsfuzz.execution.worker import WorkerPool
+from mpsfuzz.generation.settings import GenerationSettings, installed
 from mpsfuzz.oracles.judge import judge_case
 
 FAULT_TARGET = "mpsfuzz.testing.faults:target"
@@ -392,7 +393,7 @@ def test_a_drafter_process_draws_the_slice_the_campaign_would():
     draws them (what lets the campaign replay and shrink a slice a drafter drew)."""
     limits = Limits(max_rank=8, max_side=8, max_numel=4096, allow_variants=True, examples=20)
     here = [draw_slice(op, 3, 11, limits) for op in ("bitwise_and", "triu")]
-    drafter = Drafter(2, 11)
+    drafter = Drafter(2, 11, installed())
     try:
         drafter.ahead("bitwise_and", 3, limits)
         drafter.ahead("triu", 3, limits)
@@ -403,6 +404,23 @@ def test_a_drafter_process_draws_the_slice_the_campaign_would():
     for mine, theirs in zip(here, there):
         assert len(mine.cases) >= 10
         assert [c.to_json() for c in mine.cases] == [c.to_json() for c in theirs.cases]
+
+
+def test_a_drafter_draws_with_the_settings_it_is_handed(with_settings):
+    """The campaign's --max-bytes reaches its drafters as an argument (issue 39): a drafter
+    handed 64 GiB per input draws the large family past 2^31 elements, where this
+    process, at 1 GiB, does not."""
+    with_settings(max_bytes=1 << 30)
+    limits = Limits(max_rank=8, max_side=8, max_numel=4096, allow_variants=True, examples=60)
+    here = draw_slice("sum_large", 0, 2, limits)
+    drafter = Drafter(1, 2, GenerationSettings(max_bytes=64 << 30))
+    try:
+        drafter.ahead("sum_large", 0, limits)
+        there = drafter.take()
+    finally:
+        drafter.close()
+    assert here.cases and all(c.inputs[0].numel * 8 <= 1 << 30 for c in here.cases)
+    assert any(c.inputs[0].numel >= 2**31 for c in there.cases), [c.inputs[0].numel for c in there.cases]
 
 
 def test_a_campaign_with_drafters_finds_and_shrinks_the_fault(faults, tmp_path):

@@ -292,7 +292,8 @@ class Daemon:
         if found:
             self.emit(Notice(f"torch {torch.__version__} (corpus last replayed on "
                              f"{state.torch_version_replayed or 'none'}): replaying {len(found)} finding(s)"))
-            results = replay_findings(found, timeout_s=self.config.campaign.timeout_s)
+            results = replay_findings(found, timeout_s=self.config.campaign.timeout_s,
+                                      settings=self.config.campaign.settings)
             counts: dict[str, int] = {}
             for r in results:
                 counts[r.status] = counts.get(r.status, 0) + 1

@@ -29,11 +29,14 @@ from hypothesis.errors import HypothesisException, Unsatisfiable
 
 from ..execution.worker import limit_threads
 from ..generation import catalogue
+from ..generation.settings import GenerationSettings
+from ..generation.settings import install as install_settings
 from ..generation.strategies import cases, siblings as dressed_siblings
 
 
-def _drafter_started() -> None:
+def _drafter_started(settings: GenerationSettings) -> None:
     die_with_parent()
+    install_settings(settings)   # a spawned drafter (not Linux) would otherwise have none
     limit_threads()
 
 
@@ -228,12 +231,13 @@ def draw_slice(op: str, round_no: int, seed: int, limits: Limits) -> Draft:
 
 class Drafter:
     """``processes`` drafter processes drawing slices ahead: :meth:`ahead` asks for a
-    slice, :meth:`take` returns the oldest one asked for (in order)."""
+    slice, :meth:`take` returns the oldest one asked for (in order). Each installs
+    ``settings`` (the campaign's GenerationSettings) as it starts."""
 
-    def __init__(self, processes: int, seed: int):
+    def __init__(self, processes: int, seed: int, settings: GenerationSettings):
         method = "fork" if sys.platform.startswith("linux") else "spawn"
         self._pool = ProcessPoolExecutor(max_workers=processes, mp_context=multiprocessing.get_context(method),
-                                         initializer=_drafter_started)
+                                         initializer=_drafter_started, initargs=(settings,))
         self.seed = seed
         self._queue: deque = deque()
 

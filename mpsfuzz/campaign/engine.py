@@ -33,7 +33,7 @@ from __future__ import annotations
 import random
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -42,6 +42,9 @@ from ..corpus.daemon_state import MAX_BEHAVIOURS, behaviour_hash
 from ..corpus.store import Corpus, CorpusWriteError
 from ..events import CampaignFinished, CampaignStarted, Notice, SliceFinished, Stats
 from ..execution.worker import WorkerPool, WorkerStartAbandoned
+from ..generation.settings import GenerationSettings
+from ..generation.settings import install as install_settings
+from ..generation.settings import installed as installed_settings
 from ..oracles import DEFAULT as ORACLES_DEFAULT
 from ..oracles import Failure, all_oracles, worker_oracles
 from ..oracles.judge import judge_case
@@ -127,6 +130,10 @@ class CampaignConfig:
     # since is another lane's, in triage now, not an earlier run's: the lane that takes
     # up pending failures leaves it (None: from run()).
     pending_before: float | None = None
+    # What generation needs in every process (--max-bytes, --large, --kernels): the
+    # campaign installs it here and hands it to each process it starts (lanes, workers,
+    # drafters, triage's workers). Default: the settings installed in this process.
+    settings: GenerationSettings = field(default_factory=installed_settings)
 
 
 # How often a campaign sharing its corpus with others (run --jobs) looks for their findings.
@@ -146,6 +153,11 @@ class Campaign:
     def __init__(self, config: CampaignConfig, listeners: list[Callable] = (),
                  confirm: Callable | None = None, stop=None, enough=None):
         self.config = config
+        # This process draws cases too (where no drafter does) and shrinks them: it
+        # generates with the settings its workers and drafters are handed.
+        self.settings = config.settings
+        if installed_settings() != self.settings:
+            install_settings(self.settings)
         # Events (threading or multiprocessing). ``stop``: end now (SIGTERM), failures
         # in triage abandoned; ``enough``: end as a budget does (lanes' --max-findings).
         self.stop, self.enough = stop, enough
@@ -460,7 +472,8 @@ class Campaign:
             pool = WorkerPool(self.config.target_spec, timeout_s=self.config.timeout_s,
                               inflight_dir=self.config.corpus_dir, compile_timeout_s=self.config.compile_timeout_s,
                               execute=judge_case, recycle_after=self.config.recycle_after,
-                              max_rss_mb=self.config.max_worker_rss_mb, give_up=self._past_budget)
+                              max_rss_mb=self.config.max_worker_rss_mb, give_up=self._past_budget,
+                              settings=self.settings)
         except WorkerStartAbandoned:
             return self._ended_before_its_worker_started()
         with pool, self._interrupts:
@@ -516,7 +529,7 @@ class Campaign:
         """A desk's worker: the campaign's target, a process of its own."""
         return WorkerPool(self.config.target_spec, timeout_s=self.config.timeout_s,
                           inflight_dir=self.config.corpus_dir, compile_timeout_s=self.config.compile_timeout_s,
-                          execute=judge_case, role=role)
+                          execute=judge_case, role=role, settings=self.settings)
 
     def _close_desk(self, stopped: str) -> str:
         """Let the desk finish the failures handed to it, or leave them pending (DeskEnd)."""
@@ -542,7 +555,7 @@ class Campaign:
         running = None          # the InWorker in the worker
         finishing = None        # collected, not yet judged
         slices = self._plan.slices()
-        self._drafter = Drafter(self.config.draw_jobs, self.seed) if self.config.draw_jobs else None
+        self._drafter = Drafter(self.config.draw_jobs, self.seed, self.settings) if self.config.draw_jobs else None
         try:
             while True:
                 op = None

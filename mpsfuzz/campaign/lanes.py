@@ -28,6 +28,7 @@ from dataclasses import fields, replace
 from ..events import CampaignFinished, CampaignStarted, CaseFinished, FindingRecorded, HarnessError, Notice, Stats
 from ..execution.exit_status import guard_exit_status
 from ..execution.worker import limit_threads
+from ..generation.settings import install as install_settings
 from . import reaper
 from .engine import Campaign, CampaignConfig, count_finding, stop_grace_s
 from .interrupts import InterruptLatch, relay_to
@@ -190,8 +191,10 @@ def lane_environment(index: int, devices: tuple[str, ...]) -> dict[str, str]:
 
 def _lane_main(index: int, config: CampaignConfig, verify: bool, verify_timeout_s: float, events, stop,
                enough, environment: dict | None = None) -> None:
-    """A lane process: one campaign, its events forwarded, its result sent back."""
+    """A lane process: one campaign, its events forwarded, its result sent back. It
+    installs the campaign's GenerationSettings (``config.settings``) first."""
     os.environ.update(environment or {})   # before any CUDA call: it reads them once
+    install_settings(config.settings)
     limit_threads()
     forward = _Forward(index, events, stop)
     _watch_parent(stop)

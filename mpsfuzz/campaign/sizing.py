@@ -1,7 +1,8 @@
 """How much device memory a case of the large family may take, asked of the device.
 
 The large family (generation/ops/large.py, large_rows.py) draws within ``--max-bytes``
-(MPSFUZZ_MAX_BYTES, read by every process). That bound is per case, and each of N lanes
+(GenerationSettings.max_bytes, handed to every process; campaign/plan.py sets it from
+:func:`plan`). That bound is per case, and each of N lanes
 has a case in flight: two lanes with 40 GB each filled an 80 GB GPU. So the bound is
 capped by what the device has free, split over the lanes, halved (the op's own
 allocations and outputs need room beside its input). The daemon also turns the family on

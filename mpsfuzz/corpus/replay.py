@@ -9,6 +9,7 @@ from pathlib import Path
 from ..execution.targets import TargetError, compiles
 from ..execution.worker import WorkerPool, WorkerStartError
 from ..generation import catalogue
+from ..generation.settings import GenerationSettings
 from ..oracles import DEFAULT, all_oracles
 from ..oracles.judge import judge_case
 from ..triage.probe import DIFFERENT, INVALID, SAME, Prober
@@ -84,14 +85,16 @@ def replay_one(pool: WorkerPool, finding: Finding, *, runs: int = DEFAULT_REPLAY
 
 def replay_findings(found: list[tuple[Path, Finding]], *, target_override: str | None = None,
                     timeout_s: float = 20.0, runs: int = DEFAULT_REPLAY_RUNS,
-                    record: bool = True) -> list[ReplayResult]:
+                    record: bool = True, settings: GenerationSettings | None = None) -> list[ReplayResult]:
+    """Replay each finding on its target (or ``target_override``) in workers that install
+    ``settings`` (default: this process's GenerationSettings)."""
     groups: dict[str, list[tuple[Path, Finding]]] = {}
     for path, finding in found:
         groups.setdefault(target_override or finding.target_spec, []).append((path, finding))
     results: list[ReplayResult] = []
     for spec, items in groups.items():
         try:
-            pool = WorkerPool(spec, timeout_s=timeout_s, execute=judge_case)
+            pool = WorkerPool(spec, timeout_s=timeout_s, execute=judge_case, settings=settings)
         except (TargetError, WorkerStartError) as exc:
             results += [_finish(p, f, CANNOT_RUN, str(exc).splitlines()[0], spec, "", record) for p, f in items]
             continue

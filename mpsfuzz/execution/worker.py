@@ -4,6 +4,8 @@ Workers are forked from a multiprocessing *forkserver* that has torch and mpsfuz
 imported once (a zygote), so a replacement after a crash starts in milliseconds instead
 of re-importing torch. The device is first touched in the child, after the fork, and so
 is users' kernel code (``run --kernels``: the child imports their files, the zygote never).
+Each worker is handed the pool's GenerationSettings (generation/settings.py) as an
+argument and installs them first.
 Each worker's stdout/stderr go to a log file so that a crash finding can quote the last
 lines (faulthandler writes the Python stack there on a fatal signal).
 
@@ -32,6 +34,9 @@ import traceback
 from pathlib import Path
 
 from ..atomic import corpus_write
+from ..generation.settings import GenerationSettings
+from ..generation.settings import install as install_settings
+from ..generation.settings import installed as installed_settings
 from ..scratch import scratch_dir
 from . import harness_clock
 from .exit_status import guard_exit_status
@@ -48,6 +53,9 @@ JUDGE_TIMEOUT_S = 180.0
 # How often the pool looks at a running case (a reply wakes it at once).
 _POLL_S = 0.25
 _NO_CLOCK = (0.0,) * harness_clock.SLOTS
+# The variables a worker takes from the driver as they are when it starts: a target's own
+# settings (MPSFUZZ_FAULTS of the fault-injecting target), torch's and CUDA's. None of
+# them is mpsfuzz's configuration: that is the GenerationSettings handed to the worker.
 _ENV_PREFIXES = ("MPSFUZZ_", "PYTORCH_", "TORCH", "CUDA_")
 
 
@@ -136,7 +144,8 @@ def limit_threads() -> None:
     torch.set_num_threads(max(1, threads))
 
 
-def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state=None) -> None:
+def _worker_main(conn, target_spec: str, log_path: str, env: dict, settings: GenerationSettings,
+                 compile_state=None) -> None:
     log_fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log_fd, 1)
     os.dup2(log_fd, 2)
@@ -144,12 +153,13 @@ def _worker_main(conn, target_spec: str, log_path: str, env: dict, compile_state
     # A Ctrl-C at the terminal reaches the whole process group: the campaign decides
     # what an interrupt means (summary, findings kept), never a worker dying of it.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # The worker sees the driver's settings as they were when it was started, not the
+    # The worker sees the driver's variables as they were when it was started, not the
     # zygote's: a forkserver started earlier (under other MPSFUZZ_FAULTS, say) would
     # otherwise hand every worker its stale variables, which update() leaves in place.
     for stale in [k for k in os.environ if k.startswith(_ENV_PREFIXES) and k not in env]:
         del os.environ[stale]
     os.environ.update(env)
+    install_settings(settings)   # before anything draws, makes or looks an op up
     limit_threads()
     if compile_state is not None:
         _watch_compilation(compile_state)
@@ -228,7 +238,8 @@ class WorkerStartAbandoned(WorkerStartError):
 class Worker:
     """One worker process with a target loaded; restarted by :class:`WorkerPool`."""
 
-    def __init__(self, target_spec: str, workdir: Path, index: int = 0, warm=()):
+    def __init__(self, target_spec: str, workdir: Path, index: int = 0, warm=(),
+                 settings: GenerationSettings | None = None):
         ctx = zygote_context(warm)
         self.log_path = workdir / f"worker-{os.getpid()}-{index}.log"
         env = {k: v for k, v in os.environ.items() if k.startswith(_ENV_PREFIXES)}
@@ -240,7 +251,9 @@ class Worker:
         except OSError:  # no shared memory to be had (a full disk): compiling counts as running
             self.compile_state = None
         self.process = ctx.Process(target=_worker_main,
-                                   args=(child, target_spec, str(self.log_path), env, self.compile_state),
+                                   args=(child, target_spec, str(self.log_path), env,
+                                         settings if settings is not None else installed_settings(),
+                                         self.compile_state),
                                    daemon=True)
         self.process.start()
         guard_exit_status(self.process)   # read as SIGABRT, not 255, whatever other threads start
@@ -323,12 +336,15 @@ class WorkerPool:
 
     ``execute(case, target, oracle_names) -> CaseOutcome``: what :meth:`run` runs in the
     worker for each case (a module-level function, imported there by name; its module is
-    preloaded into the zygote)."""
+    preloaded into the zygote). ``settings``: the GenerationSettings each worker installs
+    (default: this process's installed ones)."""
 
     def __init__(self, target_spec: str, *, timeout_s: float = 20.0, inflight_dir: Path | None = None,
                  compile_timeout_s: float = COMPILE_TIMEOUT_S, execute=None, role: str = "",
-                 recycle_after: int | None = None, max_rss_mb: float | None = None, give_up=None):
+                 recycle_after: int | None = None, max_rss_mb: float | None = None, give_up=None,
+                 settings: GenerationSettings | None = None):
         self.target_spec = target_spec
+        self.settings = settings if settings is not None else installed_settings()
         # ``give_up()``: stop waiting for a worker that is starting (WorkerStartAbandoned):
         # a campaign's budget bounds its worker's start too (issue 37, point 2).
         self.give_up = give_up
@@ -376,12 +392,12 @@ class WorkerPool:
         ``give_up()`` is false (the first start also starts the zygote, which imports
         torch: tens of seconds on a loaded machine, and not interruptible where it runs)."""
         if self.give_up is None:
-            return Worker(self.target_spec, self.workdir, self._started, self._warm)
+            return Worker(self.target_spec, self.workdir, self._started, self._warm, self.settings)
         lock, box, done = threading.Lock(), {}, threading.Event()
 
         def start():
             try:
-                worker = Worker(self.target_spec, self.workdir, self._started, self._warm)
+                worker = Worker(self.target_spec, self.workdir, self._started, self._warm, self.settings)
             except BaseException as exc:  # noqa: BLE001 - handed to the waiting thread
                 box["error"] = exc
             else:

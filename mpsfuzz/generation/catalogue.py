@@ -23,12 +23,12 @@ def _load() -> None:
         from .ops import (elementwise, factory, fft, indexing, large, large_rows, linalg, nn,  # (they register)
                           nn_losses, random, reduction)
         _register_size_classes()
-    # Users' kernel files named in MPSFUZZ_KERNELS (``run --kernels``), in whatever
-    # process looks an op up: workers, drafters and repro checks are started elsewhere.
-    # Read on every call (a dict look-up): a forkserver may have loaded the catalogue
-    # before the variable was set.
+    # Users' kernel files named in the installed GenerationSettings (``run --kernels``),
+    # in whatever process looks an op up: workers, drafters and repro checks are started
+    # elsewhere and handed the settings. Looked at on every call (a tuple compared): a
+    # forkserver may have loaded the catalogue before the settings were installed.
     from . import kernels
-    kernels.load_from_env()
+    kernels.load_installed()
 
 
 def _register_size_classes() -> None:

@@ -18,10 +18,11 @@ reference: the target side calls the kernel, the CPU reference side (and the flo
 arbiter) calls the reference. Everything else (awkward layouts, empty and >4-D inputs,
 special values, every oracle, triage) is what any op gets.
 
-``mpsfuzz run --kernels FILE`` imports the file (:func:`load_file`) and names it in
-``MPSFUZZ_KERNELS`` (paths joined by ``os.pathsep``), which the catalogue reads on every
-look-up (:func:`load_from_env`): workers, drafters and repro checks, started from other
-processes, import the same files.
+``mpsfuzz run --kernels FILE`` imports the file (:func:`load_file`) and names it in the
+campaign's GenerationSettings (``kernel_files``: generation/settings.py), which every
+process the campaign starts is handed and installs; the catalogue imports the installed
+files on every look-up (:func:`load_installed`): workers, drafters and repro checks,
+started from other processes, import the same files.
 """
 from __future__ import annotations
 
@@ -39,9 +40,9 @@ from hypothesis import strategies as st
 
 from . import dtypes as dt
 from .opspec import REGISTRY, OpSpec, ShapeBudget, draw_rank, draw_side, fit, integers_once, sampled_once
+from .settings import installed as installed_settings
 
 FAMILY = "kernels"
-ENV = "MPSFUZZ_KERNELS"
 # Sides a kernel input may declare at most: beyond this a case no longer fits the
 # campaign's per-case element budget anyway.
 MAX_SIDE = 1 << 16
@@ -171,11 +172,8 @@ def _shapes(decls: tuple[TensorDecl, ...]):
 
 
 def large_sizes_enabled() -> bool:
-    """``--large`` was given (MPSFUZZ_LARGE, set by the CLI for every process)."""
-    return os.environ.get(LARGE_ENV, "") == "1"
-
-
-LARGE_ENV = "MPSFUZZ_LARGE"
+    """``--large`` was given (GenerationSettings.large_inputs, installed in every process)."""
+    return installed_settings().large_inputs
 
 
 def _large_shape(draw, budget: ShapeBudget, decl: TensorDecl) -> tuple[int, ...]:
@@ -338,7 +336,7 @@ class KernelFileError(ValueError):
 
 
 _LOADED: dict[str, tuple[str, ...]] = {}   # real path -> the kernels it declared
-_ENV_SEEN: str | None = None
+_FILES_SEEN: tuple[str, ...] | None = None   # the installed kernel_files last imported
 # Set in the worker zygote (execution/preload.py), cleared in each worker forked from it: a
 # user's file may touch the device when imported (``torch.cuda.is_available()``, ``import
 # triton``), and a device context never survives a fork (CUDA refuses to initialise again in
@@ -384,29 +382,29 @@ def load_file(path: str | os.PathLike) -> tuple[str, ...]:
 
 
 def defer_loading() -> None:
-    """This process forks workers (the forkserver zygote): :func:`load_from_env` imports
+    """This process forks workers (the forkserver zygote): :func:`load_installed` imports
     no kernel file here until :func:`resume_loading` (in each forked worker)."""
     global _DEFERRED
     _DEFERRED = True
 
 
 def resume_loading() -> None:
-    """After the fork: the next look-up imports the files ``MPSFUZZ_KERNELS`` names."""
+    """After the fork: the next look-up imports the installed settings' kernel files."""
     global _DEFERRED
     _DEFERRED = False
 
 
-def load_from_env() -> None:
-    """Import the kernel files ``MPSFUZZ_KERNELS`` names (once each), in any process but
-    one that defers them (:func:`defer_loading`)."""
-    global _ENV_SEEN
+def load_installed() -> None:
+    """Import the kernel files the installed GenerationSettings name (once each), in any
+    process but one that defers them (:func:`defer_loading`)."""
+    global _FILES_SEEN
     if _DEFERRED:
         return
-    value = os.environ.get(ENV, "")
-    if value == _ENV_SEEN:
+    files = installed_settings().kernel_files
+    if files is _FILES_SEEN or files == _FILES_SEEN:
         return
-    _ENV_SEEN = value
-    for path in filter(None, value.split(os.pathsep)):
+    _FILES_SEEN = files
+    for path in files:
         load_file(path)
 
 

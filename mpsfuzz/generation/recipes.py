@@ -23,13 +23,13 @@ memory overlaps), transfers the whole storage, and views each input into it on t
 from __future__ import annotations
 
 import math
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
 
 from . import dtypes as dt
+from .settings import installed as installed_settings
 
 CASE_FORMAT = 3
 # Format 1 (before variants) reads as format 2 with variant "functional"; format 2
@@ -235,38 +235,16 @@ class InputTooLarge(ValueError):
 
 
 def max_bytes() -> int:
-    """The most one input may take on the device (``--max-bytes``, via MPSFUZZ_MAX_BYTES
-    in every process; default 1 GiB): what the large family draws within."""
-    return _bytes_from_env("MPSFUZZ_MAX_BYTES") or DEFAULT_MAX_BYTES
-
-
-def _bytes_from_env(name: str) -> int:
-    """The integer in environment variable ``name``; 0 where unset or not an integer.
-    (Asked for every input and output of every case: an unset variable must not cost a
-    ValueError raised and caught each time.)"""
-    raw = os.environ.get(name)
-    if not raw:
-        return 0
-    try:
-        return int(raw)
-    except ValueError:
-        return 0
-
-
-DEFAULT_MAX_BYTES = 1 << 30
-# The host builds every storage before moving it, and the CPU reference builds it again
-# (with a float64 copy for the arbiter): whatever --max-bytes allows the device, no
-# storage past this is built, so that a worker's host memory stays bounded (a few GiB a
-# worker) however many lanes share the machine. On an 80 GB GPU, --max-bytes 40GB once let
-# a triage probe build 16 GiB contiguous copies of stride-0 views in four lanes at once.
-HOST_MAX_BYTES = 1 << 30
+    """The most one input may take on the device (``--max-bytes``, in this process's
+    installed GenerationSettings; default 1 GiB): what the large family draws within."""
+    return installed_settings().max_bytes
 
 
 def host_max_bytes() -> int:
     """The most one storage may take on the host: the smaller of --max-bytes and 1 GiB
-    (MPSFUZZ_HOST_MAX_BYTES raises it, e.g. for a CPU target that is the device under
-    test)."""
-    return min(max_bytes(), _bytes_from_env("MPSFUZZ_HOST_MAX_BYTES") or HOST_MAX_BYTES)
+    (GenerationSettings.host_bound; MPSFUZZ_HOST_MAX_BYTES raises the second, e.g. for a
+    CPU target that is the device under test)."""
+    return installed_settings().host_bound
 
 
 def case_bytes(case) -> int:
@@ -276,14 +254,15 @@ def case_bytes(case) -> int:
 
 
 # Below any bound worth setting: every input and output of a small case is checked, and
-# reading the environment for each was a twentieth of a worker's time on small ops.
+# looking the bound up for each (in the environment, as it was then) was a twentieth of a
+# worker's time on small ops.
 ALWAYS_MATERIALISABLE = 1 << 16
 
 
 def check_materialisable(numel: int, dtype_name: str, bound: int | None = None, what: str = "a storage") -> None:
     """InputTooLarge where ``numel`` elements of ``dtype_name`` take more than ``bound``
     bytes (default: the host's, host_max_bytes(); a storage within ALWAYS_MATERIALISABLE
-    bytes is never refused by it, and costs no look at the environment)."""
+    bytes is never refused by it, and costs no look-up of the bound)."""
     size = numel * dt.to_torch(dtype_name).itemsize
     if bound is None:
         if size <= ALWAYS_MATERIALISABLE:

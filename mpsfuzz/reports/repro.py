@@ -41,6 +41,7 @@ from ..generation import dtypes as dt
 from ..generation.recipes import (DEVICE_GENERATED, GAP_FILLER, HASH_CHUNK, MATRIX_DISTRIBUTIONS, Case, TensorRecipe,
                                   hash_bounds, index_hash_values, integer_bounds, main_input, resolve_kwargs,
                                   special_positions)
+from ..generation.settings import installed as installed_settings
 from ..oracles.grads import BACKWARD_SCALE
 from ..oracles.values import dut_alone_scale, leaf_tolerance
 from . import wrong_backend
@@ -446,12 +447,15 @@ def _dies_possibly(b) -> bool:
 
 
 # Run in a child interpreter: the op's result on the meta device (else eager CPU) as
-# JSON metadata, for a case that may kill the process that runs it.
+# JSON metadata, for a case that may kill the process that runs it. It is handed this
+# process's GenerationSettings with the case (a user's kernel files, the host bound).
 _CHILD_INFERENCE = """
 import json, sys, torch
-from mpsfuzz.generation import catalogue
+from mpsfuzz.generation import catalogue, settings
 from mpsfuzz.generation.recipes import Case, resolve_kwargs
-case = Case.from_json(json.loads(sys.stdin.read()))
+given = json.loads(sys.stdin.read())
+settings.install(settings.GenerationSettings.from_json(given["settings"]))
+case = Case.from_json(given["case"])
 spec = catalogue.get(case.op)
 def meta(o):
     if isinstance(o, torch.Tensor):
@@ -475,7 +479,8 @@ def _result_metadata_in_a_child(case: Case):
     import json
     import subprocess
     try:
-        done = subprocess.run([sys.executable, "-c", _CHILD_INFERENCE], input=json.dumps(case.to_json()),
+        given = {"case": case.to_json(), "settings": installed_settings().to_json()}
+        done = subprocess.run([sys.executable, "-c", _CHILD_INFERENCE], input=json.dumps(given),
                               capture_output=True, text=True, timeout=CHILD_INFERENCE_TIMEOUT_S)
         meta = json.loads(done.stdout.strip().splitlines()[-1]) if done.returncode == 0 and done.stdout.strip() \
             else None

@@ -178,7 +178,7 @@ def dies_on_cpu_too(case: Case, failure, pool, oracles, timeout_s: float | None)
     cpu = None
     try:
         cpu = WorkerPool("cpu", timeout_s=timeout_s or getattr(pool, "timeout_s", 20.0), execute=pool.execute,
-                         role="cpu-alone")
+                         role="cpu-alone", settings=getattr(pool, "settings", None))
         outcome = cpu.run(case.to_json(), tuple(oracles), case.op, timeout_s=timeout_s)
     except Exception:
         return False   # best effort: the finding stays the target's
@@ -231,7 +231,7 @@ def shown_eagerly(case: Case, failure, pool, oracles, timeout_s: float | None) -
     eager = None
     try:
         eager = WorkerPool(spec, timeout_s=timeout_s or getattr(pool, "timeout_s", 20.0), execute=pool.execute,
-                           role="eager-counterpart")
+                           role="eager-counterpart", settings=getattr(pool, "settings", None))
         failures, _, _ = Prober(eager, tuple(oracles), timeout_s=timeout_s).failures(case)
     except Exception:
         return None   # best effort: the finding stays the compiled target's
