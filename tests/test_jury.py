@@ -299,3 +299,23 @@ def test_the_rounding_bound_is_measured_at_every_disputed_position_not_the_first
     expected = unit * ((3 * x).abs() + (1 - 3 * x).abs())
     assert len(positions) > MAX_POSITIONS
     assert torch.allclose(bound, expected, rtol=1e-6), (bound, expected)
+
+
+def test_an_infinity_one_rounding_past_a_reference_at_the_dtypes_edge_is_no_juror_verdict():
+    """A float64 attention over a value of float64's lowest: -inf on the target where the
+    float64 decomposition says -1.8e308 (softmax weights summing to 1 + u overflow it).
+    An infinity of the reference's sign, where the reference lies within the tolerance
+    of the dtype's largest value, is within rounding of it; the other infinity, or one
+    beside a reference far from the edge, is still off."""
+    from mpsfuzz.oracles.jury.ballots import read_leaf
+    lowest = torch.finfo(torch.float64).min
+
+    def off(target: float, reference: float) -> bool:
+        d = torch.tensor([target], dtype=torch.float64)
+        ballot = {"dut": d, "cpu": torch.tensor([reference], dtype=torch.float64),
+                  "judged": torch.tensor([True]), "tol": torch.tensor([1e-6], dtype=torch.float64)}
+        return bool(read_leaf(ballot, torch.tensor([reference], dtype=torch.float64))[0].any())
+    assert not off(float("-inf"), lowest)
+    assert off(float("inf"), lowest)
+    assert off(float("-inf"), -1e300)
+    assert off(5.0, lowest)

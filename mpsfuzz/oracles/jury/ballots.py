@@ -100,9 +100,22 @@ def read_leaf(ballot: dict, reference: torch.Tensor) -> tuple[torch.Tensor, torc
     if d.is_floating_point() or d.is_complex():
         wide = torch.complex128 if d.is_complex() else torch.float64
         dw, cw = d.to(wide).reshape(-1), c.to(wide).reshape(-1)
-        return judged & ~near(dw, r, tol), judged & ~near(cw, r, tol)
+        return (judged & ~near(dw, r, tol) & ~_overflow_within(dw, r, tol, d.dtype),
+                judged & ~near(cw, r, tol) & ~_overflow_within(cw, r, tol, c.dtype))
     di, ci = as_int64(d).reshape(-1), as_int64(c).reshape(-1)
     return judged & (di != r), judged & (ci != r)
+
+
+def _overflow_within(x: torch.Tensor, r: torch.Tensor, tol: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """Where ``x`` is the infinity of the reference's sign and the reference is within
+    ``tol`` of the dtype's largest value: one rounding the tolerance allows takes it past
+    the range (a float64 attention over a value of float64's lowest: softmax weights
+    summing to 1 + u give -inf, which a float64 decomposition leaves at -1.8e308; H200,
+    docs/real-findings.md). Not for complex leaves."""
+    if x.is_complex() or not dtype.is_floating_point:
+        return torch.zeros(x.shape, dtype=torch.bool)
+    top = float(torch.finfo(dtype).max)
+    return torch.isinf(x) & torch.isfinite(r) & (torch.sign(x) == torch.sign(r)) & (r.abs() + tol >= top)
 
 
 def what_it_says(target_off: bool, cpu_off: bool) -> str:
