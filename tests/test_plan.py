@@ -169,5 +169,5 @@ def test_a_worker_installs_the_settings_it_is_handed(with_settings, monkeypatch)
     with_settings(max_bytes=GIB)
     with WorkerPool("cpu", execute=judge_case, settings=GenerationSettings(max_bytes=1 << 20)) as small, \
             WorkerPool("cpu", execute=judge_case) as installed:   # (this process's: 1 GiB)
-        assert small.run(case, ("values",), "sum")["valid"] is False
-        assert installed.run(case, ("values",), "sum")["valid"] is True
+        assert small.run(case, ("values",), "sum").valid is False
+        assert installed.run(case, ("values",), "sum").valid is True

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 import pytest
 from test_fault_campaigns import FAULT_TARGET, CASES, assert_repro_proves_the_fault, findings_in, mpsfuzz
-from test_harness import CLEAN, _spec, campaign, notices, scripted, wrong_values  # noqa: F401 (fixture)
+from test_harness import CLEAN, _spec, campaign, failing, notices, scripted, wrong_values  # noqa: F401 (fixture)
 
 from mpsfuzz.campaign import drafts, lanes, recorder
 from mpsfuzz.campaign.drafts import Limits, draw_slice, family
@@ -113,7 +113,7 @@ def test_a_failure_only_a_sibling_shows_is_replayed_shrunk_and_recorded(tmp_path
         for side in first["shape"]:
             size *= side
         if first["values"]["low"] == MARK and size >= 2:
-            return dict(CLEAN, failures=[wrong_values("test.fails_some_values").to_json()])
+            return failing(wrong_values("test.fails_some_values"))
         return CLEAN
     scripted.behaviour["test.fails_some_values"] = fails_when_marked
 

@@ -4,7 +4,7 @@ the same in every process, and a failure that only a later run draws is replayed
 shrunk like one of the first run."""
 from __future__ import annotations
 
-from test_harness import CLEAN, _spec, campaign, notices, scripted, wrong_values  # noqa: F401 (fixture)
+from test_harness import CLEAN, _spec, campaign, failing, notices, scripted, wrong_values  # noqa: F401 (fixture)
 
 from mpsfuzz.campaign import drafts, recorder
 from mpsfuzz.campaign.drafts import Limits, draw_slice, runs_of, slice_seed
@@ -44,7 +44,7 @@ def test_a_failure_only_a_later_run_draws_is_replayed_and_shrunk(tmp_path, scrip
         for side in first["shape"]:
             size *= side
         if size >= 2 and first["values"]["seed"] not in first_run:
-            return dict(CLEAN, failures=[wrong_values(op).to_json()])
+            return failing(wrong_values(op))
         return CLEAN
     scripted.behaviour[op] = fails_past_the_first_run
 
