@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from written_findings import FAULT_TARGET, NEG_OFFSET, NEG_OFFSET_EXPLAINED, TRIU_4D, TRIU_4D_EXPLAINED, written_finding
+from written_findings import (FAULT_TARGET, NEG_OFFSET, NEG_OFFSET_EXPLAINED, TRIU_4D, TRIU_4D_EXPLAINED,
+                              written_finding)
 
 pytest_plugins = ["pytester"]
 

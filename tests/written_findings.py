@@ -22,18 +22,22 @@ from mpsfuzz.testing.faults import FaultTarget, faults_from_env
 
 FAULT_TARGET = "mpsfuzz.testing.faults:target"
 
-# Minimal cases of faults of the fault target (as its campaigns minimise them), and what
-# their triage explains of them.
-TRIU_4D = Case("triu", (TensorRecipe((1, 1, 1, 2), "float32"),))
-TRIU_4D_EXPLAINED = "wrong values only when inputs have 4 or more dims; all float dtypes"
-NEG_OFFSET = Case("neg", (TensorRecipe((1,), "float32", Layout(offset=1)),))
-NEG_OFFSET_EXPLAINED = "wrong values only when `input` has a storage offset; offset 0 passes"
-BITWISE_AND_GAPPED = Case("bitwise_and", (TensorRecipe((2,), "int64", Layout(gaps=(2,)), ValueRecipe("small_int", 1)),
-                                          TensorRecipe((2,), "int64", values=ValueRecipe("small_int", 2))))
+# Minimal cases of faults of the fault target as its campaigns minimise them, with the
+# conditions and explanation their triage gives.
+TRIU_4D = Case("triu", (TensorRecipe((1, 1, 1, 1), "float32", values=ValueRecipe("small_int")),))
+TRIU_4D_EXPLAINED = ("wrong values only when inputs have 4 or more dims; all float dtypes; every dtype class "
+                     "tried fails (float, complex, integral, bool)", ("rank>=4",))
+NEG_OFFSET = Case("neg", (TensorRecipe((), "float32", Layout(offset=1), ValueRecipe("small_int")),))
+NEG_OFFSET_EXPLAINED = ("wrong values only when `input` has a storage offset; contiguous inputs pass; all float "
+                        "dtypes; every dtype class tried fails (float, complex, integral)", ("layout:0",))
+BITWISE_AND_GAPPED = Case("bitwise_and", (TensorRecipe((2,), "int64", Layout(gaps=(2,)), ValueRecipe("small_int")),
+                                          TensorRecipe((), "int64", values=ValueRecipe("small_int"))))
 BITWISE_AND_GAPPED_EXPLAINED = ("wrong values only when `input` is non-contiguous (gapped); contiguous inputs "
-                                "pass; all integral dtypes")
-SQRT_CHALF = Case("sqrt", (TensorRecipe((1,), "complex32"),))
-SQRT_CHALF_EXPLAINED = "wrong values only complex32 (complex64, complex128 pass)"
+                                "pass; all integral dtypes; every dtype class tried fails (integral, bool)",
+                                ("layout:0",))
+SQRT_CHALF = Case("sqrt", (TensorRecipe((), "complex32", values=ValueRecipe("small_int")),))
+SQRT_CHALF_EXPLAINED = ("wrong values whatever the layout, size and values tried; only complex32 (complex64, "
+                        "complex128 pass); float, integral, bool dtypes pass", ("classes:complex", "dtypes:complex32"))
 
 
 def judged_failure(case: Case, faults: str) -> Failure:
@@ -45,14 +49,15 @@ def judged_failure(case: Case, faults: str) -> Failure:
     return failures[0]
 
 
-def written_finding(corpus: Path, case: Case, faults: str, explanation: str, *, known: dict | None = None,
-                    fixed: bool = False) -> Path:
+def written_finding(corpus: Path, case: Case, faults: str, explained: tuple[str, tuple[str, ...]], *,
+                    known: dict | None = None, fixed: bool = False) -> Path:
     """Write the finding of ``case`` (its fault in ``faults``) into ``corpus``: explained by
-    ``explanation``, with a script recorded as a verified repro, matching the upstream
-    entry ``known`` ({id, status, reason, link}) if given, and replayed once as fixed if
-    ``fixed``. Returns its file."""
+    ``explained`` (its explanation and conditions), with a script recorded as a verified
+    repro, matching the upstream entry ``known`` ({id, status, reason, link}) if given,
+    and replayed once as fixed if ``fixed``. Returns its file."""
+    text, conditions = explained
     finding = Finding.create(case, judged_failure(case, faults), target_name="faulty-cpu", target_spec=FAULT_TARGET,
-                             device="cpu", known=known, explanation={"text": explanation})
+                             device="cpu", known=known, conditions=conditions, explanation={"text": text})
     finding.repro = repro_record(finding, verify=False, timeout_s=60.0)
     assert finding.repro["script"], finding.repro
     finding.repro.update(verified=True, detail="recorded as verified by the test that wrote it (not run)")
