@@ -1,10 +1,12 @@
 """Shared fixtures."""
 from __future__ import annotations
 
+import os
 import signal
 from dataclasses import replace
 
 import pytest
+import torch
 
 from mpsfuzz.generation import catalogue
 from mpsfuzz.generation import settings as generation_settings
@@ -14,6 +16,21 @@ from mpsfuzz.generation import settings as generation_settings
 # test process takes Python's usual handler back (children then start with the default).
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+# Each pytest-xdist worker takes its share of the cores for torch's intra-op pool (issue 39,
+# point 3): two workers of a thread per core each on 2 cores oversubscribe them, and the
+# pools' threads spin waiting on each other: test_large_sizes' conv2d@huge took 4 s alone
+# and 120 s beside another worker (the module 269 s under -n 2, 111 s with a thread each).
+# Only tensors past torch's grain size use the pool (the large-size tests'); the fuzzer's
+# workers limit their own (execution/worker.py: limit_threads).
+_XDIST_WORKERS = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0") or 0)
+if _XDIST_WORKERS > 1:
+    torch.set_num_threads(max(1, _cores() // _XDIST_WORKERS))
 
 
 @pytest.fixture

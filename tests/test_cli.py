@@ -1,10 +1,12 @@
 """The `mpsfuzz` command line, run as a user would (`python -m mpsfuzz ...`): listing ops,
-one-line usage errors with exit 2, replaying a corpus with a corrupt file in it, seeded
-runs that reproduce, and a clean run that exits 0.
+one-line usage errors with exit 2, replaying a corpus with a corrupt file in it, a clean
+run that exits 0, and seeded runs that reproduce.
 
-Every command starts torch (about 2 s of CPU), so one module fixture starts them in three
-parallel waves (short commands; campaigns; a replay of what a campaign found) and the tests
-only look at the results."""
+Every command starts torch (about 2 s of CPU), so the short commands start at once in one
+module fixture and the tests only look at the results. The replay reads a finding written
+directly (tests/written_findings.py). The clean run is the default run's one campaign here;
+the two seeded campaigns (a finding, and the same finding again) run with -m slow: the
+fault campaigns find and record the same bug by default (issue 39)."""
 from __future__ import annotations
 
 import json
@@ -16,6 +18,8 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from written_findings import TRIU_4D, TRIU_4D_EXPLAINED, written_finding
 
 FAULT_TARGET = "mpsfuzz.testing.faults:target"
 REPO = Path(__file__).resolve().parents[1]
@@ -92,36 +96,28 @@ USAGE_ERRORS = {  # name -> (args, MPSFUZZ_FAULTS, text the error line must cont
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory) -> dict:
+    """`ops` and the usage errors (short, each one starting torch), all at once."""
     work = tmp_path_factory.mktemp("cli")
     (work / "empty").mkdir()
     started: dict = {"work": work}
-    # 1. `ops` and the usage errors (short, each one starting torch) all at once
     started["ops"] = Run(["ops"], faults=None, parent=work)
     for name, (args, faults, _) in USAGE_ERRORS.items():
         started[name] = Run([a.format(empty=work / "empty") for a in args], faults=faults, parent=work)
     for run in list(started.values())[1:]:
         run.result()
-    # 2. the two identical seeded campaigns and the clean one (not beside the burst above:
-    # --timeout 3 is a hang deadline per case, and a starved worker would miss it)
+    return started
+
+
+@pytest.fixture(scope="module")
+def campaigns(tmp_path_factory) -> dict:
+    """Two identical seeded campaigns against the triu fault (-m slow)."""
+    work = tmp_path_factory.mktemp("cli-campaigns")
+    started: dict = {"work": work}
+    # --timeout 3 is a hang deadline per case: the two alone, no burst beside them
     started["campaign-a"] = Run(fault_campaign_args(work / "corpus-a"), faults="triu_tril_gt3d", parent=work)
     started["campaign-b"] = Run(fault_campaign_args(work / "corpus-b"), faults="triu_tril_gt3d", parent=work)
-    started["clean"] = Run(["run", "--ops", "triu,add,sum", "--target", FAULT_TARGET, "--max-cases", 150,
-                            "--seed", 3, "--corpus", work / "corpus-clean", "--timeout", 3, "--no-progress"],
-                           faults="none", parent=work)
-    # 3. replay what campaign A found, beside a corrupt file, the fault still on
-    started["campaign-a"].result()
-    folder = work / "replay"
-    folder.mkdir()
-    goods = sorted((work / "corpus-a").glob("*.json"))
-    for good in goods:
-        (folder / good.name).write_text(good.read_text())
-    started["good-names"] = [g.name for g in goods]
-    corrupt = started["corrupt-path"] = folder / "corrupt.json"
-    corrupt.write_text(goods[0].read_text()[:200] if goods else "{")
-    started["replay-corrupt"] = Run(["replay", folder], faults="triu_tril_gt3d", parent=work)
-    for run in started.values():
-        if isinstance(run, Run):
-            run.result()
+    for run in (started["campaign-a"], started["campaign-b"]):
+        run.result()
     return started
 
 
@@ -164,19 +160,21 @@ def test_usage_error_is_one_line_and_exit_2(runs, name):
 
 # -- campaigns and replay ----------------------------------------------------------------------
 
-def test_fault_campaign_finds_and_records_the_bug(runs):
-    run = runs["campaign-a"]
+@pytest.mark.slow
+def test_fault_campaign_finds_and_records_the_bug(campaigns):
+    run = campaigns["campaign-a"]
     assert run.code == 1, run.out + run.err
-    found = findings_in(runs["work"] / "corpus-a")
+    found = findings_in(campaigns["work"] / "corpus-a")
     assert len(found) == 1
     assert found[0]["op"] == "triu" and found[0]["oracle"] == "values"
     assert "Traceback" not in run.err and "internal error" not in run.out
 
 
-def test_seeded_run_is_reproducible(runs):
-    run = runs["campaign-b"]
+@pytest.mark.slow
+def test_seeded_run_is_reproducible(campaigns):
+    run = campaigns["campaign-b"]
     assert run.code == 1, run.out + run.err
-    corpus_a, corpus_b = runs["work"] / "corpus-a", runs["work"] / "corpus-b"
+    corpus_a, corpus_b = campaigns["work"] / "corpus-a", campaigns["work"] / "corpus-b"
     a, b = findings_in(corpus_a), findings_in(corpus_b)
     assert len(a) == len(b) == 1
     assert a[0]["signature"] == b[0]["signature"]
@@ -184,21 +182,27 @@ def test_seeded_run_is_reproducible(runs):
     assert [p.name for p in corpus_a.glob("*.json")] == [p.name for p in corpus_b.glob("*.json")]
 
 
-def test_replay_reports_corrupt_file_and_replays_good_one(runs):
-    run = runs["replay-corrupt"]
+def test_replay_reports_corrupt_file_and_replays_good_one(tmp_path):
+    """A replay, the fault still on, of a folder with a finding of the triu fault beside a
+    corrupt file."""
+    folder = tmp_path / "replay"
+    good = written_finding(folder, TRIU_4D, "triu_tril_gt3d", TRIU_4D_EXPLAINED)
+    corrupt = folder / "corrupt.json"
+    corrupt.write_text(good.read_text()[:200])
+    run = Run(["replay", folder], faults="triu_tril_gt3d", parent=tmp_path)
     out = run.out + run.err
-    assert runs["good-names"], "campaign A found nothing to replay"
     assert "Traceback" not in out
     assert run.code == 1, out  # the good finding still fails
-    assert str(runs["corrupt-path"]) in out.replace("\n", "")
+    assert str(corrupt) in out.replace("\n", "")
     assert "still fails" in run.out
     assert "triu" in run.out
 
 
-def test_clean_target_run_has_no_findings(runs):
-    run = runs["clean"]
+def test_clean_target_run_has_no_findings(tmp_path):
+    run = Run(["run", "--ops", "triu,add,sum", "--target", FAULT_TARGET, "--max-cases", 150, "--seed", 3,
+               "--corpus", tmp_path / "corpus-clean", "--timeout", 3, "--no-progress"], faults="none", parent=tmp_path)
     assert run.code == 0, run.out + run.err
     assert "no findings" in run.out
     assert "150 cases" in run.out
-    assert findings_in(runs["work"] / "corpus-clean") == []
+    assert findings_in(tmp_path / "corpus-clean") == []
     assert "internal error" not in run.out and "Traceback" not in run.err

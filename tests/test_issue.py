@@ -1,6 +1,9 @@
 """`mpsfuzz repro` and `mpsfuzz report --format issue` on findings of a real campaign
 against the fault target: the script is verified before it is shown as a repro, the
-draft has every field of PyTorch's bug template, and the templates are editable."""
+draft has every field of PyTorch's bug template, and the templates are editable (those
+tests run the campaign: -m slow). The default run's tests of templates, labels and bad
+input read a finding written directly (tests/written_findings.py), and call the command
+line in this process."""
 from __future__ import annotations
 
 import json
@@ -9,16 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from mpsfuzz.cli import main
 from mpsfuzz.corpus.finding import Finding
 from mpsfuzz.generation.recipes import Case, TensorRecipe
 from mpsfuzz.reports import issue
 from test_fault_campaigns import FAULT_TARGET, findings_in, mpsfuzz
+from written_findings import TRIU_4D, TRIU_4D_EXPLAINED, written_finding
 
 FAULTS = "triu_tril_gt3d,add_alpha_abort"
 
 
 @pytest.fixture(scope="module")
-def corpus(tmp_path_factory) -> Path:
+def campaign_corpus(tmp_path_factory) -> Path:
+    """What a campaign found: the triu fault's wrong values and add's crash."""
     work = tmp_path_factory.mktemp("issue")
     run = mpsfuzz("run", "--ops", "triu,add", "--target", FAULT_TARGET, "--max-cases", "1500", "--seed", "5",
                   "--corpus", str(work / "corpus"), "--timeout", "3", "--max-findings", "2", "--no-progress",
@@ -26,6 +32,14 @@ def corpus(tmp_path_factory) -> Path:
     assert run.returncode == 1, run.stdout + run.stderr
     assert {f["oracle"] for f in findings_in(work / "corpus")} == {"values", "crash"}
     return work / "corpus"
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """One finding of the triu fault's wrong values, written directly."""
+    out = tmp_path_factory.mktemp("written") / "corpus"
+    written_finding(out, TRIU_4D, FAULTS, TRIU_4D_EXPLAINED)
+    return out
 
 
 def _file(corpus: Path, oracle: str) -> Path:
@@ -37,8 +51,8 @@ def _finding(corpus: Path, oracle: str) -> Finding:
 
 
 @pytest.mark.slow
-def test_repro_prints_the_verified_script(corpus, tmp_path):
-    done = mpsfuzz("repro", str(_file(corpus, "values")), faults=FAULTS, cwd=tmp_path)
+def test_repro_prints_the_verified_script(campaign_corpus, tmp_path):
+    done = mpsfuzz("repro", str(_file(campaign_corpus, "values")), faults=FAULTS, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "verified: the script reproduces the finding" in done.stderr
     compile(done.stdout, "repro.py", "exec")  # a script, nothing else on stdout
@@ -47,11 +61,11 @@ def test_repro_prints_the_verified_script(corpus, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_script_that_does_not_reproduce_is_never_shown_as_a_repro(corpus, tmp_path):
+def test_a_script_that_does_not_reproduce_is_never_shown_as_a_repro(campaign_corpus, tmp_path):
     copy = tmp_path / "c"
     copy.mkdir()
-    target = copy / _file(corpus, "values").name
-    target.write_text(_file(corpus, "values").read_text())
+    target = copy / _file(campaign_corpus, "values").name
+    target.write_text(_file(campaign_corpus, "values").read_text())
     done = mpsfuzz("repro", str(target), faults="none", cwd=tmp_path)
     assert done.returncode == 1, done.stderr
     assert "NOT A REPRO" in done.stderr
@@ -70,19 +84,23 @@ def test_a_script_that_does_not_reproduce_is_never_shown_as_a_repro(corpus, tmp_
     (["report", "--format", "issue", "--templates", "{tmp}/nope", "{corpus}"], "--templates="),
     (["report", "--format", "pdf", "{corpus}"], "invalid choice"),
 ])
-def test_bad_input_is_one_line_and_exit_2(corpus, tmp_path, args, words):
+def test_bad_input_is_one_line_and_exit_2(corpus, tmp_path, args, words, capsys, monkeypatch):
     (tmp_path / "broken.json").write_text('{"format": 3, "signature": ')
     (tmp_path / "empty").mkdir()
     argv = [a.format(corpus=corpus, tmp=tmp_path) for a in args]
-    done = mpsfuzz(*argv, faults=FAULTS, cwd=tmp_path)
-    assert done.returncode == 2, done.stdout + done.stderr
-    assert words in done.stderr and "Traceback" not in done.stderr
-    assert len([ln for ln in done.stderr.splitlines() if ln.startswith("mpsfuzz: error")]) == 1
+    monkeypatch.chdir(tmp_path)
+    code = main(argv)
+    out, err = capsys.readouterr()
+    assert code == 2, out + err
+    assert words in err and "Traceback" not in err
+    assert len([ln for ln in err.splitlines() if ln.startswith("mpsfuzz: error")]) == 1
+    assert not (tmp_path / "mpsfuzz-internal-error.log").exists()
 
 
 @pytest.mark.slow
-def test_issue_draft_follows_the_pytorch_bug_template(corpus, tmp_path):
-    done = mpsfuzz("report", "--format", "issue", str(_file(corpus, "values")), faults=FAULTS, cwd=tmp_path)
+def test_issue_draft_follows_the_pytorch_bug_template(campaign_corpus, tmp_path):
+    done = mpsfuzz("report", "--format", "issue", str(_file(campaign_corpus, "values")), faults=FAULTS,
+                   cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     text = done.stdout
     assert text.startswith("# [faulty-cpu] `torch.triu` returns wrong values when inputs have 4 or more dims")
@@ -99,8 +117,9 @@ def test_issue_draft_follows_the_pytorch_bug_template(corpus, tmp_path):
 
 
 @pytest.mark.slow
-def test_crash_draft_uses_the_crash_template(corpus, tmp_path):
-    done = mpsfuzz("report", "--format", "issue", str(_file(corpus, "crash")), faults=FAULTS, cwd=tmp_path)
+def test_crash_draft_uses_the_crash_template(campaign_corpus, tmp_path):
+    done = mpsfuzz("report", "--format", "issue", str(_file(campaign_corpus, "crash")), faults=FAULTS,
+                   cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     text = done.stdout
     assert text.startswith("# [faulty-cpu] `torch.add` crashes the process when `alpha` is given (`alpha=")
@@ -121,17 +140,17 @@ def test_every_kind_has_a_template_that_fills(corpus):
 
 
 @pytest.mark.slow
-def test_own_templates_replace_the_shipped_ones(corpus, tmp_path):
+def test_own_templates_replace_the_shipped_ones(campaign_corpus, tmp_path):
     own = tmp_path / "templates"
     own.mkdir()
     (own / "wrong-values.md").write_text("TEAM TEMPLATE $title\n$repro\n$versions\n")
     done = mpsfuzz("report", "--format", "issue", "--no-verify", "--templates", str(own),
-                   str(_file(corpus, "values")), faults=FAULTS, cwd=tmp_path)
+                   str(_file(campaign_corpus, "values")), faults=FAULTS, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("TEAM TEMPLATE [faulty-cpu] `torch.triu`")
     (own / "wrong-values.md").write_text("$no_such_field\n")
     bad = mpsfuzz("report", "--format", "issue", "--no-verify", "--templates", str(own),
-                  str(_file(corpus, "values")), faults=FAULTS, cwd=tmp_path)
+                  str(_file(campaign_corpus, "values")), faults=FAULTS, cwd=tmp_path)
     assert bad.returncode == 2 and "bad field" in bad.stderr
 
 

@@ -340,6 +340,29 @@ def test_each_buggy_example_is_found_and_no_correct_one(file, op, trigger, tmp_p
         assert any(trigger in f["explanation"] for f in found), [f["explanation"] for f in found]
 
 
+@pytest.fixture
+def contiguity_finding(tmp_path_factory, clean_registry) -> tuple[Path, dict]:
+    """(a copy of contiguity.py, the finding of its buggy kernel on a gapped input): the
+    file loaded and the case judged on the cpu target in this process, the finding's repro
+    script generated and verified in a fresh interpreter as a campaign's are. (A campaign
+    finds the kernel's bugs in the slow test below and row_sum_buggy's by default.)"""
+    from mpsfuzz.execution.targets import load_target
+    from mpsfuzz.generation.recipes import Case, Layout, TensorRecipe
+    from mpsfuzz.oracles import DEFAULT, Failure, worker_oracles
+    from mpsfuzz.oracles.judge import judge_case
+    from mpsfuzz.reports.repro import repro_for
+
+    kfile = tmp_path_factory.mktemp("contiguity") / "contiguity.py"
+    kfile.write_text((EXAMPLES / "contiguity.py").read_text())
+    assert kernels.load_file(kfile) == ("scale_shift", "scale_shift_buggy")
+    case = Case("scale_shift_buggy", (TensorRecipe((2,), "float32", Layout(gaps=(2,))),), (("alpha", 2.0),))
+    outcome = judge_case(case, load_target("cpu"), worker_oracles(DEFAULT))
+    (failure,) = [Failure.from_json(f) for f in outcome["failures"] if f["oracle"] == "values"]
+    finding = Finding.create(case, failure, target_name="cpu", target_spec="cpu", device="cpu")
+    finding.repro = repro_for(finding, verify=True)
+    return kfile, finding.to_json()
+
+
 @pytest.fixture(scope="module")
 def contiguity_run(tmp_path_factory) -> tuple[Path, Path]:
     """(a copy of contiguity.py, the corpus of a campaign on its buggy kernel)."""
@@ -353,9 +376,9 @@ def contiguity_run(tmp_path_factory) -> tuple[Path, Path]:
     return kfile, corpus
 
 
-def test_a_kernel_repro_script_carries_the_kernel_file_and_reproduces_without_it(contiguity_run, tmp_path):
-    kfile, corpus = contiguity_run
-    values = [f for f in findings_in(corpus) if f["failure"]["oracle"] == "values"]
+def test_a_kernel_repro_script_carries_the_kernel_file_and_reproduces_without_it(contiguity_finding, tmp_path):
+    kfile, finding = contiguity_finding
+    values = [f for f in [finding] if f["failure"]["oracle"] == "values"]
     assert values and values[0]["repro"]["verified"], [f["repro"] for f in values]
     script = values[0]["repro"]["script"]
     assert "kernels.scale_shift_reference(" in script and "kernels.scale_shift_buggy(" in script

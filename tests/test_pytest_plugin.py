@@ -1,22 +1,24 @@
-"""The pytest plugin (`pytest --mpsfuzz-corpus DIR`): a corpus that a real campaign wrote
-against the fault-injecting target runs as a regression suite. Each finding fails while
-its fault is on and passes once it is off ("fixed"); --mpsfuzz-xfail watches without
-going red; a corrupt file is one failing item; -k selects by op; --mpsfuzz-record writes
-the history. pytest runs in a subprocess (the plugin is loaded by its entry point)."""
+"""The pytest plugin (`pytest --mpsfuzz-corpus DIR`): a corpus of findings of the
+fault-injecting target runs as a regression suite. Each finding fails while its fault is
+on and passes once it is off ("fixed"); --mpsfuzz-xfail watches without going red; a
+corrupt file is one failing item; -k selects by op; --mpsfuzz-record writes the history.
+pytest runs in a subprocess (the plugin is loaded by its entry point). The corpus is
+written directly (tests/written_findings.py: real failures of minimal cases, no campaign):
+the plugin replays what any corpus holds, and replaying a campaign's own corpus is the
+fault campaigns' test."""
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from written_findings import (FAULT_TARGET, NEG_OFFSET, NEG_OFFSET_EXPLAINED, TRIU_4D, TRIU_4D_EXPLAINED,
+                              written_finding)
+
 pytest_plugins = ["pytester"]
 
-FAULT_TARGET = "mpsfuzz.testing.faults:target"
 FAULTS = "triu_tril_gt3d,unary_offset"   # a wrong-values bug of triu and one of neg
 TIMEOUT = 300
 
@@ -24,14 +26,10 @@ TIMEOUT = 300
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     """A corpus with one finding for triu and one for neg (written once per module)."""
-    work = tmp_path_factory.mktemp("campaign")
-    out = work / "corpus"
-    run = subprocess.run([sys.executable, "-m", "mpsfuzz", "run", "--ops", "triu,neg", "--target", FAULT_TARGET,
-                          "--max-cases", "120", "--seed", "1", "--corpus", str(out), "--no-progress"],
-                         cwd=work, env=dict(os.environ, MPSFUZZ_FAULTS=FAULTS), text=True,
-                         capture_output=True, timeout=TIMEOUT)
-    assert run.returncode == 1, run.stdout + run.stderr
-    assert sorted(json.loads(p.read_text())["op"] for p in out.glob("*.json")) == ["neg", "triu"], run.stdout
+    out = tmp_path_factory.mktemp("written") / "corpus"
+    written_finding(out, TRIU_4D, FAULTS, TRIU_4D_EXPLAINED)
+    written_finding(out, NEG_OFFSET, FAULTS, NEG_OFFSET_EXPLAINED)
+    assert sorted(json.loads(p.read_text())["op"] for p in out.glob("*.json")) == ["neg", "triu"]
     return out
 
 

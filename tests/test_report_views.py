@@ -1,9 +1,17 @@
-"""`mpsfuzz report`: the terminal, markdown, html and json views of a real corpus (a short
-campaign against the fault-injecting target finds three bugs; one matches a known-upstream
-table, one is replayed as fixed), the run logs they count, the JSON schema, and the HTML
-page as a real headless Chromium renders it."""
+"""`mpsfuzz report`: the terminal, markdown, html and json views of a corpus of three bugs
+of the fault-injecting target (one matches a known-upstream table, one is replayed as
+fixed), the run logs they count, the JSON schema, and the HTML page as a real headless
+Chromium renders it.
+
+The default run's corpus is written directly (tests/written_findings.py: real failures of
+minimal cases, filed as a campaign files them, and a campaign's run log) and `mpsfuzz
+report` runs in this process: a campaign and a fresh interpreter per report cost a minute
+and a half (issue 39). The slow tests read the corpus a real campaign wrote, with its own
+run log (-m slow)."""
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
@@ -11,22 +19,28 @@ import shutil
 import struct
 import subprocess
 import sys
+import time
 import zlib
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from mpsfuzz.cli import main
+from mpsfuzz.corpus.store import atomic_write_json
 from mpsfuzz.events import CampaignFinished, CampaignStarted, Stats
 from mpsfuzz.reports.error_plot import error_figure
 from mpsfuzz.reports.html import TINTS
 from mpsfuzz.reports.model import LAYOUT_CLASSES, STATUSES
-from mpsfuzz.reports.run_log import RunLog
+from mpsfuzz.reports.run_log import RUNS_DIR, RunLog, run_record
 from mpsfuzz.reports.schema_check import SchemaError, errors, load_schema
+from written_findings import (BITWISE_AND_GAPPED, BITWISE_AND_GAPPED_EXPLAINED, FAULT_TARGET, SQRT_CHALF,
+                              SQRT_CHALF_EXPLAINED, TRIU_4D, TRIU_4D_EXPLAINED, written_finding)
 
-FAULT_TARGET = "mpsfuzz.testing.faults:target"
 FAULTS = "triu_tril_gt3d,bitwise_noncontig,sqrt_chalf"
 KNOWN_LINK = "https://github.com/pytorch/pytorch/issues/99999"
+KNOWN_ENTRY = {"id": "test-triu-4d", "status": "known-bug", "reason": "triu/tril wrong on inputs of 4 or more dims",
+               "link": KNOWN_LINK}
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -36,15 +50,52 @@ def mpsfuzz(*args: str, cwd: Path, faults: str = FAULTS, timeout: float = 240) -
                           capture_output=True, timeout=timeout)
 
 
+def mpsfuzz_here(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """``mpsfuzz ARGS`` from ``cwd``, in this process (what a report reads needs no fresh
+    interpreter, which starts torch: seconds per call)."""
+    out, err = io.StringIO(), io.StringIO()
+    here = os.getcwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            code = main(list(args))
+    finally:
+        os.chdir(here)
+    return subprocess.CompletedProcess(["mpsfuzz", *args], code, out.getvalue(), err.getvalue())
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    """base/corpus: triu (known upstream, via a --known table), bitwise_and (new) and sqrt
-    (fixed: replayed with its fault switched off), plus the campaign's run log."""
+    """base/corpus, written directly: triu (known upstream), bitwise_and (new) and sqrt
+    (fixed: replayed once with its fault switched off), plus the run log of a campaign of
+    600 cases over the three ops that finished a minute ago."""
+    out = tmp_path_factory.mktemp("report") / "corpus"
+    written_finding(out, TRIU_4D, FAULTS, TRIU_4D_EXPLAINED, known=KNOWN_ENTRY)
+    written_finding(out, BITWISE_AND_GAPPED, FAULTS, BITWISE_AND_GAPPED_EXPLAINED)
+    written_finding(out, SQRT_CHALF, FAULTS, SQRT_CHALF_EXPLAINED, fixed=True)
+    ops = ("sqrt", "triu", "bitwise_and")
+    started = CampaignStarted("faulty-cpu", FAULT_TARGET, "cpu", ops, ("values",), 1, None, 600)
+    stats = Stats(cases=600, valid=580, elapsed_s=30.0, new_findings=2, known_bugs=1,
+                  per_op={"sqrt": [200, 195], "triu": [200, 190], "bitwise_and": [200, 195]})
+    finished_at = time.time() - 60   # (a file name no RunLog of this process writes now)
+    record = run_record(started, CampaignFinished(stats, (), "max-cases"), started_at=finished_at - 30,
+                        finished_at=finished_at)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(finished_at))
+    (out / RUNS_DIR).mkdir()
+    atomic_write_json(out / RUNS_DIR / f"{stamp}-{os.getpid()}.json", record)
+    return out
+
+
+@pytest.fixture(scope="module")
+def campaign_corpus(tmp_path_factory) -> Path:
+    """base/corpus as a campaign wrote it: triu (known upstream, via a --known table),
+    bitwise_and (new) and sqrt (fixed: replayed with its fault switched off), plus the
+    campaign's run log."""
     base = tmp_path_factory.mktemp("report")
     known = base / "known.json"
     known.write_text(json.dumps({"format": 1, "entries": [{
-        "id": "test-triu-4d", "device": "*", "ops": ["triu"], "oracle": "values", "status": "known-bug",
-        "reason": "triu/tril wrong on inputs of 4 or more dims", "link": KNOWN_LINK}]}))
+        "id": KNOWN_ENTRY["id"], "device": "*", "ops": ["triu"], "oracle": "values", "status": "known-bug",
+        "reason": KNOWN_ENTRY["reason"], "link": KNOWN_LINK}]}))
     run = mpsfuzz("run", "--ops", "sqrt,triu,bitwise_and", "--target", FAULT_TARGET, "--max-cases", "600",
                   "--seed", "1", "--corpus", "corpus", "--timeout", "3", "--no-progress", "--known", str(known),
                   cwd=base)
@@ -68,7 +119,7 @@ def copy_of(corpus: Path, tmp_path: Path) -> Path:
 
 
 def report_json(path: Path, cwd: Path) -> dict:
-    out = mpsfuzz("report", str(path), "--format", "json", cwd=cwd)
+    out = mpsfuzz_here("report", str(path), "--format", "json", cwd=cwd)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
@@ -76,8 +127,8 @@ def report_json(path: Path, cwd: Path) -> dict:
 # -- run logs ---------------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_the_campaign_wrote_a_run_log_that_corpus_commands_ignore(corpus, tmp_path):
-    logs = list((corpus / "runs").glob("*.json"))
+def test_the_campaign_wrote_a_run_log_that_corpus_commands_ignore(campaign_corpus, tmp_path):
+    logs = list((campaign_corpus / "runs").glob("*.json"))
     assert len(logs) == 1
     log = json.loads(logs[0].read_text())
     assert log["schema"] == "mpsfuzz-run" and log["target"]["name"] == "faulty-cpu"
@@ -87,19 +138,19 @@ def test_the_campaign_wrote_a_run_log_that_corpus_commands_ignore(corpus, tmp_pa
     assert sum(v["cases"] for v in log["per_op"].values()) == 600
     assert 0 < log["valid"] <= log["cases"] and log["cases_per_s"] > 0
     assert log["started"] <= log["finished"]
-    assert not list((corpus / "runs").glob(".*")), "a temp file was left behind"
+    assert not list((campaign_corpus / "runs").glob(".*")), "a temp file was left behind"
 
-    listed = mpsfuzz("corpus", "list", str(corpus), "--format", "json", cwd=tmp_path)
+    listed = mpsfuzz("corpus", "list", str(campaign_corpus), "--format", "json", cwd=tmp_path)
     assert listed.returncode == 0, listed.stderr
     assert sorted(f["op"] for f in json.loads(listed.stdout)) == ["bitwise_and", "sqrt", "triu"]
     assert "skipping" not in listed.stdout + listed.stderr
 
-    merged = mpsfuzz("corpus", "merge", str(corpus), "--into", str(tmp_path / "merged"), cwd=tmp_path)
+    merged = mpsfuzz("corpus", "merge", str(campaign_corpus), "--into", str(tmp_path / "merged"), cwd=tmp_path)
     assert merged.returncode == 0, merged.stderr
     assert len(list((tmp_path / "merged").glob("*.json"))) == 3
     assert not (tmp_path / "merged" / "runs").exists()
 
-    mine = copy_of(corpus, tmp_path)
+    mine = copy_of(campaign_corpus, tmp_path)
     pruned = mpsfuzz("corpus", "prune", str(mine), "--fixed-for", "1", cwd=tmp_path)
     assert pruned.returncode == 0, pruned.stderr
     assert [p.name.split("-")[0] for p in (mine / "pruned").glob("*.json")] == ["sqrt"]
@@ -148,7 +199,7 @@ def table_rows(text: str) -> list[list[list[str]]]:
 
 
 def test_terminal_lists_each_finding_with_its_explanation_and_path(corpus):
-    out = mpsfuzz("report", "corpus", cwd=corpus.parent)
+    out = mpsfuzz_here("report", "corpus", cwd=corpus.parent)
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert lines[0] == "3 finding(s) in 1 corpus folder(s): 1 new, 1 known upstream, 1 fixed"
@@ -184,7 +235,7 @@ def test_markdown_has_the_findings_table_and_run_stats(corpus, tmp_path):
     data = json.loads(path.read_text())
     data["ablation"]["text"] = "needs a | b <b>bold</b>\nsecond line"
     path.write_text(json.dumps(data))
-    out = mpsfuzz("report", str(mine), "--format", "markdown", cwd=tmp_path)
+    out = mpsfuzz_here("report", str(mine), "--format", "markdown", cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     assert "**3 finding(s)**" in out.stdout and "1 new" in out.stdout and "1 known upstream" in out.stdout
     assert out.stdout.index("### Bugs (3)") < out.stdout.index("### Findings")
@@ -290,7 +341,7 @@ def test_capability_and_unconfirmed_findings_are_counted_and_meet_the_schema(cor
     counts = report["summary"]["by_status"]
     assert (counts["unconfirmed"], counts["capability"], counts["new"], counts["fixed"]) == (1, 1, 0, 0)
     assert [f["status"] for f in report["findings"]] == ["known-bug", "unconfirmed", "capability"]
-    terminal = mpsfuzz("report", str(mine), "--format", "terminal", cwd=tmp_path)
+    terminal = mpsfuzz_here("report", str(mine), "--format", "terminal", cwd=tmp_path)
     assert "1 unconfirmed" in terminal.stdout and "1 capability" in terminal.stdout, terminal.stdout
 
 
@@ -404,7 +455,7 @@ def test_html_report_renders_in_headless_chromium(corpus, tmp_path):
     data["ablation"]["text"] = '<img src="x" onerror="document.body.dataset.pwned=2"> gapped'
     path.write_text(json.dumps(data))
     page = tmp_path / "report.html"
-    out = mpsfuzz("report", str(mine), "--format", "html", "--output", str(page), cwd=tmp_path)
+    out = mpsfuzz_here("report", str(mine), "--format", "html", "--output", str(page), cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     html = page.read_text()
     # Self-contained: no element loads anything. (The injected text is escaped: its quotes
@@ -466,15 +517,15 @@ def test_error_plot_draws_every_element_and_marks_non_finite_ones():
 # -- bad input ------------------------------------------------------------------------------
 
 def test_report_on_a_missing_folder_is_a_one_line_error(tmp_path):
-    out = mpsfuzz("report", str(tmp_path / "nowhere"), cwd=tmp_path)
+    out = mpsfuzz_here("report", str(tmp_path / "nowhere"), cwd=tmp_path)
     assert out.returncode == 2
     assert out.stderr.strip().count("\n") == 0 and "no such corpus file or folder" in out.stderr
     assert "Traceback" not in out.stderr
 
 
 @pytest.mark.slow
-def test_corrupt_files_are_skipped_and_the_report_still_renders(corpus, tmp_path):
-    mine = copy_of(corpus, tmp_path)
+def test_corrupt_files_are_skipped_and_the_report_still_renders(campaign_corpus, tmp_path):
+    mine = copy_of(campaign_corpus, tmp_path)
     (mine / "broken-values-0000.json").write_text("{not json")
     (mine / "runs" / "20200101T000000Z-1.json").write_text('{"schema": "mpsfuzz-run", "cases": "many"}')
     for fmt in ("json", "markdown", "html", "terminal"):
@@ -491,12 +542,12 @@ def test_corrupt_files_are_skipped_and_the_report_still_renders(corpus, tmp_path
 
 
 @pytest.mark.slow
-def test_a_folder_of_corpora_reads_as_all_of_them(corpus, tmp_path):
+def test_a_folder_of_corpora_reads_as_all_of_them(campaign_corpus, tmp_path):
     """bench/families.py writes DIR/<target>/<family>/: reporting on DIR/<target> takes
     every family's corpus (their findings and run logs), never runs/ or merged/."""
     parent = tmp_path / "cuda"
     for family in ("linalg", "nn"):
-        shutil.copytree(corpus, parent / family)
+        shutil.copytree(campaign_corpus, parent / family)
     (parent / "empty" / "runs").mkdir(parents=True)  # a corpus whose campaign found nothing
     report = report_json(parent, tmp_path)
     assert report["summary"]["findings"] == 6 and report["runs"]["runs"] == 2

@@ -154,15 +154,15 @@ def test_a_log_gets_plain_lines_and_ctrl_c_exits_130_keeping_the_finding(tmp_pat
     assert events and all("->" in line for line in events)   # one line per finding event
 
 
-def test_doctor_names_torch_the_chosen_target_and_the_corpus(tmp_path):
+def test_doctor_names_torch_the_chosen_target_and_the_corpus(tmp_path, capsys):
     import torch
 
+    from mpsfuzz.cli import main
     from mpsfuzz.targets import best_available
     root = _corpus(tmp_path)
-    done = subprocess.run([sys.executable, "-m", "mpsfuzz", "doctor", "--corpus", str(root)],
-                          capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stderr
-    out = done.stdout
+    code = main(["doctor", "--corpus", str(root)])   # in this process: no fresh interpreter to start
+    out, err = capsys.readouterr()
+    assert code == 0, err
     assert f"torch {torch.__version__}" in out
     chosen = next(line for line in out.splitlines() if "<- `mpsfuzz run` tests this one" in line)
     assert best_available() in chosen and "available" in chosen
