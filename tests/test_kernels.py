@@ -357,7 +357,7 @@ def contiguity_finding(tmp_path_factory, clean_registry) -> tuple[Path, dict]:
     assert kernels.load_file(kfile) == ("scale_shift", "scale_shift_buggy")
     case = Case("scale_shift_buggy", (TensorRecipe((2,), "float32", Layout(gaps=(2,))),), (("alpha", 2.0),))
     outcome = judge_case(case, load_target("cpu"), worker_oracles(DEFAULT))
-    (failure,) = [Failure.from_json(f) for f in outcome["failures"] if f["oracle"] == "values"]
+    (failure,) = [Failure.from_json(f) for f in outcome.failures if f["oracle"] == "values"]
     finding = Finding.create(case, failure, target_name="cpu", target_spec="cpu", device="cpu")
     finding.repro = repro_for(finding, verify=True)
     return kfile, finding.to_json()

@@ -44,8 +44,8 @@ def judged_failure(case: Case, faults: str) -> Failure:
     """The one failure the fault target with ``faults`` on (MPSFUZZ_FAULTS's syntax)
     shows on ``case``, judged here as a worker judges it."""
     outcome = judge_case(case, FaultTarget(faults_from_env(faults)), worker_oracles(DEFAULT))
-    failures = [Failure.from_json(f) for f in outcome["failures"]]
-    assert outcome["valid"] and len(failures) == 1, outcome
+    failures = [Failure.from_json(f) for f in outcome.failures]
+    assert outcome.valid and len(failures) == 1, outcome
     return failures[0]
 
 
