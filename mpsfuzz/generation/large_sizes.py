@@ -83,6 +83,13 @@ class Grows:
     # are together): its cases skip the meta-device check of MAX_RESULT_ELEMENTS, which
     # for cat_many would join 65,537 meta tensors in Python, a second a case.
     rearranges: bool = False
+    # Where row i of the result depends on row i of the inputs only under some arguments
+    # (a softmax or a scan along a dim other than 0, a loss without reduction): the drawn
+    # arguments moved to ones that keep rows apart, ``(shapes, kwargs) -> kwargs``
+    # (idempotent). The @huge class draws through it and holds any other arguments
+    # (a shrinker's dropped ``dim``) outside the op's declaration (issue 38: more ops in
+    # the class past 2^31 elements).
+    rows_args: Callable[[tuple, dict], dict] | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -91,11 +98,36 @@ class Grows:
             raise ValueError(f"dims={self.dims!r}: expected one or more (input, dim) pairs")
         if self.sliced and any(d != 0 for _, d in self.dims):
             raise ValueError(f"sliced=True with dims={self.dims!r}: rows are dim 0 of each input")
+        if self.rows_args is not None and not self.sliced:
+            raise ValueError("rows_args without sliced=True: only the @huge class keeps rows apart")
 
 
 def grows(kind: str, *dims: tuple[int, int], min_rank: int = 0, sliced: bool = False, broadcasts: bool = True,
-          when: Callable[[tuple], bool] | None = None, rearranges: bool = False) -> Grows:
-    return Grows(kind, tuple(dims), min_rank, sliced, broadcasts, when, rearranges)
+          when: Callable[[tuple], bool] | None = None, rearranges: bool = False,
+          rows_args: Callable[[tuple, dict], dict] | None = None) -> Grows:
+    return Grows(kind, tuple(dims), min_rank, sliced, broadcasts, when, rearranges, rows_args)
+
+
+def dim_off_rows(*, name: str = "dim", new_dim: bool = False) -> Callable[[tuple, dict], dict]:
+    """A ``rows_args``: the op's ``name`` argument moved off dim 0 (to the last dim),
+    whether written as an int or as a tuple of dims (the others kept); absent or None
+    (a full reduction) becomes the last dim. ``new_dim``: the dim counts in the result,
+    one more than the input has (stack's)."""
+    def move(shapes, kwargs: dict) -> dict:
+        rank = len(shapes[0]) + (1 if new_dim else 0)
+        value = kwargs.get(name)
+        if isinstance(value, (tuple, list)):
+            kept = type(value)(d for d in value if d % rank != 0)
+            return {**kwargs, name: kept if kept else type(value)((rank - 1,))}
+        if value is None or value % rank == 0:
+            return {**kwargs, name: -1}
+        return kwargs
+    return move
+
+
+def without_reduction(shapes, kwargs: dict) -> dict:
+    """A ``rows_args`` for a loss: ``reduction="none"`` (a mean or a sum mixes rows)."""
+    return {**kwargs, "reduction": "none"}
 
 
 def base_op_name(op: str) -> str:
@@ -300,7 +332,7 @@ MEDIUM = 1 << 22            # what --max-bytes allows when no boundary fits (CI'
 _ROW_BOUNDARIES = (65535, 65536)
 # 1- and 2-byte dtypes: 2^31 elements in 2 to 4 GB, and values (index_hash: small
 # integers, quarters up to 30 for floats) whose products and short sums are exact.
-HUGE_DTYPES = ("float16", "int8", "uint8", "bool")
+HUGE_DTYPES = ("float16", "bfloat16", "int8", "uint8", "bool")
 
 
 def boundary_blocks(shape: tuple, *others: tuple) -> list[tuple[int, int]]:
@@ -339,7 +371,8 @@ def _huge_shapes(spec: OpSpec, group: Grows, bytes_per_element: int = BYTES_PER_
     base = spec.shapes
 
     def shapes(draw, budget: ShapeBudget) -> tuple:
-        small = ShapeBudget(min_rank=max(1, spec.min_rank, group.min_rank), max_rank=min(budget.max_rank, 4),
+        # (ranks to 5: a 5-D bfloat16 input past 2^32 elements, pytorch#154828)
+        small = ShapeBudget(min_rank=max(1, spec.min_rank, group.min_rank), max_rank=min(budget.max_rank, 5),
                             max_side=min(budget.max_side, 4), allow_empty=False, max_numel=64)
         drawn = base(draw, small)
         if not applies(group, drawn):
@@ -468,6 +501,49 @@ def _huge_grad(spec: OpSpec, group: Grows) -> tuple[int, ...]:
     return tuple(i for i in sliced if spec.grad_inputs is None or i in spec.grad_inputs)
 
 
+def _huge_values(entry):
+    """An input's values in the @huge class, made on the device: integers an op declares
+    in a range (a loss's class indices) from the hash in that range, anything else from
+    the unbounded hash (quarters in [-30, 30] for floats: stored corpora depend on it)."""
+    if entry is None or isinstance(entry, str):
+        return "index_hash"
+
+    def values(shapes, kwargs) -> dict:
+        asked = hashed(dict(entry(shapes, kwargs)))
+        bounded = asked.get("distribution") == "index_hash" and asked.get("low") is not None
+        return ({"distribution": "index_hash", "low": asked["low"], "high": asked["high"]} if bounded
+                else {"distribution": "index_hash"})
+    return values
+
+
+def _rows_apart_args(base, group: Grows):
+    """The op's argument builder, then its arguments moved to keep rows apart where the
+    group declares how (``Grows.rows_args``) and the drawn shapes are the group's."""
+    if group.rows_args is None:
+        return base
+
+    def args(draw, shapes, dtypes) -> dict:
+        kwargs = base(draw, shapes, dtypes) if base else {}
+        return group.rows_args(shapes, kwargs) if applies(group, shapes) else kwargs
+    return args
+
+
+def _rows_mixed(group: Grows):
+    """``OpSpec.outside`` of a @huge op: why a case's arguments mix the rows the class
+    judges apart (a reducer that drops softmax's ``dim``, which then defaults to 0), or
+    None: such a case is no input of the class, whatever it returns."""
+    if group.rows_args is None:
+        return None
+
+    def outside(case) -> str | None:
+        shapes = [r.shape for r in case.inputs]
+        kwargs = case.kwargs_dict()
+        if not applies(group, shapes) or group.rows_args(shapes, dict(kwargs)) == kwargs:
+            return None
+        return "its arguments mix the rows the large class judges apart"
+    return outside
+
+
 def huge_variant(spec: OpSpec) -> OpSpec | None:
     """``spec`` past 2^31 elements along its sliced group (None where it has none, or no
     1- or 2-byte dtype): inputs made on the device from a hash of each element's index,
@@ -485,16 +561,21 @@ def huge_variant(spec: OpSpec) -> OpSpec | None:
     variant is drawn. Gradients of the other inputs (weights) are not judged here."""
     groups = [g for g in spec.grows if g.sliced]
     dtypes = tuple(d for d in spec.dtypes if d in HUGE_DTYPES)
-    if not groups or not dtypes:
+    if not groups or not dtypes or spec.canonicalise is not None:
+        # (a canonicaliser reads the call's inputs beside its results: argmax's gathers
+        # from the whole input, on the host, against results cut to a few rows)
         return None
     group = groups[0]
     count = len(spec.input_dtypes) or 1
     wrt = _huge_grad(spec, group)
     reference_inputs = _sliced_reference_inputs(spec.fn, group)
+    own = list(spec.input_values)
     return OpSpec(name=spec.name + HUGE_SUFFIX, family=spec.family, fn=_rows_of(spec.fn, group),
                   shapes=_huge_shapes(spec, group, GRAD_BYTES_PER_ELEMENT if wrt else BYTES_PER_ELEMENT),
                   dtypes=dtypes, input_dtypes=spec.input_dtypes,
-                  input_values=("index_hash",) * count, args=spec.args, allow_nonfinite=False, allow_specials=False,
+                  input_values=tuple(_huge_values(own[i] if i < len(own) else None) for i in range(count)),
+                  args=_rows_apart_args(spec.args, group), outside=_rows_mixed(group),
+                  allow_nonfinite=False, allow_specials=False,
                   min_rank=spec.min_rank, max_rank=spec.max_rank, canonicalise=spec.canonicalise,
                   rtol_scale=spec.rtol_scale, atol_scale=spec.atol_scale, semantics=spec.semantics | {"large"},
                   grad=bool(wrt), grad_inputs=wrt or None, grad_undefined=spec.grad_undefined if wrt else None,

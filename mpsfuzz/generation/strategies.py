@@ -585,8 +585,12 @@ def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
         i = max(i for i in range(1, len(inputs)) if _free_dtype(spec, i))
         others = [d for d in spec.dtypes if d != inputs[i].dtype]
         name = choose.choice(others)
+        # (values made on the device stay so: a @huge input of billions of elements is
+        # never drawn on the host, and its reference builds a few rows from the hash)
+        made_on_device = inputs[i].values.distribution in DEVICE_GENERATED
         inputs = tuple(r if j != i else r.retyped(name, values=replace(
-            r.values, distribution=_distributions_for(name)[0], low=None, high=None, specials=()))
+            r.values, distribution=r.values.distribution if made_on_device else _distributions_for(name)[0],
+            low=None, high=None, specials=()))
             for j, r in enumerate(inputs))
     sibling = replace(case, inputs=inputs)
     return None if sibling == case else sibling

@@ -32,7 +32,7 @@ from hypothesis import strategies as st
 
 from .. import dtypes as dt
 from ..grad_points import near, slack, wide
-from ..large_sizes import grows
+from ..large_sizes import dim_off_rows, grows
 from ..opspec import declare_grows
 from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcastable_to, draw_rank, draw_side, expand,
                       first_dtype, fit, prod, register)
@@ -1228,9 +1228,15 @@ declare_grows({
     "index_add": _INDEX_ADD_GROWS,
     **{op: (grows("inputs", (0, 0), rearranges=True),) for op in ("cat_many", "stack_many", "hstack_many",
                                                                      "vstack_many")},
-    "index_select": (grows("rows", (0, 0)), grows("length", (0, -1)), grows("indices", (1, 0))),
+    # (the @huge class: a source past 2^31 elements, selected along another dim than its
+    # rows: pytorch#188756; a cat or stack of rows whose result passes 2^31 elements:
+    # #189960, #169163)
+    "index_select": (grows("rows", (0, 0), min_rank=2, sliced=True, rows_args=dim_off_rows()),
+                     grows("length", (0, -1)), grows("indices", (1, 0))),
     "gather": (grows("rows", (0, 0), (1, 0)), grows("length", (0, -1), (1, -1))),
     "scatter": (grows("rows", (0, 0), (1, 0), (2, 0)), grows("length", (0, -1), (1, -1), (2, -1))),
-    "cat": (grows("rows", (0, 0), (1, 0), (2, 0)), grows("length", (0, -1), (1, -1), (2, -1))),
-    "stack": (grows("rows", (0, 0), (1, 0), (2, 0)), grows("length", (0, -1), (1, -1), (2, -1))),
+    "cat": (grows("rows", (0, 0), (1, 0), (2, 0), min_rank=2, sliced=True, rows_args=dim_off_rows()),
+            grows("length", (0, -1), (1, -1), (2, -1))),
+    "stack": (grows("rows", (0, 0), (1, 0), (2, 0), sliced=True, rows_args=dim_off_rows(new_dim=True)),
+              grows("length", (0, -1), (1, -1), (2, -1))),
 })

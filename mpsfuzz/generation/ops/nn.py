@@ -29,7 +29,7 @@ from hypothesis import strategies as st
 
 from .. import dtypes as dt
 from ..grad_points import dims_of, is_zero, kinks, near, rows, slack, vector_norm_reason, when, wide, zero_crossings
-from ..large_sizes import grows
+from ..large_sizes import dim_off_rows, grows
 from ..opspec import declare_grows
 from ..opspec import OpSpec, ShapeBudget, any_shape, expand, prod, register, writable_copy
 from ..preparation import preparation
@@ -1457,14 +1457,23 @@ declare_grows({
     "avg_pool2d": (grows("batch", (0, 0), min_rank=4, sliced=True), grows("channels", (0, -3)), grows("width", (0, -1)),
                    grows("rows", (0, -2))),
     "adaptive_avg_pool1d": (grows("batch", (0, -3)), grows("channels", (0, -2)), grows("width", (0, -1))),
+    # (a batch of planes past 2^31 elements: pytorch#176784, #188957, #193096, forward
+    # and backward of the 2-D and 3-D adaptive pools)
+    "adaptive_avg_pool2d": (grows("batch", (0, 0), min_rank=4, sliced=True), grows("channels", (0, -3)),
+                            grows("width", (0, -1))),
+    "adaptive_avg_pool3d": (grows("batch", (0, 0), min_rank=5, sliced=True), grows("channels", (0, -4)),
+                            grows("width", (0, -1))),
     "pad_constant": (grows("rows", (0, 0)), grows("width", (0, -1))),
     "pad_reflect": (grows("rows", (0, 0)), grows("width", (0, -1))),
     "pad_replicate": (grows("rows", (0, 0)), grows("width", (0, -1))),
     "pad_circular": (grows("rows", (0, 0)), grows("width", (0, -1))),
-    "softmax": (grows("length", (0, -1)), grows("rows", (0, 0))),
-    "log_softmax": (grows("length", (0, -1)), grows("rows", (0, 0))),
+    # (rows apart where the softmax runs along another dim: pytorch#191565, a float16
+    # log_softmax past 2^31 elements)
+    "softmax": (grows("length", (0, -1)), grows("rows", (0, 0), min_rank=2, sliced=True, rows_args=dim_off_rows())),
+    "log_softmax": (grows("length", (0, -1)),
+                    grows("rows", (0, 0), min_rank=2, sliced=True, rows_args=dim_off_rows())),
     "layer_norm": (grows("length", (0, -1), (1, -1), (2, -1)),),
-    "group_norm": (grows("batch", (0, 0)), grows("width", (0, -1), min_rank=3)),
+    "group_norm": (grows("batch", (0, 0), min_rank=2, sliced=True), grows("width", (0, -1), min_rank=3)),
     "embedding": (grows("indices", (0, -1)), grows("rows", (1, 0)), grows("cols", (1, 1))),
     "relu": (grows("length", (0, -1)), grows("rows", (0, 0), sliced=True)),
     "gelu": (grows("length", (0, -1)), grows("rows", (0, 0), sliced=True)),

@@ -40,7 +40,7 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from ..grad_points import equal_operands, is_zero, kinks, near, slack, vector_norm_reason, when, wide, zero_crossings
-from ..large_sizes import grows
+from ..large_sizes import grows, without_reduction
 from ..opspec import declare_grows
 from ..opspec import (OpSpec, ShapeBudget, broadcast_shapes, broadcastable_to, draw_side, expand, fit,
                       integers_once, register, same_shapes, sampled_once)
@@ -966,8 +966,12 @@ register(
 
 # Dims that may grow past 65,536 (the large size class, generation/large_sizes.py).
 declare_grows({
-    "cross_entropy": (grows("batch", (0, 0), (1, 0), min_rank=2), grows("channels", (0, 1), (2, 0))),
-    "nll_loss": (grows("batch", (0, 0), (1, 0), min_rank=2), grows("channels", (0, 1), (2, 0))),
+    # (the @huge class: losses per element, past 2^31 elements of input: pytorch#190139,
+    # nll_loss's backward of a 4-D input)
+    "cross_entropy": (grows("batch", (0, 0), (1, 0), min_rank=2, sliced=True, rows_args=without_reduction),
+                      grows("channels", (0, 1), (2, 0))),
+    "nll_loss": (grows("batch", (0, 0), (1, 0), min_rank=2, sliced=True, rows_args=without_reduction),
+                 grows("channels", (0, 1), (2, 0))),
     # (trailing dims: the target broadcasts, and its dim 0 may be the input's last)
     "mse_loss": (grows("length", (0, -1), (1, -1), (2, -1)), grows("rows", (0, -2), (1, -2), (2, -2))),
     # (the mask, input 3, broadcasts to (..., L, S): its L and S grow with the query's and

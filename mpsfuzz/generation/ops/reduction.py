@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from .. import dtypes as dt
 from ..grad_points import (any_of, constant_slices, dims_of, near, rows, slack, ties, vector_norm_kinks,
                            vector_norm_reason, wide, zero_crossings)
-from ..large_sizes import grows
+from ..large_sizes import dim_off_rows, grows
 from ..opspec import declare_grows
 from ..opspec import (OpSpec, any_shape, broadcast_shapes, combine_args, dim_arg, draw_side, expand,
                       first_dtype, fit, gather_at_indices, register)
@@ -548,5 +548,10 @@ register(
 # the long dim (a reduction over 65,536+ elements) or across it (65,536+ of them).
 _ALONG_OR_ACROSS = (grows("length", (0, -1)), grows("rows", (0, 0)))
 declare_grows({op: _ALONG_OR_ACROSS for op in (
-    "sum", "mean", "amax", "amin", "argmax", "argmin", "logsumexp", "cumsum", "cumprod", "sort", "argsort",
-    "topk", "std", "var", "prod", "cummax")})
+    "argmax", "argmin", "cumprod", "sort", "argsort", "topk", "prod", "cummax")})
+# Those whose rows also pass 2^31 elements in the @huge class, reduced or scanned along
+# a dim other than 0 (pytorch#167086: a scan along an outer dim past 2^32 elements). (Not
+# the products: a float16 product of 64 hashed values overflows; not the canonicalised
+# ones, which gather from the whole input.)
+_ACROSS_ROWS = (grows("length", (0, -1)), grows("rows", (0, 0), min_rank=2, sliced=True, rows_args=dim_off_rows()))
+declare_grows({op: _ACROSS_ROWS for op in ("sum", "mean", "amax", "amin", "logsumexp", "cumsum", "std", "var")})
