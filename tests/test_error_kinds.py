@@ -252,3 +252,40 @@ def test_accepting_a_call_with_no_index_values_is_a_capability_not_a_missing_bou
         return check_errors(Observation(case, catalogue.get("index_copy"), "cuda-compiled", torch.tensor(0.0), ref))
     assert judged((0,)).kind == "capability"
     assert judged((2,)).kind == "ref-raises"
+
+
+class _RefusesTheConversion:
+    """Eager CPU, except that every call raises torch's checked-conversion error, as
+    CUDA's lp_pool2d did for 1 / norm_type of float32's smallest subnormal."""
+
+    device = "cpu"
+    name = "refuses-conversion"
+
+    def is_available(self):
+        return True
+
+    def run(self, fn, *args, **kwargs):
+        raise RuntimeError("value cannot be converted to type float without overflow")
+
+    def synchronize(self):
+        pass
+
+    def memory_allocated(self):
+        return 0
+
+
+def _lp_pool2d(norm_type):
+    x = TensorRecipe((1, 2, 1), "float32", Layout(), ValueRecipe("small_int", 0))
+    return Case("lp_pool2d", (x,), (("kernel_size", (2, 1)), ("norm_type", norm_type)))
+
+
+def test_refusing_a_number_derived_from_an_extreme_argument_is_an_undefined_conversion_not_a_bug():
+    """CUDA refused lp_pool2d(norm_type=1.4e-45) (float32's smallest subnormal, which
+    float32 holds): the kernel's exponent 1 / norm_type = 7e44 is what float32 cannot
+    hold, and CPU computed it in float64. Which backend refuses is no bug; the same
+    refusal of an ordinary norm_type is the target's."""
+    (failure,) = judge_case(_lp_pool2d(1.401298464324817e-45), _RefusesTheConversion(), DEFAULT).failures
+    assert (failure["kind"], failure["blame"]) == ("capability", "capability"), failure
+    assert "undefined conversion" in failure["title"]
+    (failure,) = judge_case(_lp_pool2d(2.0), _RefusesTheConversion(), DEFAULT).failures
+    assert (failure["kind"], failure["blame"]) == ("dut-raises", "target"), failure

@@ -28,6 +28,7 @@ from . import Failure, oracle
 from ..execution.observation import Observation, Raised
 from ..generation.opspec import LARGE_REAL_NUMEL
 from .grads import BACKWARD_SCALE
+from .huge_rows import rows_observation
 from .jury import deliberate
 from .jury.float64 import ARBITRATED, DISMISSED, numbers_line, verdict
 from .meta_shapes import shape_note, shape_verdict
@@ -47,10 +48,14 @@ def arbitrate(obs: Observation, failure: Failure) -> Failure | None:
     if (failure.oracle, failure.kind) not in ARBITRATED:
         return failure
     if "large" in obs.spec.semantics and any(r.numel > LARGE_REAL_NUMEL for r in obs.case.inputs):
-        # The reference of a stride-0 input of billions of elements is its analytic value
-        # (exact, independent of CPU's kernels), and a float64 copy would be dense.
-        return replace(failure, message=failure.message + "\nfloat64 arbiter: not needed (the reference is exact)",
-                       details=dict(failure.details, verdict="reference-exact"))
+        rows = rows_observation(obs)
+        if rows is None:
+            # The reference of a stride-0 input of billions of elements is its analytic
+            # value (exact, independent of CPU's kernels), and a float64 copy would be dense.
+            return replace(failure, message=failure.message + "\nfloat64 arbiter: not needed (the reference is exact)",
+                           details=dict(failure.details, verdict="reference-exact"))
+        # The @huge class: the same dispute, of the base op on the rows compared.
+        obs = rows
     try:
         result, numbers = verdict(obs, failure)
     except Exception as exc:
