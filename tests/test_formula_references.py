@@ -134,7 +134,7 @@ def run(fn, spec, case, inputs, kwargs):
         grads = [torch.zeros_like(inputs[i]) if g is None else g for g, i in zip(grads, wrt)]
     with torch.no_grad():
         if spec.canonicalise is not None:
-            out = spec.canonicalise([t.detach() for t in inputs], _detached(out))
+            out = spec.canonical([t.detach() for t in inputs], _detached(out), kwargs)
         return _detached(out), grads, recorder.kernels
 
 
