@@ -135,8 +135,7 @@ def test_fn_runs_on_small_cpu_inputs(name):
                                   values=ValueRecipe(dist, seed=i + 1, low=asked.get("low"), high=asked.get("high")))
             inputs.append(recipe.materialize())
         out = spec.fn(*inputs, **resolve_kwargs(tuple(kwargs.items())))
-        if spec.canonicalise is not None:
-            out = spec.canonicalise(inputs, out)
+        out = spec.canonical(inputs, out, kwargs)
         assert out is not None
     check()
 

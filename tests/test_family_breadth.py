@@ -283,11 +283,18 @@ def test_argsort_and_topk_canonicalisers_ignore_tie_order():
     assert _same(arg.canonicalise([x], a), arg.canonicalise([x], b))
     assert not _same(arg.canonicalise([x], a), arg.canonicalise([x], torch.tensor([[0, 1, 2, 3]])))
     top = OPS["topk"]
-    out = top.fn(x, 2, dim=-1, largest=True, sorted=True)
+    kw = {"dim": -1, "largest": True, "sorted": False}
+    out = top.fn(x, 2, **kw)
     unsorted_other = (out[0].flip(-1), out[1].flip(-1))
-    assert _same(top.canonicalise([x], out), top.canonicalise([x], unsorted_other))
-    assert not _same(top.canonicalise([x], out),
-                     top.canonicalise([x], (out[0], torch.tensor([[0, 3]]))))
+    assert _same(top.canonical([x], out, kw), top.canonical([x], unsorted_other, kw))
+    assert not _same(top.canonical([x], out, kw),
+                     top.canonical([x], (out[0], torch.tensor([[0, 3]])), kw))
+    # sorted=True fixes the values' order (the default); sorted=False leaves it free
+    y = torch.tensor([[1.0, 3.0, 2.0]])
+    best = top.fn(y, 2)
+    reversed_ = (best[0].flip(-1), best[1].flip(-1))
+    assert not _same(top.canonical([y], best, {}), top.canonical([y], reversed_, {}))
+    assert _same(top.canonical([y], best, {"sorted": False}), top.canonical([y], reversed_, {"sorted": False}))
 
 
 def test_mode_canonicaliser_accepts_any_most_frequent_value():

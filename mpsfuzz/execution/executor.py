@@ -307,7 +307,7 @@ def run_side(spec, case: Case, kwargs: dict, device, runner=None, synchronize=No
         base_after = _to_cpu(inputs[0]._base)
     with torch.no_grad():
         detached = _detach(raw)
-        out = spec.canonicalise(given, detached) if spec.canonicalise is not None else detached
+        out = spec.canonical(given, detached, kwargs)
         return SideResult(outputs=_to_cpu(out), meta=meta,
                           grads=None if grads is None else [None if g is None else _to_cpu(g) for g in grads],
                           inputs_after=[_input_to_cpu(t) if _small(t) else None for t in inputs] if keep_inputs else None,
@@ -382,8 +382,7 @@ def _meta_dtypes(spec, case: Case, kwargs) -> tuple:
     try:
         meta = [r.materialize("cpu").to("meta") for r in case.inputs]
         out = spec.fn(*meta, **kwargs)
-        if spec.canonicalise is not None:
-            out = spec.canonicalise(meta, out)
+        out = spec.canonical(meta, out, kwargs)
         return tuple(_leaf_dtypes(out))
     except Exception:
         return ()

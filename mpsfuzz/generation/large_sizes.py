@@ -577,6 +577,7 @@ def huge_variant(spec: OpSpec) -> OpSpec | None:
                   args=_rows_apart_args(spec.args, group), outside=_rows_mixed(group),
                   allow_nonfinite=False, allow_specials=False,
                   min_rank=spec.min_rank, max_rank=spec.max_rank, canonicalise=spec.canonicalise,
+                  canonical_kwargs=spec.canonical_kwargs,
                   rtol_scale=spec.rtol_scale, atol_scale=spec.atol_scale, semantics=spec.semantics | {"large"},
                   grad=bool(wrt), grad_inputs=wrt or None, grad_undefined=spec.grad_undefined if wrt else None,
                   judged_grads=_judged_grads(reference_inputs.blocks) if wrt else None,

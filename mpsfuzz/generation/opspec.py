@@ -67,7 +67,8 @@ ShapeBuilder = Callable[[Callable, "ShapeBudget"], tuple]
 ArgBuilder = Callable[[Callable, tuple, tuple], dict]
 # A canonicaliser turns outputs into what is compared, on each side with its own inputs,
 # e.g. replacing argmax's indices by the values they point at (ties are unspecified).
-Canonicaliser = Callable[[list, Any], Any]
+#   canonicalise(inputs, outputs, **the call's arguments named in canonical_kwargs)
+Canonicaliser = Callable[..., Any]
 # An input's values, when they depend on the drawn shapes and arguments (indices into
 # another input's dim, a class count...):
 #   values(shapes, kwargs) -> dict(distribution=..., low=..., high=..., allow_specials=...)
@@ -232,6 +233,12 @@ class OpSpec:
     min_rank: int = 0
     max_rank: int = 8
     canonicalise: Canonicaliser | None = None
+    # Keyword arguments of the call that ``canonicalise`` receives too, by name: the dim
+    # topk and argsort index along, which their outputs' shapes do not tell (k equal to
+    # the dim's size, equal sizes of two dims), and which, inferred, could differ between
+    # the two sides of one case. An argument the call leaves out is not passed: the
+    # canonicaliser's own default is the op's. Call it through :meth:`canonical`.
+    canonical_kwargs: tuple[str, ...] = ()
     # Outputs from this index on are each backend's own (an internal op's statistics saved
     # for its backward: float32 mean/rstd for float16 input on CUDA): their metadata is not
     # compared (their values are left out by the canonicaliser).
@@ -350,6 +357,13 @@ class OpSpec:
         if self.out and self.out_cast:
             out.append("out-cast")
         return tuple(out)
+
+    def canonical(self, inputs: list, outputs, kwargs: dict):
+        """The outputs' canonical form: ``canonicalise`` given the call's arguments that
+        it declares it reads (``canonical_kwargs``); the outputs themselves without one."""
+        if self.canonicalise is None:
+            return outputs
+        return self.canonicalise(inputs, outputs, **{k: kwargs[k] for k in self.canonical_kwargs if k in kwargs})
 
     def as_reference(self) -> "OpSpec":
         """The spec the CPU reference side calls: ``fn`` replaced by ``reference_fn``

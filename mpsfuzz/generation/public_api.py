@@ -438,12 +438,15 @@ declare("instance_norm", Public(f"{F}.instance_norm",
                                               ("affine", "weight", True), ("affine", "bias", True))))
 declare("group_norm", Public(f"{F}.group_norm", inputs=("input", "weight", "bias"), flags=("affine",),
                              passes=_flags(("affine", "weight", True), ("affine", "bias", True))))
-declare("layer_norm", Public(f"{F}.layer_norm", inputs=("input", "weight", "bias"), flags=("affine",),
-                             passes=lambda case: {
-                                 "weight": TENSOR if dict(case.kwargs).get("affine", "both") != "none" else None,
-                                 "bias": TENSOR if dict(case.kwargs).get("affine", "both") == "both" else None}))
-declare("rms_norm", Public(f"{F}.rms_norm", inputs=("input", "weight"), flags=("affine",),
-                           passes=_flagged("affine", "weight", True)))
+_LAYER_NORM = Public(f"{F}.layer_norm", inputs=("input", "weight", "bias"), flags=("affine",),
+                     passes=lambda case: {
+                         "weight": TENSOR if dict(case.kwargs).get("affine", "both") != "none" else None,
+                         "bias": TENSOR if dict(case.kwargs).get("affine", "both") == "both" else None})
+_RMS_NORM = Public(f"{F}.rms_norm", inputs=("input", "weight"), flags=("affine",),
+                   passes=_flagged("affine", "weight", True))
+for _name, _public in (("layer_norm", _LAYER_NORM), ("layer_norm_medium", _LAYER_NORM),
+                       ("rms_norm", _RMS_NORM), ("rms_norm_medium", _RMS_NORM)):
+    declare(_name, _public)
 declare("linear", Public(f"{F}.linear", inputs=("input", "weight", "bias"), flags=("bias",),
                          passes=_flagged("bias", "bias", True)))
 declare("bilinear", Public(f"{F}.bilinear", inputs=("input1", "input2", "weight", "bias"), flags=("bias",),

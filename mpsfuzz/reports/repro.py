@@ -1096,12 +1096,14 @@ def _body(finding: Finding, device: str, target_name: str) -> tuple["_Builder", 
             except SourceError as exc:
                 raise ReproError(str(exc)) from None
             # canonical() reads the inputs as the op got them (executor.run_side): an
-            # input the device overwrites is another finding, not this one.
-            body += [f"expected = {helper}([{', '.join(cpu_names)}], expected)",
+            # input the device overwrites is another finding, not this one. It is given
+            # the call's arguments it declares (canonical_kwargs: the dim topk gathers along).
+            read = "".join(f", {k}={b.kwargs[k]}" for k in spec.canonical_kwargs if k in b.kwargs)
+            body += [f"expected = {helper}([{', '.join(cpu_names)}], expected{read})",
                      f"before = [{', '.join(f'{n}.clone()' for n in names)}]"]
         body += dut_variant()
         if helper is not None:
-            body.append(f"actual = {helper}(before, actual)")
+            body.append(f"actual = {helper}(before, actual{read})")
         if case.variant == "autocast":
             # in the dtypes the device's autocast chose
             body.append("expected = expected.to(actual.dtype) if isinstance(actual, torch.Tensor) else "

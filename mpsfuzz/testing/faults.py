@@ -798,6 +798,22 @@ def _inputs_65536(func, args, kwargs) -> bool:
     return len(_arg(func, args, kwargs, 0)) >= 65536
 
 
+def _topk_along_dim_0(func, args, kwargs) -> bool:
+    """topk(self, k, dim=-1, ...) along dim 0 of an input of 3 or more dims, dim 0 longer
+    than 1."""
+    x, dim = _input(func, args, kwargs), _arg(func, args, kwargs, 2)
+    return x.dim() >= 3 and (-1 if dim is None else dim) % x.dim() == 0 and x.shape[0] > 1
+
+
+def _indices_moved_along_dim_0(func, args, kwargs, result):
+    """topk's values right and each index moved one place along dim 0 (modulo its size),
+    as a kernel that offsets its index along the outermost dim would (in place, so the
+    out= overload's tensors carry it too)."""
+    _, indices = result
+    indices.copy_((indices + 1) % _input(func, args, kwargs).shape[0])
+    return result
+
+
 def _index_out_of_range(func, args, kwargs) -> bool:
     # index_select(self, dim, index)
     x, dim, index = (_arg(func, args, kwargs, i) for i in range(3))
@@ -1289,6 +1305,9 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::where.self",), _where_operand_inf, "corrupt"),
     Fault("var_5d", "like pytorch#147667: var wrong for inputs of 5 or more dims",
           ("aten::var",), _dim_above(4), "corrupt"),
+    Fault("topk_wrong_along_dim_0", "like pytorch#154890 (MPS topk of a 5-D input along dim 0): topk's "
+          "indices wrong along dim 0 of an input of 3 or more dims, its values right",
+          ("aten::topk",), _topk_along_dim_0, "rewrite", rewrite=_indices_moved_along_dim_0),
     # Large sizes (the large family: stride-0 views of billions of elements, batches of
     # 65,536+ rows): a kernel indexing with 32 bits, a grid past Metal's 65,535
     # threadgroups per dim.

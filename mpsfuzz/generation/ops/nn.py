@@ -31,7 +31,8 @@ from .. import dtypes as dt
 from ..grad_points import dims_of, is_zero, kinks, near, rows, slack, vector_norm_reason, when, wide, zero_crossings
 from ..large_sizes import dim_off_rows, grows
 from ..opspec import declare_grows
-from ..opspec import OpSpec, ShapeBudget, any_shape, expand, prod, register, writable_copy
+from ..opspec import (OpSpec, ShapeBudget, any_shape, expand, integers_once, prod, register, sampled_once,
+                      writable_copy)
 from ..preparation import preparation
 from ..recipes import DtypeArg
 
@@ -549,6 +550,31 @@ def _rms_args(draw, shapes, dtypes):
             "eps": draw(st.sampled_from((None, 1e-6, 1e-2)))}
 
 
+# Normalized sizes around threadgroup and reduction-tile boundaries (a SIMD group of 32,
+# threadgroups of 256 to 1,024 threads, multistage reductions past them), past the side
+# budget on purpose: budgeted shapes normalize at most ~210 elements and the @large
+# class starts at 65,535, while Inductor's layer_norm went wrong for a normalized dim of
+# 512 (pytorch/pytorch#191976) and its compiled rms_norm for a reduction of 2,048
+# (pytorch/pytorch#150454).
+MEDIUM_NORMALIZED = (256, 511, 512, 513, 1000, 1024, 1025, 2047, 2048, 2049, 4096)
+MEDIUM_MAX_ROWS = 8
+
+
+def _medium_suffix_shapes(draw, budget: ShapeBudget):
+    """(x, weight, bias) for the medium class of layer_norm/rms_norm: 0-2 leading dims
+    of 1-8 rows in all, normalized over the last dim, of a MEDIUM_NORMALIZED size (at
+    most 8 x 4,096 elements per input)."""
+    n = draw(sampled_once(MEDIUM_NORMALIZED))
+    ranks = draw(integers_once(0, max(0, min(2, budget.max_rank - 1))))
+    lead = _shrink([draw(integers_once(1, MEDIUM_MAX_ROWS)) for _ in range(ranks)], list(range(ranks)),
+                   MEDIUM_MAX_ROWS)
+    return (tuple(lead) + (n,), (n,), (n,))
+
+
+def _medium_rms_shapes(draw, budget: ShapeBudget):
+    return _medium_suffix_shapes(draw, budget)[:2]
+
+
 def _lrn_args(draw, shapes, dtypes):
     c = shapes[0][1]
     return {"size": draw(st.integers(1, c + 2)), "alpha": draw(st.sampled_from((1e-4, 0.1, 1.0))),
@@ -610,6 +636,10 @@ register(
     nn("layer_norm", _layer_norm, _suffix_shapes, FLOAT,
        "layer norm over a 1-3 dim suffix, with weight and bias, weight only, or neither",
        args=_ln_args, input_dtypes=(None,) * 3, grad=True, **ACCUMULATES),
+    nn("layer_norm_medium", _layer_norm, _medium_suffix_shapes, FLOAT,
+       "layer norm of 1-8 rows over a last dim of 256-4,096 (tile boundaries: pytorch/pytorch#191976), "
+       "with weight and bias, weight only, or neither",
+       args=_ln_args, input_dtypes=(None,) * 3, grad=True, **ACCUMULATES),
     nn("local_response_norm", _local_response_norm,
        lambda draw, budget: _norm_shapes(min_rank=3, n_stats=0)(draw, budget), FLOAT,
        "local response normalisation across channels (3-D to 5-D; 4-D/5-D made dense)", args=_lrn_args,
@@ -622,6 +652,9 @@ if hasattr(F, "rms_norm"):
     register(
         nn("rms_norm", _rms_norm, _rms_shapes, FLOAT, "RMS norm over a 1-3 dim suffix, optional weight",
            args=_rms_args, input_dtypes=(None, None), grad=True, **ACCUMULATES),
+        nn("rms_norm_medium", _rms_norm, _medium_rms_shapes, FLOAT,
+           "RMS norm of 1-8 rows over a last dim of 256-4,096 (tile boundaries: pytorch/pytorch#150454), "
+           "optional weight", args=_rms_args, input_dtypes=(None, None), grad=True, **ACCUMULATES),
     )
 
 

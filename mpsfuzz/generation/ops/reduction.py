@@ -5,8 +5,8 @@ several dims, or everything.
 Indices of extrema are not unique under ties, so the ops that return them are compared
 through :func:`~mpsfuzz.generation.opspec.gather_at_indices` (the input values the
 indices point at) and carry the ``ties_unspecified`` semantic. Sorting and selection ops
-(sort, argsort, topk, mode, unique...) are judged the same way; argsort and topk work
-along the last dim so their canonicalisers know which dim the indices index.
+(sort, argsort, topk, mode, unique...) are judged the same way; argsort and topk run
+along any dim, which their canonicalisers receive from the call (``canonical_kwargs``).
 
 Variants: Tensor methods, in-place forms (cumsum_, cumprod_, renorm_) and out= are
 declared where torch has them; grad where the gradient of distinct elements does not
@@ -149,17 +149,29 @@ def _full_out(reduce, *, all_dims: bool):
     return fn
 
 
-def _last_dim_args(*builders):
-    """The last dim, written ``-1``, as ``rank - 1`` or left to the default (the last dim
-    for both argsort and topk: their canonicalisers gather along it; awkward layouts
-    still permute which memory dim that is)."""
+def _any_dim_args(*builders):
+    """A dim for argsort and topk: left to the default (the last dim), the last dim as
+    ``-1`` or ``rank - 1``, dim 0 as ``0`` or ``-rank``, or any dim. Dim 0 has a share of
+    its own: upstream bugs of these ops are along the outermost dim of a higher-rank or
+    long input (pytorch/pytorch#154890: MPS topk of a 5-D input along dim 0; #183885:
+    MPS argsort of (3, 2^22 + 1) along dim 0). The builders after it see the dim drawn."""
     def build(draw, shapes, dtypes):
         rank = len(shapes[0])
-        how = draw(st.integers(0, 2))
-        out = {"dim": -1} if how == 0 else {"dim": max(rank - 1, 0)} if how == 1 else {}
+        last, lowest = max(rank - 1, 0), -max(rank, 1)   # a 0-d tensor takes dim 0 or -1
+        how = draw(st.integers(0, 5))
+        out = ({} if how == 0 else {"dim": -1} if how == 1 else {"dim": last} if how == 2
+               else {"dim": 0} if how == 3 else {"dim": lowest} if how == 4
+               else {"dim": draw(st.integers(lowest, last))})
         for b in builders:
-            out.update(b(draw, shapes, dtypes))
+            out.update(b(draw, shapes, dtypes, out.get("dim", -1)))
         return out
+    return build
+
+
+def _flags(*names):
+    """Boolean arguments, for :func:`_any_dim_args` (whose builders also get the dim)."""
+    def build(draw, shapes, dtypes, dim):
+        return {name: draw(st.booleans()) for name in names}
     return build
 
 
@@ -169,8 +181,8 @@ def _flag(name, values=(False, True)):
     return build
 
 
-def _topk_args(draw, shapes, dtypes):
-    n = shapes[0][-1] if shapes[0] else 1
+def _topk_args(draw, shapes, dtypes, dim):
+    n = shapes[0][dim] if shapes[0] else 1
     return {"k": draw(st.integers(0, n)), "largest": draw(st.booleans()), "sorted": draw(st.booleans())}
 
 
@@ -263,36 +275,45 @@ def _gatherable(canonicalise):
     return wrapped
 
 
-def _last_dim_gather(x, idx):
-    """x's values at ``idx`` along the last dim (clamped), and which indices were in range."""
+def _gather_along(x, idx, dim):
+    """x's values at ``idx`` along ``dim`` (clamped), and which indices were in range; an
+    index tensor whose shape does not fit x's along ``dim`` is returned as it is, flagged
+    out of range, so that the wrong shape shows."""
     x, idx = _cpu(x), _cpu(idx).to(torch.int64)
     if x.dim() == 0:
         return x.expand(idx.shape).clone(), idx.eq(0)
-    n = x.shape[-1]
+    d = dim % x.dim()
+    if idx.dim() != x.dim() or any(idx.shape[k] != x.shape[k] for k in range(x.dim()) if k != d):
+        return idx, torch.zeros(idx.shape, dtype=torch.bool)
+    n = x.shape[d]
     in_range = torch.logical_and(idx.ge(0), idx.lt(n))
     if n == 0 or idx.numel() == 0:
         return torch.zeros(idx.shape, dtype=x.dtype), in_range
-    return x.gather(-1, idx.clamp(0, n - 1)), in_range
+    return x.gather(d, idx.clamp(0, n - 1)), in_range
 
 
-def _argsort_canonical(inputs, outputs):
-    """argsort along the last dim: the values the indices put in order (ties may be
-    ordered either way unless stable), and that every index is in range."""
-    return _last_dim_gather(inputs[0], outputs)
+def _argsort_canonical(inputs, outputs, dim=-1):
+    """argsort along ``dim`` (the call's): the values the indices put in order (ties may
+    be ordered either way unless stable), and that every index is in range."""
+    return _gather_along(inputs[0], outputs, dim)
 
 
-def _sorted_last(t):
+def _sorted_along(t, dim):
     t = _cpu(t)
-    return t if t.dim() == 0 else torch.sort(t, dim=-1).values
+    return torch.sort(t, dim=dim).values if -t.dim() <= dim < t.dim() else t   # (0-d, or a wrong rank: as it is)
 
 
-def _topk_canonical(inputs, outputs):
-    """topk along the last dim: which of tied elements is picked, and their order when
-    sorted=False, are unspecified: compare the values and the gathered values, each
-    sorted, and that every index is in range."""
-    values, idx = outputs[0], outputs[1]
-    gathered, in_range = _last_dim_gather(inputs[0], idx)
-    return (_sorted_last(values), _sorted_last(gathered), in_range)
+def _topk_canonical(inputs, outputs, dim=-1, sorted=True):
+    """topk along ``dim`` (the call's): which of tied elements is picked is unspecified,
+    so the indices are compared by the values they gather there, and that every index is
+    in range. sorted=True fixes the values' order (ties are equal values); with
+    sorted=False any order is valid: the values and the gathered values are then each
+    sorted along ``dim``."""
+    values, idx = _cpu(outputs[0]), outputs[1]
+    gathered, in_range = _gather_along(inputs[0], idx, dim)
+    if sorted:
+        return (values, gathered, in_range)
+    return (_sorted_along(values, dim), _sorted_along(gathered, dim), in_range)
 
 
 def _mode_canonical(inputs, outputs):
@@ -518,14 +539,14 @@ register(
               args=combine_args(dim_arg(keepdim=False, allow_none=False), _flag("descending"), _flag("stable")),
               canonicalise=_sort_values, semantics=TIES, **_variants("sort")),
     reduction("argsort", lambda x, **kw: torch.argsort(x, **kw), REAL_BOOL,
-              "indices that sort the last dim, compared by the values they gather",
-              args=_last_dim_args(_flag("descending"), _flag("stable")),
-              canonicalise=_argsort_canonical, semantics=TIES, **_variants("argsort", out=False)),
+              "indices that sort along any dim, compared by the values they gather there",
+              args=_any_dim_args(_flags("descending", "stable")), canonicalise=_argsort_canonical,
+              canonical_kwargs=("dim",), semantics=TIES, **_variants("argsort", out=False)),
     reduction("msort", torch.msort, REAL_BOOL, "values sorted along dim 0", **_variants("msort")),
     reduction("topk", lambda x, k, **kw: torch.topk(x, k, **kw), REAL,
-              "k largest/smallest of the last dim, sorted or not (compared as sorted values)",
-              args=_last_dim_args(_topk_args), canonicalise=_topk_canonical, semantics=TIES,
-              **_variants("topk")),
+              "k largest/smallest along any dim, sorted or not (unsorted: compared as sorted values)",
+              args=_any_dim_args(_topk_args), canonicalise=_topk_canonical,
+              canonical_kwargs=("dim", "sorted"), semantics=TIES, **_variants("topk")),
     reduction("unique", lambda x, **kw: torch.unique(x, sorted=True, **kw), REAL_BOOL,
               "sorted unique values (flat or along a dim), inverse indices and counts",
               args=_unique_args, allow_nonfinite=False, **_variants(None, out=False)),

@@ -153,5 +153,5 @@ def decomposed_leaves(obs, grads: bool, mode=None) -> list | str:
     spec = obs.spec
     if spec.canonicalise is not None:
         with torch.no_grad():
-            out = spec.canonicalise(args[:len(obs.case.inputs)], out)
+            out = spec.canonical(args[:len(obs.case.inputs)], out, obs.case.kwargs_dict())
     return flatten_outputs(out)

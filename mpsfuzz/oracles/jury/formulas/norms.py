@@ -207,7 +207,9 @@ FORMULAS: dict[str, Reference] = {
     "instance_norm": instance_norm_reference,
     "group_norm": group_norm_reference,
     "layer_norm": layer_norm_reference,
+    "layer_norm_medium": layer_norm_reference,
     "rms_norm": rms_norm_reference,
+    "rms_norm_medium": rms_norm_reference,
     "local_response_norm": local_response_norm_reference,
     "normalize": normalize_reference,
 }
