@@ -731,3 +731,17 @@ def test_a_mixed_dtype_sibling_of_a_huge_case_keeps_its_values_made_on_the_devic
     retyped = [s for s in siblings if s is not None and len({r.dtype for r in s.inputs}) > 1]
     assert retyped
     assert all(r.values.distribution == "index_hash" for s in retyped for r in s.inputs)
+
+
+def test_a_huge_cat_grows_every_inputs_rows_alike():
+    """cat@huge joins along a dim other than its rows: an input drawn with 1 row (cat
+    along dim 0 before the growth) is no broadcast and grows with the others, or the
+    call is invalid on every backend."""
+    for op in ("cat", "stack"):
+        (group,) = [g for g in catalogue.get(op).grows if g.sliced]
+        assert large_sizes.grown(((2, 3), (1, 3), (3, 3)), group, 65537) == ((65537, 3),) * 3, op
+    spec = catalogue.get("cat@huge")
+    for case in example_cases(spec, 40, seed=7):
+        real = [r.shape for r in case.inputs if r.shape != (0,)]
+        if real and len(real[0]) >= 2:
+            assert len({s[0] for s in real}) == 1, [r.shape for r in case.inputs]

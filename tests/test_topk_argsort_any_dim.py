@@ -116,7 +116,7 @@ def test_a_result_of_the_wrong_shape_is_compared_as_it_is():
 
 def test_the_large_class_canonicalises_with_the_calls_arguments():
     spec = catalogue.get("topk")
-    assert spec.canonical_kwargs == ("dim", "sorted")
+    assert spec.canonical_kwargs == catalogue.get("topk").canonical_kwargs and "dim" in spec.canonical_kwargs
     for op in ("topk@large", "argsort@large"):
         large = catalogue.get(op)
         base = catalogue.get(large.base_name)
@@ -149,3 +149,17 @@ def test_campaign_finds_topk_indices_wrong_along_dim_0(tmp_path):
     # the script's canonical helper gathers along the call's dim, as the campaign's did
     assert re.search(r"= canonical\(\[.*\], expected, dim=-?\d", finding["repro"]["script"]), finding["repro"]["script"]
     assert_repro_proves_the_fault(finding, "topk_wrong_along_dim_0", tmp_path)
+
+
+def test_topk_of_nothing_from_a_0d_tensor_compares_shapes_and_dtypes_only():
+    """k=0 of a 0-d tensor returns 0-d tensors that hold whatever the kernel left (CPU
+    the input, CUDA 0 or out='s filler): two such results read the same; k=1 still
+    compares the element."""
+    spec = catalogue.get("topk")
+    x = torch.tensor(4.0)
+    cpu = (torch.tensor(4.0), torch.tensor(0))
+    cuda = (torch.tensor(0.0), torch.tensor(77))
+    same = [spec.canonical([x], r, {"k": 0}) for r in (cpu, cuda)]
+    assert all(torch.equal(a, b) for a, b in zip(*same))
+    differ = [spec.canonical([x], r, {"k": 1}) for r in (cpu, (torch.tensor(0.0), torch.tensor(0)))]
+    assert not torch.equal(differ[0][0], differ[1][0])

@@ -1235,8 +1235,12 @@ declare_grows({
                      grows("length", (0, -1)), grows("indices", (1, 0))),
     "gather": (grows("rows", (0, 0), (1, 0)), grows("length", (0, -1), (1, -1))),
     "scatter": (grows("rows", (0, 0), (1, 0), (2, 0)), grows("length", (0, -1), (1, -1), (2, -1))),
-    "cat": (grows("rows", (0, 0), (1, 0), (2, 0), min_rank=2, sliced=True, rows_args=dim_off_rows()),
+    # (a cat's inputs of 1 row are not broadcasts: joined along another dim, all hold
+    # the same rows)
+    "cat": (grows("rows", (0, 0), (1, 0), (2, 0), min_rank=2, sliced=True, broadcasts=False,
+                  rows_args=dim_off_rows()),
             grows("length", (0, -1), (1, -1), (2, -1))),
-    "stack": (grows("rows", (0, 0), (1, 0), (2, 0), sliced=True, rows_args=dim_off_rows(new_dim=True)),
+    "stack": (grows("rows", (0, 0), (1, 0), (2, 0), sliced=True, broadcasts=False,
+                    rows_args=dim_off_rows(new_dim=True)),
               grows("length", (0, -1), (1, -1), (2, -1))),
 })

@@ -303,12 +303,17 @@ def _sorted_along(t, dim):
     return torch.sort(t, dim=dim).values if -t.dim() <= dim < t.dim() else t   # (0-d, or a wrong rank: as it is)
 
 
-def _topk_canonical(inputs, outputs, dim=-1, sorted=True):
+def _topk_canonical(inputs, outputs, dim=-1, sorted=True, k=None):
     """topk along ``dim`` (the call's): which of tied elements is picked is unspecified,
     so the indices are compared by the values they gather there, and that every index is
     in range. sorted=True fixes the values' order (ties are equal values); with
     sorted=False any order is valid: the values and the gathered values are then each
-    sorted along ``dim``."""
+    sorted along ``dim``. k=0 of a 0-d tensor selects nothing yet returns 0-d tensors,
+    whose element nothing specifies (CPU copies the input; CUDA's compiled kernel leaves
+    0 or what ``out=`` held, and so contradicts itself between layouts): only their
+    shapes and dtypes are compared."""
+    if k == 0 and inputs[0].dim() == 0:
+        return (torch.zeros_like(_cpu(outputs[0])), torch.zeros_like(_cpu(outputs[1])))
     values, idx = _cpu(outputs[0]), outputs[1]
     gathered, in_range = _gather_along(inputs[0], idx, dim)
     if sorted:
@@ -546,7 +551,7 @@ register(
     reduction("topk", lambda x, k, **kw: torch.topk(x, k, **kw), REAL,
               "k largest/smallest along any dim, sorted or not (unsorted: compared as sorted values)",
               args=_any_dim_args(_topk_args), canonicalise=_topk_canonical,
-              canonical_kwargs=("dim", "sorted"), semantics=TIES, **_variants("topk")),
+              canonical_kwargs=("dim", "sorted", "k"), semantics=TIES, **_variants("topk")),
     reduction("unique", lambda x, **kw: torch.unique(x, sorted=True, **kw), REAL_BOOL,
               "sorted unique values (flat or along a dim), inverse indices and counts",
               args=_unique_args, allow_nonfinite=False, **_variants(None, out=False)),
