@@ -74,13 +74,8 @@ def check_errors(obs: Observation) -> Failure | None:
             # CPU accepting it proves nothing (it truncates max_pool1d's kernel_size of
             # 2^32 + 1 to 1 and returns the input: issue 38, argument extremes). A
             # refusal is a limit, listed apart; a wrong result would be a bug.
-            return Failure(
-                oracle="errors", kind="capability", severity="low", blame="capability",
-                title=f"`{obs.spec.name}` rejects on {obs.target_name} an argument past 32 bits that CPU accepts "
-                      "(a limit, not a bug)",
-                message=f"{obs.target_name} raised {obs.dut.type}: {obs.dut.message}\n"
-                        f"CPU returned a result for {', '.join(wide)}.",
-                dedup_key=("capability", "past-32-bits", obs.dut.type, normalise_message(obs.dut.message)))
+            return _refused_argument(obs, "past-32-bits", "an argument past 32 bits that CPU accepts",
+                                     f"CPU returned a result for {', '.join(wide)}.")
         derived = _CHECKED_CONVERSION.search(obs.dut.message) and extreme_arguments(obs.case)
         if derived:
             # A number computed from an extreme argument that the dtype cannot hold
@@ -88,13 +83,9 @@ def check_errors(obs: Observation) -> Failure | None:
             # exponent): torch's checked conversion refuses it on one backend, another
             # computes in float64 or saturates. Which is no bug (issue 38, undefined
             # conversions of argument extremes); listed apart as a limit.
-            return Failure(
-                oracle="errors", kind="capability", severity="low", blame="capability",
-                title=f"`{obs.spec.name}` refuses on {obs.target_name} a number derived from an extreme argument "
-                      "that its dtype cannot hold (an undefined conversion, not a bug)",
-                message=f"{obs.target_name} raised {obs.dut.type}: {obs.dut.message}\n"
-                        f"CPU returned a result for {', '.join(derived)} at an extreme.",
-                dedup_key=("capability", "undefined-conversion", obs.dut.type, normalise_message(obs.dut.message)))
+            return _refused_argument(obs, "undefined-conversion", "a number derived from an extreme argument "
+                                     "that its dtype cannot hold (an undefined conversion)",
+                                     f"CPU returned a result for {', '.join(derived)} at an extreme.")
         return Failure(
             oracle="errors", kind="dut-raises", severity="high",
             title=f"`{obs.spec.name}`{variant_phrase(obs.case)} raises {obs.dut.type} on {obs.target_name} "
@@ -107,6 +98,16 @@ def check_errors(obs: Observation) -> Failure | None:
         return _both_refuse_the_layout(obs)
     return None
 
+
+
+def _refused_argument(obs: Observation, key: str, what: str, cpu_line: str) -> Failure:
+    """The target refusing an extreme argument that CPU computes with: a limit, listed
+    apart as a capability (neither a bug nor silence)."""
+    return Failure(
+        oracle="errors", kind="capability", severity="low", blame="capability",
+        title=f"`{obs.spec.name}` rejects on {obs.target_name} {what} (a limit, not a bug)",
+        message=f"{obs.target_name} raised {obs.dut.type}: {obs.dut.message}\n{cpu_line}",
+        dedup_key=("capability", key, obs.dut.type, normalise_message(obs.dut.message)))
 
 def _both_refuse_the_layout(obs: Observation) -> Failure | None:
     """Both backends raise on non-contiguous (or aliased) inputs whose contiguous copies
