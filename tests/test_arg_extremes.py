@@ -155,3 +155,27 @@ def test_campaign_finds_a_diagonal_held_in_32_bits_and_keeps_the_extreme_when_mi
     assert "`diagonal` is at an extreme of its range" in finding["explanation"], finding["explanation"]
     assert all(n <= 2 for r in finding["case"]["inputs"] for n in r["shape"]), finding["case"]
     assert_repro_proves_the_fault(finding, "triangle_diagonal_held_in_int32", tmp_path)
+
+
+def test_histc_at_edges_holds_both_edges_and_a_ulp_either_side_of_each():
+    """Values at an argument's edges (issue 38, pytorch#195076): the op's input carries
+    min and max in its dtype and the values one ulp outside and inside each."""
+    from mpsfuzz.generation.ops.reduction import with_edge_values
+    x = with_edge_values(torch.zeros(3), -1, 2.5)
+    lo, hi = torch.tensor(-1.0), torch.tensor(2.5)
+    for edge in (lo, hi):
+        for toward in (float("-inf"), float("inf")):
+            assert bool((x == torch.nextafter(edge, torch.tensor(toward))).any())
+    assert x.numel() == 3 + 6 and x.dtype == torch.float32
+
+
+@pytest.mark.slow
+def test_a_histogram_that_counts_a_ulp_outside_its_range_is_found_by_the_reduction_family(tmp_path):
+    from test_fault_campaigns import FAULT_TARGET, assert_repro_proves_the_fault, mpsfuzz, the_one_new_finding
+    corpus = tmp_path / "corpus"
+    done = mpsfuzz("run", "--ops", "histc_at_edges,histc", "--target", FAULT_TARGET, "--max-cases", "600",
+                   "--seed", "1", "--corpus", str(corpus), "--max-findings", "1", "--no-progress",
+                   faults="histc_counts_one_ulp_outside", cwd=tmp_path)
+    finding = the_one_new_finding(done, corpus, "values")
+    assert finding["op"] == "histc_at_edges", finding["title"]
+    assert_repro_proves_the_fault(finding, "histc_counts_one_ulp_outside", tmp_path)

@@ -21,7 +21,7 @@ def _load() -> None:
     if not _LOADED:
         _LOADED = True
         from .ops import (elementwise, factory, fft, indexing, large, large_rows, linalg, nn,  # (they register)
-                          nn_losses, random, reduction)
+                          nn_losses, programs, random, reduction)
         _register_size_classes()
     # Users' kernel files named in the installed GenerationSettings (``run --kernels``),
     # in whatever process looks an op up: workers, drafters and repro checks are started

@@ -814,6 +814,67 @@ def _indices_moved_along_dim_0(func, args, kwargs, result):
     return result
 
 
+def _histc_edges(x, lo, hi):
+    """The range histc counts (its data's when min == max) and the values one ulp outside."""
+    lo, hi = float(lo), float(hi)
+    if lo == hi and x.numel():
+        lo, hi = float(x.min()), float(x.max())
+    edges = torch.tensor([lo, hi], dtype=x.dtype)
+    outside = torch.nextafter(edges, torch.tensor([float("-inf"), float("inf")], dtype=x.dtype))
+    return edges, outside
+
+
+def _a_value_one_ulp_outside(func, args, kwargs) -> bool:
+    """histc(self, bins, min, max) of an input holding a value one ulp outside the range."""
+    x = _input(func, args, kwargs)
+    edges, outside = _histc_edges(x, _arg(func, args, kwargs, 2) or 0, _arg(func, args, kwargs, 3) or 0)
+    return bool(((x == outside[0]) | (x == outside[1])).any())
+
+
+def _counted_one_ulp_outside(func, args, kwargs, result):
+    """The histogram of the input with the values one ulp outside the range moved onto
+    its edges, as a kernel that compares in a wider or rounded precision counts them."""
+    x = _input(func, args, kwargs)
+    edges, outside = _histc_edges(x, _arg(func, args, kwargs, 2) or 0, _arg(func, args, kwargs, 3) or 0)
+    moved = torch.where(x == outside[0], edges[0], torch.where(x == outside[1], edges[1], x))
+    return func(moved, *args[1:], **kwargs)
+
+
+# A program's fusion (issue 38: multi-op compiled programs, pytorch#170360). The dispatch
+# mode sees a program op by op, so a fused kernel's bug is emulated by remembering what a
+# broadcasting subtraction made and corrupting the reduction that reads it: neither op
+# alone misbehaves, only the two in one program.
+_OUTER_DIFFERENCES: dict[int, Any] = {}
+
+
+def _outer_difference_or_its_sum(func, args, kwargs) -> bool:
+    """A subtraction whose result is larger than both operands (an outer difference), and
+    a sum of such a result with two or more rows."""
+    if _op_matches("aten::sub.Tensor", func):
+        a, b = args[0], args[1]
+        if not (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor)):
+            return False
+        return math.prod(torch.broadcast_shapes(a.shape, b.shape)) > max(a.numel(), b.numel())
+    x = _input(func, args, kwargs)
+    ref = _OUTER_DIFFERENCES.get(id(x))
+    return ref is not None and ref() is x and x.dim() >= 2 and x.shape[-2] >= 2
+
+
+def _sum_without_the_last_row(func, args, kwargs, result):
+    """The difference remembered (its value right); the sum of it computed as if its last
+    row were zeros, as a fused kernel that stops one row short of a tile would."""
+    import weakref
+    if _op_matches("aten::sub.Tensor", func):
+        _OUTER_DIFFERENCES[id(result)] = weakref.ref(result)
+        if len(_OUTER_DIFFERENCES) > 4096:
+            for key in [k for k, r in _OUTER_DIFFERENCES.items() if r() is None]:
+                del _OUTER_DIFFERENCES[key]
+        return result
+    x = _input(func, args, kwargs).clone()
+    x[..., -1, :] = 0
+    return func(x, *args[1:], **kwargs)
+
+
 def _index_out_of_range(func, args, kwargs) -> bool:
     # index_select(self, dim, index)
     x, dim, index = (_arg(func, args, kwargs, i) for i in range(3))
@@ -1308,6 +1369,13 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("topk_wrong_along_dim_0", "like pytorch#154890 (MPS topk of a 5-D input along dim 0): topk's "
           "indices wrong along dim 0 of an input of 3 or more dims, its values right",
           ("aten::topk",), _topk_along_dim_0, "rewrite", rewrite=_indices_moved_along_dim_0),
+    Fault("histc_counts_one_ulp_outside", "like pytorch#195076 (MPS histc): elements one ulp outside [min, max] "
+          "counted in the first or last bin", ("aten::histc",), _a_value_one_ulp_outside, "rewrite",
+          rewrite=_counted_one_ulp_outside),
+    Fault("outer_difference_sum_drops_a_row", "like pytorch#170360 (MPS Inductor's fused broadcast-then-reduce): "
+          "a sum over a broadcast difference a[:, None] - b[None, :] misses its last row; the subtraction "
+          "and the sum alone are right", ("aten::sub.Tensor", "aten::sum"), _outer_difference_or_its_sum,
+          "rewrite", rewrite=_sum_without_the_last_row),
     # Large sizes (the large family: stride-0 views of billions of elements, batches of
     # 65,536+ rows): a kernel indexing with 32 bits, a grid past Metal's 65,535
     # threadgroups per dim.

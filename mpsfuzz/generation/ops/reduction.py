@@ -225,6 +225,21 @@ def _histc_args(draw, shapes, dtypes):
     return out
 
 
+def with_edge_values(x, lo, hi):
+    """``x`` flattened, then ``min`` and ``max`` rounded to x's dtype and the values one
+    unit of roundoff either side of each (issue 38, pytorch#195076: MPS histc counted
+    elements 1 ulp outside the range). Made on the CPU, where nextafter is eager CPU's,
+    and moved: the device under test computes only the histogram."""
+    edges = torch.tensor([float(lo), float(hi)], dtype=torch.float64).to(x.dtype)
+    inf = torch.full_like(edges, float("inf"))
+    around = torch.cat([edges, torch.nextafter(edges, -inf), torch.nextafter(edges, inf)])
+    return torch.cat([x.reshape(-1), around.to(x.device)])
+
+
+def _histc_at_edges(x, **kw):
+    return torch.histc(with_edge_values(x, kw.get("min", 0), kw.get("max", 0)), **kw)
+
+
 def _bincount_values(shapes, kwargs):
     return {"distribution": "int_range", "low": 0, "high": 9, "allow_specials": False}
 
@@ -561,6 +576,9 @@ register(
     reduction("histc", lambda x, **kw: torch.histc(x, **kw), FLOAT,
               "histogram with equal bins over [min, max] (min == max: the data's range)",
               args=_histc_args, allow_nonfinite=False, **_variants("histc")),
+    reduction("histc_at_edges", _histc_at_edges, ("float32", "float64"),
+              "histogram of values at min and max and one ulp either side of each (pytorch#195076)",
+              args=_histc_args, allow_nonfinite=False),
     reduction("bincount", lambda x, **kw: torch.bincount(x, **kw), INTEGRAL,
               "counts of non-negative integers 0..9, with a minlength", shapes=_bincount_shapes(1),
               input_values=(_bincount_values,), args=_minlength, **_variants("bincount", out=False)),

@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from ...generation.ops.fft import transform_plan
+from ...generation.ops.reduction import with_edge_values
 
 from .references import POLYNOMIALS, NotApplicable, Reference
 
@@ -1569,6 +1570,12 @@ def _unique_consecutive(inputs, kwargs):
     return _unique_result(values, inverse, counts, inputs[0].dtype, kwargs)
 
 
+@reference("histc_at_edges")
+def _histc_at_edges(inputs, kwargs):
+    # (the op's own input preparation, in torch on both sides: then the histogram)
+    return _histc([with_edge_values(inputs[0], kwargs.get("min", 0), kwargs.get("max", 0))], kwargs)
+
+
 @reference("histc")
 def _histc(inputs, kwargs):
     allowed(kwargs, "bins", "min", "max")
@@ -2958,3 +2965,52 @@ def _freq_ref(one_sided: bool):
 
 reference("fft.fftfreq")(_freq_ref(False))
 reference("fft.rfftfreq")(_freq_ref(True))
+
+
+# -- programs (several ops in one function: generation/ops/programs.py) ------------------------
+# A program's eager reference is eager CPU's kernels one after another, and its
+# decomposition reaches the same kernels; numpy computes the program on its own.
+
+@reference("outer_difference_sum")
+def _outer_difference_sum(inputs, kwargs):
+    allowed(kwargs, "dim")
+    a, b = arr(inputs[0]), arr(inputs[1])
+    d = a[..., :, None] - b[..., None, :]           # integers wrap in their own width, as torch's
+    dim = kwargs.get("dim")
+    axis = None if dim is None else (tuple(dim) if isinstance(dim, (tuple, list)) else dim)
+    integral = not (inputs[0].is_floating_point() or inputs[0].is_complex())
+    total = d.sum(axis=axis, dtype=np.int64 if integral else None)   # torch sums integers in int64
+    return tens(total, torch.int64 if integral else inputs[0].dtype)
+
+
+@reference("arange_times")
+def _arange_times(inputs, kwargs):
+    allowed(kwargs, "start")
+    t = inputs[0]
+    n = t.shape[-1] if t.dim() else 1
+    start = kwargs.get("start", 0)
+    dtype = _NP_OF.get(t.dtype, np.float64)
+    return tens(np.arange(start, start + n, dtype=dtype) * arr(t), t.dtype)
+
+
+@reference("masked_softmax")
+def _masked_softmax(inputs, kwargs):
+    allowed(kwargs, "dim")
+    x, mask = arr(inputs[0]), arr(inputs[1])
+    dim = kwargs.get("dim", -1)
+    y = np.where(mask, -np.inf, x)
+    if y.size == 0:
+        return tens(y)
+    flat = y.reshape(1) if y.ndim == 0 else y
+    axis = 0 if y.ndim == 0 else dim
+    e = np.exp(flat - flat.max(axis=axis, keepdims=True))      # a fully masked row: nan, as torch's
+    return tens((e / e.sum(axis=axis, keepdims=True)).reshape(y.shape))
+
+
+@reference("add_layer_norm")
+def _add_layer_norm(inputs, kwargs):
+    allowed(kwargs, "eps")
+    z = arr(inputs[0]) + arr(inputs[1])
+    mean = z.mean(axis=-1, keepdims=True)
+    var = ((z - mean) ** 2).mean(axis=-1, keepdims=True)     # biased, as layer_norm's
+    return tens((z - mean) / np.sqrt(var + kwargs.get("eps", 1e-5)))
