@@ -105,6 +105,19 @@ def _wanted(kind: str, failure) -> bool:
     return failure.oracle == kind
 
 
+def _clean_cpu_contradicts_itself(case) -> bool:
+    """Whether eager CPU, the backend a script runs on without the fault, gives another
+    result in the case's variant than in its functional form (the variants oracle on the
+    plain ``cpu`` target): no script can then pass without the fault. eager CPU's
+    baddbmm into an ``out=`` that is its own input viewed with the conjugate bit returns
+    the conjugate of its functional result: that is eager CPU's bug, not the script's."""
+    if case.variant in ("functional", "grad", "autocast"):
+        return False
+    from mpsfuzz.execution.targets import load_target
+    from mpsfuzz.oracles.judge import judge_case
+    return any(f["oracle"] == "variants" for f in judge_case(case, load_target("cpu"), ("variants",)).failures)
+
+
 def find_finding(prober: Prober, job: Job, seed: int = 0) -> Finding | None:
     """The first failure of ``job``'s kind that a drawn case shows under its fault, as
     the engine records it (Finding.create, no triage); None if none of the candidates
@@ -113,7 +126,7 @@ def find_finding(prober: Prober, job: Job, seed: int = 0) -> Finding | None:
     for case in _candidates(spec, job.variant, seed):
         failures, _valid, _died = prober.failures(case)
         for failure in failures:
-            if _wanted(job.kind, failure) and failure.blame == "target":
+            if _wanted(job.kind, failure) and failure.blame == "target" and not _clean_cpu_contradicts_itself(case):
                 pool = prober.pool
                 return Finding.create(case, failure, target_name=pool.target_name, target_spec=FAULT_TARGET,
                                       device=pool.device)

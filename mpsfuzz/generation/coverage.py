@@ -36,9 +36,10 @@ from .strategies import example_cases, example_skeletons, siblings
 from .value_classes import OTHER, TENSOR, WILDCARDS, default_range, labels
 
 # Ops whose parameters are not measured: the large family (reductions over billions of
-# elements, off unless asked for) and OpInfo's entries (their own sample inputs, not
-# this catalogue's builders).
-UNMEASURED_FAMILIES = ("large",)
+# elements, off unless asked for), the programs (several ops in one function: no one
+# public function's parameters) and OpInfo's entries (their own sample inputs, not this
+# catalogue's builders).
+UNMEASURED_FAMILIES = ("large", "programs")
 
 # The cases a 10-minute campaign of all ops draws per op, on the slower of the two
 # machines it runs on (a campaign round-robins over its ops, a slice of each in turn).

@@ -447,6 +447,8 @@ _RMS_NORM = Public(f"{F}.rms_norm", inputs=("input", "weight"), flags=("affine",
 for _name, _public in (("layer_norm", _LAYER_NORM), ("layer_norm_medium", _LAYER_NORM),
                        ("rms_norm", _RMS_NORM), ("rms_norm_medium", _RMS_NORM)):
     declare(_name, _public)
+# (its input gains min, max and the values one ulp either side before the histogram)
+declare("histc_at_edges", Public("torch.histc"))
 declare("linear", Public(f"{F}.linear", inputs=("input", "weight", "bias"), flags=("bias",),
                          passes=_flagged("bias", "bias", True)))
 declare("bilinear", Public(f"{F}.bilinear", inputs=("input1", "input2", "weight", "bias"), flags=("bias",),
