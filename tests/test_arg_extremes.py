@@ -179,3 +179,18 @@ def test_a_histogram_that_counts_a_ulp_outside_its_range_is_found_by_the_reducti
     finding = the_one_new_finding(done, corpus, "values")
     assert finding["op"] == "histc_at_edges", finding["title"]
     assert_repro_proves_the_fault(finding, "histc_counts_one_ulp_outside", tmp_path)
+
+
+def test_a_script_for_a_case_with_an_extreme_argument_learns_its_outputs_in_a_child():
+    """Eager CPU has died on extreme arguments (conv1d's backward with a stride of 2^31 - 1;
+    triu after a diagonal of 2^31 corrupted the heap and aborted a campaign at its exit):
+    the script writer, which runs in the campaign's own process, runs such a case on no
+    device there, as it does a crash finding's."""
+    from types import SimpleNamespace
+
+    from mpsfuzz.reports.repro import _dies_possibly, _inference_devices
+    def builder(diagonal):
+        case = Case("triu", (_x((2, 2)),), (("diagonal", diagonal),), variant="grad")
+        return SimpleNamespace(finding=SimpleNamespace(failure=SimpleNamespace(oracle="grads")), case=case)
+    assert _dies_possibly(builder(2**31)) and _inference_devices(builder(2**31)) == ()
+    assert not _dies_possibly(builder(1)) and _inference_devices(builder(1)) == ("meta", "cpu")

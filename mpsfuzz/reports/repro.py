@@ -37,6 +37,7 @@ from .. import __version__
 from ..corpus.finding import Finding, now_iso
 from ..execution.executor import OUT_FILLER
 from ..generation import catalogue
+from ..generation.arg_extremes import extreme_arguments
 from ..generation import dtypes as dt
 from ..generation.recipes import (DEVICE_GENERATED, GAP_FILLER, HASH_CHUNK, MATRIX_DISTRIBUTIONS, Case, TensorRecipe,
                                   hash_bounds, index_hash_values, integer_bounds, main_input, resolve_kwargs,
@@ -442,8 +443,12 @@ def _inference_devices(b) -> tuple[str, ...]:
 
 
 def _dies_possibly(b) -> bool:
-    """Whether running the finding's case may kill the process (a crash or hang)."""
-    return b.finding.failure.oracle in ("crash", "hang")
+    """Whether running the finding's case may kill the process: a crash or hang, or a
+    case holding an argument at an extreme, on which eager CPU has died (conv1d's
+    backward with a stride of 2^31 - 1, SIGFPE; triu after a diagonal of 2^31, a heap
+    corruption that aborted a campaign at its exit, its summary printed and its exit
+    code lost: docs/real-findings.md)."""
+    return b.finding.failure.oracle in ("crash", "hang") or bool(extreme_arguments(b.case))
 
 
 # Run in a child interpreter: the op's result on the meta device (else eager CPU) as
