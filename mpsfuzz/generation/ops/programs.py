@@ -99,13 +99,20 @@ def masked_softmax(x, mask, *, dim=-1):
     return torch.softmax(x.masked_fill(mask, float("-inf")), dim)
 
 
-def _masked_shapes(draw, budget: ShapeBudget):
-    # (within the case budget: a bool mask has no seeded recipe, and a repro script
-    # writes it out as a literal)
-    rank = draw_rank(draw, budget, 1, 4)
-    shape = [draw_side(draw, budget) for _ in range(rank - 1)] + [_side(draw, budget)]
-    shape = tuple(fit(shape, budget))
-    return (shape, shape)
+def _rows_of_a_side(limit: int | None = None):
+    """Two inputs of one shape: up to 4 dims, the last one a side of ``_side`` (medium
+    now and then), fitted to ``limit`` elements (None: the case's budget)."""
+    def build(draw, budget: ShapeBudget):
+        rank = draw_rank(draw, budget, 1, 4)
+        shape = [draw_side(draw, budget) for _ in range(rank - 1)] + [_side(draw, budget)]
+        shape = tuple(fit(shape, budget if limit is None else ShapeBudget(max_numel=max(budget.max_numel, limit))))
+        return (shape, shape)
+    return build
+
+
+# (a bool mask within the case budget: it has no seeded recipe, and a repro script
+# writes it out as a literal)
+_masked_shapes = _rows_of_a_side()
 
 
 def _masked_args(draw, shapes, dtypes):
@@ -119,11 +126,7 @@ def add_layer_norm(x, r, *, eps=1e-5):
     return F.layer_norm(x + r, x.shape[-1:], eps=eps)
 
 
-def _residual_shapes(draw, budget: ShapeBudget):
-    rank = draw_rank(draw, budget, 1, 4)
-    shape = [draw_side(draw, budget) for _ in range(rank - 1)] + [_side(draw, budget)]
-    shape = tuple(fit(shape, ShapeBudget(max_numel=max(budget.max_numel, MAX_INTERMEDIATE // 16))))
-    return (shape, shape)
+_residual_shapes = _rows_of_a_side(MAX_INTERMEDIATE // 16)
 
 
 register(
