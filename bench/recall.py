@@ -55,10 +55,12 @@ def fault_class(fault) -> str:
 
 
 def load_faults(tree: Path):
-    """(FAULTS, NOT_BUGS) of ``tree``'s fault target, loaded from its file (it imports
-    only torch)."""
+    """(FAULTS, NOT_BUGS) of ``tree``'s fault target, loaded from its file as a module of
+    this tree's ``mpsfuzz.testing``, so that its relative imports (the large class's
+    element limit) resolve."""
+    importlib.import_module("mpsfuzz.testing")
     path = tree / "mpsfuzz" / "testing" / "faults.py"
-    spec = importlib.util.spec_from_file_location(f"faults_{abs(hash(str(tree)))}", path)
+    spec = importlib.util.spec_from_file_location(f"mpsfuzz.testing._faults_{abs(hash(str(tree)))}", path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)

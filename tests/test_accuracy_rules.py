@@ -5,6 +5,8 @@ instead of stacked tolerance scales. Each rule is proved both ways: what it excu
 not reported, and a real error of the same shape is still found."""
 from __future__ import annotations
 
+import math
+
 import json
 import os
 import subprocess
@@ -236,6 +238,22 @@ def test_the_nudging_fault_moves_its_input_by_exactly_one_unit():
     assert float(x[0]) == 1.5390625
     got = FaultTarget(["round_nudged"]).run(torch.round, x, decimals=1)
     assert float(got[0]) == 1.5 and _failures(case, ["round_nudged"]) == []
+
+
+def test_the_nudging_fault_moves_by_a_unit_of_the_kernels_precision_and_keeps_infinities():
+    """A kernel's intermediate rounds in its compute precision (float32 for bfloat16), so
+    round_nudged moves a bfloat16 input by a float32 unit, not a bfloat16 one: one
+    bfloat16 unit moved x * 1000 by a quarter (0.0303955 * 1000 = 30.396 went to 30.64, past the tie),
+    and a unit up from -inf is -3.4e38. Neither is a rounding of any kernel, and both
+    were filed against a fault meant to be no bug."""
+    x = torch.tensor([0.0303955078125, -math.inf, math.inf, 2.5], dtype=torch.bfloat16)
+    one_bf16_unit_up = torch.round(torch.nextafter(x, torch.full_like(x, math.inf)), decimals=3)
+    got = FaultTarget(["round_nudged"]).run(torch.round, x, decimals=3)
+    assert float(one_bf16_unit_up[0]) != float(torch.round(x, decimals=3)[0])   # the old nudge's change
+    assert torch.equal(got, torch.round(x, decimals=3))
+    # An exact tie in float32 still rounds the other way, as the fault means it to.
+    tie = torch.tensor([0.25], dtype=torch.bfloat16)
+    assert float(FaultTarget(["round_nudged"]).run(torch.round, tie, decimals=1)[0]) == 0.30078125
 
 
 def test_sensitivity_of_a_few_roundoffs_does_not_excuse_a_wrong_element():

@@ -329,3 +329,27 @@ def test_eigh_canonicaliser_keeps_eigenvalues_only():
     out = spec.fn(a)
     assert torch.equal(spec.canonicalise([a], out), out.eigenvalues)
     assert not math.isnan(float(out.eigenvalues.sum()))
+
+
+def test_a_lookup_during_another_threads_loading_waits_for_the_whole_registry():
+    """Drafting threads of one process look ops up at once: a second thread must not read
+    the registry half filled (a KeyError for a real op, a case lost as a harness error).
+    In a fresh interpreter the registry's last step is slowed, and a lookup of an op that
+    step registers is made from another thread meanwhile."""
+    import subprocess
+    import sys
+    script = (
+        "import threading, time\n"
+        "from mpsfuzz.generation import catalogue\n"
+        "real = catalogue._register_size_classes\n"
+        "def slow():\n"
+        "    time.sleep(1.0)\n"
+        "    real()\n"
+        "catalogue._register_size_classes = slow\n"
+        "t = threading.Thread(target=catalogue.all_ops); t.start()\n"
+        "time.sleep(0.3)\n"
+        "print(catalogue.get('softmax@huge').name)\n"
+        "t.join()\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert done.stdout.strip() == "softmax@huge"

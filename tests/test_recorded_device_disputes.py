@@ -56,6 +56,11 @@ RECORDED_DISPUTES = {
         [(0, [], 0.0)]),
     'instance_norm_equal_values': ('{"format": 3, "op": "instance_norm", "variant": "functional", "inputs": [{"shape": [1, 2, 7], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [0, 1, 2], "expanded": [2]}, "values": {"distribution": "positive", "seed": 3291590272, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}, {"shape": [], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "small_int", "seed": 0, "low": null, "high": null, "specials": []}, "alias": null}], "kwargs": {"affine": false, "use_input_stats": true}}',
         [(0, [0, 1, 0], -0.0004523674142546952), (0, [0, 1, 1], -0.0004523674142546952), (0, [0, 1, 2], -0.0004523674142546952), (0, [0, 1, 3], -0.0004523674142546952), (0, [0, 1, 4], -0.0004523674142546952), (0, [0, 1, 5], -0.0004523674142546952), (0, [0, 1, 6], -0.0004523674142546952)]),
+    'prod_overflow_order': ('{"format": 3, "op": "prod", "variant": "functional", "inputs": [{"shape": [6, 3], "dtype": "float64", "layout": {"offset": 0, "gaps": [2, 1], "permutation": [0, 1], "expanded": []}, "values": {"distribution": "small_int", "seed": 584874992, "low": null, "high": null, "specials": [[1955, "max"]]}, "alias": null}], "kwargs": {}}',
+        [(0, [], 'nan')]),
+    # (the same factors without float64's max: no order of evaluation overflows)
+    'prod_nan_without_overflow': ('{"format": 3, "op": "prod", "variant": "functional", "inputs": [{"shape": [6, 3], "dtype": "float64", "layout": {"offset": 0, "gaps": [2, 1], "permutation": [0, 1], "expanded": []}, "values": {"distribution": "small_int", "seed": 584874992, "low": null, "high": null, "specials": []}, "alias": null}], "kwargs": {}}',
+        [(0, [], 'nan')]),
     # (a @huge case: the device's gradient at row 65,534 of the whole input, row 2 of the
     # boundary blocks compared)
     'softmax_huge_bf16_grad': ('{"format": 3, "op": "softmax@huge", "variant": "grad", "inputs": [{"shape": [524281, 1, 4], "dtype": "bfloat16", "layout": {"offset": 0, "gaps": [], "permutation": [], "expanded": []}, "values": {"distribution": "index_hash", "seed": 15, "low": null, "high": null, "specials": []}, "alias": null}], "kwargs": {"dim": 2}}',
@@ -116,12 +121,21 @@ def test_a_rounding_that_the_dtypes_arithmetic_allows_is_no_finding():
     assert targets(judged("ce_grad_max")) == []
 
 
+def test_a_product_whose_terms_overflow_may_be_nan_in_one_order_and_zero_in_another():
+    """A float64 prod of 18 factors holding 0 and 1.8e308: CUDA's parallel order meets
+    the overflow first (NaN), CPU's sequential order on the gapped input the zero first
+    (-0.0), and CPU's own vectorised order on the contiguous copy NaN again. numpy's -0.0
+    filed CUDA as wrong; the order of evaluation decides, as for prod_pairwise."""
+    assert targets(judged("prod_overflow_order")) == []
+
+
 @pytest.mark.parametrize("name, oracle", [
     ("adaptive1d", "values"),            # 0 where the formula says -4 (a permuted input)
     ("batch_norm_gapped_rm", "values"),  # a gapped running mean left as it was
     ("zeta_f32", "values"),              # NaN where zeta(2^24 + 1, q) is 0
     ("ce_ignore_all", "values"),         # 0 where every target is ignored (0/0: NaN)
     ("avg_pool2d_grad_cl", "grads"),     # channels_last with padding
+    ("prod_nan_without_overflow", "values"),  # NaN from factors that overflow in no order
     ("sdpa_wide_gap", "values"),         # the gap filler (77) read from a strided key
 ])
 def test_the_real_bugs_among_the_recorded_disputes_are_still_found(name, oracle):

@@ -9,20 +9,34 @@ else knows op names.
 from __future__ import annotations
 
 import hashlib
+import threading
 
 from .opspec import REGISTRY, OpSpec
 
 _LOADED = False
+_LOADING = False
+# Threads of one process (a lane's drafting and its desk) may look ops up at once: the
+# registry is filled under the lock, and a second thread waits until it is whole rather
+# than reading a half-filled one (a KeyError for a real op).
+_LOAD_LOCK = threading.RLock()
 LARGE_FAMILY = "large"
 
 
 def _load() -> None:
-    global _LOADED
+    global _LOADED, _LOADING
     if not _LOADED:
-        _LOADED = True
-        from .ops import (elementwise, factory, fft, indexing, large, large_rows, linalg, nn,  # (they register)
-                          nn_losses, programs, random, reduction)
-        _register_size_classes()
+        with _LOAD_LOCK:
+            # (_LOADING: the op modules' own lookups while they register, in the loading
+            # thread, see the registry as it stands.)
+            if not _LOADED and not _LOADING:
+                _LOADING = True
+                try:
+                    from .ops import (elementwise, factory, fft, indexing, large, large_rows,  # (they register)
+                                      linalg, nn, nn_losses, programs, random, reduction)
+                    _register_size_classes()
+                    _LOADED = True
+                finally:
+                    _LOADING = False
     # Users' kernel files named in the installed GenerationSettings (``run --kernels``),
     # in whatever process looks an op up: workers, drafters and repro checks are started
     # elsewhere and handed the settings. Looked at on every call (a tuple compared): a

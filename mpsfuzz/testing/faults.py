@@ -70,7 +70,8 @@ Effects:
 ``skip_bounds_check``
     (``index_select``) clamp out-of-range indices instead of raising: a missing check.
 ``nudge_input``
-    compute the op on its first input moved up by one unit of roundoff, as a kernel
+    compute the op on its first input moved up by one unit of roundoff of the precision
+    a kernel computes in (float32 for the half types), finite inputs only, as a kernel
     whose intermediate rounding differs: the same result except at a discontinuity
     (rounding ties), where both results are right.
 ``pairwise_product``
@@ -271,11 +272,15 @@ class Fault:
             return func(x, dim, index.clamp(0, max(x.shape[dim] - 1, 0)))
         if effect == "nudge_input":
             x = _input(func, args, kwargs)
-            # exactly one unit up: x * (1 + eps) rounds to two units where x's mantissa
-            # is past half its binade (a bfloat16 1.539 went to 1.555, past round()'s
-            # tie at 1.55, 1.4 units away: no kernel's rounding gives that)
-            nudged = torch.nextafter(x, torch.full_like(x, math.inf)) if x.is_floating_point() else x
-            return func(nudged, *args[1:], **kwargs)
+            if not x.is_floating_point():
+                return func(*args, **kwargs)
+            # Exactly one unit up, of the precision a kernel computes in (float32 for the
+            # half types, as CUDA's opmath), and only where x is finite: a half type's own
+            # unit moved a bfloat16 x * 1000 by a quarter, far past any tie, and one unit
+            # up from -inf is a finite number; neither is a kernel's rounding.
+            wide = x.to(_WIDER.get(x.dtype, x.dtype))
+            nudged = torch.where(torch.isfinite(wide), torch.nextafter(wide, torch.full_like(wide, math.inf)), wide)
+            return func(nudged, *args[1:], **kwargs).to(x.dtype)
         if effect == "pairwise_product":
             x = _input(func, args, kwargs).reshape(-1)
             if x.numel() == 0:
