@@ -30,6 +30,8 @@ ARGUMENT_EXTREME = "argument-extreme"
 EMPTY_OTHER = "empty-other"
 CONJ_VIEW = "conj-view"
 NEG_VIEW = "neg-view"
+# A NaN entry in the matrix of an op whose result must carry it (OpSpec.nan_propagates).
+NAN_ENTRY = "nan-entry"
 # The layout bit (recipes.Layout.bit) each view class is drawn with.
 VIEW_BITS = {"conj": CONJ_VIEW, "neg": NEG_VIEW}
 # The size classes, by the suffix of the variant the catalogue makes (large_sizes.SUFFIXES);
@@ -37,7 +39,7 @@ VIEW_BITS = {"conj": CONJ_VIEW, "neg": NEG_VIEW}
 SIZE_CLASSES = ("large", "huge")
 GRAD_SUFFIX = "-grad"
 
-CLASSES = (MIXED_DTYPES, OUT_CAST, ARGUMENT_EXTREME, EMPTY_OTHER, CONJ_VIEW, NEG_VIEW,
+CLASSES = (MIXED_DTYPES, OUT_CAST, ARGUMENT_EXTREME, EMPTY_OTHER, CONJ_VIEW, NEG_VIEW, NAN_ENTRY,
            *(name + suffix for name in SIZE_CLASSES for suffix in ("", GRAD_SUFFIX)))
 # Admitted where some drawn case admits them: the shapes and arguments decide.
 JUDGED_FROM_DRAWS = (EMPTY_OTHER, ARGUMENT_EXTREME)
@@ -88,6 +90,8 @@ def _declared(spec: OpSpec) -> set[str]:
             and "large" not in spec.semantics:
         out.add(EMPTY_OTHER)
     out.add(ARGUMENT_EXTREME)
+    if spec.nan_propagates:
+        out.add(NAN_ENTRY)
     return out
 
 
@@ -147,6 +151,8 @@ def drawn(spec: OpSpec, case: Case) -> frozenset[str]:
     if case.inputs and 0 not in case.inputs[0].shape and any(0 in r.shape for r in case.inputs[1:]):
         out.add(EMPTY_OTHER)
     out |= {VIEW_BITS[r.layout.bit] for r in case.inputs if r.layout.bit in VIEW_BITS}
+    if spec.nan_propagates and case.inputs and any(name == "nan" for _, name in case.inputs[0].values.specials):
+        out.add(NAN_ENTRY)
     return frozenset(out)
 
 

@@ -243,6 +243,12 @@ class OpSpec:
     # for its backward: float32 mean/rstd for float16 input on CUDA): their metadata is not
     # compared (their values are left out by the canonicaliser).
     private_outputs_from: int | None = None
+    # Output leaves that must hold a NaN wherever a batch element of the first input (a
+    # matrix) holds one (a determinant, an inverse, a solution: every element depends on
+    # every entry). Such an op draws a NaN entry as a boundary sibling, and where a matrix
+    # holds one its leaves are compared only by whether they hold a NaN
+    # (:mod:`.nan_propagation`; issue 38, pytorch/pytorch#173638).
+    nan_propagates: tuple[int, ...] = ()
     # Tolerance multipliers over the dtype table, for ops whose result legitimately
     # depends on evaluation order (long reductions, factorizations).
     rtol_scale: float = 1.0
@@ -361,9 +367,13 @@ class OpSpec:
     def canonical(self, inputs: list, outputs, kwargs: dict):
         """The outputs' canonical form: ``canonicalise`` given the call's arguments that
         it declares it reads (``canonical_kwargs``); the outputs themselves without one."""
-        if self.canonicalise is None:
-            return outputs
-        return self.canonicalise(inputs, outputs, **{k: kwargs[k] for k in self.canonical_kwargs if k in kwargs})
+        if self.canonicalise is not None:
+            outputs = self.canonicalise(inputs, outputs,
+                                        **{k: kwargs[k] for k in self.canonical_kwargs if k in kwargs})
+        if self.nan_propagates:
+            from .nan_propagation import nan_presence
+            outputs = nan_presence(inputs, outputs, self.nan_propagates)
+        return outputs
 
     def as_reference(self) -> "OpSpec":
         """The spec the CPU reference side calls: ``fn`` replaced by ``reference_fn``

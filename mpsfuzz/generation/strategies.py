@@ -548,7 +548,7 @@ def siblings(spec: OpSpec, case: Case, salt: int, count: int, *, awkward_ratio: 
 # rarely (issue 37: a 10-minute campaign of five families gives an op 30-50 cases, and
 # mse_loss on empty inputs, pytorch#148608, and mm of mixed dtypes, pytorch#143948, were
 # never drawn; issue 38: arguments at the ends of their ranges, pytorch#189664, #147613).
-BOUNDARIES = ("empty", "mixed-dtypes", "empty-other", "argument-extreme")
+BOUNDARIES = ("empty", "mixed-dtypes", "empty-other", "argument-extreme", "nan-entry")
 
 
 def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
@@ -561,8 +561,11 @@ def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
     a size only a later input has made 0 wherever it appears (a weight's columns, a
     grid's points: issue 38, zero-size dims in every tensor of a call);
     ``argument-extreme``, one keyword argument at an extreme of its range
-    (:mod:`.arg_extremes`). The inputs keep their layouts and value seeds, without
-    aliasing; None where no kind applies or the case is there already."""
+    (:mod:`.arg_extremes`); ``nan-entry``, for an op whose result must carry a NaN of its
+    matrix (``OpSpec.nan_propagates``), one entry of the first input made NaN (issue 38,
+    non-finite inputs to linalg, whose draws hold none). The inputs keep their layouts
+    and value seeds, without aliasing; None where no kind applies or the case is there
+    already."""
     kinds = [k for k in BOUNDARIES if _boundary_applies(spec, case, k)]
     if not kinds:
         return None
@@ -574,6 +577,11 @@ def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
         kwargs = arg_extremes.with_extreme(dict(case.kwargs), name, slot, choose.choice(extremes))
         sibling = replace(case, inputs=inputs, kwargs=tuple(sorted(kwargs.items())))
         return None if sibling == case else sibling
+    if kind == "nan-entry":
+        first = inputs[0]
+        inputs = (replace(first, values=replace(first.values, specials=((choose.integer(0, 2**16), "nan"),))),
+                  *inputs[1:])
+        return replace(case, inputs=inputs)
     if kind in ("empty", "empty-other"):
         if kind == "empty":
             first = next(r.shape for r in _emptied_from(spec, inputs) if any(n > 0 for n in r.shape))
@@ -621,6 +629,11 @@ def _boundary_applies(spec: OpSpec, case: Case, kind: str) -> bool:
     if kind == "argument-extreme":
         return arg_extremes.admits_extremes(spec, case.kwargs, arg_extremes.number_dtype(case)) \
             and not arg_extremes.extreme_arguments(case)
+    if kind == "nan-entry":
+        first = case.inputs[0] if case.inputs else None
+        return bool(spec.nan_propagates) and case.variant != "grad" and first is not None \
+            and first.numel > 0 and first.dtype in dt.FLOAT + dt.COMPLEX \
+            and not any(name == "nan" for _, name in first.values.specials)
     if kind in ("empty", "empty-other"):
         if not all(r.numel > 0 for r in case.inputs) or "large" in spec.semantics:
             return False

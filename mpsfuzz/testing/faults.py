@@ -623,6 +623,18 @@ def _computed_in_the_out_dtype(func, args, kwargs):
     return func(*[a.to(out.dtype) if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
 
 
+def _matrix_holding_nan(func, args, kwargs) -> bool:
+    x = args[0] if args else None
+    return isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()) and bool(torch.isnan(x).any())
+
+
+def _nan_taken_as_zero(func, args, kwargs):
+    """The op on its matrix with every NaN entry read as 0 (pytorch#173638: CUDA's
+    slogdet of a matrix holding a NaN gave the log-determinant of the matrix with 0
+    there, where CPU returns NaN)."""
+    return func(torch.nan_to_num(args[0], nan=0.0, posinf=math.inf, neginf=-math.inf), *args[1:], **kwargs)
+
+
 def _weight_of_no_columns(func, args, kwargs) -> bool:
     w = args[0] if args else None
     return isinstance(w, torch.Tensor) and w.dim() == 2 and w.shape[0] > 0 and w.shape[1] == 0
@@ -1474,6 +1486,9 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("embedding_renorm_of_no_columns_segfault", "pytorch#195185: embedding(max_norm=) of a weight with 0 "
           "columns reads out of bounds in the renorm kernel", ("aten::embedding_renorm_",), _weight_of_no_columns,
           "segfault"),
+    Fault("slogdet_takes_nan_as_zero", "pytorch#173638: slogdet of a matrix holding a NaN computes as if the "
+          "NaN were 0 (a finite log-determinant where it must be NaN)", ("aten::_linalg_slogdet",),
+          _matrix_holding_nan, "reimplement", instead=_nan_taken_as_zero),
     Fault("mm_ignores_conj_bit", "pytorch#148599: mm of a lazy conjugate view (torch.conj) ignores the "
           "conjugation", ("aten::mm.default",), _conj_view_operand, "reimplement", instead=_mm_reading_storage),
     Fault("index_select_0d", "pytorch#161206: index_select wrong for 0-d (scalar) inputs",

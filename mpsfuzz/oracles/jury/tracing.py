@@ -151,7 +151,7 @@ def decomposed_leaves(obs, grads: bool, mode=None) -> list | str:
     if grads:
         return list(out)
     spec = obs.spec
-    if spec.canonicalise is not None:
+    if spec.canonicalise is not None or spec.nan_propagates:
         with torch.no_grad():
             out = spec.canonical(args[:len(obs.case.inputs)], out, obs.case.kwargs_dict())
     return flatten_outputs(out)
