@@ -364,7 +364,7 @@ NON_SMOOTH = {
     "softshrink", "rrelu_eval", "threshold", "prelu", "softplus", "lp_pool1d", "lp_pool2d", "normalize",
     "grid_sample", "rnn_relu_cell", "l1_loss", "smooth_l1_loss", "margin_ranking_loss",
     "hinge_embedding_loss", "cosine_embedding_loss", "triplet_margin_loss", "multi_margin_loss",
-    "multilabel_margin_loss", "poisson_nll_loss",
+    "multilabel_margin_loss", "poisson_nll_loss", "embedding_bag_max",
     # indexing
     "scatter_reduce",
 }

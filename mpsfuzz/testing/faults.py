@@ -779,6 +779,25 @@ def _arange_in_32_bits(func, args, kwargs) -> torch.Tensor:
     return out.copy_(low - (low >= 2**31).to(out.dtype) * 2**32)
 
 
+# The schema position of ``mode`` (0 sum, 1 mean, 2 max) in embedding_bag's backward kernels.
+_BAG_BACKWARD_MODE = {"aten::_embedding_bag_backward": 8, "aten::_embedding_bag_dense_backward": 7}
+_BAG_MAX = 2
+
+
+def _bag_max_backward_of_int32_indices(func, args, kwargs) -> bool:
+    """embedding_bag's backward in max mode with int32 indices (where the forward's
+    maximum_indices are int32 too)."""
+    mode = _arg(func, args, kwargs, _BAG_BACKWARD_MODE[func._schema.name])
+    indices = _arg(func, args, kwargs, 1)
+    return mode == _BAG_MAX and isinstance(indices, torch.Tensor) and indices.dtype == torch.int32
+
+
+def _bag_gradient_to_the_next_row(func, args, kwargs):
+    """The weight's gradient with every row's share moved to the next row (the last to row
+    0), as a kernel whose 32-bit offset ``row * dim`` lands a row off writes it."""
+    return func(*args, **kwargs).roll(1, 0)
+
+
 # The 2^31 of a backward kernel's 32-bit index, scaled to the sizes the @huge class draws
 # where the device's memory (--max-bytes) allows no 2^31 (about 2^22 elements, CI's and
 # this CPU target's): more elements than any @large case holds, so only @huge reaches it.
@@ -1618,6 +1637,14 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("triangle_diagonal_held_in_int32", "like pytorch#189664 and #147613: tril/triu with a diagonal past "
           "int32 computed with the diagonal wrapped to 32 bits", ("aten::tril", "aten::triu"),
           _diagonal_past_int32, "reimplement", instead=_triangle_of_an_int32_diagonal),
+    # issue 38, the class of pytorch#188467 (CUDA: embedding_bag(mode="max")'s backward with int32
+    # indices computes the row's offset in 32 bits and drops the gradient of a row past 2^31
+    # elements): found only by drawing max's grad variant with int32 indices
+    Fault("embedding_bag_max_backward_int32_wrong_row", "like pytorch#188467: embedding_bag(mode='max') "
+          "backward with int32 indices sends each bag's gradient to the row after the one its max came from; "
+          "the forward, int64 indices and sum/mean are right",
+          ("aten::_embedding_bag_backward", "aten::_embedding_bag_dense_backward"),
+          _bag_max_backward_of_int32_indices, "reimplement", instead=_bag_gradient_to_the_next_row),
     # issue 38 (factories), modelled on pytorch#175966 ("arange times int64 wraps mod 2^32")
     # and #197673 ("arange past 2^32 leaves zeros"): found only by drawing int64 values
     # that large

@@ -28,7 +28,8 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from .. import dtypes as dt
-from ..grad_points import dims_of, is_zero, kinks, near, rows, slack, vector_norm_reason, when, wide, zero_crossings
+from ..grad_points import (dims_of, has_tie, is_zero, kinks, near, rows, slack, vector_norm_reason, when, wide,
+                           zero_crossings)
 from ..large_sizes import dim_off_rows, grows
 from ..opspec import declare_grows
 from ..opspec import (OpSpec, ShapeBudget, any_shape, expand, integers_once, prod, register, sampled_once,
@@ -795,6 +796,39 @@ def _embedding_bag(idx, w, psw, *, offsets=None, per_sample_weights=False, **kw)
                            **kw)
 
 
+def _bags(idx: torch.Tensor, kw) -> list[torch.Tensor]:
+    """The indices of each bag: the rows of a 2-D ``idx``, else the runs ``offsets`` cut
+    (its last entry the end with include_last_offset)."""
+    if idx.dim() == 2:
+        return list(idx)
+    cuts = list(kw.get("offsets") or (0,))
+    ends = cuts[1:] if kw.get("include_last_offset") else cuts[1:] + [idx.numel()]
+    return [idx[start:end] for start, end in zip(cuts, ends)]
+
+
+def _bag_max_ties(inputs, kwargs, rtol=1e-5):
+    """embedding_bag(mode="max"): a bag's max in some column held by two or more distinct
+    rows of the weight. The gradient goes to one of them and which one is unspecified (CPU
+    keeps the first, a parallel kernel any: issue 38, pytorch#188467's op). The same row
+    twice is no tie (its gradient lands on that row either way), padding_idx is no member
+    of its bag, and with max_norm the rows compared are the renormed ones (float64 here)."""
+    idx, w = inputs[0], inputs[1]
+    if idx.numel() == 0 or w.numel() == 0:
+        return None
+    rel, tiny = slack(w)
+    weight = wide(w)
+    if kwargs.get("max_norm") is not None:
+        weight = torch.embedding_renorm_(weight.clone(), idx.reshape(-1).long(), kwargs["max_norm"],
+                                         kwargs.get("norm_type", 2.0))
+    padding = kwargs.get("padding_idx")
+    padding = None if padding is None else padding % w.shape[0]
+    for bag in _bags(idx.long(), kwargs):
+        members = torch.unique(bag[bag != padding] if padding is not None else bag)
+        if members.numel() >= 2 and has_tie(weight[members].T, "max", rel, tiny):
+            return "a bag's max is held by two or more of its rows in some column (the gradient picks one of them)"
+    return None
+
+
 register(
     nn("linear", _linear, _linear_shapes, FLOAT, "x @ W^T + b, 1-D to 4-D inputs, fan-in 0 included",
        args=_bias_arg, input_dtypes=(None, None, None), grad=True, autocast=True, **ACCUMULATES),
@@ -812,7 +846,10 @@ register(
     nn("embedding_bag_max", _embedding_bag, _bag_shapes, FLOAT,
        "bags of rows reduced by max (empty bags give zeros)",
        args=_bag_args(("max",)), input_dtypes=(INDEX, None, None),
-       input_values=(_index_into(1), None, None), evaluation_steps=_renorm_steps),
+       input_values=(_index_into(1), None, None), evaluation_steps=_renorm_steps,
+       # the weight's gradient only: per-sample weights are for mode="sum" alone (issue 38,
+       # pytorch#188467: max's backward routes each bag's gradient to the row its max came from)
+       grad=True, grad_inputs=(1,), grad_undefined=_bag_max_ties),
 )
 
 
