@@ -355,7 +355,7 @@ NON_SMOOTH = {
     "logit", "atan2", "atan2_scalar", "hypot", "special.i0e",
     # reductions
     "amax", "amin", "quantile", "nanquantile", "quantile_tensor_q", "nanquantile_tensor_q", "std",
-    "std_mean", "norm", "dist", "renorm",
+    "std_mean", "norm", "dist", "renorm", "foreach_norm",
     # linalg
     "linalg.eigvalsh", "linalg.svdvals", "linalg.pinv", "linalg.pinv_hermitian", "linalg.matrix_norm",
     "linalg.norm", "linalg.vector_norm", "linalg.cond",

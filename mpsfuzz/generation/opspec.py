@@ -148,13 +148,16 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 #                           torch 2.13) while an empty class dim is refused: the reference
 #                           means nothing on any `empty` boundary, so none is drawn (the
 #                           builders keep the batch non-empty for the same reason)
+#   tensor-list             the op takes a list of as many tensors as its shape builder
+#                           draws (1 to 5: the foreach ops, pytorch#169930), all in the
+#                           drawn dtype: it has no fixed arity
 #   window-sizes-output     its window's stride and dilation grow its output (transposed
 #                           convolutions: L_out = (L - 1) * stride + dilation * (k - 1)
 #                           + ...): they size an output and take no argument extremes (a
 #                           stride of 2^31 - 1 asks the host for billions of elements)
 SEMANTICS = ("mixed_dtypes_sometimes", "structural-later-sizes", "undefined-when-empty", "window-sizes-output", "ties_unspecified", "undefined-values", "random", "order-dependent",
              "accumulates", "structure-unknown", "determined-as-a-whole", "large", "zero-taps",
-             "shifted-argument", "computed-weights", "slices-as-inputs")
+             "shifted-argument", "computed-weights", "slices-as-inputs", "tensor-list")
 
 # The ``large`` family's inputs of more elements than this are drawn as stride-0 views
 # of one element (constant tensors of billions of elements that take a few bytes);

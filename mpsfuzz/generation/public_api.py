@@ -449,6 +449,11 @@ for _name, _public in (("layer_norm", _LAYER_NORM), ("layer_norm_medium", _LAYER
     declare(_name, _public)
 # (its input gains min, max and the values one ulp either side before the histogram)
 declare("histc_at_edges", Public("torch.histc"))
+# torch._foreach_norm is private, but it is the function the op calls and what torch's own
+# public callers reach (clip_grad_norm_ and get_total_norm, whose norm_type it takes as
+# ord): their signatures take no dtype and return one total, not a norm per tensor.
+# Its aten schema is its signature; each drawn tensor is an element of its list ``self``.
+declare("foreach_norm", Public("torch._foreach_norm", inputs=("self",) * 5))
 declare("linear", Public(f"{F}.linear", inputs=("input", "weight", "bias"), flags=("bias",),
                          passes=_flagged("bias", "bias", True)))
 declare("bilinear", Public(f"{F}.bilinear", inputs=("input1", "input2", "weight", "bias"), flags=("bias",),

@@ -850,6 +850,29 @@ def _indices_moved_along_dim_0(func, args, kwargs, result):
     return result
 
 
+def _first_empty_before_a_nonempty(func, args, kwargs) -> int | None:
+    """_foreach_norm(self, ord, dtype): the index of the list's first empty tensor where
+    a tensor with elements follows it, else None."""
+    tensors = list(_arg(func, args, kwargs, 0))
+    first = next((i for i, t in enumerate(tensors) if t.numel() == 0), None)
+    if first is None or not any(t.numel() for t in tensors[first + 1:]):
+        return None
+    return first
+
+
+def _an_empty_tensor_before_a_nonempty_one(func, args, kwargs) -> bool:
+    return _first_empty_before_a_nonempty(func, args, kwargs) is not None
+
+
+def _norms_shifted_past_the_empty_tensor(func, args, kwargs, result):
+    """Each norm after the first empty tensor one slot early, the empty tensor's 0 last:
+    a kernel whose chunks skip empty tensors but whose results are written by chunk
+    number (each norm is 0-d: the shapes still agree)."""
+    k = _first_empty_before_a_nonempty(func, args, kwargs)
+    norms = list(result)
+    return norms[:k] + norms[k + 1:] + [norms[k]]
+
+
 def _histc_edges(x, lo, hi):
     """The range histc counts (its data's when min == max) and the values one ulp outside."""
     lo, hi = float(lo), float(hi)
@@ -1408,6 +1431,10 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("histc_counts_one_ulp_outside", "like pytorch#195076 (MPS histc): elements one ulp outside [min, max] "
           "counted in the first or last bin", ("aten::histc",), _a_value_one_ulp_outside, "rewrite",
           rewrite=_counted_one_ulp_outside),
+    Fault("foreach_norm_shifted_past_an_empty_tensor", "like pytorch#169930 (CUDA's foreach norm, what "
+          "clip_grad_norm_ calls, wrong across the tensors of its list): the norms of the tensors after an empty "
+          "one each returned one slot early", ("aten::_foreach_norm",), _an_empty_tensor_before_a_nonempty_one,
+          "rewrite", rewrite=_norms_shifted_past_the_empty_tensor),
     Fault("outer_difference_sum_drops_a_row", "like pytorch#170360 (MPS Inductor's fused broadcast-then-reduce): "
           "a sum over a broadcast difference a[:, None] - b[None, :] misses its last row; the subtraction "
           "and the sum alone are right", ("aten::sub.Tensor", "aten::sum"), _outer_difference_or_its_sum,

@@ -28,8 +28,8 @@ from ..grad_points import (any_of, constant_slices, dims_of, near, rows, slack, 
                            vector_norm_reason, wide, zero_crossings)
 from ..large_sizes import dim_off_rows, grows
 from ..opspec import declare_grows
-from ..opspec import (OpSpec, any_shape, broadcast_shapes, combine_args, dim_arg, draw_side, expand,
-                      first_dtype, fit, gather_at_indices, register)
+from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcast_shapes, combine_args, dim_arg, draw_rank, draw_side,
+                      expand, first_dtype, fit, gather_at_indices, integers_once, prod, register)
 from ..preparation import preparation
 from ..recipes import DtypeArg
 
@@ -238,6 +238,42 @@ def with_edge_values(x, lo, hi):
 
 def _histc_at_edges(x, **kw):
     return torch.histc(with_edge_values(x, kw.get("min", 0), kw.get("max", 0)), **kw)
+
+
+def _tensor_list_shapes(draw, budget: ShapeBudget):
+    """1 to 5 tensors of unrelated shapes (0-d and empty ones included), each within its
+    share of the budget: the list a foreach kernel takes (pytorch#169930: CUDA's
+    ``_foreach_norm``, which ``clip_grad_norm_`` calls on a model's gradients, chunks the
+    list across tensors, so their number and which of them are empty are its sizes)."""
+    n = draw(integers_once(1, 5))
+    share = dataclasses.replace(budget, max_numel=max(1, budget.max_numel // n))
+    return tuple(fit([draw_side(draw, share) for _ in range(draw_rank(draw, share, 0, 4))], share)
+                 for _ in range(n))
+
+
+# The orders a foreach norm takes (CPU's kernel is vector_norm's, whose orders it accepts;
+# the fast CUDA kernel takes 1, 2 and inf, and falls back per tensor for the others).
+_FOREACH_ORDS = (2, 1, math.inf, -math.inf, 0, 3.5)
+
+
+def _foreach_norm_args(draw, shapes, dtypes):
+    """An order (or the default, 2) and sometimes a wider ``dtype=``. No infinity norm of
+    a list that holds an empty tensor: it has no identity, and every backend refuses it."""
+    empty = any(prod(s) == 0 for s in shapes)
+    ords = tuple(o for o in _FOREACH_ORDS if not (empty and math.isinf(o)))
+    how = draw(integers_once(0, len(ords)))
+    out = {} if how == len(ords) else {"ord": ords[how]}
+    out.update(_accumulate_dtype(floating_only=True)(draw, shapes, dtypes))
+    return out
+
+
+def _foreach_norm_undefined(inputs, kwargs, rtol=1e-5):
+    """The kinks of each tensor's norm (a whole-tensor vector norm each)."""
+    for i in range(len(inputs)):
+        why = vector_norm_kinks(i)(inputs, kwargs, rtol)
+        if why:
+            return why
+    return None
 
 
 def _bincount_values(shapes, kwargs):
@@ -514,6 +550,14 @@ register(
               shapes=any_shape(1, min_rank=2),
               args=_renorm_args, rtol_scale=16, atol_scale=16, semantics=ORDER,
               grad_undefined=_renorm_undefined, **_variants("renorm", inplace="renorm_", grad=True)),
+    # As many inputs as the shape builder draws (no input_dtypes: they share the drawn
+    # dtype, as clip_grad_norm_ groups a model's gradients by dtype before the kernel).
+    reduction("foreach_norm", lambda *ts, **kw: torch._foreach_norm(ts, **kw), FLOAT,
+              "the norm of each tensor of a list of 1 to 5 (0-d and empty ones included) in one foreach "
+              "kernel (torch._foreach_norm, what clip_grad_norm_ calls; pytorch#169930)",
+              shapes=_tensor_list_shapes, args=_foreach_norm_args, rtol_scale=16, atol_scale=16,
+              semantics=ORDER | {"tensor-list"}, grad_undefined=_foreach_norm_undefined,
+              **_variants(None, out=False, grad=True)),
     reduction("cumsum", lambda x, dim, **kw: torch.cumsum(x, dim, **kw), ALL, "running sum along a dim",
               args=combine_args(_one_dim, _accumulate_dtype()), rtol_scale=16, atol_scale=16,
               semantics=ORDER, **_variants("cumsum", inplace="cumsum_", grad=True)),

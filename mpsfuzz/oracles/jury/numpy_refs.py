@@ -1347,6 +1347,14 @@ def _torch_norm(inputs, kwargs):
                         lambda a, axis, keepdims: _vector_norm(a, p, axis, keepdims)))
 
 
+@reference("foreach_norm")
+def _foreach_norm(inputs, kwargs):
+    """Each tensor's vector norm on its own (the foreach kernel computes them together)."""
+    allowed(kwargs, "ord", "dtype")  # (a dtype arrives widened: float64)
+    p = kwargs.get("ord", 2)
+    return tuple(tens(_vector_norm(a, p, tuple(range(a.ndim)), False)) for a in map(arr, inputs))
+
+
 @reference("dist")
 def _dist(inputs, kwargs):
     allowed(kwargs, "p")
