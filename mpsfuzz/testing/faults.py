@@ -934,6 +934,23 @@ def _sum_without_the_last_row(func, args, kwargs, result):
     return func(x, *args[1:], **kwargs)
 
 
+# CUDA's jitted special kernels (pytorch#173636, issue 38): the loader casts an operand of
+# another dtype to the computation's and had no case for uint16, so it read 0
+# (special.zeta(x, q) of a uint16 q gave inf, zeta(x, 0)). The kernels the report names.
+_JITTED_SPECIAL_OPS = tuple(f"aten::special_{name}" for name in (
+    "zeta", "spherical_bessel_j0", "i1", "i1e", "modified_bessel_k0", "modified_bessel_i1", "entr", "log_ndtr"))
+
+
+def _uint16_operand(func, args, kwargs) -> bool:
+    return any(isinstance(a, torch.Tensor) and a.dtype == torch.uint16 for a in args)
+
+
+def _uint16_operands_read_as_zeros(func, args, kwargs):
+    """The op with every uint16 operand read as zeros (its ``out=`` written as usual)."""
+    return func(*(torch.zeros_like(a) if isinstance(a, torch.Tensor) and a.dtype == torch.uint16 else a
+                  for a in args), **kwargs)
+
+
 def _index_out_of_range(func, args, kwargs) -> bool:
     # index_select(self, dim, index)
     x, dim, index = (_arg(func, args, kwargs, i) for i in range(3))
@@ -1439,6 +1456,9 @@ FAULTS: dict[str, Fault] = _registry(
           "a sum over a broadcast difference a[:, None] - b[None, :] misses its last row; the subtraction "
           "and the sum alone are right", ("aten::sub.Tensor", "aten::sum"), _outer_difference_or_its_sum,
           "rewrite", rewrite=_sum_without_the_last_row),
+    Fault("special_uint16_read_as_zero", "like pytorch#173636 (CUDA's jitted special kernels): a uint16 "
+          "operand of special.zeta, i1, entr ... read as zeros (zeta(x, q) is inf)", _JITTED_SPECIAL_OPS,
+          _uint16_operand, "reimplement", instead=_uint16_operands_read_as_zeros),
     # Large sizes (the large family: stride-0 views of billions of elements, batches of
     # 65,536+ rows): a kernel indexing with 32 bits, a grid past Metal's 65,535
     # threadgroups per dim.

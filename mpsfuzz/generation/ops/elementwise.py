@@ -5,7 +5,8 @@ ops, ternary ops (where, lerp, addcmul, clamp with tensor bounds), tensor-scalar
 Declared dtypes are what torch defines the op for, not only what eager CPU implements:
 where CPU has no kernel (uint16 shifts, complex32 math ...) the oracle recomputes the
 reference in a wider dtype. A few integer inputs are declared for float math ops
-(``_PROMOTING``) so that the integer-to-float promotion paths are tested too.
+(``_PROMOTING``) so that the integer-to-float promotion paths are tested too; the
+``torch.special`` functions declare uint16/32/64 as well (``_SPECIAL_PROMOTING``).
 
 Variants: each op names its Tensor method and in-place method where torch has them
 (checked against ``torch.Tensor`` at import), ``out=`` where the function takes it, and
@@ -31,6 +32,12 @@ FC = expand("floating_and_complex")
 _PROMOTING = ("int32", "int64", "uint8", "bool")
 FC_PROMOTING = FC + _PROMOTING
 FLOAT_PROMOTING = FLOAT + _PROMOTING
+# torch.special's kernels promote every integer dtype, and CUDA's jitted ones read an
+# operand through casts of their own that lacked uint16/32/64 (issue 38, pytorch#173636:
+# special.zeta read a uint16 q as 0 and returned inf): the special ops' tables declare
+# the wide unsigned integers too.
+_WIDE_UNSIGNED = ("uint16", "uint32", "uint64")
+_SPECIAL_PROMOTING = _PROMOTING + _WIDE_UNSIGNED
 REAL = expand("real")
 REAL_BOOL = expand("real_and_bool")
 NUMERIC = expand("numeric")
@@ -42,6 +49,8 @@ FLOAT_AND_WIDE_COMPLEX = FLOAT + ("complex64", "complex128")
 # torch.special's Bessel, Airy and orthogonal-polynomial kernels: float32/float64 only
 # (the reference widens float16/bfloat16).
 SPECIAL_FLOAT = FLOAT
+# What the real torch.special functions are drawn in: floats and every integer dtype CPU promotes.
+SPECIAL_REAL = SPECIAL_FLOAT + _SPECIAL_PROMOTING
 
 
 def _is_fc(name: str) -> bool:
@@ -283,6 +292,9 @@ _UNARY_FC = [
     ("exp2", torch.exp2, "2**x"),
     ("sigmoid", torch.sigmoid, "logistic sigmoid"),
     ("reciprocal", torch.reciprocal, "1/x"),
+]
+# torch.special functions of complex inputs too (method = the name without "special.").
+_UNARY_SPECIAL_FC = [
     ("special.sinc", torch.special.sinc, "normalised sinc (pytorch#148471)"),
 ]
 _UNARY_REAL_MATH = [
@@ -290,6 +302,11 @@ _UNARY_REAL_MATH = [
     ("digamma", torch.digamma, "digamma (psi)"),
     ("erf", torch.erf, "error function"),
     ("erfc", torch.erfc, "complementary error function"),
+    ("deg2rad", torch.deg2rad, "degrees to radians"),
+    ("rad2deg", torch.rad2deg, "radians to degrees"),
+]
+# torch.special functions of real inputs with a derivative.
+_UNARY_SPECIAL_REAL = [
     ("special.i0", torch.special.i0, "modified Bessel function I0"),
     ("special.i0e", torch.special.i0e, "exponentially scaled I0"),
     ("special.i1", torch.special.i1, "modified Bessel function I1"),
@@ -301,8 +318,6 @@ _UNARY_REAL_MATH = [
     ("special.erfcx", torch.special.erfcx, "scaled complementary error function"),
     ("special.expit", torch.special.expit, "logistic sigmoid (torch.special's name)"),
     ("special.gammaln", torch.special.gammaln, "log|gamma(x)| (torch.special's name)"),
-    ("deg2rad", torch.deg2rad, "degrees to radians"),
-    ("rad2deg", torch.rad2deg, "radians to degrees"),
 ]
 # torch.special functions with no derivative and no Tensor method.
 _UNARY_SPECIAL_NODIFF = [
@@ -326,11 +341,14 @@ def _method_of(name: str) -> str:
 
 
 register(*(unary(n, f, FC_PROMOTING, d, **variants(_method_of(n), grad=True)) for n, f, d in _UNARY_FC))
+register(*(unary(n, f, FC + _SPECIAL_PROMOTING, d, **variants(_method_of(n), grad=True))
+           for n, f, d in _UNARY_SPECIAL_FC))
+register(*(unary(n, f, FLOAT_PROMOTING, d, **variants(_method_of(n), grad=True)) for n, f, d in _UNARY_REAL_MATH))
 # i0e(x) = exp(-|x|) I0(x): slopes -1 and 1 on either side of 0
-register(*(unary(n, f, FLOAT_PROMOTING, d, grad_undefined=AT_ZERO if n == "special.i0e" else None,
+register(*(unary(n, f, SPECIAL_REAL, d, grad_undefined=AT_ZERO if n == "special.i0e" else None,
                  **variants(_method_of(n), grad=True))
-           for n, f, d in _UNARY_REAL_MATH))
-register(*(unary(n, f, SPECIAL_FLOAT + ("int64",), d, **variants(None))
+           for n, f, d in _UNARY_SPECIAL_REAL))
+register(*(unary(n, f, SPECIAL_REAL, d, **variants(None))
            for n, f, d in _UNARY_SPECIAL_NODIFF))
 register(
     unary("erfinv", torch.erfinv, FLOAT_PROMOTING, "inverse error function on (-1, 1)",
@@ -372,8 +390,8 @@ register(
           "n-th derivative of digamma, n = 0..4", args=_int_scalar_args("n", 0, 4),
           **variants("polygamma", grad=True)),
     unary("special.multigammaln", lambda x, p, **kw: torch.special.multigammaln(x, p, **kw),
-          ("float32", "float64", "bfloat16", "float16"),
-          "multivariate log-gamma of dimension p on its domain x > (p-1)/2",
+          ("float32", "float64", "bfloat16", "float16", "int32", "int64", "uint8") + _WIDE_UNSIGNED,
+          "multivariate log-gamma of dimension p on its domain x > (p-1)/2 (torch refuses bool)",
           input_values=(_mvlgamma_domain,), args=_int_scalar_args("p", 1, 5), out=True, grad=True),
     unary("mvlgamma", lambda x, p, **kw: torch.mvlgamma(x, p, **kw), ("float32", "float64"),
           "multivariate log-gamma (torch's name, with its Tensor methods)",
@@ -426,9 +444,9 @@ register(
     binary("copysign", torch.copysign, FLOAT_PROMOTING, "|x| with the sign of y", grad_undefined=AT_ZERO,
            **variants("copysign", grad=True)),
     binary("xlogy", torch.xlogy, FLOAT_PROMOTING, "x * log(y), 0 where x == 0", **variants("xlogy", grad=True)),
-    binary("special.xlog1py", torch.special.xlog1py, FLOAT_PROMOTING, "x * log1p(y), 0 where x == 0",
+    binary("special.xlog1py", torch.special.xlog1py, SPECIAL_REAL, "x * log1p(y), 0 where x == 0",
            out=True, grad=True),
-    binary("special.zeta", torch.special.zeta, ("float32", "float64", "int64"),
+    binary("special.zeta", torch.special.zeta, ("float32", "float64") + _SPECIAL_PROMOTING,
            "Hurwitz zeta function zeta(x, q)", out=True),
     binary("logaddexp", torch.logaddexp, FLOAT_AND_WIDE_COMPLEX, "log(exp(x) + exp(y))",
            **variants("logaddexp", grad=True)),
@@ -505,13 +523,13 @@ def _polynomial_semantics(name: str) -> frozenset:
 
 
 register(*(
-    binary(f"special.{p}", getattr(torch.special, p), SPECIAL_FLOAT, f"{p.replace('_', ' ')} of degree n (a tensor)",
+    binary(f"special.{p}", getattr(torch.special, p), SPECIAL_REAL, f"{p.replace('_', ' ')} of degree n (a tensor)",
            input_values=("uniform", _poly_degrees), allow_nonfinite=False, out=True, discrete_inputs=(1,),
            semantics=_polynomial_semantics(p))
     for p in _POLYNOMIALS))
 register(*(
     unary(f"special.{p}_scalar_n", (lambda f: lambda x, n, **kw: f(x, n, **kw))(getattr(torch.special, p)),
-          SPECIAL_FLOAT, f"{p.replace('_', ' ')} of a Python-int degree n",
+          SPECIAL_REAL, f"{p.replace('_', ' ')} of a Python-int degree n",
           input_values=("uniform",), args=_int_scalar_args("n", -1, 8), allow_nonfinite=False, out=True,
           semantics=_polynomial_semantics(p))
     for p in _POLYNOMIALS))
@@ -606,7 +624,7 @@ register(
     unary("clamp", lambda x, **kw: torch.clamp(x, **kw), REAL,
           "clamp to Python-scalar bounds (min > max included)", args=_clamp_args,
           grad_undefined=kinks(_clamp_bounds), **variants("clamp", grad=True)),
-    unary("special.polygamma", lambda x, n, **kw: torch.special.polygamma(n, x, **kw), FLOAT,
+    unary("special.polygamma", lambda x, n, **kw: torch.special.polygamma(n, x, **kw), SPECIAL_REAL,
           "polygamma with n = 0..3 (torch.special's name)", args=_int_scalar_args("n", 0, 3),
           out=True, grad=True),
 )
