@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
 from mpsfuzz.generation import catalogue
@@ -76,6 +77,7 @@ def test_a_slogdet_that_computes_its_nan_away_is_found_and_one_that_keeps_it_is_
     assert [f["oracle"] for f in failures] == ["values"], failures
 
 
+@pytest.mark.slow
 def test_campaign_finds_a_slogdet_that_takes_nan_as_zero_and_explains_it_by_the_nan(tmp_path):
     corpus = tmp_path / "corpus"
     # (a budget, not --max-cases: a campaign counted in cases alone draws no siblings)
