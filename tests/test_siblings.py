@@ -80,14 +80,15 @@ def test_a_slice_holds_each_draw_followed_by_its_siblings():
 
 
 def test_siblings_default_to_what_keeps_a_lanes_worker_busy(monkeypatch):
-    """Enough siblings that a lane's drawing keeps up with its worker: none where a lane
-    has drafters on cores of their own, some where lanes share few cores, never more than
-    MAX_SIBLINGS; none for a campaign bounded by cases alone."""
+    """Enough siblings that a lane's drawing keeps up with its worker: one (the boundary
+    siblings' place) where a lane has drafters on cores of their own, more where lanes
+    share few cores, never more than MAX_SIBLINGS; none for a campaign bounded by cases
+    alone."""
     def default(cores, jobs, **bounds):
         monkeypatch.setattr(os, "cpu_count", lambda: cores)
         bounds = bounds or dict(budget_s=60.0, max_cases=None)
         return lanes.default_siblings(jobs, lanes.default_draw_jobs(jobs), **bounds)
-    assert default(16, 1) == default(16, 2) == 0                          # four drafters each
+    assert default(16, 1) == default(16, 2) == default(16, 3) == 1         # drafters to spare
     assert default(16, 8) >= 1 and default(2, 1) >= 1
     assert default(16, 16) == lanes.MAX_SIBLINGS
     assert [default(16, j) for j in (1, 4, 5, 8, 15)] == sorted(default(16, j) for j in (1, 4, 5, 8, 15))
