@@ -171,12 +171,8 @@ def test_histc_at_edges_holds_both_edges_and_a_ulp_either_side_of_each():
 
 @pytest.mark.slow
 def test_a_histogram_that_counts_a_ulp_outside_its_range_is_found_by_the_reduction_family(tmp_path):
-    from test_fault_campaigns import FAULT_TARGET, assert_repro_proves_the_fault, mpsfuzz, the_one_new_finding
-    corpus = tmp_path / "corpus"
-    done = mpsfuzz("run", "--ops", "histc_at_edges,histc", "--target", FAULT_TARGET, "--max-cases", "600",
-                   "--seed", "1", "--corpus", str(corpus), "--max-findings", "1", "--no-progress",
-                   faults="histc_counts_one_ulp_outside", cwd=tmp_path)
-    finding = the_one_new_finding(done, corpus, "values")
+    from test_fault_campaigns import assert_repro_proves_the_fault, one_fault_campaign
+    finding = one_fault_campaign(tmp_path, "histc_at_edges,histc", "histc_counts_one_ulp_outside", 600)
     assert finding["op"] == "histc_at_edges", finding["title"]
     assert_repro_proves_the_fault(finding, "histc_counts_one_ulp_outside", tmp_path)
 

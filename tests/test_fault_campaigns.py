@@ -43,6 +43,15 @@ def the_one_new_finding(done: subprocess.CompletedProcess, corpus: Path, oracle:
     return finding
 
 
+def one_fault_campaign(tmp_path: Path, ops: str, fault: str, max_cases: int, oracle: str = "values") -> dict:
+    """The one new finding (of ``oracle``) of a campaign of ``ops`` on the fault target
+    with ``fault`` alone, seed 1, stopped at its first finding or ``max_cases``."""
+    corpus = tmp_path / "corpus"
+    done = mpsfuzz("run", "--ops", ops, "--target", FAULT_TARGET, "--max-cases", str(max_cases), "--seed", "1",
+                   "--corpus", str(corpus), "--max-findings", "1", "--no-progress", faults=fault, cwd=tmp_path)
+    return the_one_new_finding(done, corpus, oracle)
+
+
 # Modules a repro script may import: torch, and the standard library for a leak's
 # memory reading.
 REPRO_IMPORTS = {"torch", "resource", "sys"}

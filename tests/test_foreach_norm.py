@@ -14,7 +14,7 @@ from mpsfuzz.generation.strategies import example_cases
 from mpsfuzz.oracles.jury.numpy_refs import NUMPY
 from mpsfuzz.testing.faults import FaultTarget
 
-from test_fault_campaigns import FAULT_TARGET, assert_repro_proves_the_fault, mpsfuzz, the_one_new_finding
+from test_fault_campaigns import assert_repro_proves_the_fault, one_fault_campaign
 
 FAULT = "foreach_norm_shifted_past_an_empty_tensor"
 
@@ -70,10 +70,7 @@ def test_fault_shifts_the_norms_only_past_an_empty_tensor_followed_by_one_with_e
 
 @pytest.mark.slow
 def test_campaign_finds_explains_and_minimises_the_norms_shifted_past_an_empty_tensor(tmp_path):
-    corpus = tmp_path / "corpus"
-    done = mpsfuzz("run", "--ops", "foreach_norm", "--target", FAULT_TARGET, "--max-cases", "600", "--seed", "1",
-                   "--corpus", str(corpus), "--max-findings", "1", "--no-progress", faults=FAULT, cwd=tmp_path)
-    finding = the_one_new_finding(done, corpus, "values")
+    finding = one_fault_campaign(tmp_path, "foreach_norm", FAULT, 600)
     assert "empty" in finding["conditions"], finding["conditions"]
     assert "only when an input is empty" in finding["explanation"], finding["explanation"]
     # minimised without losing the condition: an empty tensor before one with elements

@@ -13,7 +13,7 @@ import torch
 from mpsfuzz.generation import catalogue
 from mpsfuzz.generation.strategies import example_cases
 from mpsfuzz.testing.faults import FaultTarget
-from test_fault_campaigns import FAULT_TARGET, assert_repro_proves_the_fault, mpsfuzz, the_one_new_finding
+from test_fault_campaigns import assert_repro_proves_the_fault, one_fault_campaign
 
 WIDE_UNSIGNED = ("uint16", "uint32", "uint64")
 FAULT = "special_uint16_read_as_zero"
@@ -66,10 +66,7 @@ def test_the_fault_reads_uint16_operands_of_special_kernels_only():
 
 @pytest.mark.slow
 def test_a_zeta_campaign_finds_the_uint16_fault_and_explains_it_by_the_dtype(tmp_path):
-    corpus = tmp_path / "corpus"
-    done = mpsfuzz("run", "--ops", "special.zeta", "--target", FAULT_TARGET, "--max-cases", "300", "--seed", "1",
-                   "--corpus", str(corpus), "--max-findings", "1", "--no-progress", faults=FAULT, cwd=tmp_path)
-    finding = the_one_new_finding(done, corpus, "values")
+    finding = one_fault_campaign(tmp_path, "special.zeta", FAULT, 300)
     assert "only uint16 (" in finding["explanation"], finding["explanation"]
     assert "dtypes:uint16" in finding["conditions"], finding["conditions"]
     assert all(r["dtype"] == "uint16" for r in finding["case"]["inputs"]), finding["case"]   # minimised, kept
