@@ -102,7 +102,9 @@ class CaseVerdicts:
         trig = trigger_class(case)
         return upstream.match(self.upstream_table, device=device, op=case.op, dtypes=trig["dtypes"],
                               oracle=failure.oracle, kind=failure.kind, variant=case.variant,
-                              layout_class=trig["layout_class"], torch_version=self.torch_version)
+                              layout_class=trig["layout_class"], torch_version=self.torch_version,
+                              bits={r.layout.bit for r in case.inputs if r.layout.bit},
+                              compiled=self.target_name.endswith("-compiled"))
 
     def suppressed(self, case, failure: Failure, pool) -> bool:
         """Failures the upstream tables call unimplemented or undefined: not bugs."""

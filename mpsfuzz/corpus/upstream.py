@@ -47,6 +47,10 @@ class UpstreamEntry:
     link: str
     fixed_in: str | None = None
     variant: str = "*"          # how the op is called (out-strided, ...) or any
+    # A view bit some input carries ("neg", "conj") or any; "compiled": only on a compiled
+    # target (a bug of torch.compile, whatever the op: "ops" may then be ["*"]).
+    bit: str = "*"
+    target: str = "*"
 
     def to_json(self) -> dict:
         return {"id": self.id, "status": self.status, "reason": self.reason, "link": self.link}
@@ -75,7 +79,7 @@ def parse_table(data, source: str) -> list[UpstreamEntry]:
                 dtypes=tuple(e.get("dtypes", ())), oracle=str(e.get("oracle", "*")),
                 kind=str(e.get("kind", "*")), layout=str(e.get("layout", "*")), status=str(e["status"]),
                 reason=str(e["reason"]), link=str(e.get("link", "")), fixed_in=e.get("fixed_in"),
-                variant=str(e.get("variant", "*")))
+                variant=str(e.get("variant", "*")), bit=str(e.get("bit", "*")), target=str(e.get("target", "*")))
         except (KeyError, TypeError) as exc:
             raise UpstreamTableError(f"{source}: entry {i} lacks field {exc}") from None
         _check_narrow(entry, source)
@@ -95,6 +99,12 @@ def _check_narrow(entry: UpstreamEntry, source: str) -> None:
                               f"both '*'): name the oracle or the kind it covers")
     if not entry.ops:
         raise UpstreamTableError(f"{where} names no op")
+    if "*" in entry.ops and (entry.bit == "*" or entry.target == "*" or entry.status != "known-bug"):
+        raise UpstreamTableError(f"{where} names every op ('*'): only a known bug of a compiled target "
+                                 f"on a view bit may (give 'bit' and 'target': 'compiled')")
+    if entry.bit not in ("*", "neg", "conj") or entry.target not in ("*", "compiled"):
+        raise UpstreamTableError(f"{where} has bit {entry.bit!r} / target {entry.target!r}; expected "
+                                 f"'*', 'neg' or 'conj' / '*' or 'compiled'")
     if entry.variant not in VARIANTS:
         raise UpstreamTableError(f"{where} has variant {entry.variant!r}; expected one of {', '.join(VARIANTS)}")
     if entry.status in SUPPRESSED and (entry.oracle in NEVER_SUPPRESSED or entry.kind in NEVER_SUPPRESSED):
@@ -123,10 +133,15 @@ def device_kind(device: str) -> str:
 
 
 def match(table: list[UpstreamEntry], *, device: str, op: str, dtypes, oracle: str, kind: str,
-          layout_class: str, torch_version: str, variant: str = "functional") -> UpstreamEntry | None:
+          layout_class: str, torch_version: str, variant: str = "functional", bits=(),
+          compiled: bool = False) -> UpstreamEntry | None:
+    """The first entry of ``table`` the failure matches; ``bits``: the view bits the
+    case's inputs carry, ``compiled``: the target is a compiled one."""
     dev = device_kind(device)
     for e in table:
-        if e.device not in ("*", dev) or op not in e.ops:
+        if e.device not in ("*", dev) or (op not in e.ops and "*" not in e.ops):
+            continue
+        if (e.bit != "*" and e.bit not in bits) or (e.target == "compiled" and not compiled):
             continue
         if e.variant not in ("*", variant):
             continue
