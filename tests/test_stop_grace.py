@@ -396,9 +396,13 @@ def test_a_crash_or_device_fault_never_waits_behind_value_failures_nor_they_behi
                                                slow=is_slow)
     try:
         desk.submit((None,))           # a value failure that holds the quick desk until released
+        deadline = time.monotonic() + 10
+        # (taken before the others are queued: under load the desk's thread could start
+        # after all three were, and take the queue's highest priority first)
+        while taken != ["first"] and time.monotonic() < deadline:
+            time.sleep(0.01)
         desk.submit(slow)
         desk.submit(quick)
-        deadline = time.monotonic() + 10
         while len(taken) < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
         assert sorted(taken) == ["first", "sigmoid"]       # the device fault did not wait
