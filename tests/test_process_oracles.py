@@ -84,3 +84,19 @@ def test_one_crash_reached_through_two_harness_paths_is_one_key():
     assert Failure.from_json(old.to_json()).dedup_key == ("crash", "SIGFPE", "nn_losses.py:_sdpa")
     # a crash inside the harness itself keeps its frames (there are no others)
     assert clean_frames('  File "/x/mpsfuzz/execution/worker.py", line 3 in _answer\n', keep=2) == ("worker.py:_answer",)
+
+
+def test_eager_cpus_crash_in_the_fault_target_and_in_the_reference_key_alike():
+    """The fault target runs eager CPU: its ``run`` wrapper on the stack (as targets.py's
+    own targets' ``run``) is the harness's, so a crash there and the same crash in the CPU
+    reference have one key (triu into out= of its own negative view, a heap corruption,
+    was filed twice). A fault's own effect function stays: that is where it crashes."""
+    def dump(*frames):
+        return "Fatal Python error: Aborted\n\n" + "".join(
+            f'  File "/x/mpsfuzz/{path}", line 1 in {fn}\n' for path, fn in frames)
+    in_target = dump(("generation/ops/linalg.py", "<lambda>"), ("testing/faults.py", "run"),
+                     ("execution/executor.py", "run_side"))
+    in_reference = dump(("generation/ops/linalg.py", "<lambda>"), ("execution/executor.py", "run_reference"))
+    assert clean_frames(in_target, keep=2) == clean_frames(in_reference, keep=2) == ("linalg.py:<lambda>",)
+    assert clean_frames(dump(("testing/faults.py", "_abort"), ("testing/faults.py", "run")), keep=2) \
+        == ("faults.py:_abort",)
