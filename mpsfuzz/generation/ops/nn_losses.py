@@ -880,15 +880,31 @@ def _flex_attention(q, k, v, *, score_mod="none", mask="none", scale=None, enabl
                                                             block_mask=block_mask, scale=scale, enable_gqa=enable_gqa)
 
 
+def flex_checks(q, k, v, enable_gqa: bool) -> None:
+    """The public call's checks of what a case can get wrong (torch 2.13's messages): three
+    4-D tensors of one dtype and batch, q and k of one head dim, heads GQA can map."""
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise NotImplementedError("NYI: query, key, and value must be 4D tensors")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError("Expected query, key, and value to have the same dtype")
+    if q.size(-1) != k.size(-1):
+        raise ValueError("Expect query and key/value to have the same embedding dimension")
+    if not enable_gqa and q.size(-3) != k.size(-3):
+        raise ValueError("Expect query and key/value to have the same number of heads")
+    if enable_gqa and q.size(1) % k.size(1) != 0:   # (no kv heads: ZeroDivisionError, as there)
+        raise ValueError("Expect number of query heads to be a multiple of kv heads for GQA")
+    if q.size(0) != k.size(0):
+        raise ValueError("Expect query and key/value to have the same batch size")
+
+
 def _flex_attention_cpu(q, k, v, *, score_mod="none", mask="none", scale=None, enable_gqa=False):
     """Eager CPU's flex_attention, the reference. Its public call refuses a backward on
     CPU ("FlexAttention does not support backward on CPU", torch 2.13); for the grad
     variant the same dense math path is taken through the higher-order op, which has
-    autograd on every device, after the public call has validated the arguments."""
-    out = _flex_attention(q.detach(), k.detach(), v.detach(), score_mod=score_mod, mask=mask, scale=scale,
-                          enable_gqa=enable_gqa)
+    autograd on every device, after the public call's checks."""
     if not (q.requires_grad or k.requires_grad or v.requires_grad):
-        return out
+        return _flex_attention(q, k, v, score_mod=score_mod, mask=mask, scale=scale, enable_gqa=enable_gqa)
+    flex_checks(q, k, v, enable_gqa)
     block_mask = flex_block_mask(mask, q, k, always=True)
     return torch._higher_order_ops.flex_attention(
         q, k, v, flex_score_mod(score_mod) or flex_identity, block_mask.as_tuple(),

@@ -8,8 +8,8 @@ the output 0, where SDPA's softmax would give NaN).
 The catalogue's score_mods and mask_mods (``generation/ops/nn_losses.py``: FLEX_SCORE_MODS,
 FLEX_MASKS) are written out again here with other kernels than eager's call runs
 (``elementary.py``): the products as broadcast multiplies and sums (no matmul), tanh and
-the exponentials through ``exp2``, comparisons as 0/1 factors from ``le``/``lt`` (eager's
-mask_mods run ``ge``, ``gt``, ``&`` and ``floor_divide``), the masked softmax as a sum of
+the exponentials through ``exp2``, comparisons as 0/1 factors from ``le`` (eager's
+mask_mods and its backward run ``ge``, ``gt``, ``lt``, ``&`` and ``floor_divide``), the masked softmax as a sum of
 shifted exponentials times the 0/1 mask (no ``where``, no ``logsumexp``).
 """
 from __future__ import annotations
@@ -65,7 +65,7 @@ def _allowed(name: str, length: int, source: int) -> torch.Tensor:
     if name == "sliding_window":
         return _not_above(kv_idx, q_idx) * _not_above(q_idx - kv_idx, float(SLIDING_WINDOW))
     if name == "strict_causal":
-        return torch.lt(kv_idx, q_idx).to(torch.float64)
+        return 1 - _not_above(q_idx, kv_idx)
     if name == "documents":
         doc_q = torch.tensor([i // DOCUMENT_LENGTH for i in range(length)], dtype=torch.float64).reshape(-1, 1)
         doc_kv = torch.tensor([j // DOCUMENT_LENGTH for j in range(source)], dtype=torch.float64).reshape(1, -1)
