@@ -761,6 +761,195 @@ register(
 )
 
 
+
+# -- flex attention ---------------------------------------------------------------------------
+# torch.nn.attention.flex_attention (pytorch/pytorch#190857: its compiled backward wrong
+# once a K/V address passes INT32_MAX). Eager CPU runs a dense math path (a warning says
+# so); on the compiled targets the call reaches the fused kernel. The score_mod and the
+# block mask are chosen by name from small tables, so that a case stores a string and a
+# repro script copies the functions.
+
+def _flex_available() -> bool:
+    """Whether this torch has flex_attention with block masks, and Dynamo, which its eager
+    path needs (it compiles the call with the eager backend: "flex_attention requires
+    dynamo support"). torch 2.6 has the API used here (score_mod, block_mask, scale,
+    enable_gqa; create_block_mask with an explicit device)."""
+    try:
+        import torch.nn.attention.flex_attention as flex
+        import torch._dynamo
+    except ImportError:
+        return False
+    return (all(hasattr(flex, name) for name in ("flex_attention", "create_block_mask"))
+            and torch._dynamo.is_dynamo_supported())
+
+
+HAS_FLEX = _flex_available()
+# The fused Triton kernel takes head dims of at least 16 ("NYI: embedding dimension of the
+# query, key, and value must be at least 16"; tl.dot's smallest tile); torch 2.13 pads
+# other sizes to a power of two, older releases refused them: powers of two only.
+FLEX_HEAD_DIMS = (16, 32, 64)
+# Sequence lengths around the kernels' tiles (16..128 rows) and small ones.
+FLEX_LENGTHS = (15, 16, 17, 31, 32, 33, 47, 63, 64)
+FLEX_SCORE_MODS = ("none", "relative_bias", "soft_cap", "alibi")
+FLEX_MASKS = ("none", "causal", "sliding_window", "strict_causal", "documents")
+SOFT_CAP = 2.0          # scores ~ N(0, 1) at the default scale: tanh bends them
+SLIDING_WINDOW = 8
+DOCUMENT_LENGTH = 16
+
+
+def flex_identity(score, b, h, q_idx, kv_idx):
+    return score
+
+
+def flex_relative_bias(score, b, h, q_idx, kv_idx):
+    return score + (q_idx - kv_idx)
+
+
+def flex_soft_cap(score, b, h, q_idx, kv_idx):
+    return SOFT_CAP * torch.tanh(score / SOFT_CAP)
+
+
+def flex_alibi(score, b, h, q_idx, kv_idx):
+    """ALiBi: a distance penalty whose slope grows with the query head (so GQA's head
+    mapping matters)."""
+    return score - (h + 1) * (q_idx - kv_idx).abs() / 8
+
+
+def flex_score_mod(name: str):
+    """The score_mod function named ``name`` (None: no score_mod)."""
+    if name == "relative_bias":
+        return flex_relative_bias
+    if name == "soft_cap":
+        return flex_soft_cap
+    if name == "alibi":
+        return flex_alibi
+    return None
+
+
+def flex_everything(b, h, q_idx, kv_idx):
+    return q_idx >= 0
+
+
+def flex_causal(b, h, q_idx, kv_idx):
+    return q_idx >= kv_idx
+
+
+def flex_sliding_window(b, h, q_idx, kv_idx):
+    return (q_idx >= kv_idx) & (q_idx - kv_idx <= SLIDING_WINDOW)
+
+
+def flex_strict_causal(b, h, q_idx, kv_idx):
+    """Row 0 attends to nothing: a fully masked row, whose output flex_attention makes 0."""
+    return q_idx > kv_idx
+
+
+def flex_documents(b, h, q_idx, kv_idx):
+    return q_idx // DOCUMENT_LENGTH == kv_idx // DOCUMENT_LENGTH
+
+
+def flex_mask_mod(name: str):
+    """The mask_mod named ``name`` (None: no block mask)."""
+    if name == "causal":
+        return flex_causal
+    if name == "sliding_window":
+        return flex_sliding_window
+    if name == "strict_causal":
+        return flex_strict_causal
+    if name == "documents":
+        return flex_documents
+    return None
+
+
+@preparation
+def flex_block_mask(mask: str, q, k, *, always: bool = False):
+    """The BlockMask of the mask named ``mask`` for q's and k's lengths on their device
+    (None for no mask, or with ``always`` one that masks nothing), made eagerly, as a user
+    makes it outside the compiled call. Imports flex_attention's module, which ``import
+    torch`` does not."""
+    import torch.nn.attention.flex_attention
+    mod = flex_mask_mod(mask) or (flex_everything if always else None)
+    if mod is None:
+        return None
+    return torch.nn.attention.flex_attention.create_block_mask(mod, None, None, q.shape[-2], k.shape[-2],
+                                                               device=q.device)
+
+
+def _flex_attention(q, k, v, *, score_mod="none", mask="none", scale=None, enable_gqa=False):
+    block_mask = flex_block_mask(mask, q, k)
+    return torch.nn.attention.flex_attention.flex_attention(q, k, v, score_mod=flex_score_mod(score_mod),
+                                                            block_mask=block_mask, scale=scale, enable_gqa=enable_gqa)
+
+
+def flex_checks(q, k, v, enable_gqa: bool) -> None:
+    """The public call's checks of what a case can get wrong (torch 2.13's messages): three
+    4-D tensors of one dtype and batch, q and k of one head dim, heads GQA can map."""
+    if q.dim() != 4 or k.dim() != 4 or v.dim() != 4:
+        raise NotImplementedError("NYI: query, key, and value must be 4D tensors")
+    if not (q.dtype == k.dtype == v.dtype):
+        raise ValueError("Expected query, key, and value to have the same dtype")
+    if q.size(-1) != k.size(-1):
+        raise ValueError("Expect query and key/value to have the same embedding dimension")
+    if not enable_gqa and q.size(-3) != k.size(-3):
+        raise ValueError("Expect query and key/value to have the same number of heads")
+    if enable_gqa and q.size(1) % k.size(1) != 0:   # (no kv heads: ZeroDivisionError, as there)
+        raise ValueError("Expect number of query heads to be a multiple of kv heads for GQA")
+    if q.size(0) != k.size(0):
+        raise ValueError("Expect query and key/value to have the same batch size")
+
+
+def _flex_attention_cpu(q, k, v, *, score_mod="none", mask="none", scale=None, enable_gqa=False):
+    """Eager CPU's flex_attention, the reference. Its public call refuses a backward on
+    CPU ("FlexAttention does not support backward on CPU", torch 2.13); for the grad
+    variant the same dense math path is taken through the higher-order op, which has
+    autograd on every device, after the public call's checks."""
+    if not (q.requires_grad or k.requires_grad or v.requires_grad):
+        return _flex_attention(q, k, v, score_mod=score_mod, mask=mask, scale=scale, enable_gqa=enable_gqa)
+    flex_checks(q, k, v, enable_gqa)
+    block_mask = flex_block_mask(mask, q, k, always=True)
+    return torch._higher_order_ops.flex_attention(
+        q, k, v, flex_score_mod(score_mod) or flex_identity, block_mask.as_tuple(),
+        1.0 / math.sqrt(q.shape[-1]) if scale is None else scale, {})[0]
+
+
+def _flex_shapes(draw, budget: ShapeBudget):
+    """q (B, Hq, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev): Hq a multiple of Hkv in a
+    third of the cases (GQA), L and S small or around the kernels' tiles (up to 64), E and
+    Ev from FLEX_HEAD_DIMS (Ev mostly E's). Each tensor within 8x the element budget."""
+    b = draw(integers_once(1, 2))
+    heads_kv = draw(integers_once(1, 3))
+    group = draw(sampled_once((1, 1, 1, 1, 2, 2, 3, 4)))
+    e = draw(sampled_once(FLEX_HEAD_DIMS))
+    ev = e if draw(integers_once(0, 3)) else draw(sampled_once(FLEX_HEAD_DIMS))
+    lengths = []
+    for _ in range(2):
+        lengths.append(draw(integers_once(1, 8)) if draw(integers_once(0, 2)) == 0
+                       else draw(sampled_once(FLEX_LENGTHS)))
+    length, source = lengths
+    limit = 8 * budget.max_numel
+    while b * heads_kv * group * max(length, source) * max(e, ev) > limit and max(length, source) > 1:
+        length, source = max(1, length // 2), max(1, source // 2)
+    heads_q = heads_kv * group
+    return ((b, heads_q, length, e), (b, heads_kv, source, e), (b, heads_kv, source, ev))
+
+
+def _flex_args(draw, shapes, dtypes):
+    out = {"score_mod": draw(sampled_once(FLEX_SCORE_MODS)), "mask": draw(sampled_once(FLEX_MASKS)),
+           "scale": draw(sampled_once((None, None, 0.5, 0.125)))}
+    if shapes[0][1] != shapes[1][1] or draw(st.booleans()):
+        out["enable_gqa"] = True
+    return out
+
+
+if HAS_FLEX:
+    register(
+        nn_op("flex_attention", _flex_attention, _flex_shapes,
+              "flex_attention with a named score_mod (relative bias, tanh soft-cap, ALiBi) and block mask "
+              "(causal, sliding window, a fully masked row, documents), scale, GQA; compiled: the fused kernel",
+              dtypes=("float16", "bfloat16", "float32"), input_dtypes=(None, None, None), args=_flex_args,
+              reference_fn=_flex_attention_cpu, allow_nonfinite=False, rtol_scale=16, atol_scale=16,
+              semantics=frozenset({"accumulates"})),
+    )
+
 # -- recurrent cells and layers -------------------------------------------------------------
 
 GATES = {"lstm": 4, "gru": 3, "rnn_tanh": 1, "rnn_relu": 1}
