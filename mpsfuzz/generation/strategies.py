@@ -355,9 +355,10 @@ def _value_options(entry, shapes, kwargs, spec: OpSpec) -> dict:
 
 def _written_inputs(spec: OpSpec, variant: str) -> set[int]:
     """Inputs the call writes: self of an in-place or out-alias call, the ones the
-    functional form mutates, and the self of in-place-only RNG ops."""
+    functional form mutates, and the self of in-place-only RNG ops (not the input of a
+    large one, rand@huge's, which carries only the size of its draw: a stride-0 view)."""
     written = set(spec.mutates)
-    if variant in ("inplace", "out-alias") or "random" in spec.semantics:
+    if variant in ("inplace", "out-alias") or "random" in spec.semantics and "large" not in spec.semantics:
         written.add(0)
     return written
 

@@ -31,6 +31,7 @@ import torch
 
 from ..execution.observation import Observation, Raised
 from ..generation import dtypes as dt
+from ..generation.huge_samples import rng_windows
 from . import Failure, oracle
 from .statistics import (ALPHA, MIN_SAMPLES, bernstein_sum_test, chi2_sf, chi2_statistic, chi2_test, ks_test,
                          normal_cdf, poisson_sum_test)
@@ -525,6 +526,95 @@ def _judge_poisson(out, inputs, kwargs):
     return None
 
 
+# -- a draw past 2^31 elements, judged on windows (generation/huge_samples.py) --------------
+
+def _judge_rand_windows(out, inputs, kwargs):
+    """``rand@huge``: the windows of a draw of input 0's shape, one after the other. Each
+    check's false-alarm rate is at most ALPHA for the whole case, whatever the number of
+    windows: support is exact (a value outside [0, 1) never happens); a window of 16 or
+    more values all equal has probability at most q^15 (q: the most mass one value takes,
+    1/16 for the 16-bit floats, 2^-20 wider); each window's KS test runs at ALPHA over the
+    number of windows (Bonferroni); the mean of all samples is held to Hoeffding's bound
+    at ALPHA, widened by one eps of the dtype (rounding a draw to 16 bits moves it by at
+    most that); and a run of ``k`` values repeats another run anywhere in the windows
+    with probability at most pairs x q^k, k chosen so that this is below ALPHA."""
+    x = inputs[0]
+    windows = rng_windows(x.numel(), x.shape[0] if x.dim() else 1)
+    problem = _meta(out, (sum(b - a for a, b in windows),), x.dtype)
+    if problem:
+        return problem
+    name = _dtype_name(out)
+    values = out.to(torch.float64)
+    parts, at = [], 0
+    for a, b in windows:
+        parts.append((a, values[at:at + b - a]))
+        at += b - a
+    strict = name in ("float32", "float64")
+    high = 1.0 if strict else _in_dtype(1.0, name)
+    bad = (values < 0) | ((values >= high) if strict else (values > high)) | torch.isnan(values)
+    if bool(bad.any()):
+        i = int(bad.nonzero()[0])
+        where = _flat_position(windows, i)
+        return (f"support: {int(bad.sum())} sample(s) outside [0, 1) in the windows judged, e.g. "
+                f"{float(values[i])!r} at flat position {where:,}")
+    for start, part in parts:
+        if part.numel() >= MIN_VARIETY and bool((part == part[0]).all()):
+            return (f"variety: the {part.numel()} samples from flat position {start:,} all equal "
+                    f"{float(part[0])!r}")
+    for start, part in parts:
+        problem = ks_test(f"U[0,1) from flat position {start:,}", part, lambda v: v.clamp(0.0, 1.0), 1.0, name,
+                          alpha=ALPHA / len(parts))
+        if problem:
+            return problem
+    n = values.numel()
+    if n >= MIN_SAMPLES:
+        eps = float(torch.finfo(out.dtype).eps)
+        allowed = math.sqrt(math.log(2.0 / ALPHA) / (2.0 * n)) + eps
+        mean = float(values.mean())
+        if abs(mean - 0.5) > allowed:
+            return (f"distribution: the mean of {n} samples is {mean:.4f}, more than {allowed:.4f} from 1/2 "
+                    f"(Hoeffding at alpha {ALPHA:g})")
+    return _repeated_run(out, windows, name)
+
+
+def _flat_position(windows, i: int) -> int:
+    """The flat position in the draw of sample ``i`` of the windows laid one after the other."""
+    for a, b in windows:
+        if i < b - a:
+            return a + i
+        i -= b - a
+    return -1
+
+
+def _repeated_run(out: torch.Tensor, windows, name: str) -> str | None:
+    """A run of ``k`` consecutive values of a window that equals another run anywhere in
+    the windows (the same window at another shift too): a stream restarted where a counter
+    wrapped (past 2^31: the window across 2^31 repeats the first), slices that repeat the
+    first (pytorch#147667), a period. Chance gives one with probability at most
+    (pairs of runs) x q^k; k is the least for which that is below ALPHA."""
+    q = 1.0 / 16 if name in LOW_BITS else 2.0 ** -20
+    n = out.numel()
+    k = max(2, math.ceil(math.log(ALPHA / max(1.0, n * n / 2.0)) / math.log(q)))
+    bits = out.contiguous().view({2: torch.int16, 4: torch.int32, 8: torch.int64}[out.element_size()]).to(torch.int64)
+    runs, starts, at = [], [], 0
+    for a, b in windows:
+        if b - a >= k:
+            runs.append(bits[at:at + b - a].unfold(0, k, 1))
+            starts += range(a, b - k + 1)
+        at += b - a
+    if not runs:
+        return None
+    every = torch.cat(runs)
+    _, inverse, counts = torch.unique(every, dim=0, return_inverse=True, return_counts=True)
+    repeated = (counts[inverse] > 1).nonzero().view(-1)
+    if not repeated.numel():
+        return None
+    first = int(repeated[0])
+    second = int(((inverse == inverse[first]).nonzero().view(-1))[1])
+    return (f"variety: the {k} values from flat position {starts[second]:,} repeat those from flat position "
+            f"{starts[first]:,} (chance: below {ALPHA:g})")
+
+
 # -- the table: a declared distribution's kind -> its judge(out, inputs, kwargs, law) -------
 
 def _in_place(method: str):
@@ -540,6 +630,8 @@ JUDGES: dict[str, Callable] = {
     "uniform-integers": lambda out, inputs, kwargs, law: _judge_randint(out, inputs, kwargs,
                                                                        like=law.option("like", False)),
     "permutation": lambda out, inputs, kwargs, law: _judge_randperm(out, inputs, kwargs),
+    # a draw past 2^31 elements shaped like input 0, judged on windows (rand@huge)
+    "unit-uniform-windows": lambda out, inputs, kwargs, law: _judge_rand_windows(out, inputs, kwargs),
     "normal": lambda out, inputs, kwargs, law: _judge_normal_size(out, inputs, kwargs),
     # samplers with tensor parameters (``form``: which of mean and std are tensors)
     "normal-per-element": lambda out, inputs, kwargs, law: _judge_normal_tensors(out, inputs, kwargs,

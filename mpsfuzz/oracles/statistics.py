@@ -41,7 +41,8 @@ def ks_critical(n: int, alpha: float = ALPHA) -> float:
     return math.sqrt(math.log(2.0 / alpha) / (2.0 * n))
 
 
-def ks_test(name: str, samples: torch.Tensor, cdf, scale: float, dtype_name: str) -> str | None:
+def ks_test(name: str, samples: torch.Tensor, cdf, scale: float, dtype_name: str,
+            alpha: float = ALPHA) -> str | None:
     samples = samples.to(torch.float64).reshape(-1)
     n = samples.numel()
     if n < MIN_SAMPLES:
@@ -51,10 +52,10 @@ def ks_test(name: str, samples: torch.Tensor, cdf, scale: float, dtype_name: str
     slack = 2.0 * eps * torch.maximum(x.abs(), torch.tensor(scale, dtype=torch.float64))
     i = torch.arange(1, n + 1, dtype=torch.float64)
     d = float(torch.maximum((i / n - cdf(x + slack)).max(), (cdf(x - slack) - (i - 1) / n).max()).clamp(min=0))
-    crit = ks_critical(n)
+    crit = ks_critical(n, alpha)
     if d > crit:
         return (f"distribution: {name}: Kolmogorov-Smirnov D = {d:.4f} over {n} samples exceeds "
-                f"{crit:.4f} (alpha {ALPHA:g}); sample mean {float(samples.mean()):.4g}")
+                f"{crit:.4f} (alpha {alpha:g}); sample mean {float(samples.mean()):.4g}")
     return None
 
 

@@ -1054,7 +1054,14 @@ def _body(finding: Finding, device: str, target_name: str) -> tuple["_Builder", 
         body += lines
     elif oracle == "distribution":
         repeated = re.search(r"the (\d+) slices along dim (\d+) of", finding.failure.message)
-        body += _repeated_slices_lines(b, int(repeated.group(2))) if repeated else _distribution_lines(b)
+        run = re.search(r"the (\d+) values from flat position ([\d,]+) repeat those from flat position ([\d,]+)",
+                        finding.failure.message)
+        if repeated:
+            body += _repeated_slices_lines(b, int(repeated.group(2)))
+        elif run:
+            body += _repeated_run_lines(b, *(int(g.replace(",", "")) for g in run.groups()))
+        else:
+            body += _distribution_lines(b)
     elif oracle == "layout":
         # Inputs that share a storage or sit at an offset get fresh copies, as the layout
         # oracle's do (Case.copied_inputs).
@@ -1457,6 +1464,30 @@ def _repeated_slices_lines(b: _Builder, dim: int) -> list[str]:
             f"repeats = bool((actual == actual.narrow({dim}, 0, 1)).all())",
             f"print(f'{{tuple(actual.shape)}} sample; every slice along dim {dim} equals the first: {{repeats}}')",
             f"assert not repeats, 'the slices along dim {dim} repeat one another: a random sample would not'"]
+
+
+def _repeated_run_lines(b: _Builder, k: int, later: int, earlier: int) -> list[str]:
+    """A draw judged on windows (rand@huge, generation/huge_samples.py) in which a run of
+    ``k`` values repeats another run (the distribution oracle's check of repeated runs):
+    one draw shows it, as chance gives one with probability below 1e-6."""
+    from ..generation.huge_samples import rng_windows
+    shape = b.case.inputs[0].shape
+    windows = rng_windows(math.prod(shape), shape[0] if shape else 1)
+
+    def index(position: int) -> int:
+        """Where flat position ``position`` of the draw lies among the windows' values."""
+        before = 0
+        for a, c in windows:
+            if a <= position < c:
+                return before + position - a
+            before += c - a
+        raise ReproError(f"flat position {position} lies in no window judged")
+    i, j = index(later), index(earlier)
+    return [f"actual = {b.on_target(b.names)}.to('cpu', copy=True)  {MARKER}",
+            f"repeats = torch.equal(actual[{i}:{i + k}], actual[{j}:{j + k}])",
+            f"print(f'the {k} values drawn from flat position {later:,} equal those from {earlier:,}: {{repeats}}')",
+            f"assert not repeats, 'a run of {k} values repeats another: chance gives that with probability "
+            "below 1e-6'"]
 
 
 def _distribution_lines(b: _Builder) -> list[str]:

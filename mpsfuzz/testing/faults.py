@@ -804,6 +804,37 @@ def _bag_gradient_to_the_next_row(func, args, kwargs):
 HUGE_BACKWARD_LIMIT = MAX_ELEMENTS
 
 
+# The same scaled 2^31 for the forward kernels only the @huge class's sizes reach: a
+# boolean mask's selection and a random draw (no @large case, and no other op's case,
+# gives them as many elements).
+HUGE_FORWARD_LIMIT = MAX_ELEMENTS
+
+
+def _bool_mask_past_huge_limit(func, args, kwargs) -> bool:
+    """``x[mask]``: aten::index with one bool mask (over x's leading dims), of an ``x`` of
+    more than HUGE_FORWARD_LIMIT elements."""
+    x, indices = _input(func, args, kwargs), _arg(func, args, kwargs, 1)
+    return (isinstance(indices, (list, tuple)) and len(indices) == 1 and isinstance(indices[0], torch.Tensor)
+            and indices[0].dtype == torch.bool and x.numel() > HUGE_FORWARD_LIMIT)
+
+
+def _selection_read_at_wrapped_offsets(func, args, kwargs) -> torch.Tensor:
+    """``x[mask]`` whose gather computes each selected element's source offset in 32 bits
+    (scaled to HUGE_FORWARD_LIMIT): an element at that offset or past it is read from the
+    offset wrapped (modulo the limit). The result's shape is right."""
+    x, (mask,) = _input(func, args, kwargs), _arg(func, args, kwargs, 1)
+    per_row = x.numel() // max(1, mask.numel())
+    rows = mask.reshape(-1).nonzero().view(-1)
+    offsets = (rows[:, None] * per_row + torch.arange(per_row)[None, :]) % HUGE_FORWARD_LIMIT
+    return x.reshape(-1)[offsets.view(-1)].view((rows.numel(),) + tuple(x.shape[mask.dim():]))
+
+
+def _draw_past_huge_limit(func, args, kwargs) -> bool:
+    """aten::rand of more than HUGE_FORWARD_LIMIT elements."""
+    size = _arg(func, args, kwargs, 0)
+    return isinstance(size, (list, tuple)) and math.prod(size) > HUGE_FORWARD_LIMIT
+
+
 def _backward_past_huge_limit(func, args, kwargs) -> bool:
     """A backward kernel (never the forward) whose input holds more than
     HUGE_BACKWARD_LIMIT elements."""
@@ -1489,6 +1520,16 @@ FAULTS: dict[str, Fault] = _registry(
           "makes writes the gradient's elements past that limit (2^31 scaled to the @huge class's size here) "
           "where the index wrapped; the forward is right", ("aten::gelu_backward",), _backward_past_huge_limit,
           "wrap_int32", wrap_at=HUGE_BACKWARD_LIMIT),
+    Fault("mask_select_past_int32", "the class of pytorch#164048 (CUDA's boolean-mask gather, its grid and offsets "
+          "past 32-bit sizes): x[mask] of more elements than the @large class makes reads each selected element "
+          "past that limit (2^31 scaled to the @huge class's size here) at its offset wrapped; the result's shape "
+          "is right", ("aten::index.Tensor",), _bool_mask_past_huge_limit, "reimplement",
+          instead=_selection_read_at_wrapped_offsets),
+    Fault("rand_stream_past_int32", "the class of pytorch#155293 (MPS torch.rand past 2^31 elements, 5-D "
+          "bfloat16): a draw of more elements than the @large class makes, whose element counter is held in "
+          "32 bits, restarts past that limit (2^31 scaled to the @huge class's size here): the elements from "
+          "there on repeat the first ones", ("aten::rand",), _draw_past_huge_limit, "wrap_int32",
+          wrap_at=HUGE_FORWARD_LIMIT),
     Fault("cumsum_leak", "like pytorch#145503: cumsum leaks memory on every call",
           ("aten::cumsum",), _always, "leak"),
     # nn, losses, attention, backward, indexing, out=, in-place and RNG bugs

@@ -32,9 +32,10 @@ from hypothesis import strategies as st
 
 from .. import dtypes as dt
 from ..grad_points import near, slack, wide
-from ..large_sizes import dim_off_rows, grows
+from ..huge_samples import mask_shapes, selection_reference_inputs, selection_rows_of
+from ..large_sizes import HUGE_DTYPES, HUGE_SUFFIX, SIZE_CLASS, dim_off_rows, grows
 from ..opspec import declare_grows
-from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcastable_to, draw_rank, draw_side, expand,
+from ..opspec import (REGISTRY, OpSpec, ShapeBudget, any_shape, broadcastable_to, draw_rank, draw_side, expand,
                       first_dtype, fit, prod, register)
 from ..preparation import preparation
 from ..recipes import DtypeArg
@@ -1244,3 +1245,25 @@ declare_grows({
                     rows_args=dim_off_rows(new_dim=True)),
               grows("length", (0, -1), (1, -1), (2, -1))),
 })
+
+
+# -- past 2^31 elements: a boolean mask's selection, judged on sampled rows -------------------
+
+def _selection_rows(x, mask):
+    """``x[mask]`` on the whole input, then only the rows (and a long slice's column
+    windows) that generation/huge_samples.py compares."""
+    return selection_rows_of(x[mask])
+
+
+# getitem_mask's rows do not stay apart (row k of x[mask] is x's row at the mask's k-th true
+# position), so it joins the @huge class with a reference of its own: the input rows that
+# the compared rows of the result come from, found in closed form from the mask's hash
+# (pytorch#164048: CUDA's gather of a selected slice of more than 65,535 blocks of 4,096
+# bytes; selections past 2^31 elements of the input and of the result).
+register(OpSpec(
+    name="getitem_mask" + HUGE_SUFFIX, family=FAMILY, fn=_selection_rows, shapes=mask_shapes, dtypes=HUGE_DTYPES,
+    input_dtypes=(None, BOOL), input_values=("index_hash", "index_hash"), allow_nonfinite=False,
+    allow_specials=False, min_rank=1, semantics=frozenset({"large"}), reference_fn=REGISTRY["getitem_mask"].fn,
+    reference_inputs=selection_reference_inputs, size_class=SIZE_CLASS, base="getitem_mask",
+    doc="x[mask] with a bool mask over dim 0, past 2^31 elements of x or of the selection, or slices of more "
+        "than 65,535 blocks of 4,096 bytes (compared on sampled rows)"))

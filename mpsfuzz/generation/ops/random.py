@@ -25,7 +25,8 @@ import torch
 from hypothesis import strategies as st
 
 from .. import dtypes as dt
-from ..large_sizes import grows
+from ..huge_samples import RNG_DTYPES, rng_shapes, window_count, windows_of
+from ..large_sizes import HUGE_SUFFIX, SIZE_CLASS, grows
 from ..opspec import (Distribution, OpSpec, ShapeBudget, any_shape, broadcastable_to, declare_grows, draw_rank,
                       draw_side, fit, register, same_shapes)
 from ..preparation import preparation
@@ -419,3 +420,29 @@ declare_grows({
     "normal": (grows("length", (0, -1), (1, -1)), grows("rows", (0, 0), (1, 0))),
     "multinomial": (grows("length", (0, -1)),),
 })
+
+
+# -- past 2^31 elements: a draw judged on windows (issue 38) ------------------------------------
+
+def _rand_windows(x, **kw):
+    """``torch.rand`` of ``x``'s shape on its device (``x``: a stride-0 view that carries the
+    size, the dtype and the device), cut there to the windows the distribution oracle
+    judges (generation/huge_samples.py)."""
+    return windows_of(torch.rand(tuple(x.shape), dtype=x.dtype, device=x.device, **generator_on(x.device, kw)))
+
+
+def _rand_windows_reference(x, **kw):
+    """The CPU side's call: a draw of the windows' length alone (never compared by value:
+    the generators differ; its shape and dtype are the metadata oracle's)."""
+    return torch.rand(window_count(tuple(x.shape)), dtype=x.dtype, **generator_on(x.device, kw))
+
+
+# rand past 2^31 and 2^32 elements, of ranks 1 to 5 (pytorch#155293: a 5-D bfloat16 draw of
+# 2^31 elements fails on MPS where one of 2^30 works); the size rides on the input's shape,
+# so that triage names and shrinks it as a large input's.
+register(OpSpec(
+    name="rand" + HUGE_SUFFIX, family=FAMILY, fn=_rand_windows, shapes=rng_shapes, dtypes=RNG_DTYPES,
+    doc="uniform [0,1) past 2^31 and 2^32 elements, ranks 1 to 5, judged on windows at the start, the end, "
+        "slices along dim 0 and across every power of two", allow_specials=False, allow_nonfinite=False,
+    semantics=RANDOM | {"large"}, distribution=law("unit-uniform-windows"), args=with_rng(),
+    reference_fn=_rand_windows_reference, size_class=SIZE_CLASS, base="rand"))

@@ -1,0 +1,296 @@
+"""Results past 2^31 elements that no cut into rows reaches, judged on samples (issue 38).
+
+The ``@huge`` class (large_sizes.py) judges an op whose row i of the result depends on
+row i of its inputs: a few blocks of rows, against eager CPU on those rows alone. Two
+kinds of op escape that cut, and are sampled here instead:
+
+- **A boolean mask's selection**, ``x[mask]`` (pytorch/pytorch#164048: CUDA's gather of
+  the selected slices launched one block per 4,096 bytes of a slice on a grid dim
+  limited to 65,535, so a slice of more than 268,431,360 bytes failed). Row k of the
+  result is the input's row at the k-th true position of the mask, which depends on
+  every mask element before it. The mask here is the unbounded ``index_hash`` bool
+  (recipes.index_hash_values), a function of the index with a period of 65,521: where
+  its k-th true position lies is known in closed form (:class:`MaskCount`), so the
+  reference builds, for the result's rows at its flat boundaries (0, 2^31 - 1, 2^31,
+  2^32 - 1, 2^32, the last, rows 65,535 and 65,536), the input rows they come from and
+  the mask there, from the hash, without the rest. A slice too long to hold on the host
+  (one of 2^29 elements) is compared on windows of its columns (:func:`column_windows`).
+- **A random draw** (pytorch/pytorch#155293: MPS ``torch.rand`` of a 5-D bfloat16 tensor
+  of 2^31 elements fails with an internal error, where 2^30 works). There is no reference
+  to compare with: windows of the draw (:func:`rng_windows`: the start, the end, the
+  first element of slices 1 and the last along dim 0, and a window across every power
+  of two from 2^16 on, so across 2^31 and 2^32) are judged by the distribution oracle
+  (oracles/distribution.py: in range, not constant, no run of values that repeats
+  another, each window uniform, a plausible mean), on a few tens of thousands of
+  elements on the host.
+
+Sizes are drawn as the ``@huge`` class draws them: past 2^31 and 2^32 elements where
+``--max-bytes`` allows (about 2^22 elsewhere, the path CI runs).
+"""
+from __future__ import annotations
+
+import math
+
+import torch
+
+from . import dtypes as dt
+from .large_sizes import BOUNDARIES, BYTES_PER_ELEMENT, MEDIUM, boundary_blocks
+from .opspec import ShapeBudget, integers_once, sampled_once
+from .recipes import DEVICE_GENERATED, index_hash_values, max_bytes
+
+# -- a boolean mask's selection --------------------------------------------------------------
+
+# The unbounded index_hash's bools repeat every MASK_PERIOD indices (h = (40503 i + seed)
+# mod 65,521 is a bijection of i mod 65,521, true where h is a multiple of 3): a third of
+# the positions, MASK_TRUE_PER_PERIOD of every period, whatever the seed.
+MASK_PERIOD = 65521
+MASK_TRUE_PER_PERIOD = -(-MASK_PERIOD // 3)
+# Device memory one element of ``x`` may need: itself (up to 2 bytes), the mask (1 byte a
+# row: a row of one element), the selection's int64 indices (8 bytes a selected row), the
+# result (up to 2 bytes), and the kernels' temporaries.
+MASK_BYTES_PER_ELEMENT = 16
+# A slice of at most this many elements is compared whole; a longer one on windows of
+# WINDOW_HALF columns either side of its first and last element, of each power of two
+# within it, and of the columns the flat boundaries fall on.
+COLUMNS_WHOLE = 4096
+WINDOW_HALF = 8
+# CUDA's gather of a selected slice (pytorch#164048): one block per 4,096 bytes on a grid
+# dim of at most 65,535 blocks (campaign notes and tests count the slices past it).
+GATHER_BLOCK_BYTES = 4096
+GRID_DIM_LIMIT = 65535
+
+
+def mask_targets(limit: int) -> tuple[int, ...]:
+    """Element counts of ``x`` to draw near: 2^31 and 2^32 (the input's offsets), and the
+    counts whose selection (a third of the rows) passes 2^31 and 2^32 (the result's), where
+    ``limit`` elements fit with a margin; else about 2^22."""
+    wanted = set(BOUNDARIES) | {-(-b * MASK_PERIOD // MASK_TRUE_PER_PERIOD) for b in BOUNDARIES}
+    return tuple(sorted(t for t in wanted if t + (t >> 10) <= limit)) or (min(MEDIUM, limit),)
+
+
+# Trailing dims of x: a few elements a row (rows past 2^31 elements: the selection's
+# count, the result's offsets), or a long slice (pytorch#164048's (4, 87, 1056, 736)).
+_ROW_TAILS = ((), (3,), (64,), (4, 4), (2, 3, 4), (1, 64, 1, 3))
+_SLICE_TAILS = ((), (736,), (1056, 736), (87, 1056, 736))
+_SLICE_ROWS = (4, 2, 3, 8)
+
+
+def mask_shapes(draw, budget: ShapeBudget) -> tuple:
+    """(x, mask) for ``x[mask]`` with a mask over x's dim 0: many rows of a few elements,
+    or a few rows of long slices (a mask of 2 to 8 elements), within ``--max-bytes`` at
+    MASK_BYTES_PER_ELEMENT an element (shrinking goes to one long dim of rows)."""
+    limit = max(1, max_bytes() // MASK_BYTES_PER_ELEMENT)
+    target = draw(sampled_once(mask_targets(limit)))
+    tails_rank = max(0, min(budget.max_rank, 5) - 1)
+    if draw(sampled_once(("rows", "slices"))) == "rows":
+        tail = draw(sampled_once(tuple(t for t in _ROW_TAILS if len(t) <= tails_rank) or ((),)))
+        rows = max(1, target // max(1, math.prod(tail)) + draw(integers_once(-1, 2)))
+        return ((rows, *tail), (rows,))
+    rows = draw(sampled_once(_SLICE_ROWS))
+    per_row = max(1, target // rows)
+    rest = draw(sampled_once(tuple(t for t in _SLICE_TAILS if len(t) < max(1, tails_rank)
+                                   and math.prod(t) <= per_row) or ((),)))
+    first = max(1, per_row // max(1, math.prod(rest)) + draw(integers_once(0, 1)))
+    return ((rows, first, *rest), (rows,)) if tails_rank else ((rows * first,), (rows * first,))
+
+
+class MaskCount:
+    """Where a 1-D boolean mask's true positions are, from its recipe: in closed form for
+    the unbounded ``index_hash`` (periodic, see MASK_PERIOD), else from its values made on
+    the host (a small mask, a triage probe's)."""
+
+    def __init__(self, recipe):
+        values = recipe.values
+        if values.distribution in DEVICE_GENERATED and not values.specials and recipe.dtype == "bool":
+            self.period = MASK_PERIOD
+            one = index_hash_values(values.seed, 0, MASK_PERIOD, torch.bool, "cpu")
+        else:
+            one = recipe.materialize("cpu").reshape(-1).to(torch.bool)
+            self.period = max(1, one.numel())
+        self.length = recipe.numel
+        self.true_at = one.nonzero().view(-1).tolist()
+        self.per_period = len(self.true_at)
+        self._before = [0] + torch.cumsum(one.to(torch.int64), 0).tolist()
+
+    def before(self, row: int) -> int:
+        """How many true positions lie in ``[0, row)``."""
+        q, m = divmod(row, self.period)
+        return q * self.per_period + self._before[m]
+
+    def position(self, k: int) -> int:
+        """The position of the k-th true element (counted from 0)."""
+        q, m = divmod(k, self.per_period)
+        return q * self.period + self.true_at[m]
+
+
+def column_windows(per_row: int) -> list[tuple[int, int]]:
+    """Column ranges ``[a, b)`` of a flattened slice of ``per_row`` elements that are
+    compared: all of it up to COLUMNS_WHOLE, else windows of WINDOW_HALF columns either
+    side of its first and last column, of each power of two inside it (a 32-bit or
+    block-count offset wraps at one), and of the columns that the flat boundaries 2^31
+    and 2^32 (of the input and of the result: both rows start at multiples of the slice)
+    fall on; merged, in order. (Plain Python: a repro script carries its source.)"""
+    if per_row <= COLUMNS_WHOLE:
+        return [(0, per_row)]
+    points = [0, per_row - 1]
+    p = 1 << 12
+    while p < per_row:
+        points.append(p)
+        p *= 2
+    for o in (2**31, 2**32):
+        points.append(o % per_row)
+    windows: list[list[int]] = []
+    for c in sorted(points):
+        a, b = max(0, c - WINDOW_HALF), min(per_row, c + WINDOW_HALF)
+        if windows and a <= windows[-1][1]:
+            windows[-1][1] = max(windows[-1][1], b)
+        else:
+            windows.append([a, b])
+    return [(a, b) for a, b in windows]
+
+
+def selection_rows_of(y: torch.Tensor) -> torch.Tensor:
+    """The part of a selection ``y = x[mask]`` that is compared: the rows of its boundary
+    blocks (boundary_blocks of its shape as (rows, slice)), each whole where a slice has
+    at most COLUMNS_WHOLE elements, else as (rows, the column windows' elements). Cut on
+    the device where ``y`` lies; no kernel of ours reads past 2^31 (slices at offsets)."""
+    count = y.shape[0]
+    per_row = 1
+    for n in y.shape[1:]:
+        per_row *= n
+    blocks = boundary_blocks((count, per_row))
+    columns = column_windows(per_row)
+    if per_row <= COLUMNS_WHOLE:
+        return torch.cat([y[a:b] for a, b in blocks]) if blocks else y[:0]
+    flat = y.reshape(count, per_row)
+    rows = torch.cat([flat[a:b] for a, b in blocks]) if blocks else flat[:0]
+    return torch.cat([rows[:, a:b] for a, b in columns], dim=1)
+
+
+def selection_input_rows(case) -> list[tuple[int, int]]:
+    """The rows ``[a, b)`` of ``x`` (and of the mask) whose selected rows are the ones
+    :func:`selection_rows_of` keeps: for each boundary block of the result's rows, the
+    input rows from its first selected row's position to its last's."""
+    x, mask = case.inputs[0], case.inputs[1]
+    count = MaskCount(mask)
+    selected = count.before(x.shape[0])
+    per_row = math.prod(x.shape[1:])
+    return [(count.position(a), count.position(b - 1) + 1) for a, b in boundary_blocks((selected, per_row))]
+
+
+def _values_at(recipe, rows: list[tuple[int, int]], columns: list[tuple[int, int]]) -> torch.Tensor:
+    """The logical values of ``recipe`` (dim 0 its rows) at those rows and columns of its
+    flattened slices, as (rows, columns), on the CPU, without the rest."""
+    per_row = math.prod(recipe.shape[1:])
+    if recipe.values.distribution in DEVICE_GENERATED:
+        parts = [torch.cat([recipe.hash_block(r * per_row + a, b - a, "cpu") for a, b in columns])
+                 for first, last in rows for r in range(first, last)]
+        return torch.stack(parts) if parts else torch.empty((0, sum(b - a for a, b in columns)),
+                                                            dtype=dt.to_torch(recipe.dtype))
+    whole = recipe.materialize("cpu").reshape(recipe.shape[0], per_row)
+    picked = torch.cat([whole[a:b] for a, b in rows]) if rows else whole[:0]
+    return torch.cat([picked[:, a:b] for a, b in columns], dim=1)
+
+
+def selection_reference_inputs(case) -> list[torch.Tensor]:
+    """The CPU reference's (x, mask) of a ``getitem_mask@huge`` case: the input rows whose
+    selection the compared rows are (selection_input_rows) and the mask there, made from
+    the hash; a long slice cut to its column windows (the base op on them is the compared
+    part). A few dozen rows of the host's memory."""
+    x, mask = case.inputs[0], case.inputs[1]
+    rows = selection_input_rows(case)
+    per_row = math.prod(x.shape[1:])
+    if per_row <= COLUMNS_WHOLE and x.values.distribution in DEVICE_GENERATED:
+        cut_x = x.rows_values(rows)
+    elif per_row <= COLUMNS_WHOLE:
+        whole = x.materialize("cpu")
+        cut_x = torch.cat([whole[a:b] for a, b in rows]) if rows else whole[:0]
+    else:
+        cut_x = _values_at(x, rows, column_windows(per_row))
+    return [cut_x, _values_at(mask, rows, [(0, 1)]).reshape(-1).to(torch.bool)]
+
+
+def _reference_blocks(case) -> dict:
+    """{input: its blocks of rows} a repro script cuts from the device's inputs for the
+    reference (slices compared whole only: a long slice's column windows have no such
+    cut)."""
+    if math.prod(case.inputs[0].shape[1:]) > COLUMNS_WHOLE:
+        return {}
+    rows = selection_input_rows(case)
+    return {0: rows, 1: rows}
+
+
+selection_reference_inputs.blocks = _reference_blocks
+
+
+def slice_blocks(shape: tuple, itemsize: int) -> int:
+    """The blocks of GATHER_BLOCK_BYTES one selected slice of ``x`` of ``shape`` needs
+    (pytorch#164048's grid dim: more than GRID_DIM_LIMIT fails)."""
+    return -(-math.prod(shape[1:]) * itemsize // GATHER_BLOCK_BYTES)
+
+
+# -- a random draw ----------------------------------------------------------------------------
+
+# Elements of each window of a draw that is judged.
+RNG_WINDOW = 2048
+# The first power of two a window is placed across (65,536: a grid dim's limit).
+RNG_FIRST_POWER = 16
+RNG_DTYPES = ("bfloat16", "float16", "float32")
+# Trailing dims by rank, rank 1 first (where shrinking goes): (128, 64, 64, 64, 64) is
+# pytorch#155293's 5-D bfloat16 tensor of 2^31 elements.
+_RNG_TAILS = {1: ((),), 2: ((64,), (1000,), (3,)), 3: ((64, 64), (3, 1000)),
+              4: ((64, 64, 64), (1, 1000, 3)), 5: ((64, 64, 64, 64), (1, 64, 64, 64), (3, 5, 64, 64))}
+
+
+def rng_shapes(draw, budget: ShapeBudget) -> tuple:
+    """The shape of a draw (the input that carries it: a stride-0 view of one element),
+    of ranks 1 to 5, just below, at and past 2^31 or 2^32 elements where ``--max-bytes``
+    allows BYTES_PER_ELEMENT an element, else about 2^22."""
+    limit = max(1, max_bytes() // BYTES_PER_ELEMENT)
+    targets = tuple(t for t in BOUNDARIES if t + (t >> 10) <= limit) or (min(MEDIUM, limit),)
+    target = draw(sampled_once(targets))
+    ranks = tuple(r for r in sorted(_RNG_TAILS) if r <= max(1, min(budget.max_rank, 5)))
+    tails = tuple(t for t in _RNG_TAILS[draw(sampled_once(ranks))] if math.prod(t) <= target)
+    tail = draw(sampled_once(tails or ((),)))
+    first = max(1, target // max(1, math.prod(tail)) + draw(integers_once(-1, 2)))
+    return ((first, *tail),)
+
+
+def rng_windows(numel: int, first_dim: int) -> list[tuple[int, int]]:
+    """Flat ranges ``[a, b)`` of a draw of ``numel`` elements (``first_dim`` along dim 0)
+    that are judged: RNG_WINDOW elements at the start and at the end, at the first element
+    of slice 1 and of the last slice along dim 0 (pytorch#147667: slices that repeat the
+    first), and across each power of two from 2^RNG_FIRST_POWER on below ``numel`` (a
+    counter or an offset held in 32 bits, or in fewer, wraps at one); merged, in order.
+    (Plain Python: a repro script carries its source.)"""
+    if numel <= 0:
+        return []
+    width, half = RNG_WINDOW, RNG_WINDOW // 2
+    starts = [0, numel - width]
+    if first_dim > 1:
+        starts += [numel // first_dim, (first_dim - 1) * (numel // first_dim)]
+    p = 1 << RNG_FIRST_POWER
+    while p < numel:
+        starts.append(p - half)
+        p *= 2
+    windows: list[list[int]] = []
+    for s in sorted(max(0, s) for s in starts):
+        a, b = s, min(numel, s + width)
+        if windows and a <= windows[-1][1]:
+            windows[-1][1] = max(windows[-1][1], b)
+        else:
+            windows.append([a, b])
+    return [(a, b) for a, b in windows]
+
+
+def windows_of(out: torch.Tensor) -> torch.Tensor:
+    """The judged windows of a draw (rng_windows of its shape), one after the other, cut
+    where it lies (slices: no kernel of ours reads past 2^31)."""
+    flat = out.reshape(-1)
+    first = out.shape[0] if out.dim() else 1
+    return torch.cat([flat[a:b] for a, b in rng_windows(flat.numel(), first)])
+
+
+def window_count(shape: tuple) -> int:
+    """The elements :func:`windows_of` keeps of a draw of ``shape``."""
+    return sum(b - a for a, b in rng_windows(math.prod(shape), shape[0] if shape else 1))
