@@ -11,6 +11,9 @@ through the target and a fault of its ``randn`` would be blamed on the op's back
 from __future__ import annotations
 
 import contextlib
+import sys
+
+from torch.utils._python_dispatch import TorchDispatchMode
 
 
 def outside_modes():
@@ -21,3 +24,66 @@ def outside_modes():
     except ImportError:  # pragma: no cover - a torch without it
         return contextlib.nullcontext()
     return _disable_current_modes()
+
+
+# -- higher-order ops under mpsfuzz's own dispatch modes -----------------------------------
+# A higher-order op (flex_attention and its backward) dispatches to a dispatch mode only
+# if the mode's class has a rule for it ("There was no rule registered for
+# HigherOrderOperator ..."), and flex_attention's eager call compiles the op first, which
+# a dispatch mode stops. Under mpsfuzz's modes (the fault target, the arbiter's moved
+# intermediates, localisation's tracing, ...) such an op runs its own eager dense path
+# with the mode pushed back, so that its aten ops are seen like every other op's.
+
+_FLEX_MODULE = "torch.nn.attention.flex_attention"
+_FLEX_SWITCH = "_FLEX_ATTENTION_DISABLE_COMPILE_DEBUG"
+
+
+def _dense_kernel(hop):
+    try:
+        from torch._C import DispatchKey
+    except ImportError:  # pragma: no cover
+        return None
+    return getattr(hop, "py_kernels", {}).get(DispatchKey.CompositeExplicitAutograd)
+
+
+def _give_hops_a_rule(mode_class) -> None:
+    """Register, for ``mode_class``, every loaded higher-order op that has an eager dense
+    kernel: run that kernel with the mode pushed back. Idempotent; ops loaded later are
+    registered at the next entry."""
+    try:
+        from torch._ops import _higher_order_ops
+    except ImportError:  # pragma: no cover - a torch without higher-order ops
+        return
+    for hop in list(_higher_order_ops.values()):
+        table = getattr(hop, "python_key_table", None)
+        dense = _dense_kernel(hop)
+        if table is None or dense is None or mode_class in table:
+            continue
+
+        def rule(mode, *args, _dense=dense, **kwargs):
+            with mode:
+                return _dense(*args, **kwargs)
+        hop.py_impl(mode_class)(rule)
+
+
+class DenseHigherOrderOps(TorchDispatchMode):
+    """A dispatch mode under which higher-order ops run their eager dense path, the
+    mode seeing its aten ops, and flex_attention's eager call does not compile (its own
+    switch, set while the mode is on the stack; restored on exit)."""
+
+    def __enter__(self):
+        _give_hops_a_rule(type(self))
+        flex = sys.modules.get(_FLEX_MODULE)
+        saved = getattr(flex, _FLEX_SWITCH, None)
+        self.__dict__.setdefault("_flex_switches", []).append((flex, saved))
+        if saved is not None:
+            setattr(flex, _FLEX_SWITCH, True)
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            flex, saved = self._flex_switches.pop()
+            if saved is not None:
+                setattr(flex, _FLEX_SWITCH, saved)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_map
+from ..execution.dispatch_modes import DenseHigherOrderOps
 
 WIDE = (torch.float64, torch.complex128)
 
@@ -46,7 +47,7 @@ EXACT = frozenset(f"aten::{name}" for name in (
     "item", "select", "signbit"))
 
 
-class _MovedResults(TorchDispatchMode):
+class _MovedResults(DenseHigherOrderOps):
     def __init__(self, unit: float, seed: int):
         super().__init__()
         self.unit = unit

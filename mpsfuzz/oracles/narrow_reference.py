@@ -18,13 +18,13 @@ does in that dtype.
 from __future__ import annotations
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
+from ..execution.dispatch_modes import DenseHigherOrderOps
 
 NARROW = (torch.float16, torch.bfloat16)
 
 
-class _HalfPerKernel(TorchDispatchMode):
+class _HalfPerKernel(DenseHigherOrderOps):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         leaves = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]

@@ -124,6 +124,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from ..execution.dispatch_modes import DenseHigherOrderOps
 from ..generation.large_sizes import MAX_ELEMENTS
 
 EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak", "noop", "densify",
@@ -633,6 +634,22 @@ def _nan_taken_as_zero(func, args, kwargs):
     slogdet of a matrix holding a NaN gave the log-determinant of the matrix with 0
     there, where CPU returns NaN)."""
     return func(torch.nan_to_num(args[0], nan=0.0, posinf=math.inf, neginf=-math.inf), *args[1:], **kwargs)
+
+
+def _kv_heads_repeated_for_gqa(func, args, kwargs) -> bool:
+    """``repeat_interleave(x, g, dim=1)`` of a 4-D (batch, heads, length, dim) tensor of
+    more than one head, g > 1: how attention's math path gives each group of query heads
+    its key/value head (grouped-query attention). With one kv head any mapping is right."""
+    x, repeats, dim = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1), _arg(func, args, kwargs, 2)
+    return (isinstance(x, torch.Tensor) and x.dim() == 4 and dim in (1, -3) and isinstance(repeats, int)
+            and repeats > 1 and x.shape[1] > 1)
+
+
+def _kv_heads_tiled(func, args, kwargs):
+    """Query head h reads kv head h % Hkv instead of h // (Hq / Hkv): the heads tiled,
+    not interleaved (a kernel's GQA head index computed with the wrong operator)."""
+    x, repeats = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    return x.repeat(1, repeats, 1, 1)
 
 
 def _weight_of_no_columns(func, args, kwargs) -> bool:
@@ -1596,6 +1613,10 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("slogdet_takes_nan_as_zero", "pytorch#173638: slogdet of a matrix holding a NaN computes as if the "
           "NaN were 0 (a finite log-determinant where it must be NaN)", ("aten::_linalg_slogdet",),
           _matrix_holding_nan, "reimplement", instead=_nan_taken_as_zero),
+    Fault("attention_gqa_reads_the_wrong_kv_head", "grouped-query attention (flex_attention, SDPA with "
+          "enable_gqa) maps query head h to kv head h % Hkv instead of h // (Hq / Hkv): wrong wherever there "
+          "is more than one kv head (the head-index class of pytorch#190857's kernel)",
+          ("aten::repeat_interleave.self_int",), _kv_heads_repeated_for_gqa, "reimplement", instead=_kv_heads_tiled),
     Fault("mm_ignores_conj_bit", "pytorch#148599: mm of a lazy conjugate view (torch.conj) ignores the "
           "conjugation", ("aten::mm.default",), _conj_view_operand, "reimplement", instead=_mm_reading_storage),
     Fault("index_select_0d", "pytorch#161206: index_select wrong for 0-d (scalar) inputs",
@@ -1798,7 +1819,7 @@ class FunctionFaultMode(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-class FaultMode(TorchDispatchMode):
+class FaultMode(DenseHigherOrderOps):
     """Runs every aten op as eager CPU does, except where a fault fires.
 
     While ``__torch_dispatch__`` runs, torch has popped this mode, so calling ``func``

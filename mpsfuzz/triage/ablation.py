@@ -153,7 +153,20 @@ def holds(condition: str, case: Case) -> bool:
         return j < len(inputs) and inputs[j].alias is not None
     if condition == "negative":
         return _holds_negative(case)
+    if kind == "grouped":
+        i, j, d = (int(x) for x in arg.split(":"))
+        return (i, j, d) in _grouped_dims(inputs)
     return False
+
+
+def _grouped_dims(inputs) -> list[tuple[int, int, int]]:
+    """(i, j, d): inputs i and j of one rank whose dim d differs, input i's a multiple of
+    input j's, which is above 1 (not a broadcast): grouped heads (query heads over
+    key/value heads in grouped-query attention), groups of channels. A kernel that maps
+    an index of i to one of j with the wrong operator is right only where they are equal."""
+    return [(i, j, d) for i, a in enumerate(inputs) for j, b in enumerate(inputs)
+            if i != j and a.rank == b.rank for d in range(a.rank)
+            if b.shape[d] > 1 and a.shape[d] > b.shape[d] and a.shape[d] % b.shape[d] == 0]
 
 
 def _holds_negative(case: Case) -> bool:
@@ -288,6 +301,9 @@ def _ablations(case: Case, names: list[str]):
             yield f"alias:{j}", f"`{names[j]}` in a storage of its own", edits.with_input(case, j, edits.unaliased(r))
     if case.variant == "out-alias":
         yield "alias:out", "a separate `out=` tensor", replace(case, variant="out")
+    for i, j, d in _grouped_dims(inputs):
+        yield (f"grouped:{i}:{j}:{d}", f"`{names[i]}`'s dim {d} as long as `{names[j]}`'s",
+               edits.with_input(case, i, edits.resize(inputs[i], d, inputs[j].shape[d])))
     for name in extreme_arguments(case):
         # before the argument is dropped: an extreme that is the condition reads as one
         # ("only when `stride` is at an extreme: 2^31"), not as the argument being given
@@ -500,6 +516,11 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
         return "an input holds " + "/".join(held)
     if condition == "negative":
         return "an input holds negative values"
+    if kind == "grouped":
+        i, j, d = (int(x) for x in arg.split(":"))
+        a, b = case.inputs[i].shape[d], case.inputs[j].shape[d]
+        return (f"dim {d} of `{names[i]}` is a multiple of `{names[j]}`'s ({a} over {b} here; "
+                f"equal, it passes)")
     if kind == "extreme":
         value = dict(case.kwargs).get(arg)
         return f"`{arg}` is at an extreme of its range (`{arg}={_extreme_words(value)}` here)"

@@ -61,6 +61,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
+from ..execution.dispatch_modes import DenseHigherOrderOps
 from ..execution.outcome import CaseOutcome, RaisedInWorker
 from .kernel_call import (CRASH, HANG, RAISES_ON_CPU, RAISES_ON_DEVICE, WRITES_INPUT, WRITES_OUTSIDE,
                           WRONG_DTYPE, WRONG_FORMAT, WRONG_SHAPE, WRONG_VALUES, Judge, Snapshot, Uncomparable,
@@ -99,7 +100,7 @@ class Divergence:
         return {"index": self.index, "kernel": self.kernel, "divergence": self.kinds[0], "kinds": list(self.kinds)}
 
 
-class CompareMode(TorchDispatchMode):
+class CompareMode(DenseHigherOrderOps):
     """Runs each aten call on the device and on CPU copies of its arguments and records
     the calls that diverge. The calls whose indices are in ``fix`` are not run on the
     device at all: the CPU kernel's effect replaces them (outputs moved to the device, its
@@ -260,7 +261,7 @@ class CompareMode(TorchDispatchMode):
             return tree_unflatten([to_device(x) for x in leaves], spec)
 
 
-class TraceMode(TorchDispatchMode):
+class TraceMode(DenseHigherOrderOps):
     """Appends each call to a file before running it and marks it done afterwards (after
     synchronising the device): the call left open when the process died or hung is the
     kernel. Lines are written with ``os.write`` (no buffer to lose on an abort)."""

@@ -908,7 +908,7 @@ def _flex_attention_cpu(q, k, v, *, score_mod="none", mask="none", scale=None, e
     block_mask = flex_block_mask(mask, q, k, always=True)
     return torch._higher_order_ops.flex_attention(
         q, k, v, flex_score_mod(score_mod) or flex_identity, block_mask.as_tuple(),
-        1.0 / math.sqrt(q.shape[-1]) if scale is None else scale, {})[0]
+        q.shape[-1] ** -0.5 if scale is None else scale, {})[0]
 
 
 def _flex_shapes(draw, budget: ShapeBudget):

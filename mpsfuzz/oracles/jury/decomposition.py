@@ -15,8 +15,8 @@ several names (``mm``/``addmm``/``bmm``, one GEMM) count as one.
 from __future__ import annotations
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from ...execution.dispatch_modes import DenseHigherOrderOps
 from ...execution.observation import Raised
 from . import juror
 from .float64 import dense_wide_inputs, wide_run
@@ -64,7 +64,7 @@ def kernel_name(func) -> str:
     return FAMILIES.get(name, name)
 
 
-class KernelRecorder(TorchDispatchMode):
+class KernelRecorder(DenseHigherOrderOps):
     """Records the implementation name of every kernel run under it."""
 
     def __init__(self):

@@ -30,8 +30,8 @@ from __future__ import annotations
 import math
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from ...execution.dispatch_modes import DenseHigherOrderOps
 from .. import Failure
 from ...execution.observation import Observation, Raised
 from ...generation import dtypes as dt
@@ -382,7 +382,7 @@ def _held_nonfinite(case) -> set[str]:
     return held
 
 
-class _RangeRecorder(TorchDispatchMode):
+class _RangeRecorder(DenseHigherOrderOps):
     """The largest finite magnitude any kernel's floating result reaches, and whether
     one came out non-finite."""
 
