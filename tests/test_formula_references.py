@@ -18,6 +18,7 @@ returns [1.0, 1.0]; CUDA, and CPU on the transposed problem, agree with the form
 from __future__ import annotations
 
 import math
+import zlib
 
 import pytest
 import torch
@@ -223,7 +224,9 @@ def eager_call(op: str, spec):
     return call
 
 
-SEEDS = {name: 1000 + i for i, name in enumerate(sorted(FORMULAS))}
+# A seed per op from its name alone: numbered in sorted order, a new formula moved the
+# seeds of every op after it (mm and ctc_loss then drew mostly empty or refused cases).
+SEEDS = {name: 1000 + zlib.crc32(name.encode()) % 100_000 for name in FORMULAS}
 
 
 @pytest.mark.parametrize("op", sorted(FORMULAS))
