@@ -18,6 +18,7 @@ returns [1.0, 1.0]; CUDA, and CPU on the transposed problem, agree with the form
 from __future__ import annotations
 
 import math
+import zlib
 
 import pytest
 import torch
@@ -236,12 +237,9 @@ def eager_call(op: str, spec):
     return call
 
 
-# Each op's drawing seed, by its place in the sorted names; an op added later takes a seed
-# after all of those, so that adding one does not move the others' draws (mm's seed, moved
-# by one place, drew cases with a uint8 operand: too few valid ones).
-ADDED_LATER = ("flex_attention",)
-_FIRST = sorted(name for name in FORMULAS if name not in ADDED_LATER)
-SEEDS = {name: 1000 + i for i, name in enumerate(_FIRST + [n for n in ADDED_LATER if n in FORMULAS])}
+# A seed per op from its name alone: numbered in sorted order, a new formula moved the
+# seeds of every op after it (mm and ctc_loss then drew mostly empty or refused cases).
+SEEDS = {name: 1000 + zlib.crc32(name.encode()) % 100_000 for name in FORMULAS}
 
 
 @pytest.mark.parametrize("op", sorted(FORMULAS))

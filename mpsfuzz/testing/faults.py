@@ -611,6 +611,77 @@ def _mm_reading_storage(func, args, kwargs):
     return func(*[a.conj() if isinstance(a, torch.Tensor) and a.is_conj() else a for a in args], **kwargs)
 
 
+def _imag_of_a_conj_view(func, args, kwargs) -> bool:
+    x = args[0] if args else kwargs.get("input")
+    return isinstance(x, torch.Tensor) and x.is_conj()
+
+
+def _imag_of_the_storage(func, args, kwargs):
+    """``.imag`` of the values a conjugate view's storage holds: the bit dropped, so the
+    stored imaginary part comes back where its negation is right (pytorch#184379)."""
+    return func(args[0].conj(), *args[1:], **kwargs)
+
+
+def _cosine_operands(args, kwargs) -> tuple:
+    """(x1, x2) of a ``torch.cosine_similarity`` call, passed positionally or by name."""
+    x1 = args[0] if args else kwargs.get("x1")
+    x2 = args[1] if len(args) > 1 else kwargs.get("x2")
+    return x1, x2
+
+
+def _wider_0d_operand(func, args, kwargs) -> bool:
+    """A 0-d operand of a dtype that widens the result, beside an operand of dims of
+    another dtype (a float64 0-d beside float16: pytorch#153209's operands)."""
+    pair = _cosine_operands(args, kwargs)
+    if not all(isinstance(t, torch.Tensor) for t in pair):
+        return False
+    for zero_d, other in (pair, pair[::-1]):
+        if zero_d.dim() == 0 and other.dim() > 0 and zero_d.dtype != other.dtype \
+                and torch.promote_types(zero_d.dtype, other.dtype) != other.dtype:
+            return True
+    return False
+
+
+def _cosine_in_the_dtype_of_dims(func, args, kwargs):
+    """cosine_similarity with its 0-d operand cast to the other operand's dtype first, as
+    elementwise promotion treats a 0-d operand (one that does not widen the result);
+    torch promotes over the broadcast operands, so a float64 0-d beside float16 gives a
+    float64 result."""
+    x1, x2 = _cosine_operands(args, kwargs)
+    if x1.dim() == 0:
+        x1 = x1.to(x2.dtype)
+    else:
+        x2 = x2.to(x1.dtype)
+    rest = {k: v for k, v in kwargs.items() if k not in ("x1", "x2")}
+    return func(x1, x2, *args[2:], **rest)
+
+
+def _eps_past_float32(func, args, kwargs) -> bool:
+    """A positive eps that float32 holds as 0 (a float64 subnormal: 5e-324; torch refuses a
+    negative one before any kernel runs)."""
+    eps = args[3] if len(args) > 3 else kwargs.get("eps", 1e-8)
+    return isinstance(eps, float) and eps > 0 and float(torch.tensor(eps, dtype=torch.float32)) == 0
+
+
+def _cosine_with_eps_in_float32(func, args, kwargs):
+    """cosine_similarity with eps held in float32 (0 here): a slice of norm 0 divides 0
+    by 0 (NaN) where max(0, eps) = eps gives 0."""
+    return func(*args[:3], **dict(kwargs, eps=0.0))
+
+
+def _negative_eps(func, args, kwargs) -> bool:
+    eps = args[3] if len(args) > 3 else kwargs.get("eps", 1e-8)
+    return isinstance(eps, (int, float)) and eps < 0
+
+
+def _cosine_with_a_negative_eps(func, args, kwargs):
+    """cosine_similarity computed with a negative eps, as a kernel without torch's check
+    does: max(||x||, eps) of a norm (>= 0, or NaN) and a negative eps is the norm, as
+    with eps 0 (NaN stays NaN)."""
+    rest = dict(kwargs, eps=0.0)
+    return func(*args[:3], **rest)
+
+
 def _out_of_another_dtype(func, args, kwargs) -> bool:
     out = kwargs.get("out")
     operands = [a for a in args if isinstance(a, torch.Tensor)]
@@ -1619,6 +1690,19 @@ FAULTS: dict[str, Fault] = _registry(
           ("aten::repeat_interleave.self_int",), _kv_heads_repeated_for_gqa, "reimplement", instead=_kv_heads_tiled),
     Fault("mm_ignores_conj_bit", "pytorch#148599: mm of a lazy conjugate view (torch.conj) ignores the "
           "conjugation", ("aten::mm.default",), _conj_view_operand, "reimplement", instead=_mm_reading_storage),
+    # issue 38, component views and cosine_similarity's operands: found only by drawing
+    # imag of a conj view, and a 0-d operand of a wider dtype than the other
+    Fault("imag_of_conj_view_drops_the_bit", "pytorch#184379: .imag of a lazy conjugate view (torch.conj) "
+          "returns the stored imaginary part, not its negation", (torch.imag,), _imag_of_a_conj_view,
+          "reimplement", instead=_imag_of_the_storage),
+    Fault("cosine_similarity_narrows_a_0d_operand", "like pytorch#153209 (cosine_similarity of a float64 0-d "
+          "operand beside float16 ones, computed otherwise on CUDA than on CPU): a 0-d operand of a wider dtype "
+          "than the other is cast to the other's dtype first (float16 where float64 is right)",
+          (torch.cosine_similarity,), _wider_0d_operand, "reimplement", instead=_cosine_in_the_dtype_of_dims),
+    Fault("cosine_similarity_eps_held_in_float32", "like pytorch#153209 (an eps at an extreme of its range): "
+          "cosine_similarity holds eps in float32, so a float64 subnormal eps is 0 and a slice of norm 0 gives "
+          "NaN (0/0) where max(0, eps) = eps gives 0", (torch.cosine_similarity,), _eps_past_float32,
+          "reimplement", instead=_cosine_with_eps_in_float32),
     Fault("index_select_0d", "pytorch#161206: index_select wrong for 0-d (scalar) inputs",
           ("aten::index_select",), _is_0d, "corrupt"),
     Fault("var_0d_raise", "pytorch#160889: var raised on a 0-d input (a wrong error check)",
@@ -1660,6 +1744,10 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("histc_refuses_degenerate_range", "CUDA (torch 2.11, H200): histc of values so large that the "
           "range widened by 1 is still empty raises (issue 30)", ("aten::histc.default",), _histc_range_degenerate,
           "raise", message="max must be larger than min"),
+    Fault("cosine_similarity_accepts_a_negative_eps", "not a bug: pytorch#153209's CUDA (before torch's eps "
+          "check): cosine_similarity computes with a negative eps (NaN from NaN operands) where eager CPU refuses "
+          "it ('eps must be non-negative'): a capability note, not a bug", (torch.cosine_similarity,),
+          _negative_eps, "reimplement", instead=_cosine_with_a_negative_eps),
     Fault("addcdiv_divides_first", "not a bug: addcdiv evaluated as self + value * (t1 / t2) in the dtype, "
           "whose quotient overflows where a subnormal divides",
           ("aten::addcdiv.default",), _always, "rewrite", rewrite=_quotient_first),
@@ -1764,7 +1852,7 @@ FAULTS: dict[str, Fault] = _registry(
 
 # Faults that emulate legitimate behaviour: a campaign must report nothing for them.
 NOT_BUGS = ("hypot_overflows_naively", "addcdiv_divides_first", "sum_half_accumulates_in_dtype", "tanh_caches_once", "fftn_splits_dims",
-            "round_nudged", "prod_pairwise", "embedding_renorm_accumulates_in_float32",
+            "cosine_similarity_accepts_a_negative_eps", "round_nudged", "prod_pairwise", "embedding_renorm_accumulates_in_float32",
             "mul_casts_a_wider_0d_operand", "convolution_backward_multiplies_padding_taps",
             "complex_pow_through_exp_log")
 

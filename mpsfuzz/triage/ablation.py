@@ -18,6 +18,9 @@ A condition is a short stable string:
 ``empty``           some input has no elements
 ``rank>=R``         the inputs have R or more dims
 ``0-d:I``           input I is 0-d
+``mixed-dtypes``    the op's inputs of the drawn dtype (not an index or a mask) are of
+                    several dtypes; all in the main input's dtype pass (issue 38's mixed
+                    dtypes class: pytorch#153209's float64 0-d beside float16)
 ``classes:C+D``     only these dtype classes fail (float, complex, integral, bool)
 ``dtypes:A+B``      only these dtypes of their class fail (says nothing of other classes)
 ``nonfinite``       an input holds nan or an infinity
@@ -156,6 +159,8 @@ def holds(condition: str, case: Case) -> bool:
     if kind == "grouped":
         i, j, d = (int(x) for x in arg.split(":"))
         return (i, j, d) in _grouped_dims(inputs)
+    if condition == MIXED_DTYPES:
+        return _mixed_dtypes(case)
     return False
 
 
@@ -167,6 +172,32 @@ def _grouped_dims(inputs) -> list[tuple[int, int, int]]:
     return [(i, j, d) for i, a in enumerate(inputs) for j, b in enumerate(inputs)
             if i != j and a.rank == b.rank for d in range(a.rank)
             if b.shape[d] > 1 and a.shape[d] > b.shape[d] and a.shape[d] % b.shape[d] == 0]
+
+
+MIXED_DTYPES = "mixed-dtypes"
+
+
+def _free_inputs(case: Case) -> list[int]:
+    """The inputs whose dtype the op's drawn dtype sets: not an index or a mask, which
+    declare dtypes of their own (``OpSpec.input_dtypes``)."""
+    try:
+        per_input = list(catalogue.get(case.op).input_dtypes)
+    except KeyError:
+        per_input = []
+    return [i for i in range(len(case.inputs)) if i >= len(per_input) or per_input[i] is None]
+
+
+def _mixed_dtypes(case: Case) -> bool:
+    """Whether the case's free inputs are of several dtypes."""
+    return len({case.inputs[i].dtype for i in _free_inputs(case)}) > 1
+
+
+def _one_dtype(case: Case) -> str:
+    """The dtype the mixed-dtypes probe gives every free input: the main input's where it
+    is free, else the first free input's."""
+    free = _free_inputs(case)
+    main = main_input(case)
+    return case.inputs[main if main in free else free[0]].dtype
 
 
 def _holds_negative(case: Case) -> bool:
@@ -288,6 +319,11 @@ def _ablations(case: Case, names: list[str]):
     for i, r in enumerate(inputs):
         if r.rank == 0 and top > 0 or (r.rank == 0 and i == main_input(case)):
             yield f"0-d:{i}", f"a 1-element 1-D `{names[i]}`", edits.with_input(case, i, edits.add_leading_dim(r))
+    if case.variant != "autocast" and _mixed_dtypes(case):
+        # (autocast's inputs are mixed by design: its own probe below takes them to one dtype)
+        one = _one_dtype(case)
+        yield MIXED_DTYPES, f"every input in {one}", edits.with_inputs(
+            case, [edits.with_dtype(r, one) if i in _free_inputs(case) else r for i, r in enumerate(inputs)])
     if any(n in NONFINITE_SPECIALS for r in inputs for _, n in r.values.specials):
         yield "nonfinite", "finite values", edits.with_inputs(case, [edits.without_nonfinite(r) for r in inputs])
     if any(n not in NONFINITE_SPECIALS for r in inputs for _, n in r.values.specials):
@@ -521,6 +557,10 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
         a, b = case.inputs[i].shape[d], case.inputs[j].shape[d]
         return (f"dim {d} of `{names[i]}` is a multiple of `{names[j]}`'s ({a} over {b} here; "
                 f"equal, it passes)")
+    if condition == MIXED_DTYPES:
+        free = _free_inputs(case)
+        return ("the inputs are of different dtypes ("
+                + ", ".join(f"`{names[i]}` {case.inputs[i].dtype}" for i in free) + ")")
     if kind == "extreme":
         value = dict(case.kwargs).get(arg)
         return f"`{arg}` is at an extreme of its range (`{arg}={_extreme_words(value)}` here)"
@@ -652,6 +692,8 @@ def _sentence(case, failure, conditions, probes, names, failing, tested, classes
         parts.append("separate storages fail too")
     if any(p.feature == "nonfinite" and p.necessary for p in probes):
         parts.append("finite values pass")
+    if any(p.feature == MIXED_DTYPES and p.necessary for p in probes):
+        parts.append("inputs of one dtype pass")
     if failing:
         cls = dt.dtype_class(failing[0])
         if len(failing) == len(tested) and len(tested) > 1:

@@ -382,6 +382,14 @@ register(
           **variants("angle", grad=True)),
     unary("conj_physical", torch.conj_physical, ALL, "materialised complex conjugate",
           **variants("conj_physical", grad=True)),
+    # The component views of a complex tensor (issue 38, pytorch#184379: MPS's `.imag` of
+    # a conjugate view returned the stored imaginary part, not its negation). Complex
+    # inputs only: they draw the conj and neg bits by their dtype (strategies'
+    # VIEW_BIT_TENTHS), and `imag` of a conj view is a view with the negative bit. No
+    # method (`Tensor.real` is a property), no out=, no grad variant (GRAD is real).
+    unary("real", torch.real, expand("complex"), "real part of a complex tensor (a view)", out=False),
+    unary("imag", torch.imag, expand("complex"),
+          "imaginary part of a complex tensor (a view; of a conj view, negated: pytorch#184379)", out=False),
     unary("logit", lambda x, eps=None, **kw: torch.logit(x, eps, **kw), FLOAT_PROMOTING,
           "log(x/(1-x)), input clamped to [eps, 1-eps] when eps is given",
           input_values=("uniform",), args=_logit_args, grad_undefined=kinks(_logit_bounds),

@@ -32,8 +32,8 @@ from ..grad_points import (dims_of, has_tie, is_zero, kinks, near, rows, slack, 
                            zero_crossings)
 from ..large_sizes import dim_off_rows, grows
 from ..opspec import declare_grows
-from ..opspec import (OpSpec, ShapeBudget, any_shape, expand, integers_once, prod, register, sampled_once,
-                      writable_copy)
+from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcast_shapes, expand, integers_once, prod, register,
+                      sampled_once, writable_copy)
 from ..preparation import preparation
 from ..recipes import DtypeArg
 
@@ -607,6 +607,50 @@ def _normalize_undefined(inputs, kwargs, rtol=1e-5):
     return f"input 0: {why}" if why else None
 
 
+# cosine_similarity (issue 38, pytorch#153209: a float64 0-d operand beside float16 ones
+# holding NaNs, eps=-9.7e23): operands that broadcast (either may be 0-d), of two dtypes
+# sometimes (mixed_dtypes_sometimes), and an eps the argument-extremes class moves to the
+# ends of its range (subnormals, float32's largest, 1e300 and their negatives). Eager CPU
+# refuses a negative eps ("eps must be non-negative", pytorch#169047; torch 2.13 here): a
+# target that computes with one is a capability note (oracles/errors.py), not a bug.
+_COSINE_EPS = (1e-8, 0.0, 1e-6, 1e-3, 0.5)
+
+
+def _cosine_shapes(draw, budget: ShapeBudget):
+    """Two shapes that broadcast (each a suffix of a common shape of rank 0-5 with some
+    sides 1, or 0-d), as broadcast_shapes draws them."""
+    return broadcast_shapes(2, max_rank=5)(draw, budget)
+
+
+def _cosine_args(draw, shapes, dtypes):
+    """``dim``, any dim of the broadcast shape (0 or -1 when both are 0-d: torch takes a
+    0-d pair as vectors of one element), and ``eps``."""
+    rank = max(len(s) for s in shapes)
+    dim = draw(st.integers(-max(rank, 1), max(rank, 1) - 1))
+    return {"dim": dim, "eps": draw(st.sampled_from(_COSINE_EPS))}
+
+
+def _cosine_undefined(inputs, kwargs, rtol=1e-5):
+    """cosine_similarity divides each operand by max(||x||, eps) along dim: no gradient
+    where a norm equals eps (the clamp lets go) or at a norm's own kink (a zero row above
+    eps: only where eps is 0)."""
+    x1, x2 = torch.broadcast_tensors(wide(inputs[0]), wide(inputs[1]))
+    if x1.numel() == 0:
+        return None
+    eps = float(kwargs.get("eps", 1e-8))
+    dims = dims_of(kwargs.get("dim", 1), x1.dim())
+    for i, (x, drawn) in enumerate(((x1, inputs[0]), (x2, inputs[1]))):
+        rel, tiny = slack(drawn)
+        r = rows(x, dims)
+        norms = torch.linalg.vector_norm(r, 2, dim=-1)
+        if bool(near(norms, eps, rel, tiny).any()):
+            return f"input {i}: a slice's norm equals eps (where cosine_similarity's clamp lets go)"
+        why = vector_norm_reason(r[norms > eps], 2, rel, tiny)
+        if why:
+            return f"input {i}: {why}"
+    return None
+
+
 def _positive(shapes, kwargs):
     return {"distribution": "positive"}
 
@@ -648,6 +692,11 @@ register(
     nn("normalize", lambda x, **kw: F.normalize(x, **kw), any_shape(1, min_rank=1, max_rank=6), FLOAT,
        "Lp-normalisation along a dim (p = 1, 2, 3, inf)", args=_normalize_args, grad=True, out=True,
        grad_undefined=_normalize_undefined, **ACCUMULATES),
+    nn("cosine_similarity", lambda x1, x2, **kw: F.cosine_similarity(x1, x2, **kw), _cosine_shapes, FLOAT,
+       "cosine similarity along a dim of two broadcast operands (0-d ones, two dtypes, eps at its extremes: "
+       "pytorch#153209)", args=_cosine_args, input_dtypes=(None, None), grad=True,
+       grad_undefined=_cosine_undefined,
+       **dict(ACCUMULATES, semantics=frozenset({"accumulates", "mixed_dtypes_sometimes"}))),
 )
 if hasattr(F, "rms_norm"):
     register(

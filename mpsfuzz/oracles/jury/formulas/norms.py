@@ -1,5 +1,6 @@
 """Normalisations from their documented formulas: batch, instance, group, layer and RMS
-norm, local response norm, and ``F.normalize``.
+norm, local response norm, ``F.normalize``, and ``F.cosine_similarity`` (its norms clamped
+at eps).
 
 The statistics normalisations compute y = (x - E[x]) / sqrt(Var[x] + eps) * weight + bias
 over their sets (batch norm: each channel over the batch and the spatial dims; instance
@@ -202,6 +203,37 @@ def normalize_reference(inputs, kwargs):
     return x / larger(norm, eps)
 
 
+def _all_finite(*tensors) -> bool:
+    """Whether every element is finite: x * 0 is 0 for a finite x, NaN otherwise (no
+    ``isfinite``, whose ``eq`` is a kernel of eager CPU's cosine_similarity)."""
+    return not any(bool((t.detach() * 0).ne(0).any()) for t in tensors)
+
+
+def cosine_similarity_reference(inputs, kwargs):
+    """x1 . x2 / (max(||x1||_2, eps) * max(||x2||_2, eps)) along ``dim`` of the operands
+    broadcast together (the torch docs' formula), taken as the dot product of the two
+    operands each divided by its clamped norm: the same number, whose denominator does not
+    underflow (eps = 5e-324: a product of two clamped zero norms is 0, and 0/0 NaN where
+    the result is 0) or overflow. A 0-d pair is two vectors of one element. torch refuses
+    a negative eps (pytorch#169047), and where a square passes float64's range the norm
+    here computes nothing a kernel that scales would: both declined."""
+    real_inputs(inputs, 0, 1)
+    x1, x2 = torch.broadcast_tensors(inputs[0], inputs[1])
+    dim, eps = kwargs.get("dim", 1), float(kwargs.get("eps", 1e-8))
+    if eps < 0:
+        raise NotApplicable("a negative eps (torch refuses it)")
+    if x1.dim() == 0:
+        x1, x2 = x1.reshape(1), x2.reshape(1)
+    norms = [root(power(magnitude(x), 2).sum(dim=dim, keepdim=True), 2) for x in (x1, x2)]
+    if _all_finite(x1, x2) and not _all_finite(*norms):
+        raise NotApplicable("a square past float64's range")
+    # torch clamps the norms outside autograd (under no_grad, by design: pytorch#31378), so
+    # a norm below eps passes the norm's own gradient on, not the clamp's 0: the clamp is
+    # added as a constant.
+    clamped = [n + (larger(n, eps) - n).detach() for n in norms]
+    return ((x1 / clamped[0]) * (x2 / clamped[1])).sum(dim=dim)
+
+
 FORMULAS: dict[str, Reference] = {
     "batch_norm": batch_norm_reference,
     "instance_norm": instance_norm_reference,
@@ -212,4 +244,5 @@ FORMULAS: dict[str, Reference] = {
     "rms_norm_medium": rms_norm_reference,
     "local_response_norm": local_response_norm_reference,
     "normalize": normalize_reference,
+    "cosine_similarity": cosine_similarity_reference,
 }
