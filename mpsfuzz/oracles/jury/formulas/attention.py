@@ -20,7 +20,7 @@ import torch
 
 from ....generation.ops.nn_losses import DOCUMENT_LENGTH, HAS_FLEX, SLIDING_WINDOW, SOFT_CAP
 from ..references import NotApplicable, Reference
-from .elementary import magnitude, natural_exp, zero_factor
+from .elementary import magnitude, natural_exp
 
 _HUGE = 1e300       # a finite stand-in for -inf when the row's maximum is taken
 
@@ -50,27 +50,23 @@ def _score_mod(name: str, s, h, q_idx, kv_idx) -> torch.Tensor:
     raise NotApplicable(f"score_mod={name!r}")
 
 
-def _not_above(a, b) -> torch.Tensor:
-    """1.0 where a <= b, else 0.0."""
-    return torch.le(a, b).to(torch.float64)
+_MASKS = {
+    "none": lambda i, j: True,
+    "causal": lambda i, j: j <= i,
+    "sliding_window": lambda i, j: j <= i and i - j <= SLIDING_WINDOW,
+    "strict_causal": lambda i, j: j < i,
+    "documents": lambda i, j: i // DOCUMENT_LENGTH == j // DOCUMENT_LENGTH,
+}
 
 
 def _allowed(name: str, length: int, source: int) -> torch.Tensor:
-    """The mask_mod's (L, S) 0/1 matrix (every batch and head alike)."""
-    q_idx, kv_idx = _indices(length, 2)[0, 0], _indices(source, 3)[0, 0]
-    if name == "none":
-        return torch.ones(length, source, dtype=torch.float64)
-    if name == "causal":
-        return _not_above(kv_idx, q_idx)
-    if name == "sliding_window":
-        return _not_above(kv_idx, q_idx) * _not_above(q_idx - kv_idx, float(SLIDING_WINDOW))
-    if name == "strict_causal":
-        return 1 - _not_above(q_idx, kv_idx)
-    if name == "documents":
-        doc_q = torch.tensor([i // DOCUMENT_LENGTH for i in range(length)], dtype=torch.float64).reshape(-1, 1)
-        doc_kv = torch.tensor([j // DOCUMENT_LENGTH for j in range(source)], dtype=torch.float64).reshape(1, -1)
-        return _not_above(doc_q, doc_kv) * _not_above(doc_kv, doc_q)
-    raise NotApplicable(f"mask={name!r}")
+    """The mask_mod's (L, S) 0/1 matrix (every batch and head alike), decided in Python
+    integers: no comparison kernel of eager's mask_mod runs."""
+    if name not in _MASKS:
+        raise NotApplicable(f"mask={name!r}")
+    allowed = _MASKS[name]
+    return torch.tensor([[1.0 if allowed(i, j) else 0.0 for j in range(source)] for i in range(length)],
+                        dtype=torch.float64)
 
 
 def _heads(t: torch.Tensor, group: int) -> torch.Tensor:
@@ -100,7 +96,9 @@ def flex_attention(inputs, kwargs):
         shift = (s * allowed - _HUGE * (1 - allowed)).amax(dim=-1, keepdim=True) if source else s.sum(-1, True)
     e = natural_exp((s - shift) * allowed) * allowed
     total = e.sum(dim=-1, keepdim=True)
-    weights = e / (total + zero_factor(total))          # an empty row: 0 / 1
+    # an empty row: 0 / 1 (total >= 0, so 1 - sign is 1 at 0 only; no comparison kernel,
+    # which eager's mask_mods run)
+    weights = e / (total + (1 - torch.sign(total.detach())))
     return (weights.unsqueeze(-1) * values.unsqueeze(-3)).sum(-2)
 
 
