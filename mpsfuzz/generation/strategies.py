@@ -548,7 +548,7 @@ def siblings(spec: OpSpec, case: Case, salt: int, count: int, *, awkward_ratio: 
 # rarely (issue 37: a 10-minute campaign of five families gives an op 30-50 cases, and
 # mse_loss on empty inputs, pytorch#148608, and mm of mixed dtypes, pytorch#143948, were
 # never drawn; issue 38: arguments at the ends of their ranges, pytorch#189664, #147613).
-BOUNDARIES = ("empty", "mixed-dtypes", "empty-other", "argument-extreme", "nan-entry")
+BOUNDARIES = ("empty", "mixed-dtypes", "empty-other", "argument-extreme", "nan-entry", "neg-view")
 
 
 def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
@@ -563,9 +563,11 @@ def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
     ``argument-extreme``, one keyword argument at an extreme of its range
     (:mod:`.arg_extremes`); ``nan-entry``, for an op whose result must carry a NaN of its
     matrix (``OpSpec.nan_propagates``), one entry of the first input made NaN (issue 38,
-    non-finite inputs to linalg, whose draws hold none). The inputs keep their layouts
-    and value seeds, without aliasing; None where no kind applies or the case is there
-    already."""
+    non-finite inputs to linalg, whose draws hold none); ``neg-view``, a real floating
+    input viewed with the negative bit (``x._neg_view()``: a kernel that reads the
+    storage gets -x; pytorch#178379's solve_triangular into a negative view of ``B``),
+    which draws give complex inputs only. The inputs keep their layouts and value seeds,
+    without aliasing; None where no kind applies or the case is there already."""
     kinds = [k for k in BOUNDARIES if _boundary_applies(spec, case, k)]
     if not kinds:
         return None
@@ -577,6 +579,10 @@ def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
         kwargs = arg_extremes.with_extreme(dict(case.kwargs), name, slot, choose.choice(extremes))
         sibling = replace(case, inputs=inputs, kwargs=tuple(sorted(kwargs.items())))
         return None if sibling == case else sibling
+    if kind == "neg-view":
+        i = choose.choice(_real_float_inputs(case))
+        inputs = tuple(r if j != i else replace(r, layout=replace(r.layout, bit="neg")) for j, r in enumerate(inputs))
+        return replace(case, inputs=inputs)
     if kind == "nan-entry":
         first = inputs[0]
         inputs = (replace(first, values=replace(first.values, specials=((choose.integer(0, 2**16), "nan"),))),
@@ -604,6 +610,11 @@ def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
     return None if sibling == case else sibling
 
 
+def _real_float_inputs(case: Case) -> list[int]:
+    """The inputs a ``neg-view`` boundary may take: real floating, not empty, no bit yet."""
+    return [i for i, r in enumerate(case.inputs) if r.dtype in dt.FLOAT and r.numel > 0 and not r.layout.bit]
+
+
 def _emptied_from(spec: OpSpec, inputs) -> list:
     """The inputs an ``empty`` boundary takes its size from: an op's index inputs where it
     has them (integer inputs whose values its builders draw for the shapes), so that no
@@ -629,6 +640,8 @@ def _boundary_applies(spec: OpSpec, case: Case, kind: str) -> bool:
     if kind == "argument-extreme":
         return arg_extremes.admits_extremes(spec, case.kwargs, arg_extremes.number_dtype(case)) \
             and not arg_extremes.extreme_arguments(case)
+    if kind == "neg-view":
+        return not ({"random", "large"} & set(spec.semantics)) and bool(_real_float_inputs(case))
     if kind == "nan-entry":
         first = case.inputs[0] if case.inputs else None
         return bool(spec.nan_propagates) and case.variant != "grad" and first is not None \

@@ -623,6 +623,18 @@ def _computed_in_the_out_dtype(func, args, kwargs):
     return func(*[a.to(out.dtype) if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
 
 
+def _real_negative_view_rhs(func, args, kwargs) -> bool:
+    b = args[1] if len(args) > 1 else None
+    return isinstance(b, torch.Tensor) and b.is_floating_point() and b.is_neg()
+
+
+def _solve_reading_the_storage(func, args, kwargs):
+    """The solve with ``B`` as its storage holds it: the negative bit dropped. (Resolved,
+    then negated: inside the dispatch mode, ``neg`` of a negative view returns its
+    logical values.)"""
+    return func(args[0], torch.mul(args[1].resolve_neg(), -1), *args[2:], **kwargs)
+
+
 def _matrix_holding_nan(func, args, kwargs) -> bool:
     x = args[0] if args else None
     return isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()) and bool(torch.isnan(x).any())
@@ -1552,6 +1564,9 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("embedding_renorm_of_no_columns_segfault", "pytorch#195185: embedding(max_norm=) of a weight with 0 "
           "columns reads out of bounds in the renorm kernel", ("aten::embedding_renorm_",), _weight_of_no_columns,
           "segfault"),
+    Fault("solve_triangular_ignores_neg_bit", "pytorch#178379: solve_triangular of a right-hand side viewed with "
+          "the negative bit (a real float) solves for its storage, -B", ("aten::linalg_solve_triangular",),
+          _real_negative_view_rhs, "reimplement", instead=_solve_reading_the_storage),
     Fault("slogdet_takes_nan_as_zero", "pytorch#173638: slogdet of a matrix holding a NaN computes as if the "
           "NaN were 0 (a finite log-determinant where it must be NaN)", ("aten::_linalg_slogdet",),
           _matrix_holding_nan, "reimplement", instead=_nan_taken_as_zero),
