@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from . import arg_extremes
 from . import dtypes as dt
-from .opspec import GRAD_DTYPES, LARGE_REAL_NUMEL, OpSpec, ShapeBudget, integers_once, sampled_once, unique_lists_once
+from .opspec import GRAD_DTYPES, LARGE_REAL_NUMEL, OpSpec, aliased_out_input, ShapeBudget, integers_once, sampled_once, unique_lists_once
 from .recipes import (DEVICE_GENERATED, MATRIX_DISTRIBUTIONS, NONFINITE_SPECIALS, SPECIAL_NAMES, Alias, Case, Layout,
                       TensorRecipe, ValueRecipe, storage_plan)
 
@@ -354,11 +354,14 @@ def _value_options(entry, shapes, kwargs, spec: OpSpec) -> dict:
 
 
 def _written_inputs(spec: OpSpec, variant: str) -> set[int]:
-    """Inputs the call writes: self of an in-place or out-alias call, the ones the
-    functional form mutates, and the self of in-place-only RNG ops."""
+    """Inputs the call writes: self of an in-place call, the input an out-alias call
+    passes as ``out=``, the ones the functional form mutates, and the self of
+    in-place-only RNG ops."""
     written = set(spec.mutates)
-    if variant in ("inplace", "out-alias") or "random" in spec.semantics:
+    if variant == "inplace" or "random" in spec.semantics:
         written.add(0)
+    if aliased_out_input(variant) is not None:
+        written.add(aliased_out_input(variant))
     return written
 
 
@@ -580,7 +583,13 @@ def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
         sibling = replace(case, inputs=inputs, kwargs=tuple(sorted(kwargs.items())))
         return None if sibling == case else sibling
     if kind == "neg-view":
-        i = choose.choice(_real_float_inputs(case))
+        # Half the time the input the call writes (in place, or passed as out=), where
+        # there is one: a kernel writing through the bit is the class's bugs
+        # (pytorch#178379's solve_triangular into its own B; eager CPU's triu into out=
+        # of its own permuted negative view).
+        eligible = _real_float_inputs(case)
+        written = sorted(set(eligible) & _written_inputs(spec, case.variant))
+        i = choose.choice(written) if written and choose.integer(0, 1) else choose.choice(eligible)
         inputs = tuple(r if j != i else replace(r, layout=replace(r.layout, bit="neg")) for j, r in enumerate(inputs))
         return replace(case, inputs=inputs)
     if kind == "nan-entry":
