@@ -236,3 +236,17 @@ def test_triage_decides_a_heap_corruptions_side_by_eager_cpu_alone(monkeypatch):
         assert decided(failure, CaseOutcome(valid=True, internal_error="Traceback ...")) == failure
     # a crash of another kind keeps the signal rule
     assert not pipeline.is_heap_corruption(check_crash(_died("Fatal Python error: Segmentation fault\n", returncode=-11)))
+
+
+def test_the_workers_last_words_keep_the_allocators_message_before_the_dump():
+    """A worker's stderr log: earlier chatter, glibc's message, then faulthandler's dump.
+    The tail cut at the dump lost the message, and the heap corruption read as a plain
+    SIGABRT keyed by its frames (the daemon's resume test filed triu twice)."""
+    from mpsfuzz.execution.worker import dump_with_its_cause
+    log = "a warning of an earlier case\n" * 50 + _GLIBC_IN_TARGET
+    tail = dump_with_its_cause(log)
+    assert tail.splitlines()[:4] == ["a warning of an earlier case"] * 2 + [
+        "double free or corruption (out)", "Fatal Python error: Aborted"]
+    assert check_crash(_died(tail)).dedup_key == ("crash", "heap-corruption")
+    # no dump: the last lines
+    assert dump_with_its_cause("x\n" * 100, max_lines=5) == "x\nx\nx\nx\nx"
