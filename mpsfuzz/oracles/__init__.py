@@ -98,11 +98,15 @@ HARNESS_FRAMES = frozenset({"faults.py:run", "cpu_faults.py:run", "chaos.py:run"
 # several crash keys. Such a crash keys on this kind and the op (symptom_key), not frames.
 HEAP_CORRUPTION = "heap-corruption"
 _HEAP_MESSAGES = re.compile(
-    # glibc: "free(): invalid next size (fast)", "malloc(): corrupted top size",
-    # "munmap_chunk(): invalid pointer", "double free or corruption (out)", ...
-    r"\b(?:free|malloc|realloc|calloc|munmap_chunk|malloc_consolidate|_int_free|_int_malloc|_int_realloc)"
+    # glibc (malloc_printerr's messages): "free(): invalid next size (fast)", "malloc():
+    # corrupted top size", "munmap_chunk(): invalid pointer", "double free or corruption
+    # (out)", "tcache_thread_shutdown(): unaligned tcache chunk detected", ...; and the one
+    # without a function's name, "invalid fastbin entry (free)" (a real heap corruption's
+    # abort that this list had missed was keyed by its frames: one bug, two findings)
+    r"\b(?:free|malloc|realloc|calloc|munmap_chunk|mremap_chunk|malloc_consolidate|tcache_thread_shutdown|"
+    r"_int_free|_int_malloc|_int_realloc)"
     r"\(\): [^\n]*|double free or corruption[^\n]*|corrupted size vs\. prev_size[^\n]*|"
-    r"corrupted double-linked list[^\n]*|"
+    r"corrupted double-linked list[^\n]*|invalid fastbin entry[^\n]*|"
     # macOS malloc: "malloc: *** error for object 0x...: pointer being freed was not
     # allocated", "Incorrect checksum for freed object", "Heap corruption detected"
     r"pointer being (?:freed|realloc'd) was not allocated|Incorrect checksum for freed object|"
