@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from mpsfuzz.execution.observation import ProcessEvent
 from mpsfuzz.oracles.process import check_crash, clean_frames, crashed_in_reference
 
@@ -250,3 +252,42 @@ def test_the_workers_last_words_keep_the_allocators_message_before_the_dump():
     assert check_crash(_died(tail)).dedup_key == ("crash", "heap-corruption")
     # no dump: the last lines
     assert dump_with_its_cause("x\n" * 100, max_lines=5) == "x\nx\nx\nx\nx"
+
+
+def test_glibcs_fastbin_abort_is_a_heap_corruption():
+    """glibc's "invalid fastbin entry (free)" names no function: missed, a real heap
+    corruption's abort was keyed by its frames, a second finding of one bug."""
+    tail = _GLIBC_IN_REFERENCE.replace("free(): invalid next size (fast)", "invalid fastbin entry (free)")
+    assert tail != _GLIBC_IN_REFERENCE
+    assert check_crash(_died(tail)).dedup_key == ("crash", "heap-corruption")
+    assert check_crash(_died(tail)).details["heap"] == "invalid fastbin entry (free)"
+
+
+def test_a_crash_that_eager_cpu_alone_shares_is_filed_before_the_targets_reduction(monkeypatch):
+    """Blame first: a reliable heap corruption that eager CPU alone shows too is eager
+    CPU's bug, filed without reduction or ablation (the target's budget); one that eager
+    CPU alone runs clean goes through them, its side decided again on the minimal case."""
+    from mpsfuzz.execution.outcome import CaseOutcome
+    from mpsfuzz.generation.recipes import Case, TensorRecipe
+    from mpsfuzz.triage import pipeline
+    case = Case("triu", (TensorRecipe((2, 2), "float32"),))
+    failure = check_crash(_died(_GLIBC_IN_REFERENCE))
+    monkeypatch.setattr(pipeline, "reproduce", lambda *a, **k: pipeline.Reproducibility(4, 4, True))
+    monkeypatch.setattr(pipeline, "localise", lambda *a, **k: {"status": "not-localised"})
+    reduced = []
+
+    class Stop(Exception):
+        pass
+
+    def reduce_case(*a, **k):
+        reduced.append(True)
+        raise Stop
+    monkeypatch.setattr(pipeline, "reduce_case", reduce_case)
+    monkeypatch.setattr(pipeline, "on_cpu_alone", lambda *a, **k: _died(_GLIBC_IN_TARGET))
+    done = pipeline.triage(case, failure, object(), ("crash",), timeout_s=5.0)
+    assert done.failure.blame == "cpu" and not done.flaky and not reduced
+    assert done.reduction is None and done.explanation is None and "cpu-alone" in done.steps
+    monkeypatch.setattr(pipeline, "on_cpu_alone", lambda *a, **k: CaseOutcome(valid=True))
+    with pytest.raises(Stop):
+        pipeline.triage(case, failure, object(), ("crash",), timeout_s=5.0)
+    assert reduced

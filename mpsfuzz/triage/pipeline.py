@@ -226,6 +226,24 @@ def heap_corruption_blame(case: Case, failure, pool, oracles, timeout_s: float |
                    "corrupting its heap: the target's call did")
 
 
+def eager_cpus_crash(case: Case, failure, pool, oracles, timeout_s: float | None) -> Failure | None:
+    """``failure`` as eager CPU's bug where it is a crash that implicates the reference
+    and eager CPU alone (a fresh worker, both sides eager CPU) fails the same way on
+    ``case``, else None (triage goes on: the target's call may be the cause). Asked
+    before reduction, so that a crash of the reference does not spend the target's
+    reduction and ablation budget: a heap corruption (its abort lands at the heap's next
+    use, so either side may have damaged it: heap_corruption_blame) and a crash with the
+    reference on the stack (blame ``cpu``: dies_on_cpu_too's rule, the same signal)."""
+    if is_heap_corruption(failure):
+        decided = heap_corruption_blame(case, failure, pool, oracles, timeout_s)
+        return decided if decided.blame == "cpu" else None
+    if failure.oracle == "crash" and failure.blame == "cpu" \
+            and dies_on_cpu_too(case, failure, pool, oracles, timeout_s):
+        return replace(failure, message=failure.message + "\neager CPU alone dies the same way on this case, "
+                       "in a fresh worker: eager CPU's bug")
+    return None
+
+
 class _Steps:
     """The seconds of each step of one triage, in order."""
 
@@ -315,6 +333,18 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
     steps.done("reruns")
     if not repro.reliable:
         return Triage(case, failure, repro, None, None, case, time.monotonic() - start, steps=steps.seconds)
+    eager_cpus = eager_cpus_crash(case, failure, pool, oracles, timeout_s)
+    steps.done("cpu-alone")
+    if eager_cpus is not None:
+        # The reference's own crash: filed as eager CPU's bug without the reduction and
+        # ablation that are the target's budget (a slow desk's crash re-runs each take a
+        # fresh worker: a CPU heap corruption reduced for 20 s kept the target's crashes
+        # waiting, and was left pending at a budget's end). Localised, as every finding.
+        localisation = (localise(case, eager_cpus, pool, oracles, timeout_s=timeout_s)
+                        if localise_it else None)
+        steps.done("localise")
+        return Triage(case, eager_cpus, repro, None, None, case, time.monotonic() - start, localisation,
+                      steps=steps.seconds)
     reduction = reduce_case(case, failure, symptom, prober, budget_s=budget_s * 0.6)
     minimal, minimal_failure = reduction.case, reduction.failure
     if minimal != case:
