@@ -125,8 +125,12 @@ def test_a_sigkilled_daemon_resumes_where_it_was_and_loses_nothing(tmp_path):
     assert not list((corpus / "triage-pending").glob("*.json")), out[-3000:]
     # the killed run's in-flight files were cleared at the restart (their process is gone)
     assert not list(corpus.glob(f"inflight-{proc.pid}*"))
-    # nothing twice: one finding per (op, oracle), the faults being one bug each
-    keys = [(f["op"], f["oracle"]) for f in after.values()]
+    # nothing twice: one finding per (op, oracle) among the target's reproducible bugs,
+    # the faults being one bug each. Eager CPU's own memory corruption, which the
+    # negative-bit boundary reaches (triu into out= of its own permuted negative view),
+    # aborts in the allocator (a cpu-bug) or now and then segfaults without reproducing
+    # (flaky): neither is a bug of the target filed twice.
+    keys = [(f["op"], f["oracle"]) for f in after.values() if f["status"] not in ("flaky", "cpu-bug")]
     assert len(keys) == len(set(keys)), keys
 
 

@@ -43,11 +43,15 @@ def the_one_new_finding(done: subprocess.CompletedProcess, corpus: Path, oracle:
     return finding
 
 
-def one_fault_campaign(tmp_path: Path, ops: str, fault: str, max_cases: int, oracle: str = "values") -> dict:
+def one_fault_campaign(tmp_path: Path, ops: str, fault: str, max_cases: int | None = None,
+                       oracle: str = "values", budget: str | None = None) -> dict:
     """The one new finding (of ``oracle``) of a campaign of ``ops`` on the fault target
-    with ``fault`` alone, seed 1, stopped at its first finding or ``max_cases``."""
+    with ``fault`` alone, seed 1, stopped at its first finding, at ``max_cases`` or at
+    ``budget`` (a budgeted campaign draws boundary siblings; one counted in cases alone
+    does not)."""
     corpus = tmp_path / "corpus"
-    done = mpsfuzz("run", "--ops", ops, "--target", FAULT_TARGET, "--max-cases", str(max_cases), "--seed", "1",
+    bound = ("--budget", budget) if budget else ("--max-cases", str(max_cases))
+    done = mpsfuzz("run", "--ops", ops, "--target", FAULT_TARGET, *bound, "--seed", "1",
                    "--corpus", str(corpus), "--max-findings", "1", "--no-progress", faults=fault, cwd=tmp_path)
     return the_one_new_finding(done, corpus, oracle)
 

@@ -34,9 +34,11 @@ def _t(shape, dtype="float32", bit="") -> TensorRecipe:
 def test_classes_are_admitted_by_the_declaration():
     spec = _binary()
     assert admissible(spec) == {MIXED_DTYPES, OUT_CAST, CONJ_VIEW, NEG_VIEW}
-    # no complex dtype, no integer one to cast out=, no mixing declared
+    # no complex dtype, no integer one to cast out=, no mixing declared: only a real
+    # input's negative bit (a boundary sibling)
     plain = _binary(dtypes=("float32", "float16"), semantics=frozenset())
-    assert admissible(plain) == set()
+    assert admissible(plain) == {NEG_VIEW}
+    assert NEG_VIEW not in admissible(_binary(dtypes=("int64",), semantics=frozenset()))
     # an input whose dtypes are its own (an index) is not free to mix
     indexed = _binary(input_dtypes=(None, ("int64",)))
     assert MIXED_DTYPES not in admissible(indexed)
@@ -101,10 +103,11 @@ def test_boundary_siblings_count_and_rows_merge_by_base_op(registered):
 
 
 def test_a_class_the_strategy_never_draws_is_reported_never_drawn(registered, monkeypatch):
-    """With no complex input given the conjugate or negative bit, both view classes are
-    admissible (complex64 is declared) and never drawn."""
+    """With no complex input given the conjugate or negative bit and no boundary sibling,
+    both view classes are admissible (complex64 is declared) and never drawn."""
     spec = registered(_binary())
     monkeypatch.setattr(strategies, "VIEW_BIT_TENTHS", 0)
+    monkeypatch.setattr(strategies, "BOUNDARIES", tuple(b for b in strategies.BOUNDARIES if b != "neg-view"))
     (row,) = coverage.survey([spec.name], cases_per_op=20, seed=0).classes
     assert {CONJ_VIEW, NEG_VIEW} <= set(row.never_drawn)
     assert not {CONJ_VIEW, NEG_VIEW} & set(row.seen)

@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from mpsfuzz.execution.observation import ProcessEvent
 from mpsfuzz.oracles.process import check_crash, clean_frames, crashed_in_reference
 
@@ -100,3 +102,192 @@ def test_eager_cpus_crash_in_the_fault_target_and_in_the_reference_key_alike():
     assert clean_frames(in_target, keep=2) == clean_frames(in_reference, keep=2) == ("linalg.py:<lambda>",)
     assert clean_frames(dump(("testing/faults.py", "_abort"), ("testing/faults.py", "run")), keep=2) \
         == ("faults.py:_abort",)
+
+
+# Recorded stderr of two workers that died of one heap corruption (eager CPU's triu into
+# out= of its own permuted negative view, torch 2.13, glibc): the allocator aborted at
+# the heap's next use, once in the reference's op wrapper and once in the fault target.
+_GLIBC_IN_REFERENCE = """free(): invalid next size (fast)
+Fatal Python error: Aborted
+
+Current thread 0x00007f3a1c2d8b80 (most recent call first):
+  File "/work/main/mpsfuzz/generation/ops/elementwise.py", line 412 in <lambda>
+  File "/work/main/mpsfuzz/execution/executor.py", line 201 in call_variant
+  File "/work/main/mpsfuzz/execution/executor.py", line 431 in run_reference
+  File "/work/main/mpsfuzz/execution/executor.py", line 788 in observe
+  File "/work/main/mpsfuzz/oracles/judge.py", line 96 in judge_case
+
+Extension modules: numpy._core._multiarray_umath, torch._C (total: 2)
+"""
+_GLIBC_IN_TARGET = """double free or corruption (out)
+Fatal Python error: Aborted
+
+Current thread 0x00007fd0a41e1b80 (most recent call first):
+  File "/work/main/mpsfuzz/generation/recipes.py", line 566 in materialize
+  File "/work/main/mpsfuzz/testing/faults.py", line 1702 in run
+  File "/work/main/mpsfuzz/execution/executor.py", line 535 in _run_dut
+  File "/work/main/mpsfuzz/oracles/judge.py", line 96 in judge_case
+"""
+# macOS's malloc, as a Mac worker's stderr shows it
+_MACOS_FREED = """python3.12(81234,0x1f0b2f240) malloc: *** error for object 0x600002c1c0a0: pointer being freed was not allocated
+python3.12(81234,0x1f0b2f240) malloc: *** set a breakpoint in malloc_error_break to debug
+Fatal Python error: Aborted
+
+Current thread 0x00000001f0b2f240 (most recent call first):
+  File "/Users/u/mpsfuzz/mpsfuzz/execution/executor.py", line 47 in _to_cpu
+  File "/Users/u/mpsfuzz/mpsfuzz/execution/executor.py", line 312 in run_side
+"""
+_MACOS_CHECKSUM = """python3.12(81301,0x16d9ab000) malloc: Incorrect checksum for freed object 0x13f80a200: probably modified after being freed.
+Corrupt value: 0x3f800000bf800000
+python3.12(81301,0x16d9ab000) malloc: *** set a breakpoint in malloc_error_break to debug
+Fatal Python error: Aborted
+
+Current thread 0x000000016d9ab000 (most recent call first):
+  File "/Users/u/mpsfuzz/mpsfuzz/generation/ops/linalg.py", line 692 in <lambda>
+  File "/Users/u/mpsfuzz/mpsfuzz/execution/targets.py", line 88 in run
+"""
+
+
+def _died(stderr: str, op: str = "triu", returncode: int = -6) -> ProcessEvent:
+    return ProcessEvent(op=op, target_name="mps", kind="died", returncode=returncode, stderr_tail=stderr)
+
+
+def test_a_heap_corruption_keys_on_its_kind_and_op_not_its_frames():
+    """glibc and macOS: two aborts of one heap corruption at different frames (and sides)
+    are one key, and the title says what it is; their frames alone would be two keys."""
+    from mpsfuzz.oracles import symptom_key
+    from mpsfuzz.generation.recipes import Case, TensorRecipe
+    for first, second in ((_GLIBC_IN_REFERENCE, _GLIBC_IN_TARGET), (_MACOS_FREED, _MACOS_CHECKSUM)):
+        assert clean_frames(first, keep=2) != clean_frames(second, keep=2)
+        a, b = check_crash(_died(first)), check_crash(_died(second))
+        assert a.dedup_key == b.dedup_key == ("crash", "heap-corruption")
+        case = Case("triu", (TensorRecipe((2, 2), "float32"),))
+        assert symptom_key(case, a) == symptom_key(case, b) == ("triu", "crash", "crash", "heap-corruption")
+        assert "corrupts the heap" in a.title and "keyed by the op, not by its frames" in a.message
+    assert check_crash(_died(_GLIBC_IN_TARGET)).details["heap"] == "double free or corruption (out)"
+    assert check_crash(_died(_MACOS_FREED)).details["heap"] == "pointer being freed was not allocated"
+    # another op's heap corruption is another finding (the op is in every symptom)
+    other = Case("cumsum", (TensorRecipe((2, 2), "float32"),))
+    assert symptom_key(other, check_crash(_died(_GLIBC_IN_TARGET, "cumsum"))) != symptom_key(
+        case, check_crash(_died(_GLIBC_IN_TARGET)))
+
+
+def test_a_heap_corruption_aborting_in_the_reference_is_not_blamed_on_eager_cpu_by_its_frames():
+    """The abort lands at the heap's next use: the reference running then says nothing of
+    who damaged it (the target ran first). Undecided until triage runs eager CPU alone."""
+    assert crashed_in_reference(_GLIBC_IN_REFERENCE)
+    assert check_crash(_died(_GLIBC_IN_REFERENCE)).blame == "undecided"
+    assert check_crash(_died(_GLIBC_IN_TARGET)).blame == "target"
+    # a segfault in the reference without a heap message stays eager CPU's, keyed by frames
+    plain = _GLIBC_IN_REFERENCE.replace("free(): invalid next size (fast)\n", "")
+    assert check_crash(_died(plain, returncode=-11)).blame == "cpu"
+    assert check_crash(_died(plain, returncode=-11)).dedup_key[2] == "elementwise.py:<lambda>"
+
+
+def test_a_heap_corruption_recorded_under_its_frames_reads_as_one_key():
+    from mpsfuzz.oracles import Failure
+    old = Failure(oracle="crash", kind="crash", severity="critical", title="t",
+                  message="worker died with SIGABRT; last stderr lines:\n" + _GLIBC_IN_TARGET,
+                  dedup_key=("crash", "SIGABRT", "recipes.py:materialize"))
+    assert Failure.from_json(old.to_json()).dedup_key == ("crash", "heap-corruption")
+
+
+def test_a_real_allocators_abort_is_recognised_as_a_heap_corruption():
+    """A process that frees one block twice: the allocator's own abort (glibc: "free():
+    double free detected in tcache 2"; macOS: "pointer being freed was not allocated"),
+    as faulthandler's worker shows it, is keyed as a heap corruption."""
+    script = textwrap.dedent("""
+        import ctypes, faulthandler
+        faulthandler.enable()
+        libc = ctypes.CDLL(None)
+        libc.malloc.restype = ctypes.c_void_p
+        libc.free.argtypes = [ctypes.c_void_p]
+        p = libc.malloc(24)
+        libc.free(p)
+        libc.free(p)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == -6, done.stderr
+    failure = check_crash(_died(done.stderr))
+    assert failure.dedup_key == ("crash", "heap-corruption") and failure.details["signal"] == "SIGABRT", done.stderr
+
+
+def test_triage_decides_a_heap_corruptions_side_by_eager_cpu_alone(monkeypatch):
+    """Not by the abort's frames: eager CPU alone (a fresh worker, both sides eager CPU)
+    corrupting its heap too makes it eager CPU's bug whichever side aborted; eager CPU
+    alone running clean makes it the target's, although the reference was running at the
+    abort; eager CPU alone ending otherwise decides nothing."""
+    from mpsfuzz.execution.outcome import CaseOutcome
+    from mpsfuzz.generation.recipes import Case, TensorRecipe
+    from mpsfuzz.triage import pipeline
+    case = Case("triu", (TensorRecipe((2, 2), "float32"),))
+    in_reference, in_target = check_crash(_died(_GLIBC_IN_REFERENCE)), check_crash(_died(_GLIBC_IN_TARGET))
+    assert pipeline.is_heap_corruption(in_reference)
+
+    def decided(failure, alone):
+        monkeypatch.setattr(pipeline, "on_cpu_alone", lambda *a, **k: alone)
+        return pipeline.heap_corruption_blame(case, failure, None, ("crash",), 5.0)
+    cpu_too = _died(_GLIBC_IN_TARGET)
+    for failure in (in_reference, in_target):
+        assert decided(failure, cpu_too).blame == "cpu"
+        assert "corrupts the heap on eager CPU" in decided(failure, cpu_too).title
+        clean = decided(failure, CaseOutcome(valid=True))
+        assert clean.blame == "target" and "the target's call did" in clean.message
+        assert decided(failure, _died("Fatal Python error: Segmentation fault\n", returncode=-11)) == failure
+        assert decided(failure, None) == failure
+        assert decided(failure, CaseOutcome(valid=True, internal_error="Traceback ...")) == failure
+    # a crash of another kind keeps the signal rule
+    assert not pipeline.is_heap_corruption(check_crash(_died("Fatal Python error: Segmentation fault\n", returncode=-11)))
+
+
+def test_the_workers_last_words_keep_the_allocators_message_before_the_dump():
+    """A worker's stderr log: earlier chatter, glibc's message, then faulthandler's dump.
+    The tail cut at the dump lost the message, and the heap corruption read as a plain
+    SIGABRT keyed by its frames (the daemon's resume test filed triu twice)."""
+    from mpsfuzz.execution.worker import dump_with_its_cause
+    log = "a warning of an earlier case\n" * 50 + _GLIBC_IN_TARGET
+    tail = dump_with_its_cause(log)
+    assert tail.splitlines()[:4] == ["a warning of an earlier case"] * 2 + [
+        "double free or corruption (out)", "Fatal Python error: Aborted"]
+    assert check_crash(_died(tail)).dedup_key == ("crash", "heap-corruption")
+    # no dump: the last lines
+    assert dump_with_its_cause("x\n" * 100, max_lines=5) == "x\nx\nx\nx\nx"
+
+
+def test_glibcs_fastbin_abort_is_a_heap_corruption():
+    """glibc's "invalid fastbin entry (free)" names no function: missed, a real heap
+    corruption's abort was keyed by its frames, a second finding of one bug."""
+    tail = _GLIBC_IN_REFERENCE.replace("free(): invalid next size (fast)", "invalid fastbin entry (free)")
+    assert tail != _GLIBC_IN_REFERENCE
+    assert check_crash(_died(tail)).dedup_key == ("crash", "heap-corruption")
+    assert check_crash(_died(tail)).details["heap"] == "invalid fastbin entry (free)"
+
+
+def test_a_crash_that_eager_cpu_alone_shares_is_filed_before_the_targets_reduction(monkeypatch):
+    """Blame first: a reliable heap corruption that eager CPU alone shows too is eager
+    CPU's bug, filed without reduction or ablation (the target's budget); one that eager
+    CPU alone runs clean goes through them, its side decided again on the minimal case."""
+    from mpsfuzz.execution.outcome import CaseOutcome
+    from mpsfuzz.generation.recipes import Case, TensorRecipe
+    from mpsfuzz.triage import pipeline
+    case = Case("triu", (TensorRecipe((2, 2), "float32"),))
+    failure = check_crash(_died(_GLIBC_IN_REFERENCE))
+    monkeypatch.setattr(pipeline, "reproduce", lambda *a, **k: pipeline.Reproducibility(4, 4, True))
+    monkeypatch.setattr(pipeline, "localise", lambda *a, **k: {"status": "not-localised"})
+    reduced = []
+
+    class Stop(Exception):
+        pass
+
+    def reduce_case(*a, **k):
+        reduced.append(True)
+        raise Stop
+    monkeypatch.setattr(pipeline, "reduce_case", reduce_case)
+    monkeypatch.setattr(pipeline, "on_cpu_alone", lambda *a, **k: _died(_GLIBC_IN_TARGET))
+    done = pipeline.triage(case, failure, object(), ("crash",), timeout_s=5.0)
+    assert done.failure.blame == "cpu" and not done.flaky and not reduced
+    assert done.reduction is None and done.explanation is None and "cpu-alone" in done.steps
+    monkeypatch.setattr(pipeline, "on_cpu_alone", lambda *a, **k: CaseOutcome(valid=True))
+    with pytest.raises(Stop):
+        pipeline.triage(case, failure, object(), ("crash",), timeout_s=5.0)
+    assert reduced

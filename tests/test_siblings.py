@@ -157,7 +157,8 @@ def test_run_takes_siblings_and_refuses_a_negative_count(tmp_path):
 def test_a_boundary_sibling_empties_a_shared_dim_or_mixes_dtypes_and_is_derived_again():
     """Issue 37: a campaign's first cases of an op reach an empty input and mixed dtypes
     (the classes of pytorch#148608 and #143948), which builders draw rarely; issue 38: and
-    a size only a later input has (mm's other's columns) made 0."""
+    a size only a later input has (mm's other's columns) made 0, and a real input viewed
+    with the negative bit."""
     from mpsfuzz.generation.recipes import Case, TensorRecipe
     from mpsfuzz.generation.strategies import boundary_sibling
     mm = catalogue.get("mm")
@@ -167,13 +168,16 @@ def test_a_boundary_sibling_empties_a_shared_dim_or_mixes_dtypes_and_is_derived_
         edge = boundary_sibling(mm, case, salt)
         assert edge == boundary_sibling(mm, case, salt)          # a replay derives it again
         shapes, dtypes = tuple(r.shape for r in edge.inputs), tuple(r.dtype for r in edge.inputs)
-        if dtypes == ("float32", "float32"):
+        if any(r.layout.bit for r in edge.inputs):
+            seen["neg"] = True
+            assert shapes == ((3, 4), (4, 5)) and [r.layout.bit for r in edge.inputs].count("neg") == 1
+        elif dtypes == ("float32", "float32"):
             seen[shapes] = True
             assert shapes in {((0, 4), (4, 5)), ((3, 0), (0, 5)), ((3, 4), (4, 0))}, shapes
         else:
             seen["mixed"] = True
             assert shapes == ((3, 4), (4, 5)) and dtypes[0] == "float32" and dtypes[1] in mm.dtypes
-    assert len(seen) == 4 and ((3, 4), (4, 0)) in seen, seen
+    assert len(seen) == 5 and ((3, 4), (4, 0)) in seen, seen
     # a loss's two inputs of one shape stay one shape; no kind applies where both are there
     loss = Case("mse_loss", (TensorRecipe((3, 2), "float32"), TensorRecipe((3, 2), "float32")))
     edge = boundary_sibling(catalogue.get("mse_loss"), loss, 1)

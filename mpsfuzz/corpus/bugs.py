@@ -76,6 +76,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..generation.large_sizes import base_op_name
+from ..generation.opspec import aliased_out_input
 from ..triage.kernel_call import kernel_family
 from ..triage.localise import KERNEL, divergence_class
 from .finding import STATUSES, Finding
@@ -196,7 +197,8 @@ def op_key(finding: Finding) -> tuple | None:
     for one that is a bug of its own (flaky, a process event, no conditions)."""
     if finding.flaky or finding.conditions is None or finding.oracle in ("crash", "hang", "leak"):
         return None
-    symptom = tuple(k for k in finding.failure.dedup_key if not (isinstance(k, str) and k in _FORMS))
+    symptom = tuple(k for k in finding.failure.dedup_key
+                    if not (isinstance(k, str) and (k in _FORMS or aliased_out_input(k) is not None)))
     # An op's large size class (bmm@large) is the op: a bug seen at both sizes with
     # matching conditions is one bug, one that needs the size keeps its own condition.
     return ("op", finding.blame, _device_kind(finding), base_op_name(finding.op), finding.oracle,

@@ -19,6 +19,7 @@ import torch
 
 from .. import __version__
 from ..generation.dtypes import dtype_class
+from ..generation.opspec import aliased_out_input
 from ..generation.recipes import Case, main_input
 from ..oracles import Failure, symptom_key
 
@@ -46,12 +47,13 @@ def trigger_class(case: Case) -> dict:
     awkward = [r.describe_layout() for r in case.inputs if not r.is_plain()]
     strided = any(not r.layout.is_plain() for r in case.inputs)
     # ``aliased``: inputs share a storage (or out= is an input), all else contiguous.
-    aliased = case.is_aliased() or case.variant == "out-alias"
+    aliased = case.is_aliased() or aliased_out_input(case.variant) is not None
     return {
         "dtype_class": classes.pop() if len(classes) == 1 else "mixed",
         "dtypes": dtypes,
         "layout_class": "strided" if strided else "aliased" if aliased else "contiguous",
-        "layouts": sorted(set(awkward) | ({"out=input"} if case.variant == "out-alias" else set())) or ["contiguous"],
+        "layouts": sorted(set(awkward) | ({"out=input"} if aliased_out_input(case.variant) is not None else set()))
+        or ["contiguous"],
         "max_rank": max((r.rank for r in case.inputs), default=0),
         "empty": any(r.numel == 0 for r in case.inputs),
     }

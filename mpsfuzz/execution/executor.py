@@ -24,7 +24,7 @@ import torch
 from ..generation import catalogue
 from ..generation import dtypes as dt
 from ..generation.catalogue import LARGE_FAMILY
-from ..generation.opspec import LARGE_REAL_NUMEL
+from ..generation.opspec import LARGE_REAL_NUMEL, aliased_out_input
 from ..generation.preparation import preparation
 from ..generation.recipes import (ALWAYS_MATERIALISABLE, Case, case_bytes, check_materialisable, host_max_bytes,
                                   main_input, without_bit)
@@ -178,6 +178,12 @@ class VariantNotApplicable(Exception):
     """The variant cannot be formed for this case (e.g. a non-tensor result for out=)."""
 
 
+def written_input(variant: str) -> int | None:
+    """The input a call of ``variant`` writes as its result: self in place, the input
+    passed as ``out=`` itself (``SideResult.base_after`` is its base buffer)."""
+    return 0 if variant == "inplace" else aliased_out_input(variant)
+
+
 def call_variant(spec, case: Case, inputs: list, kwargs: dict, runner=None, functional=None):
     """Call the op as ``case.variant`` says; returns the raw (uncanonicalised) result.
     ``functional`` is the functional result on the same device when already known
@@ -197,14 +203,17 @@ def call_variant(spec, case: Case, inputs: list, kwargs: dict, runner=None, func
     if variant == "inplace":
         run(_method_caller(spec.inplace), *inputs, **kwargs)
         return inputs[0]
-    if variant == "out-alias":
+    aliased = aliased_out_input(variant)
+    if aliased is not None:
         if functional is None:
             functional = run(spec.fn, *inputs, **kwargs)
-        self_ = inputs[0] if inputs else None
-        if not (isinstance(functional, torch.Tensor) and isinstance(self_, torch.Tensor)
-                and functional.shape == self_.shape and functional.dtype == self_.dtype):
-            raise VariantNotApplicable("out= aliasing input 0 needs a result of input 0's shape and dtype")
-        return run(_into_self_caller(spec.fn), *inputs, **kwargs)
+        into = inputs[aliased] if aliased < len(inputs) else None
+        if not (isinstance(functional, torch.Tensor) and isinstance(into, torch.Tensor)
+                and functional.shape == into.shape and functional.dtype == into.dtype):
+            raise VariantNotApplicable(f"out= aliasing input {aliased} needs a result of its shape and dtype")
+        if aliased == 0:
+            return run(_into_self_caller(spec.fn), *inputs, **kwargs)
+        return run(_out_caller(spec.fn), *inputs, out=into, **kwargs)
     if variant.startswith("out"):
         if functional is None:
             functional = run(spec.fn, *inputs, **kwargs)
@@ -302,9 +311,10 @@ def run_side(spec, case: Case, kwargs: dict, device, runner=None, synchronize=No
     if spec.private_outputs_from is not None and isinstance(meta, list):
         meta = meta[:spec.private_outputs_from]
     base_after = None
-    if keep_inputs and case.variant in ("inplace", "out-alias") and isinstance(inputs[0], torch.Tensor) \
-            and inputs[0]._base is not None:
-        base_after = _to_cpu(inputs[0]._base)
+    written = written_input(case.variant)
+    if keep_inputs and written is not None and written < len(inputs) and isinstance(inputs[written], torch.Tensor) \
+            and inputs[written]._base is not None:
+        base_after = _to_cpu(inputs[written]._base)
     with torch.no_grad():
         detached = _detach(raw)
         out = spec.canonical(given, detached, kwargs)

@@ -74,7 +74,7 @@ class SideResult:
     grads: list | None = None             # grad variant: per differentiated input (or None)
     inputs_after: list | None = None      # the inputs as the call left them (CPU copies)
     raw: Any = None                       # raw outputs on the device (dropped after use)
-    base_after: Any = None                # in-place: self's whole base buffer after the call
+    base_after: Any = None                # in-place or out= an input: its whole base buffer after the call
 
 
 @dataclass

@@ -227,6 +227,23 @@ def _answer(conn, function: str, case_json, target, args, kwargs, index, case_ty
     return not poisons_worker(result)
 
 
+# The allocator's own message comes just before faulthandler's dump of the abort it
+# causes (glibc: "free(): invalid pointer"; macOS: two "malloc: ***" lines): cut at
+# the dump, a heap corruption read as a plain SIGABRT and was keyed by its random frames.
+LINES_BEFORE_DUMP = 3
+
+
+def dump_with_its_cause(text: str, max_lines: int = 40) -> str:
+    """faulthandler's last dump in ``text`` (a worker's stderr) with the
+    :data:`LINES_BEFORE_DUMP` lines before it; the last ``max_lines`` lines where there
+    is no dump."""
+    start = text.rfind("Fatal Python error")
+    if start < 0:
+        return "\n".join(text.splitlines()[-max_lines:])
+    before = [ln for ln in text[:start].splitlines() if ln.strip()][-LINES_BEFORE_DUMP:]
+    return "\n".join(before + text[start:].splitlines()[:max_lines])
+
+
 class WorkerStartError(RuntimeError):
     pass
 
@@ -279,7 +296,8 @@ class Worker:
         self.cases = 0      # cases this process ran (the pool recycles it after so many)
 
     def stderr_tail(self, max_lines: int = 40) -> str:
-        """The worker's last words: faulthandler's dump if it wrote one, else the last lines."""
+        """The worker's last words: faulthandler's dump if it wrote one, with the lines
+        just before it (:data:`LINES_BEFORE_DUMP`), else the last lines."""
         try:
             with open(self.log_path, "rb") as f:
                 f.seek(0, os.SEEK_END)
@@ -287,9 +305,7 @@ class Worker:
                 text = f.read().decode("utf-8", "replace")
         except OSError:
             return ""
-        start = text.rfind("Fatal Python error")
-        lines = (text[start:] if start >= 0 else text).splitlines()
-        return "\n".join(lines[:max_lines] if start >= 0 else lines[-max_lines:])
+        return dump_with_its_cause(text, max_lines)
 
     def kill(self) -> None:
         if self.process.is_alive():

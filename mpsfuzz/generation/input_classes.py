@@ -86,6 +86,8 @@ def _declared(spec: OpSpec) -> set[str]:
         out.add(OUT_CAST)
     if any(d in dt.COMPLEX for d in _declared_dtypes(spec)):
         out |= set(VIEW_BITS.values())
+    if any(d in dt.FLOAT for d in _declared_dtypes(spec)) and not ({"random", "large"} & set(spec.semantics)):
+        out.add(NEG_VIEW)       # (a real input's neg bit: a boundary sibling)
     if (spec.arity > 1 or not spec.input_dtypes) and "structural-later-sizes" not in spec.semantics \
             and "large" not in spec.semantics:
         out.add(EMPTY_OTHER)

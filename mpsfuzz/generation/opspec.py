@@ -174,8 +174,22 @@ LARGE_REAL_NUMEL = 1 << 20
 # mismatches of conv3d, ConvTranspose3d and attention).
 # ``out-cast`` writes into an ``out=`` of another dtype (dtypes.OUT_CASTS, by the main
 # input's dtype): the result is computed in its own dtype and cast (issue 38).
+# ``out-alias-N`` passes input N (> 0) itself as ``out=``, for an op that declares its
+# result has that input's shape and dtype (``OpSpec.out_aliases``; pytorch#178379's
+# ``solve_triangular(A, B, out=B)``): not in VARIANTS, one name per input.
 VARIANTS = ("functional", "method", "inplace", "out", "out-strided", "out-resized", "out-alias", "grad", "autocast",
             "out-cast")
+OUT_ALIAS = "out-alias"
+
+
+def aliased_out_input(variant: str) -> int | None:
+    """The input that ``variant`` passes as ``out=`` itself: 0 for ``out-alias``, N for
+    ``out-alias-N``; None for every other variant."""
+    if variant == OUT_ALIAS:
+        return 0
+    if variant.startswith(OUT_ALIAS + "-") and variant[len(OUT_ALIAS) + 1:].isdigit():
+        return int(variant[len(OUT_ALIAS) + 1:])
+    return None
 
 # What an out= of another dtype means, by family (OpSpec.out_cast): "cast", the result is
 # computed in its own dtype and cast into out= (TensorIterator's ops: pytorch#173110's
@@ -265,6 +279,10 @@ class OpSpec:
     method: str | None = None
     inplace: str | None = None
     out: bool = False
+    # Later inputs whose shape and dtype the result has, so that ``out=`` may be that
+    # input itself (``linalg.solve_triangular(A, B, out=B)``, pytorch#178379): each gives
+    # the ``out-alias-N`` variant (``out-alias`` is input 0, for ops that work in place).
+    out_aliases: tuple[int, ...] = ()
     grad: bool = False
     # Ops that torch.autocast lowers to half precision (convolutions, matmuls, linear,
     # attention): they get the ``autocast`` variant.
@@ -359,6 +377,8 @@ class OpSpec:
             out += ["out", "out-strided", "out-resized"]
         if self.out and self.inplace:
             out.append("out-alias")
+        if self.out:
+            out += [f"{OUT_ALIAS}-{i}" for i in self.out_aliases if i > 0]
         if self.grad and any(d in GRAD_DTYPES for d in self.dtypes):
             out.append("grad")
         if self.autocast and "float32" in self.dtypes:

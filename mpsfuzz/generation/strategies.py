@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from . import arg_extremes
 from . import dtypes as dt
-from .opspec import GRAD_DTYPES, LARGE_REAL_NUMEL, OpSpec, ShapeBudget, integers_once, sampled_once, unique_lists_once
+from .opspec import GRAD_DTYPES, LARGE_REAL_NUMEL, OpSpec, aliased_out_input, ShapeBudget, integers_once, sampled_once, unique_lists_once
 from .recipes import (DEVICE_GENERATED, MATRIX_DISTRIBUTIONS, NONFINITE_SPECIALS, SPECIAL_NAMES, Alias, Case, Layout,
                       TensorRecipe, ValueRecipe, storage_plan)
 
@@ -354,12 +354,15 @@ def _value_options(entry, shapes, kwargs, spec: OpSpec) -> dict:
 
 
 def _written_inputs(spec: OpSpec, variant: str) -> set[int]:
-    """Inputs the call writes: self of an in-place or out-alias call, the ones the
-    functional form mutates, and the self of in-place-only RNG ops (not the input of a
-    large one, rand@huge's, which carries only the size of its draw: a stride-0 view)."""
+    """Inputs the call writes: self of an in-place call, the input an out-alias call
+    passes as ``out=``, the ones the functional form mutates, and the self of
+    in-place-only RNG ops (not the input of a large one, rand@huge's, which carries only
+    the size of its draw: a stride-0 view)."""
     written = set(spec.mutates)
-    if variant in ("inplace", "out-alias") or "random" in spec.semantics and "large" not in spec.semantics:
+    if variant == "inplace" or "random" in spec.semantics and "large" not in spec.semantics:
         written.add(0)
+    if aliased_out_input(variant) is not None:
+        written.add(aliased_out_input(variant))
     return written
 
 
@@ -549,7 +552,7 @@ def siblings(spec: OpSpec, case: Case, salt: int, count: int, *, awkward_ratio: 
 # rarely (issue 37: a 10-minute campaign of five families gives an op 30-50 cases, and
 # mse_loss on empty inputs, pytorch#148608, and mm of mixed dtypes, pytorch#143948, were
 # never drawn; issue 38: arguments at the ends of their ranges, pytorch#189664, #147613).
-BOUNDARIES = ("empty", "mixed-dtypes", "empty-other", "argument-extreme", "nan-entry")
+BOUNDARIES = ("empty", "mixed-dtypes", "empty-other", "argument-extreme", "nan-entry", "neg-view")
 
 
 def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
@@ -564,9 +567,11 @@ def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
     ``argument-extreme``, one keyword argument at an extreme of its range
     (:mod:`.arg_extremes`); ``nan-entry``, for an op whose result must carry a NaN of its
     matrix (``OpSpec.nan_propagates``), one entry of the first input made NaN (issue 38,
-    non-finite inputs to linalg, whose draws hold none). The inputs keep their layouts
-    and value seeds, without aliasing; None where no kind applies or the case is there
-    already."""
+    non-finite inputs to linalg, whose draws hold none); ``neg-view``, a real floating
+    input viewed with the negative bit (``x._neg_view()``: a kernel that reads the
+    storage gets -x; pytorch#178379's solve_triangular into a negative view of ``B``),
+    which draws give complex inputs only. The inputs keep their layouts and value seeds,
+    without aliasing; None where no kind applies or the case is there already."""
     kinds = [k for k in BOUNDARIES if _boundary_applies(spec, case, k)]
     if not kinds:
         return None
@@ -578,6 +583,16 @@ def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
         kwargs = arg_extremes.with_extreme(dict(case.kwargs), name, slot, choose.choice(extremes))
         sibling = replace(case, inputs=inputs, kwargs=tuple(sorted(kwargs.items())))
         return None if sibling == case else sibling
+    if kind == "neg-view":
+        # Half the time the input the call writes (in place, or passed as out=), where
+        # there is one: a kernel writing through the bit is the class's bugs
+        # (pytorch#178379's solve_triangular into its own B; eager CPU's triu into out=
+        # of its own permuted negative view).
+        eligible = _real_float_inputs(case)
+        written = sorted(set(eligible) & _written_inputs(spec, case.variant))
+        i = choose.choice(written) if written and choose.integer(0, 1) else choose.choice(eligible)
+        inputs = tuple(r if j != i else replace(r, layout=replace(r.layout, bit="neg")) for j, r in enumerate(inputs))
+        return replace(case, inputs=inputs)
     if kind == "nan-entry":
         first = inputs[0]
         inputs = (replace(first, values=replace(first.values, specials=((choose.integer(0, 2**16), "nan"),))),
@@ -605,6 +620,11 @@ def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
     return None if sibling == case else sibling
 
 
+def _real_float_inputs(case: Case) -> list[int]:
+    """The inputs a ``neg-view`` boundary may take: real floating, not empty, no bit yet."""
+    return [i for i, r in enumerate(case.inputs) if r.dtype in dt.FLOAT and r.numel > 0 and not r.layout.bit]
+
+
 def _emptied_from(spec: OpSpec, inputs) -> list:
     """The inputs an ``empty`` boundary takes its size from: an op's index inputs where it
     has them (integer inputs whose values its builders draw for the shapes), so that no
@@ -630,6 +650,8 @@ def _boundary_applies(spec: OpSpec, case: Case, kind: str) -> bool:
     if kind == "argument-extreme":
         return arg_extremes.admits_extremes(spec, case.kwargs, arg_extremes.number_dtype(case)) \
             and not arg_extremes.extreme_arguments(case)
+    if kind == "neg-view":
+        return not ({"random", "large"} & set(spec.semantics)) and bool(_real_float_inputs(case))
     if kind == "nan-entry":
         first = case.inputs[0] if case.inputs else None
         return bool(spec.nan_propagates) and case.variant != "grad" and first is not None \

@@ -49,9 +49,11 @@ class Failure:
                    severity=d["severity"],
                    # keys written before shape lists were collapsed, or with the form
                    # of a FORM_FREE failure, read as they are written now
-                   dedup_key=harness_free(d["oracle"], form_keyed(d["oracle"], d["kind"],
-                                          tuple(collapse_shapes(k) if isinstance(k, str) else k
-                                                for k in d.get("dedup_key", ())))),
+                   # and a heap corruption recorded under its frames, by its kind
+                   dedup_key=heap_keyed(d["oracle"], d["message"],
+                                        harness_free(d["oracle"], form_keyed(d["oracle"], d["kind"],
+                                                     tuple(collapse_shapes(k) if isinstance(k, str) else k
+                                                           for k in d.get("dedup_key", ()))))),
                    details=dict(d.get("details", {})),
                    # a memory format recorded as a finding before 2026-11-27 reads as the
                    # note it is now (layout propagation: no bug to file)
@@ -87,6 +89,43 @@ HARNESS_FILES = frozenset({"executor.py", "targets.py", "worker.py", "judge.py",
 # its own negative view, a heap corruption). Their other frames stay: a fault's own
 # effect is where it crashes.
 HARNESS_FRAMES = frozenset({"faults.py:run", "cpu_faults.py:run", "chaos.py:run", "slow.py:run"})
+
+
+# A heap corruption: the allocator found its bookkeeping damaged (glibc's malloc_printerr,
+# macOS's malloc) and aborted. It aborts wherever the heap is next used, not where it was
+# damaged, so its frames differ from run to run: eager CPU's triu into out= of its own
+# permuted negative view (torch 2.13, "free(): invalid next size (fast)") was filed under
+# several crash keys. Such a crash keys on this kind and the op (symptom_key), not frames.
+HEAP_CORRUPTION = "heap-corruption"
+_HEAP_MESSAGES = re.compile(
+    # glibc (malloc_printerr's messages): "free(): invalid next size (fast)", "malloc():
+    # corrupted top size", "munmap_chunk(): invalid pointer", "double free or corruption
+    # (out)", "tcache_thread_shutdown(): unaligned tcache chunk detected", ...; and the one
+    # without a function's name, "invalid fastbin entry (free)" (a real heap corruption's
+    # abort that this list had missed was keyed by its frames: one bug, two findings)
+    r"\b(?:free|malloc|realloc|calloc|munmap_chunk|mremap_chunk|malloc_consolidate|tcache_thread_shutdown|"
+    r"_int_free|_int_malloc|_int_realloc)"
+    r"\(\): [^\n]*|double free or corruption[^\n]*|corrupted size vs\. prev_size[^\n]*|"
+    r"corrupted double-linked list[^\n]*|invalid fastbin entry[^\n]*|"
+    # macOS malloc: "malloc: *** error for object 0x...: pointer being freed was not
+    # allocated", "Incorrect checksum for freed object", "Heap corruption detected"
+    r"pointer being (?:freed|realloc'd) was not allocated|Incorrect checksum for freed object|"
+    r"Heap corruption detected[^\n]*")
+
+
+def heap_corruption(stderr_tail: str) -> str | None:
+    """The allocator's message where ``stderr_tail`` shows a heap corruption (addresses
+    masked), else None."""
+    found = _HEAP_MESSAGES.search(stderr_tail or "")
+    return re.sub(r"0x[0-9a-fA-F]+", "0xN", found.group(0).strip()) if found else None
+
+
+def heap_keyed(oracle_name: str, message: str, key: tuple) -> tuple:
+    """A crash's key read from a corpus: ``(crash, heap-corruption)`` where its message
+    (the stderr it recorded) shows a heap corruption, as check_crash keys one now."""
+    if oracle_name == "crash" and len(key) > 1 and key[1] != HEAP_CORRUPTION and heap_corruption(message):
+        return ("crash", HEAP_CORRUPTION)
+    return key
 
 
 def is_harness_frame(frame: str) -> bool:

@@ -2,8 +2,9 @@
 
 These run in the supervisor, which sees a
 :class:`~mpsfuzz.execution.observation.ProcessEvent` instead of outputs.
-Crashes key on the signal plus the cleaned last lines of stderr (ClusterFuzz style);
-hangs key on the op alone.
+Crashes key on the signal plus the cleaned last lines of stderr (ClusterFuzz style),
+a heap corruption on its kind alone (with the op, as every key: ``symptom_key``); hangs
+key on the op alone.
 """
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import re
 import signal
 
 from ..execution.observation import ProcessEvent
-from . import Failure, is_harness_frame, oracle
+from . import HEAP_CORRUPTION, Failure, heap_corruption, is_harness_frame, oracle
 
 _NOISE = re.compile(r"0x[0-9a-fA-F]+|\b\d+\b|/[^\s:]+/")
 
@@ -54,11 +55,34 @@ def crashed_in_reference(stderr_tail: str) -> bool:
     return any(m.group(2) == REFERENCE_FRAME for m in _FRAME.finditer(stderr_tail))
 
 
+# What the supervisor can say of a heap corruption's side. The allocator aborts at the
+# heap's next use, not at the damage: with no reference frame on the stack the reference
+# had not started (the DUT runs first), so the target's call (or an earlier case of the
+# worker's batch) did it; with the reference running, either side of the case may have.
+# Triage decides by eager CPU alone (triage/pipeline.py: heap_corruption_blame).
+HEAP_UNDECIDED = ("the allocator aborts at the heap's next use, not where it was damaged: the target's call "
+                  "ran before the reference, and either may have damaged it")
+
+
 @oracle("crash", stage="process", doc="the worker process died (abort, segfault, ...)")
 def check_crash(event: ProcessEvent) -> Failure | None:
     if event.kind != "died":
         return None
     sig = signal_name(event.returncode)
+    heap = heap_corruption(event.stderr_tail)
+    if heap is not None:
+        # keyed by the kind, never the frames: they are wherever the heap was next used
+        in_reference = crashed_in_reference(event.stderr_tail)
+        return Failure(
+            oracle="crash", kind="crash", severity="critical",
+            title=f"`{event.op}` corrupts the heap ({heap}; {sig})",
+            message=f"worker died with {sig} after the allocator found its heap corrupted ({heap}); the crash "
+                    f"is keyed by the op, not by its frames, which are wherever the heap was next used"
+                    f"{' (the CPU reference was running: ' + HEAP_UNDECIDED + ')' if in_reference else ''}"
+                    f"; last stderr lines:\n{event.stderr_tail.strip()}",
+            dedup_key=("crash", HEAP_CORRUPTION),
+            details={"signal": sig, "returncode": event.returncode, "heap": heap},
+            blame="undecided" if in_reference else "target")
     on_cpu = crashed_in_reference(event.stderr_tail)
     where = "eager CPU (the reference)" if on_cpu else event.target_name
     return Failure(

@@ -13,6 +13,7 @@ import torch
 from . import Failure, oracle
 from ..execution.observation import Observation, Raised
 from ..generation.dtypes import name_of
+from ..generation.opspec import aliased_out_input
 from ..generation.recipes import NONFINITE_SPECIALS
 from .tolerances import tolerance
 
@@ -221,7 +222,9 @@ def variant_phrase(case) -> str:
             "out": " (out= form)", "out-strided": " (out= form, non-contiguous out)",
             "out-resized": " (out= form, out resized)",
             "out-alias": " (out= form, out is input 0)", "grad": "",
-            "autocast": " (under torch.autocast)", "out-cast": " (out= form, out of another dtype)"}.get(case.variant, f" ({case.variant})")
+            "autocast": " (under torch.autocast)", "out-cast": " (out= form, out of another dtype)"}.get(
+        case.variant, f" (out= form, out is input {aliased_out_input(case.variant)})"
+        if aliased_out_input(case.variant) is not None else f" ({case.variant})")
 
 
 def excuse_skipped_zero_taps(case, spec, dut, ref):

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from . import Failure, form_keyed, oracle
-from ..execution.executor import cpu_side, functional_reference
+from ..execution.executor import cpu_side, functional_reference, written_input
 from ..execution.observation import Observation, Raised
 from ..generation.recipes import with_bit, without_bit
 from .values import UNCOMPARABLE, compare_outputs, dut_alone_scale, variant_phrase
@@ -44,7 +44,8 @@ def _mutated_input(obs: Observation, side=None) -> int | None:
     if after is None or not any(isinstance(t, torch.Tensor) for t in after):
         return None   # nothing was copied back (inputs too large to copy): nothing to compare
     case = obs.case
-    outputs = {0} if case.variant in ("inplace", "out-alias") else set()
+    written = written_input(case.variant)
+    outputs = {written} if written is not None else set()
     outputs |= set(obs.spec.mutates)
     if "random" in obs.spec.semantics:
         outputs.add(0)  # in-place-only RNG ops (uniform_, normal_) are written as fn(self)
@@ -71,21 +72,21 @@ def _writes_outside_view(obs: Observation, side=None) -> bool:
 
 
 def _base_changed_outside_view(obs: Observation, side) -> bool:
-    base_after = side.base_after
-    if base_after is None or obs.case.variant not in ("inplace", "out-alias"):
+    base_after, written = side.base_after, written_input(obs.case.variant)
+    if base_after is None or written is None:
         return False
-    if obs.case.inputs[0].layout.expanded:
+    if obs.case.inputs[written].layout.expanded:
         return False
-    # The storage under self as the case built it (the filler, and any inputs that
-    # share it), with the DUT's own result inside self's view.
-    view = obs.case.materialize("cpu")[0]
+    # The storage under self (or the input out= is) as the case built it (the filler,
+    # and any inputs that share it), with the DUT's own result inside its view.
+    view = obs.case.materialize("cpu")[written]
     base = view._base if view._base is not None else view
     if base.shape != base_after.shape:
         return False
     expected = base.clone()
     # (through self's conj or neg bit: the storage holds the values with the bit undone)
     with_bit(expected.as_strided(view.shape, view.stride(), view.storage_offset()),
-             obs.case.inputs[0].layout.bit).copy_(side.inputs_after[0])
+             obs.case.inputs[written].layout.bit).copy_(side.inputs_after[written])
     return not bitwise_equal(base_after, expected)
 
 
@@ -111,8 +112,10 @@ def check_variants(obs: Observation) -> Failure | None:
     # campaign's spill was also filed as "modifies input 1" of an adjacent input).
     if _writes_outside_view(obs):
         cpu = cpu_side(obs)
-        return failure("writes-outside-view", "writes outside the view of a non-contiguous self",
-                       f"the base buffer of self ({obs.case.inputs[0].describe()}) changed outside the view",
+        written = written_input(obs.case.variant)
+        whose = "self" if written == 0 else f"input {written} (out=)"
+        return failure("writes-outside-view", f"writes outside the view of a non-contiguous {whose}",
+                       f"the base buffer of {whose} ({obs.case.inputs[written].describe()}) changed outside the view",
                        cpu_too=cpu is not None and not isinstance(cpu.outputs, Raised) and _writes_outside_view(obs, cpu))
     changed = _mutated_input(obs)
     if changed is not None:

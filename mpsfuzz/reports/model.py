@@ -17,6 +17,7 @@ from ..corpus.finding import STATUSES as FINDING_STATUSES
 from ..corpus.finding import Finding, now_iso
 from ..corpus.notes import layout_notes
 from ..generation.dtypes import ALL_DTYPE_NAMES
+from ..generation.opspec import aliased_out_input
 from .corpus_views import why
 from .run_log import RUN_LOG_SCHEMA, RUNS_DIR
 
@@ -53,7 +54,7 @@ def layout_classes(case) -> tuple[str, ...]:
     layout only where the bug needs one, but shrinks every other operand to a 0-d
     scalar, which would mark most binary ops 0-d."""
     kinds = {k for r in case.inputs for k in r.kinds()}
-    if case.variant == "out-alias":
+    if aliased_out_input(case.variant) is not None:
         kinds.add("aliased")
     if case.inputs and not kinds:
         kinds.add("contiguous")

@@ -39,6 +39,7 @@ from ..execution.executor import OUT_FILLER
 from ..generation import catalogue
 from ..generation.arg_extremes import extreme_arguments
 from ..generation import dtypes as dt
+from ..generation.opspec import aliased_out_input
 from ..generation.recipes import (DEVICE_GENERATED, GAP_FILLER, HASH_CHUNK, MATRIX_DISTRIBUTIONS, Case, TensorRecipe,
                                   hash_bounds, index_hash_values, integer_bounds, main_input, resolve_kwargs,
                                   special_positions)
@@ -956,8 +957,9 @@ def _body(finding: Finding, device: str, target_name: str) -> tuple["_Builder", 
 
     def dut_variant() -> list[str]:
         """Lines that leave the DUT's result in ``actual``."""
-        if case.variant == "out-alias":
-            return [f"{b.on_target(names, out=names[0])}  {MARKER}", f"actual = {names[0]}"]
+        aliased = aliased_out_input(case.variant)
+        if aliased is not None:
+            return [f"{b.on_target(names, out=names[aliased])}  {MARKER}", f"actual = {names[aliased]}"]
         if case.variant.startswith("out"):
             lines, out = _out_lines(spec, case, resolve_kwargs(case.kwargs), _inference_devices(b))
             return lines + [f"{b.on_target(names, out=out)}  {MARKER}", f"actual = {out}"]
@@ -1417,6 +1419,8 @@ def _variant_call(b: _Builder) -> tuple[list[str], str]:
         if grad is None:
             return [], b.on_target(names, variant="functional")
         return grad.lines, grad.dut(b)
+    if aliased_out_input(case.variant) is not None:   # out= is the input itself
+        return [], b.on_target(names, out=names[aliased_out_input(case.variant)])
     if case.variant.startswith("out"):
         lines, out = _out_lines(b.spec, case, resolve_kwargs(case.kwargs), _inference_devices(b))
         return lines, b.on_target(names, out=out)

@@ -695,6 +695,44 @@ def _computed_in_the_out_dtype(func, args, kwargs):
     return func(*[a.to(out.dtype) if isinstance(a, torch.Tensor) else a for a in args], **kwargs)
 
 
+def _real_negative_view_rhs(func, args, kwargs) -> bool:
+    b = args[1] if len(args) > 1 else None
+    return isinstance(b, torch.Tensor) and b.is_floating_point() and b.is_neg()
+
+
+def _solve_reading_the_storage(func, args, kwargs):
+    """The solve with ``B`` as its storage holds it: the negative bit dropped. (Resolved,
+    then negated: inside the dispatch mode, ``neg`` of a negative view returns its
+    logical values.)"""
+    return func(args[0], torch.mul(args[1].resolve_neg(), -1), *args[2:], **kwargs)
+
+
+def _same_view(a, b) -> bool:
+    """Whether ``a`` and ``b`` are one view of one storage (``out=`` passed as the input)."""
+    return isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.shape == b.shape \
+        and a.stride() == b.stride() and a.storage_offset() == b.storage_offset() \
+        and a.untyped_storage().data_ptr() == b.untyped_storage().data_ptr()
+
+
+def _out_is_its_negative_rhs(func, args, kwargs) -> bool:
+    """lu_solve's ``out=`` is ``B`` itself, a real floating view with the negative bit.
+    (A torch function's fault: at aten, the negative-bit fallback has already resolved
+    both into copies of their own.)"""
+    b = args[2] if len(args) > 2 else kwargs.get("B")
+    return _same_view(kwargs.get("out"), b) and b.is_floating_point() and b.is_neg()
+
+
+def _solved_into_b_with_its_sign_flipped(func, args, kwargs):
+    """The solve of B's values written into ``out=`` (B itself) negated: what
+    pytorch#178379's CUDA solve_triangular wrote into a negative view of B passed as B and
+    as out=."""
+    out = kwargs["out"]
+    x = func(args[0], args[1], args[2].resolve_neg().clone(), *args[3:],
+             **{k: v for k, v in kwargs.items() if k != "out"})
+    out.copy_(torch.mul(x, -1))
+    return out
+
+
 def _matrix_holding_nan(func, args, kwargs) -> bool:
     x = args[0] if args else None
     return isinstance(x, torch.Tensor) and (x.is_floating_point() or x.is_complex()) and bool(torch.isnan(x).any())
@@ -1681,6 +1719,13 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("embedding_renorm_of_no_columns_segfault", "pytorch#195185: embedding(max_norm=) of a weight with 0 "
           "columns reads out of bounds in the renorm kernel", ("aten::embedding_renorm_",), _weight_of_no_columns,
           "segfault"),
+    Fault("solve_triangular_ignores_neg_bit", "pytorch#178379: solve_triangular of a right-hand side viewed with "
+          "the negative bit (a real float) solves for its storage, -B", ("aten::linalg_solve_triangular",),
+          _real_negative_view_rhs, "reimplement", instead=_solve_reading_the_storage),
+    Fault("lu_solve_into_its_negative_b_flips_sign", "pytorch#178379 (solve_triangular, CUDA) on lu_solve: "
+          "out= that is B itself, a real negative view, gets -X; a separate out= or a B without the bit is "
+          "right", (torch.linalg.lu_solve,), _out_is_its_negative_rhs, "reimplement",
+          instead=_solved_into_b_with_its_sign_flipped),
     Fault("slogdet_takes_nan_as_zero", "pytorch#173638: slogdet of a matrix holding a NaN computes as if the "
           "NaN were 0 (a finite log-determinant where it must be NaN)", ("aten::_linalg_slogdet",),
           _matrix_holding_nan, "reimplement", instead=_nan_taken_as_zero),

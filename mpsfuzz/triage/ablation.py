@@ -33,7 +33,8 @@ A condition is a short stable string:
                     overlapping); storages of their own pass. (Taking an overlap away
                     also gives the earlier input back its own values where the later one
                     had overwritten them: a recipe cannot keep them.)
-``alias:out``       ``out=`` is input 0 itself (variant out-alias); a separate ``out=`` passes
+``alias:out``       ``out=`` is an input itself (input 0: variant out-alias; input N:
+                    out-alias-N); a separate ``out=`` passes
 ``lastdim%K``       the main input's last dim is not a multiple of K (a kernel that handles
                     K elements a thread and skips the tail): rounding it up to a multiple
                     of K passes, and growing it by K (the same remainder) still fails
@@ -50,6 +51,7 @@ from ..generation import catalogue
 from ..generation.arg_extremes import extreme_arguments, ordinary
 from ..generation import dtypes as dt
 from ..generation.large_sizes import long_dim_phrase
+from ..generation.opspec import aliased_out_input
 from ..generation.recipes import NONFINITE_SPECIALS, Case, main_input
 from . import edits
 from .probe import PASSES, SAME, Prober, out_of_time
@@ -151,7 +153,7 @@ def holds(condition: str, case: Case) -> bool:
         return case.variant == arg
     if kind == "alias":
         if arg == "out":
-            return case.variant == "out-alias"
+            return aliased_out_input(case.variant) is not None
         j = int(arg)
         return j < len(inputs) and inputs[j].alias is not None
     if condition == "negative":
@@ -241,7 +243,7 @@ def holds_on_any_input(condition: str, case: Case) -> bool:
             return holds("layout:any", case)
         if kind == "0-d":
             return any(r.rank == 0 for r in case.inputs)
-        return any(r.alias is not None for r in case.inputs) or case.variant == "out-alias"
+        return any(r.alias is not None for r in case.inputs) or aliased_out_input(case.variant) is not None
     return holds(condition, case)
 
 
@@ -335,7 +337,7 @@ def _ablations(case: Case, names: list[str]):
     for j, r in enumerate(inputs):
         if r.alias is not None:
             yield f"alias:{j}", f"`{names[j]}` in a storage of its own", edits.with_input(case, j, edits.unaliased(r))
-    if case.variant == "out-alias":
+    if aliased_out_input(case.variant) is not None:
         yield "alias:out", "a separate `out=` tensor", replace(case, variant="out")
     for i, j, d in _grouped_dims(inputs):
         yield (f"grouped:{i}:{j}:{d}", f"`{names[i]}`'s dim {d} as long as `{names[j]}`'s",
@@ -571,10 +573,13 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
         value = dict(case.kwargs).get(arg)
         return f"`{arg}` is given (`{arg}={value!r}` here)"
     if kind == "variant":
+        if arg not in _VARIANT_WORDS and aliased_out_input(arg) is not None:
+            return f"writing `out=` into input {aliased_out_input(arg)} itself"
         return _VARIANT_WORDS.get(arg, f"called as {arg}")
     if kind == "alias":
         if arg == "out":
-            return f"`out=` is `{names[0]}` itself" if names else "`out=` is an input itself"
+            j = aliased_out_input(case.variant) or 0
+            return f"`out=` is `{names[j]}` itself" if j < len(names) else "`out=` is an input itself"
         j = int(arg)
         alias = case.inputs[j].alias
         how = "adjacent" if alias.how == "adjacent" else "overlapping"
@@ -628,8 +633,9 @@ def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: fl
     for name in [c.partition(":")[2] for c in conditions if c.startswith("extreme:")]:
         if f"kwarg:{name}" in conditions:
             conditions.remove(f"kwarg:{name}")  # the extreme says more than that it is given
-    if "alias:out" in conditions and "variant:out-alias" in conditions:
-        conditions.remove("variant:out-alias")  # the out= form passes: the aliasing is the trigger
+    if "alias:out" in conditions and f"variant:{case.variant}" in conditions \
+            and aliased_out_input(case.variant) is not None:
+        conditions.remove(f"variant:{case.variant}")  # the out= form passes: the aliasing is the trigger
     m = main_input(case) if case.inputs else 0
     main = case.inputs[m].dtype if case.inputs else ""
 

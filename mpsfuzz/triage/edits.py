@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ..generation.opspec import aliased_out_input
 from ..generation.recipes import NONFINITE_SPECIALS, Case, Layout, TensorRecipe
 
 PLAIN = Layout()
@@ -37,7 +38,7 @@ def unaliased(recipe: TensorRecipe) -> TensorRecipe:
 def without_aliasing(case: Case) -> Case:
     """Every input in a storage of its own, and ``out=`` a tensor of its own."""
     plain_case = with_inputs(case, [unaliased(r) for r in case.inputs])
-    return replace(plain_case, variant="out") if case.variant == "out-alias" else plain_case
+    return replace(plain_case, variant="out") if aliased_out_input(case.variant) is not None else plain_case
 
 
 def drop_kwarg(case: Case, name: str) -> Case:

@@ -63,6 +63,7 @@ from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from ..execution.dispatch_modes import DenseHigherOrderOps
 from ..execution.outcome import CaseOutcome, RaisedInWorker
+from ..oracles import HEAP_CORRUPTION
 from .kernel_call import (CRASH, HANG, RAISES_ON_CPU, RAISES_ON_DEVICE, WRITES_INPUT, WRITES_OUTSIDE,
                           WRONG_DTYPE, WRONG_FORMAT, WRONG_SHAPE, WRONG_VALUES, Judge, Snapshot, Uncomparable,
                           compare_call, cpu_call, describe_call, deterministic, is_seeded, kernel_form,
@@ -591,6 +592,9 @@ def _from_trace(event, trace: str, failure, pool) -> dict:
               "divergence": kind, "kinds": [kind], "detail": detail,
               "call": call if call.get("args") is not None else None, "index": found["index"],
               "confirmed": False, "note": "from the trace of aten calls: the one running when it happened"}
+    if tuple(failure.dedup_key[:2]) == ("crash", HEAP_CORRUPTION):
+        record["note"] += ("; a heap corruption aborts at the heap's next use, so the call that damaged it may "
+                           "be an earlier one")
     if signal:
         record["signal"] = signal
     try:

@@ -32,7 +32,7 @@ from ..execution.targets import compiles
 from ..generation import catalogue
 from ..generation.recipes import Case
 from ..generation.strategies import OVERFLOWING_SPECIALS
-from ..oracles import Failure, symptom_key
+from ..oracles import HEAP_CORRUPTION, Failure, heap_corruption, symptom_key
 from .ablation import Explanation, explain
 from .localise import localise
 from .probe import SAME, Prober
@@ -168,25 +168,80 @@ def refused_at_the_dtypes_edge(case: Case, failure, explanation: Explanation | N
     return bool(names) and names <= set(OVERFLOWING_SPECIALS)
 
 
+def on_cpu_alone(case: Case, pool, oracles, timeout_s: float | None):
+    """The outcome of ``case`` run with eager CPU as the target (both sides eager CPU) in
+    a fresh worker: a CaseOutcome, a ProcessEvent, or None where it could not be run."""
+    from ..execution.worker import WorkerPool
+    cpu = None
+    try:
+        cpu = WorkerPool("cpu", timeout_s=timeout_s or getattr(pool, "timeout_s", 20.0), execute=pool.execute,
+                         role="cpu-alone", settings=getattr(pool, "settings", None))
+        return cpu.run(case.to_json(), tuple(oracles), case.op, timeout_s=timeout_s)
+    except Exception:
+        return None   # best effort: the finding stays as it was
+    finally:
+        if cpu is not None:
+            cpu.close()
+
+
 def dies_on_cpu_too(case: Case, failure, pool, oracles, timeout_s: float | None) -> bool:
     """Whether eager CPU alone, the case run with CPU as the target in a fresh worker,
     dies with the same signal: then the crash is PyTorch's, not the target's (issue 30,
     point 3; runs 5-36: SDPA with ``enable_gqa`` over zero key heads divides by their
     number, SIGFPE, on CUDA and on CPU alike)."""
-    from ..execution.worker import WorkerPool
     from ..oracles.process import signal_name
-    cpu = None
-    try:
-        cpu = WorkerPool("cpu", timeout_s=timeout_s or getattr(pool, "timeout_s", 20.0), execute=pool.execute,
-                         role="cpu-alone", settings=getattr(pool, "settings", None))
-        outcome = cpu.run(case.to_json(), tuple(oracles), case.op, timeout_s=timeout_s)
-    except Exception:
-        return False   # best effort: the finding stays the target's
-    finally:
-        if cpu is not None:
-            cpu.close()
+    outcome = on_cpu_alone(case, pool, oracles, timeout_s)
     return getattr(outcome, "kind", None) == "died" \
         and signal_name(outcome.returncode) == failure.details.get("signal")
+
+
+def is_heap_corruption(failure) -> bool:
+    return failure.oracle == "crash" and tuple(failure.dedup_key[:2]) == ("crash", HEAP_CORRUPTION)
+
+
+def heap_corruption_blame(case: Case, failure, pool, oracles, timeout_s: float | None) -> Failure:
+    """``failure`` (a heap corruption, reproduced in fresh workers) with its side decided
+    by eager CPU alone in a fresh worker, not by the frames of the abort, which lands at
+    the heap's next use (the reference may be running when the target did the damage):
+    eager CPU alone corrupts its heap too, eager CPU's bug ("cpu": the target's own call
+    is not cleared, its abort would land in either side); it runs clean, the target's
+    call did it ("target"). Unchanged where eager CPU alone could not run or ended some
+    other way (a crash of another kind, a hang, mpsfuzz's own error)."""
+    from ..execution.observation import ProcessEvent
+    outcome = on_cpu_alone(case, pool, oracles, timeout_s)
+    if outcome is None:
+        return failure
+    if isinstance(outcome, ProcessEvent):
+        if outcome.kind == "died" and heap_corruption(outcome.stderr_tail):
+            return replace(failure, blame="cpu",
+                           title=f"`{case.op}` corrupts the heap on eager CPU ({failure.details.get('heap', '')})",
+                           message=failure.message + "\neager CPU alone corrupts its heap on this case, in a fresh "
+                           "worker: eager CPU's bug (whether the target's call does too is not decided: the "
+                           "abort lands in whichever side next uses the heap)")
+        return failure
+    if getattr(outcome, "internal_error", None):
+        return failure   # mpsfuzz's own error: the case did not run to its end
+    return replace(failure, blame="target",
+                   message=failure.message + "\neager CPU alone runs this case in a fresh worker without "
+                   "corrupting its heap: the target's call did")
+
+
+def eager_cpus_crash(case: Case, failure, pool, oracles, timeout_s: float | None) -> Failure | None:
+    """``failure`` as eager CPU's bug where it is a crash that implicates the reference
+    and eager CPU alone (a fresh worker, both sides eager CPU) fails the same way on
+    ``case``, else None (triage goes on: the target's call may be the cause). Asked
+    before reduction, so that a crash of the reference does not spend the target's
+    reduction and ablation budget: a heap corruption (its abort lands at the heap's next
+    use, so either side may have damaged it: heap_corruption_blame) and a crash with the
+    reference on the stack (blame ``cpu``: dies_on_cpu_too's rule, the same signal)."""
+    if is_heap_corruption(failure):
+        decided = heap_corruption_blame(case, failure, pool, oracles, timeout_s)
+        return decided if decided.blame == "cpu" else None
+    if failure.oracle == "crash" and failure.blame == "cpu" \
+            and dies_on_cpu_too(case, failure, pool, oracles, timeout_s):
+        return replace(failure, message=failure.message + "\neager CPU alone dies the same way on this case, "
+                       "in a fresh worker: eager CPU's bug")
+    return None
 
 
 class _Steps:
@@ -278,6 +333,18 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
     steps.done("reruns")
     if not repro.reliable:
         return Triage(case, failure, repro, None, None, case, time.monotonic() - start, steps=steps.seconds)
+    eager_cpus = eager_cpus_crash(case, failure, pool, oracles, timeout_s)
+    steps.done("cpu-alone")
+    if eager_cpus is not None:
+        # The reference's own crash: filed as eager CPU's bug without the reduction and
+        # ablation that are the target's budget (a slow desk's crash re-runs each take a
+        # fresh worker: a CPU heap corruption reduced for 20 s kept the target's crashes
+        # waiting, and was left pending at a budget's end). Localised, as every finding.
+        localisation = (localise(case, eager_cpus, pool, oracles, timeout_s=timeout_s)
+                        if localise_it else None)
+        steps.done("localise")
+        return Triage(case, eager_cpus, repro, None, None, case, time.monotonic() - start, localisation,
+                      steps=steps.seconds)
     reduction = reduce_case(case, failure, symptom, prober, budget_s=budget_s * 0.6)
     minimal, minimal_failure = reduction.case, reduction.failure
     if minimal != case:
@@ -314,7 +381,9 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
             minimal_failure, blame="undecided", severity="low",
             message=minimal_failure.message + "\n" + EDGE_REFUSAL,
             details=dict(minimal_failure.details, verdict="undecided", reason=EDGE_REFUSAL))
-    if minimal_failure.oracle == "crash" and minimal_failure.blame == "target" \
+    if is_heap_corruption(minimal_failure):
+        minimal_failure = heap_corruption_blame(minimal, minimal_failure, pool, oracles, timeout_s)
+    elif minimal_failure.oracle == "crash" and minimal_failure.blame == "target" \
             and dies_on_cpu_too(minimal, minimal_failure, pool, oracles, timeout_s):
         minimal_failure = replace(
             minimal_failure, blame="both", severity="high",

@@ -678,12 +678,16 @@ register(*(
                      ("attention", "bhqd,bhkd->bhqk"))
 ))
 
+# The solves whose result X has B's shape and dtype declare B (input 1) an ``out=`` may
+# be (``out_aliases``): ``solve_triangular(A, B, out=B)`` of a negative view of B gave -X
+# on CUDA (pytorch#178379). With ``left=False`` the wrapper passes ``b.mT``: a result of
+# b's shape then overlaps B transposed, which torch refuses on both sides alike.
 register(
     linalg("linalg.solve", lambda a, b, left=True, **kw: torch.linalg.solve(a, b if left else b.mT, left=left, **kw),
            matmul_shapes("solve"), LAPACK,
            "solve A X = B (or X A = B) for well-conditioned A (batched, vector or matrix B)",
            input_dtypes=(None, None), input_values=("diag_dominant", None), args=_left_flag(1),
-           out=True, grad=True, nan_propagates=(0,), **SOLVE_KW),
+           out=True, out_aliases=(1,), grad=True, nan_propagates=(0,), **SOLVE_KW),
     linalg("linalg.solve_ex", lambda a, b, left=True, **kw: torch.linalg.solve_ex(a, b if left else b.mT, left=left, **kw),
            matmul_shapes("solve"), LAPACK, "solve with an info code",
            input_dtypes=(None, None), input_values=("diag_dominant", None),
@@ -693,7 +697,7 @@ register(
            _triangular_solve_shapes, LAPACK,
            "solve a triangular system (the other triangle is ignored), left/right, unit diagonal",
            input_dtypes=(None, None), input_values=("diag_dominant", None), args=_tri_solve_args,
-           out=True, grad=True, **SOLVE_KW),
+           out=True, out_aliases=(1,), grad=True, **SOLVE_KW),
     linalg("linalg.inv", torch.linalg.inv, _square(), LAPACK,
            "inverse of a well-conditioned matrix", input_values=("diag_dominant",),
            method="inverse", out=True, grad=True, nan_propagates=(0,), **SOLVE_KW),
@@ -740,7 +744,7 @@ register(
     linalg("linalg.lu_solve", _lu_then(_lu_solve), _system_shapes(), LAPACK,
            "solve from lu_factor's output, left/right, adjoint",
            input_dtypes=(None, None), input_values=("diag_dominant", None), args=_lu_solve_args,
-           out=True, grad=True, **SOLVE_KW),
+           out=True, out_aliases=(1,), grad=True, **SOLVE_KW),
     linalg("linalg.ldl_factor",
            lambda a, **kw: torch.linalg.ldl_factor(a, hermitian=a.is_complex(), **kw),
            _square(), LAPACK, "LDL^T factors (complex as Hermitian), compared as the inverse they give",
@@ -751,7 +755,7 @@ register(
            input_values=("spd",), args=_flag("check_errors"), canonicalise=_ldl_canonical, out=True, **SOLVE_KW),
     linalg("linalg.ldl_solve", _ldl_solve, _system_shapes(), LAPACK,
            "solve from ldl_factor's output (symmetric / Hermitian positive definite A)",
-           input_dtypes=(None, None), input_values=("spd", None), out=True, **SOLVE_KW),
+           input_dtypes=(None, None), input_values=("spd", None), out=True, out_aliases=(1,), **SOLVE_KW),
     linalg("linalg.qr", lambda a, mode="reduced", **kw: torch.linalg.qr(a, mode=mode, **kw), matrix_shapes(),
            LAPACK, "QR, compared as Q@R (R^H R for mode r), Q^H Q and |diag R| (signs are not unique)",
            args=_flag("mode", ("reduced", "complete", "r")), canonicalise=_qr_canonical,
