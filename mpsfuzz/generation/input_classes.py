@@ -21,7 +21,7 @@ from typing import Iterable
 
 from . import dtypes as dt
 from .arg_extremes import admits_extremes, extreme_arguments, number_dtype
-from .opspec import OpSpec
+from .opspec import OpSpec, mixes_dtypes
 from .recipes import Case, main_input
 
 MIXED_DTYPES = "mixed-dtypes"
@@ -80,7 +80,7 @@ def _declared(spec: OpSpec) -> set[str]:
     if size:
         return {size} | ({size + GRAD_SUFFIX} if "grad" in spec.variants() else set())
     out = set()
-    if "mixed_dtypes_sometimes" in spec.semantics and len(spec.dtypes) > 1 and _has_free_later_input(spec):
+    if mixes_dtypes(spec) and _has_free_later_input(spec):
         out.add(MIXED_DTYPES)
     if OUT_CAST in spec.variants() and spec.out_cast and any(d in dt.OUT_CASTS for d in spec.dtypes):
         out.add(OUT_CAST)

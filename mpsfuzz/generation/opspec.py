@@ -88,6 +88,9 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 
 # Semantics an op may declare (``OpSpec.semantics``):
 #   mixed_dtypes_sometimes  inputs after the first may take another dtype of the op's set
+#   promotes                its tensor inputs may be of any dtypes of the op's set, the
+#                           result of torch.result_type's (type promotion): a boundary
+#                           sibling mixes them (every binary and ternary elementwise op)
 #   ties_unspecified        which of equal elements an index output names is unspecified
 #                           (declared with a canonicaliser that compares what it points at)
 #   undefined-values        output values are unspecified (``empty``-like): only metadata
@@ -155,7 +158,7 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 #                           convolutions: L_out = (L - 1) * stride + dilation * (k - 1)
 #                           + ...): they size an output and take no argument extremes (a
 #                           stride of 2^31 - 1 asks the host for billions of elements)
-SEMANTICS = ("mixed_dtypes_sometimes", "structural-later-sizes", "undefined-when-empty", "window-sizes-output", "ties_unspecified", "undefined-values", "random", "order-dependent",
+SEMANTICS = ("mixed_dtypes_sometimes", "promotes", "structural-later-sizes", "undefined-when-empty", "window-sizes-output", "ties_unspecified", "undefined-values", "random", "order-dependent",
              "accumulates", "structure-unknown", "determined-as-a-whole", "large", "zero-taps",
              "shifted-argument", "computed-weights", "slices-as-inputs", "tensor-list")
 
@@ -180,6 +183,16 @@ LARGE_REAL_NUMEL = 1 << 20
 VARIANTS = ("functional", "method", "inplace", "out", "out-strided", "out-resized", "out-alias", "grad", "autocast",
             "out-cast")
 OUT_ALIAS = "out-alias"
+
+
+def mixes_dtypes(spec) -> bool:
+    """Whether ``spec`` takes inputs of several dtypes of its set (drawn sometimes, or as
+    a boundary sibling): declared ``mixed_dtypes_sometimes`` or ``promotes``, with more
+    than one dtype to mix. ``promotes`` speaks of the op at its ordinary sizes: its
+    ``@large``/``@huge`` forms, judged on rows of one dtype's references, do not mix."""
+    declared = ("mixed_dtypes_sometimes" in spec.semantics
+                or "promotes" in spec.semantics and not getattr(spec, "size_class", ""))
+    return declared and len(spec.dtypes) > 1
 
 
 def aliased_out_input(variant: str) -> int | None:

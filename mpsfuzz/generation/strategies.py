@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from . import arg_extremes
 from . import dtypes as dt
-from .opspec import GRAD_DTYPES, LARGE_REAL_NUMEL, OpSpec, aliased_out_input, ShapeBudget, integers_once, sampled_once, unique_lists_once
+from .opspec import GRAD_DTYPES, LARGE_REAL_NUMEL, OpSpec, aliased_out_input, mixes_dtypes, ShapeBudget, integers_once, sampled_once, unique_lists_once
 from .recipes import (DEVICE_GENERATED, MATRIX_DISTRIBUTIONS, NONFINITE_SPECIALS, SPECIAL_NAMES, Alias, Case, Layout,
                       TensorRecipe, ValueRecipe, storage_plan)
 
@@ -665,7 +665,7 @@ def _boundary_applies(spec: OpSpec, case: Case, kind: str) -> bool:
         if kind == "empty-other":
             return "structural-later-sizes" not in spec.semantics and bool(_later_sizes(case.inputs))
         return any(any(n > 0 for n in r.shape) for r in _emptied_from(spec, case.inputs))
-    return ("mixed_dtypes_sometimes" in spec.semantics and len(spec.dtypes) > 1
+    return (mixes_dtypes(spec)
             and any(_free_dtype(spec, i) for i in range(1, len(case.inputs)))
             and len({r.dtype for r in case.inputs}) == 1)
 

@@ -761,6 +761,22 @@ def _kv_heads_tiled(func, args, kwargs):
     return x.repeat(1, repeats, 1, 1)
 
 
+def _two_float_dtypes(func, args, kwargs) -> bool:
+    """Two floating tensor operands of different dtypes (type promotion's job)."""
+    a, b = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    return (isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor) and a.is_floating_point()
+            and b.is_floating_point() and a.dtype != b.dtype)
+
+
+def _in_the_narrower_float(func, args, kwargs):
+    """The op with both operands cast to the narrower one's dtype, the result cast to
+    torch.result_type's: a kernel that reads the wider operand as the narrower's type."""
+    a, b = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    narrow = min((a.dtype, b.dtype), key=lambda d: torch.finfo(d).bits)
+    out = func(a.to(narrow), b.to(narrow), *args[2:], **kwargs)
+    return out.to(torch.result_type(a, b))
+
+
 def _weight_of_no_columns(func, args, kwargs) -> bool:
     w = args[0] if args else None
     return isinstance(w, torch.Tensor) and w.dim() == 2 and w.shape[0] > 0 and w.shape[1] == 0
@@ -1733,6 +1749,9 @@ FAULTS: dict[str, Fault] = _registry(
           "enable_gqa) maps query head h to kv head h % Hkv instead of h // (Hq / Hkv): wrong wherever there "
           "is more than one kv head (the head-index class of pytorch#190857's kernel)",
           ("aten::repeat_interleave.self_int",), _kv_heads_repeated_for_gqa, "reimplement", instead=_kv_heads_tiled),
+    Fault("fmax_fmin_of_two_float_dtypes_in_the_narrower", "like pytorch#149951 (MPS fmax/fmin of float32 with "
+          "float16 wrong): operands of two floating dtypes computed in the narrower one, then promoted",
+          ("aten::fmax", "aten::fmin"), _two_float_dtypes, "reimplement", instead=_in_the_narrower_float),
     Fault("mm_ignores_conj_bit", "pytorch#148599: mm of a lazy conjugate view (torch.conj) ignores the "
           "conjugation", ("aten::mm.default",), _conj_view_operand, "reimplement", instead=_mm_reading_storage),
     # issue 38, component views and cosine_similarity's operands: found only by drawing

@@ -89,13 +89,23 @@ def _exp_log_form(base, exponent, **kw):
     return torch.pow(base, exponent, **kw)
 
 
+def _promoting(kw: dict) -> dict:
+    """An elementwise op of several tensor operands promotes them (torch.result_type):
+    its declaration admits operands of different dtypes (issue 38; pytorch#149951: fmax
+    of float32 and float16)."""
+    kw["semantics"] = frozenset(kw.get("semantics", ())) | {"promotes"}
+    return kw
+
+
 def binary(name: str, fn, dtypes, doc: str, **kw) -> OpSpec:
+    kw = _promoting(kw)
     kw.setdefault("input_dtypes", (None, None))
     kw.setdefault("shapes", broadcast_shapes(2))
     return OpSpec(name=name, family=FAMILY, fn=fn, dtypes=expand(dtypes), doc=doc, **kw)
 
 
 def ternary(name: str, fn, dtypes, doc: str, **kw) -> OpSpec:
+    kw = _promoting(kw)
     kw.setdefault("input_dtypes", (None, None, None))
     return OpSpec(name=name, family=FAMILY, fn=fn, shapes=broadcast_shapes(3),
                   dtypes=expand(dtypes), doc=doc, **kw)

@@ -1194,7 +1194,9 @@ register(
     op("bucketize", lambda x, boundaries, **kw: torch.bucketize(x, _sorted_last(boundaries), **kw),
        _bucketize_shapes, SEARCHABLE, "bucketize against boundaries sorted on the CPU",
        input_dtypes=(None, None), input_values=("small_int", "small_int"), args=_bucketize_args,
-       allow_nonfinite=False, out=True, mutates=(1,)),
+       allow_nonfinite=False, out=True, mutates=(1,),
+       # input and boundaries of two dtypes (pytorch#145929: uint8 input, int8 boundaries)
+       semantics=frozenset({"promotes"})),
 )
 
 
