@@ -87,3 +87,38 @@ def test_campaign_finds_explains_and_minimises_the_wrong_kv_head(tmp_path):
     q, k = (finding["case"]["inputs"][i]["shape"] for i in (0, 1))
     assert q[1] > k[1] > 1 and q[1] % k[1] == 0, finding["case"]
     assert_repro_proves_the_fault(finding, FAULT, tmp_path)
+
+
+# A device run's gradient dispute (H200, torch 2.11; docs/real-findings.md, runs 67-70):
+# q holds 2^31 + 1, so its scores are ~6e9 in float32; CUDA's backward gave -inf, CPU's 0,
+# the float64 references 0. Filed as a bug of both backends; the scores' rounding (~512)
+# leaves the recomputed probabilities undetermined.
+RECORDED_SCORES_PAST_ROUNDING = (
+    '{"format": 3, "op": "flex_attention", "variant": "grad", "inputs": [{"shape": [1, 2, 6, 6], "dtype": '
+    '"float32", "layout": {"offset": 2, "gaps": [], "permutation": [0, 1, 3, 2], "expanded": []}, "values": '
+    '{"distribution": "normal", "seed": 102659717, "low": null, "high": null, "specials": [[0, "2^31+1"], '
+    '[65536, "2^31+1"], [2528, "2^31+1"]]}, "alias": null}, {"shape": [1, 1, 6, 6], "dtype": "float32", "layout": '
+    '{"offset": 0, "gaps": [2, 1, 1, 1], "permutation": [], "expanded": []}, "values": {"distribution": '
+    '"positive", "seed": 7770020, "low": null, "high": null, "specials": [[1403, "-1"]]}, "alias": null}, '
+    '{"shape": [1, 1, 6, 6], "dtype": "float32", "layout": {"offset": 0, "gaps": [], "permutation": [], '
+    '"expanded": []}, "values": {"distribution": "uniform", "seed": 19, "low": null, "high": null, "specials": '
+    '[]}, "alias": null}], "kwargs": {"enable_gqa": true}}')
+
+
+def test_scores_whose_rounding_exceeds_one_get_no_gradient_verdict():
+    import json
+    spec = catalogue.get("flex_attention")
+    recorded = Case.from_json(json.loads(RECORDED_SCORES_PAST_ROUNDING))
+    why = spec.grad_undefined(recorded.materialize("cpu"), recorded.kwargs_dict())
+    assert why and "rounding in float32 exceeds 1" in why, why
+    # ordinary scores keep their verdict: float32 with |q|, |k| of 4 (scores of 128), and
+    # bfloat16 with 2 (scores of 32, rounded to within 0.125); bfloat16's scores of 128 are
+    # rounded by up to 0.5, float32's of 2^24 by 1
+    for dtype, size in ((torch.float32, 4.0), (torch.bfloat16, 2.0)):
+        q, k = torch.full((1, 2, 8, 64), size, dtype=dtype), torch.full((1, 2, 8, 64), -size, dtype=dtype)
+        assert spec.grad_undefined([q, k, k], {}) is None, dtype
+    # scores of 2^50 are determined in float64, not in float32; a tanh soft-cap bounds them
+    big = torch.full((1, 1, 4, 16), 2.0**24, dtype=torch.float64)
+    assert spec.grad_undefined([big, big, big], {}) is None
+    assert spec.grad_undefined([big.float(), big.float(), big.float()], {"score_mod": "soft_cap"}) is None
+    assert spec.grad_undefined([big.float(), big.float(), big.float()], {}) is not None

@@ -911,6 +911,33 @@ def _flex_attention_cpu(q, k, v, *, score_mod="none", mask="none", scale=None, e
         q.shape[-1] ** -0.5 if scale is None else scale, {})[0]
 
 
+def flex_scores_undetermined(inputs, kwargs, rtol=1e-5):
+    """No gradient verdict where the attention scores are too large for their dtype to
+    round to within 1: a score s = scale * q.k is rounded in the inputs' dtype (the dense
+    path multiplies in it, a fused kernel at best in float32), so where |scale| sum |q||k|
+    times that dtype's roundoff reaches 1, exp(s - logsumexp) is not determined to within
+    a factor e, and the backward, which recomputes the scores and subtracts the forward's
+    log-sum-exp, can overflow where another order of evaluation gives 0 (inputs holding
+    2^24 + 1 in float32). The tanh soft-cap bounds the scores and damps their rounding:
+    not there."""
+    q, k = inputs[0], inputs[1]
+    if kwargs.get("score_mod") == "soft_cap" or q.numel() == 0 or k.numel() == 0 or q.dim() != 4:
+        return None
+    group = q.shape[1] // k.shape[1] if k.shape[1] and q.shape[1] % k.shape[1] == 0 else 1
+    qa = q.detach().to(torch.float64).abs()
+    ka = k.detach().to(torch.float64).abs().repeat_interleave(group, dim=1)
+    scale = kwargs.get("scale")
+    scale = abs(scale) if scale is not None else q.shape[-1] ** -0.5
+    if qa.shape[:2] != ka.shape[:2] or qa.shape[-1] != ka.shape[-1]:
+        return None
+    bound = float((qa @ ka.transpose(-1, -2)).amax()) * scale
+    roundoff = torch.finfo(q.dtype).eps if q.dtype.is_floating_point else 0.0
+    if bound * roundoff >= 1:
+        return (f"attention scores up to {bound:.3g} in magnitude: their rounding in {str(q.dtype)[6:]} "
+                f"exceeds 1, so the probabilities the backward recomputes are not determined")
+    return None
+
+
 def _flex_shapes(draw, budget: ShapeBudget):
     """q (B, Hq, L, E), k (B, Hkv, S, E), v (B, Hkv, S, Ev): Hq a multiple of Hkv in a
     third of the cases (GQA), L and S small or around the kernels' tiles (up to 64), E and
@@ -947,7 +974,7 @@ if HAS_FLEX:
               "(causal, sliding window, a fully masked row, documents), scale, GQA; compiled: the fused kernel",
               dtypes=("float16", "bfloat16", "float32"), input_dtypes=(None, None, None), args=_flex_args,
               reference_fn=_flex_attention_cpu, allow_nonfinite=False, rtol_scale=16, atol_scale=16,
-              semantics=frozenset({"accumulates"})),
+              semantics=frozenset({"accumulates"}), grad_undefined=flex_scores_undetermined),
     )
 
 # -- recurrent cells and layers -------------------------------------------------------------
