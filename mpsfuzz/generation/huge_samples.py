@@ -60,6 +60,17 @@ GATHER_BLOCK_BYTES = 4096
 GRID_DIM_LIMIT = 65535
 
 
+
+def _merged(intervals) -> list[tuple[int, int]]:
+    """Half-open intervals (a, b), sorted, those that overlap or touch joined."""
+    windows: list[list[int]] = []
+    for a, b in sorted(intervals):
+        if windows and a <= windows[-1][1]:
+            windows[-1][1] = max(windows[-1][1], b)
+        else:
+            windows.append([a, b])
+    return [(a, b) for a, b in windows]
+
 def mask_targets(limit: int) -> tuple[int, ...]:
     """Element counts of ``x`` to draw near: 2^31 and 2^32 (the input's offsets), and the
     counts whose selection (a third of the rows) passes 2^31 and 2^32 (the result's), where
@@ -139,14 +150,7 @@ def column_windows(per_row: int) -> list[tuple[int, int]]:
         p *= 2
     for o in (2**31, 2**32):
         points.append(o % per_row)
-    windows: list[list[int]] = []
-    for c in sorted(points):
-        a, b = max(0, c - WINDOW_HALF), min(per_row, c + WINDOW_HALF)
-        if windows and a <= windows[-1][1]:
-            windows[-1][1] = max(windows[-1][1], b)
-        else:
-            windows.append([a, b])
-    return [(a, b) for a, b in windows]
+    return _merged((max(0, c - WINDOW_HALF), min(per_row, c + WINDOW_HALF)) for c in points)
 
 
 def selection_rows_of(y: torch.Tensor) -> torch.Tensor:
@@ -273,14 +277,7 @@ def rng_windows(numel: int, first_dim: int) -> list[tuple[int, int]]:
     while p < numel:
         starts.append(p - half)
         p *= 2
-    windows: list[list[int]] = []
-    for s in sorted(max(0, s) for s in starts):
-        a, b = s, min(numel, s + width)
-        if windows and a <= windows[-1][1]:
-            windows[-1][1] = max(windows[-1][1], b)
-        else:
-            windows.append([a, b])
-    return [(a, b) for a, b in windows]
+    return _merged((max(0, s), min(numel, max(0, s) + width)) for s in starts)
 
 
 def windows_of(out: torch.Tensor) -> torch.Tensor:
