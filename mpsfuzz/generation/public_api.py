@@ -529,6 +529,17 @@ _SDPA = Public(f"{F}.scaled_dot_product_attention", inputs=("query", "key", "val
 for _name in ("scaled_dot_product_attention", "scaled_dot_product_attention_wide_heads",
               "scaled_dot_product_attention_boolmask"):
     declare(_name, _SDPA)
+# flex_attention: score_mod and the block mask are named by the case (functions a repro
+# script copies) and passed as the function or None.
+declare("flex_attention", Public(
+    "torch.nn.attention.flex_attention.flex_attention", inputs=("query", "key", "value"),
+    flags=("score_mod", "mask"),
+    passes=lambda case: {"score_mod": None if dict(case.kwargs).get("score_mod", "none") == "none" else GIVEN,
+                         "block_mask": None if dict(case.kwargs).get("mask", "none") == "none" else GIVEN},
+    excluded={"return_lse": "an auxiliary output (the log-sum-exp), not the attention the op compares",
+              "return_aux": "auxiliary outputs (the log-sum-exp, the row maxima), not the attention",
+              "kernel_options": "the fused kernel's tiling and backend choices: the compiled targets' "
+                                "Inductor picks them; eager CPU, the reference, ignores them"}))
 _CELL_BIAS = _flags(("bias", "b_ih", True), ("bias", "b_hh", True))
 declare("lstm_cell", Public("torch.lstm_cell", signature="lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None)",
                             inputs=("input", "hx", "hx", "w_ih", "w_hh", "b_ih", "b_hh"), flags=("bias",),
