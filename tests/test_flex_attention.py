@@ -89,7 +89,7 @@ def test_campaign_finds_explains_and_minimises_the_wrong_kv_head(tmp_path):
     assert_repro_proves_the_fault(finding, FAULT, tmp_path)
 
 
-# A device run's gradient dispute (H200, torch 2.11; docs/real-findings.md, runs 67-70):
+# A gradient dispute recorded on an H200 (torch 2.11; docs/real-findings.md):
 # q holds 2^31 + 1, so its scores are ~6e9 in float32; CUDA's backward gave -inf, CPU's 0,
 # the float64 references 0. Filed as a bug of both backends; the scores' rounding (~512)
 # leaves the recomputed probabilities undetermined.
