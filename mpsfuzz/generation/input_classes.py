@@ -58,7 +58,7 @@ def _declared_dtypes(spec: OpSpec) -> set[str]:
     return set(spec.dtypes) | {d for allowed in spec.input_dtypes if allowed for d in allowed}
 
 
-def _free_inputs(spec: OpSpec, count: int) -> list[int]:
+def free_inputs(spec: OpSpec, count: int) -> list[int]:
     """The inputs (of ``count``) whose dtype the op's drawn dtype sets, not a list of
     their own (an index, a mask): the ones whose dtypes may be mixed."""
     per_input = list(spec.input_dtypes)
@@ -70,7 +70,7 @@ def _has_free_later_input(spec: OpSpec) -> bool:
     no inputs one by one takes any number: cat's)."""
     if not spec.input_dtypes:
         return True
-    return any(i > 0 for i in _free_inputs(spec, len(spec.input_dtypes)))
+    return any(i > 0 for i in free_inputs(spec, len(spec.input_dtypes)))
 
 
 def _declared(spec: OpSpec) -> set[str]:
@@ -143,7 +143,7 @@ def drawn(spec: OpSpec, case: Case) -> frozenset[str]:
     if size:
         return frozenset({size} | ({size + GRAD_SUFFIX} if case.variant == "grad" else set()))
     out = set()
-    free = _free_inputs(spec, len(case.inputs))
+    free = free_inputs(spec, len(case.inputs))
     if len({case.inputs[i].dtype for i in free}) > 1:
         out.add(MIXED_DTYPES)
     if case.variant == OUT_CAST and case.inputs and case.inputs[main_input(case)].dtype in dt.OUT_CASTS:

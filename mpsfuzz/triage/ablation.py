@@ -51,6 +51,7 @@ from ..generation import catalogue
 from ..generation.arg_extremes import extreme_arguments, ordinary
 from ..generation import dtypes as dt
 from ..generation.large_sizes import long_dim_phrase
+from ..generation.input_classes import free_inputs
 from ..generation.opspec import aliased_out_input
 from ..generation.recipes import NONFINITE_SPECIALS, Case, main_input
 from . import edits
@@ -180,13 +181,13 @@ MIXED_DTYPES = "mixed-dtypes"
 
 
 def _free_inputs(case: Case) -> list[int]:
-    """The inputs whose dtype the op's drawn dtype sets: not an index or a mask, which
-    declare dtypes of their own (``OpSpec.input_dtypes``)."""
+    """The inputs whose dtype the op's drawn dtype sets (input_classes.free_inputs): not
+    an index or a mask, which declare dtypes of their own."""
     try:
-        per_input = list(catalogue.get(case.op).input_dtypes)
+        spec = catalogue.get(case.op)
     except KeyError:
-        per_input = []
-    return [i for i in range(len(case.inputs)) if i >= len(per_input) or per_input[i] is None]
+        return list(range(len(case.inputs)))
+    return free_inputs(spec, len(case.inputs))
 
 
 def _mixed_dtypes(case: Case) -> bool:
