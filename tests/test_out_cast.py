@@ -27,21 +27,33 @@ def test_out_cast_is_drawn_where_the_family_gives_it_a_meaning():
     assert "out-cast" not in catalogue.get("mm").variants()       # linalg refuses another out= dtype
     assert "out-cast" not in catalogue.get("normal_mean_tensor").variants()   # draws judged in their own dtype
     assert catalogue.get("maximum").out_cast == "cast" and catalogue.get("cumsum").out_cast == "computes"
-    for source, into in dt.OUT_CASTS.items():
-        assert source != into and torch.can_cast(dt.to_torch(source), dt.to_torch(into)), (source, into)
+    for source, intos in dt.OUT_CASTS.items():
+        for into in intos:
+            assert source != into and torch.can_cast(dt.to_torch(source), dt.to_torch(into)), (source, into)
 
 
-def test_the_out_tensor_takes_the_main_inputs_cast_dtype():
+@pytest.mark.parametrize("seed, into", [(2, torch.uint8), (1, torch.int16)])
+def test_the_out_tensor_takes_the_main_inputs_cast_dtype(seed, into):
+    """int64 is written into uint8 or int16 by the main input's value seed (pytorch#173110:
+    maximum into uint8; #183391: fmin of int64 into int16), the same on every device."""
     from mpsfuzz.execution.executor import call_variant
-    case = Case("maximum", (_ints((3,), 1), _ints((3,), 2)), variant="out-cast")
+    case = Case("maximum", (_ints((3,), seed), _ints((3,), 2)), variant="out-cast")
     inputs = case.materialize("cpu")
     out = call_variant(catalogue.get("maximum"), case, inputs, {})
-    assert out.dtype == torch.uint8
-    assert torch.equal(out, torch.maximum(*inputs).to(torch.uint8))
+    assert out.dtype == into
+    assert torch.equal(out, torch.maximum(*inputs).to(into))
+
+
+def test_both_narrower_dtypes_of_int64_are_drawn_for_fmin():
+    from mpsfuzz.generation.recipes import out_cast_dtype_of
+    from mpsfuzz.generation.strategies import example_cases
+    cases = [c for c in example_cases(catalogue.get("fmin"), 300, seed=1)
+             if c.variant == "out-cast" and c.inputs[0].dtype == "int64"]
+    assert {out_cast_dtype_of(c) for c in cases} == {"uint8", "int16"}, len(cases)
 
 
 def test_an_out_cast_computed_right_is_no_finding_and_one_computed_in_the_out_dtype_is():
-    case = Case("maximum", (_ints((6,), 1), _ints((6,), 2)), variant="out-cast")
+    case = Case("maximum", (_ints((6,), 2), _ints((6,), 3)), variant="out-cast")
     assert judge_case(case, FaultTarget([]), DEFAULT).failures == ()
     failures = judge_case(case, FaultTarget(["maximum_computes_in_the_out_dtype"]), DEFAULT).failures
     assert {f["oracle"] for f in failures} >= {"values"}, failures

@@ -27,7 +27,7 @@ from ..generation.catalogue import LARGE_FAMILY
 from ..generation.opspec import LARGE_REAL_NUMEL, aliased_out_input
 from ..generation.preparation import preparation
 from ..generation.recipes import (ALWAYS_MATERIALISABLE, Case, case_bytes, check_materialisable, host_max_bytes,
-                                  main_input, without_bit)
+                                  main_input, out_cast_dtype_of, without_bit)
 from . import cpu_kernels, harness_clock
 from .dispatch_modes import outside_modes
 from .error_kinds import is_device_fault, is_unsupported
@@ -167,7 +167,7 @@ def _cast_out(like: torch.Tensor, case: Case) -> torch.Tensor:
     """A dense ``out=`` of ``like``'s shape in the dtype ``out-cast`` writes into: the
     main input's dtypes.OUT_CASTS (one dtype for the case on every device, whatever
     dtype a widened reference computes in)."""
-    name = dt.OUT_CASTS.get(case.inputs[main_input(case)].dtype) if case.inputs else None
+    name = out_cast_dtype_of(case)
     if name is None:
         raise VariantNotApplicable("no out= dtype to cast into for this input dtype")
     dtype = dt.to_torch(name)

@@ -29,15 +29,24 @@ INTEGRAL = SIGNED + UNSIGNED
 BOOL = ("bool",)
 LOW_PRECISION = ("float16", "bfloat16", "complex32")
 
-# The dtype of an ``out=`` of another dtype (the ``out-cast`` variant), by the dtype of
-# the case's main input: the next narrower of the same kind, where torch allows the cast
-# of a result of that kind (issue 38: CUDA's `maximum(a, b_int64, out=uint8)` computed
-# in uint8, pytorch#173110). Integer dtypes only, whose casts are exact (modular): a
-# float kernel rounds its internal result into out= once where the functional result
-# cast rounds twice, and which of the two a backend does is its choice (sigmoid of
-# float16 into bfloat16 filed as a bug of both backends).
-OUT_CASTS = {"int64": "uint8", "int32": "int16", "int16": "int8", "int8": "uint8", "uint8": "int8",
-             "uint16": "uint8", "uint32": "uint8", "uint64": "uint8"}
+# The dtypes of an ``out=`` of another dtype (the ``out-cast`` variant), by the dtype of
+# the case's main input: narrower ones of the same kind, where torch allows the cast of a
+# result of that kind (issue 38: CUDA's `maximum(a, b_int64, out=uint8)` computed in
+# uint8, pytorch#173110; `fmin` of int64 into int16, pytorch#183391). A case takes one of
+# them by its main input's value seed (:func:`out_cast_dtype`). Integer dtypes only, whose
+# casts are exact (modular): a float kernel rounds its internal result into out= once
+# where the functional result cast rounds twice, and which of the two a backend does is
+# its choice (sigmoid of float16 into bfloat16 filed as a bug of both backends).
+OUT_CASTS = {"int64": ("uint8", "int16"), "int32": ("int16", "uint8"), "int16": ("int8",), "int8": ("uint8",),
+             "uint8": ("int8",), "uint16": ("uint8",), "uint32": ("uint8", "int16"), "uint64": ("uint8",)}
+
+
+def out_cast_dtype(main_dtype: str, seed: int) -> str | None:
+    """The dtype ``out-cast`` writes into for a main input of ``main_dtype`` whose values
+    have ``seed``: one case, one dtype, on every device; None where there is none."""
+    choices = OUT_CASTS.get(main_dtype)
+    return choices[seed % len(choices)] if choices else None
+
 
 # Groups op specs use to declare what they accept.
 GROUPS = {

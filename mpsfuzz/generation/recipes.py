@@ -928,3 +928,12 @@ def main_input(case: Case) -> int:
         if r.dtype in dt.FLOAT or r.dtype in dt.COMPLEX:
             return i
     return 0
+
+
+def out_cast_dtype_of(case: Case) -> str | None:
+    """The dtype of the ``out=`` an ``out-cast`` call of ``case`` writes into
+    (dtypes.OUT_CASTS by its main input); None where the main input's dtype has none."""
+    if not case.inputs:
+        return None
+    main = case.inputs[main_input(case)]
+    return dt.out_cast_dtype(main.dtype, main.values.seed)

@@ -41,7 +41,7 @@ from ..generation.arg_extremes import extreme_arguments
 from ..generation import dtypes as dt
 from ..generation.opspec import aliased_out_input
 from ..generation.recipes import (DEVICE_GENERATED, GAP_FILLER, HASH_CHUNK, MATRIX_DISTRIBUTIONS, Case, TensorRecipe,
-                                  hash_bounds, index_hash_values, integer_bounds, main_input, resolve_kwargs,
+                                  hash_bounds, index_hash_values, integer_bounds, main_input, out_cast_dtype_of, resolve_kwargs,
                                   special_positions)
 from ..generation.settings import installed as installed_settings
 from ..oracles.grads import BACKWARD_SCALE
@@ -526,7 +526,7 @@ def _out_lines(spec, case: Case, kwargs: dict, devices: tuple[str, ...] = ("meta
         name = "out" if single else f"out{i}"
         shape, dtype = tuple(leaf.shape), leaf.dtype
         if case.variant == "out-cast":
-            dtype = dt.to_torch(dt.OUT_CASTS[case.inputs[main_input(case)].dtype])
+            dtype = dt.to_torch(out_cast_dtype_of(case))
         fill = "True" if dtype == torch.bool else str(OUT_FILLER)
         if case.variant == "out-resized":
             text = f"torch.full((0,), {fill}, dtype={dtype}, device=device)"
@@ -950,7 +950,7 @@ def _body(finding: Finding, device: str, target_name: str) -> tuple["_Builder", 
         expr = b.call(args, variant="functional" if case.variant.startswith("out") else case.variant, reference=True)
         if case.variant == "out-cast" and cast_back:
             # computed in the result's own dtype, then cast into the out= tensor's
-            return f"{expr}.to({dt.to_torch(dt.OUT_CASTS[case.inputs[main_input(case)].dtype])})"
+            return f"{expr}.to({dt.to_torch(out_cast_dtype_of(case))})"
         if widened and cast_back:
             expr = f"{expr}.to({dt.to_torch(case.inputs[0].dtype)})"
         return expr

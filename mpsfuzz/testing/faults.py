@@ -761,6 +761,22 @@ def _kv_heads_tiled(func, args, kwargs):
     return x.repeat(1, repeats, 1, 1)
 
 
+def _int_fill_into_bool(func, args, kwargs) -> bool:
+    """``full(size, fill, dtype=bool)`` of an int fill other than 0 and 1, which torch
+    casts to bool as fill != 0."""
+    fill = _arg(func, args, kwargs, 1)
+    return kwargs.get("dtype") == torch.bool and isinstance(fill, int) and not isinstance(fill, bool) \
+        and fill not in (0, 1)
+
+
+def _fill_truncated_to_its_low_bit(func, args, kwargs):
+    """The fill stored into bool by truncation (its lowest bit), not as fill != 0: 2 is
+    False, 3 is True (Inductor's symbolic fill kept uncast, pytorch#194062)."""
+    size, fill = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    rest = {k: v for k, v in kwargs.items() if k != "fill_value"}
+    return torch.full(size, bool(fill & 1), **rest)
+
+
 def _two_float_dtypes(func, args, kwargs) -> bool:
     """Two floating tensor operands of different dtypes (type promotion's job)."""
     a, b = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
@@ -1752,6 +1768,10 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("fmax_fmin_of_two_float_dtypes_in_the_narrower", "like pytorch#149951 (MPS fmax/fmin of float32 with "
           "float16 wrong): operands of two floating dtypes computed in the narrower one, then promoted",
           ("aten::fmax", "aten::fmin"), _two_float_dtypes, "reimplement", instead=_in_the_narrower_float),
+    Fault("full_into_bool_truncates_the_fill", "like pytorch#194062 (Inductor's full of a symbolic fill "
+          "ignoring dtype=bool): an int fill other than 0 and 1 is stored into bool by its lowest bit, not as "
+          "fill != 0", ("aten::full.default",), _int_fill_into_bool, "reimplement",
+          instead=_fill_truncated_to_its_low_bit),
     Fault("mm_ignores_conj_bit", "pytorch#148599: mm of a lazy conjugate view (torch.conj) ignores the "
           "conjugation", ("aten::mm.default",), _conj_view_operand, "reimplement", instead=_mm_reading_storage),
     # issue 38, component views and cosine_similarity's operands: found only by drawing

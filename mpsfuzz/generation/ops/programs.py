@@ -129,6 +129,40 @@ def add_layer_norm(x, r, *, eps=1e-5):
 _residual_shapes = _rows_of_a_side(MAX_INTERMEDIATE // 16)
 
 
+# -- torch.full(t.shape, fill, dtype=t.dtype).sum(): a fill cast, then consumed -----------
+
+def full_sum(t, *, fill_value):
+    return torch.full(t.shape, fill_value, dtype=t.dtype, device=t.device).sum()
+
+
+# Fills of another kind than the dtype, each cast by torch's rules before the sum: an int
+# into bool (x != 0) or past a narrow int's positive range (-1 into uint8 is 255), an int
+# a float dtype rounds (2^24 + 1 into float32), a float an int dtype truncates. Under
+# ``*-dynamic-compiled`` an int fill is a SymInt, whose cast Inductor once dropped
+# (pytorch#194062: full((3,), 3, dtype=bool).sum() gave 9). 0 and 1 Dynamo specializes.
+_FILLS = {
+    "bool": (2, 3, -1, 7, 255, 256, 2**31, 2**40 + 3, -2**62),
+    "uint8": (-1, -128, 128, 255, -255, 2, 3),
+    "int8": (-128, 127, -1, 2, 100),
+    "int16": (-32768, 32767, 300, -129, 2),
+    "int32": (2**31 - 1, -2**31, 65537, -3),
+    "int64": (2**62 + 1, -2**63, 2**31, 2**32 + 3, -7),
+    "float16": (2049, 65504, -3, 0.1, 2.5),
+    "bfloat16": (257, 3.0e38, -3, 0.1, 2.5),
+    "float32": (2**24 + 1, -3, 0.1, 2.5, 1e30),
+    "float64": (2**53 + 1, -3, 0.1, 2.5),
+}
+
+
+def _full_sum_shapes(draw, budget: ShapeBudget):
+    rank = draw_rank(draw, budget, 0, 4)
+    return (tuple(fit([_side(draw, budget) for _ in range(rank)], budget)),)
+
+
+def _full_sum_args(draw, shapes, dtypes):
+    return {"fill_value": draw(sampled_once(_FILLS[dtypes[0]]))}
+
+
 register(
     program("outer_difference_sum", outer_difference_sum, _outer_shapes, FLOAT + ("int64", "int32"),
             "(a[..., :, None] - b[..., None, :]).sum(dim): a broadcast fused into a reduction (pytorch#170360)",
@@ -144,4 +178,8 @@ register(
             "layer_norm(x + r) over the last dim: a residual add fused into a norm",
             input_dtypes=(None, None), grad=True, rtol_scale=16, atol_scale=32,
             semantics=frozenset({"accumulates"})),
+    program("full_sum", full_sum, _full_sum_shapes, tuple(_FILLS),
+            "torch.full(t.shape, fill, dtype=t.dtype).sum(): a fill of another kind cast to the dtype, then "
+            "summed; under *-dynamic-compiled an int fill is symbolic (pytorch#194062)",
+            args=_full_sum_args, rtol_scale=4, atol_scale=4, semantics=frozenset({"accumulates"})),
 )

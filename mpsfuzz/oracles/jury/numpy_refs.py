@@ -3001,6 +3001,26 @@ def _arange_times(inputs, kwargs):
     return tens(np.arange(start, start + n, dtype=dtype) * arr(t), t.dtype)
 
 
+@reference("full_sum")
+def _full_sum(inputs, kwargs):
+    """numel copies of the fill cast by torch's rules, computed with Python numbers: bool is
+    fill != 0, an integer wraps to its width (torch.full accepts -1 into uint8), a float
+    rounds to the dtype once (through numpy), and the sum of bools and integers is int64."""
+    allowed(kwargs, "fill_value")
+    t, fill = inputs[0], kwargs["fill_value"]
+    n = t.numel()
+    if t.dtype == torch.bool:
+        return tens(np.array(n * int(fill != 0), dtype=np.int64), torch.int64)
+    if not (t.is_floating_point() or t.is_complex()):
+        bits = torch.iinfo(t.dtype).bits
+        low = torch.iinfo(t.dtype).min
+        value = ((int(fill) - low) % 2**bits) + low          # a float fill truncates toward 0 first
+        total = ((n * value + 2**63) % 2**64) - 2**63          # the int64 sum wraps in its width
+        return tens(np.array(total, dtype=np.int64), torch.int64)
+    value = float(torch.tensor(float(fill), dtype=torch.float64).to(t.dtype).item())   # one rounding
+    return tens(np.array(n * value, dtype=np.float64), torch.float64).to(t.dtype)
+
+
 @reference("masked_softmax")
 def _masked_softmax(inputs, kwargs):
     allowed(kwargs, "dim")
