@@ -291,3 +291,29 @@ def test_a_crash_that_eager_cpu_alone_shares_is_filed_before_the_targets_reducti
     with pytest.raises(Stop):
         pipeline.triage(case, failure, object(), ("crash",), timeout_s=5.0)
     assert reduced
+
+
+def test_eager_cpu_alone_runs_a_heap_corruption_once_where_reduction_kept_the_case(monkeypatch):
+    """The side decided before reduction stands where the minimal case is the case
+    itself: another fresh worker for eager CPU alone would answer the same question."""
+    from types import SimpleNamespace
+
+    from mpsfuzz.execution.outcome import CaseOutcome
+    from mpsfuzz.generation.recipes import Case, TensorRecipe
+    from mpsfuzz.triage import pipeline
+    case = Case("triu", (TensorRecipe((2, 2), "float32"),))
+    failure = check_crash(_died(_GLIBC_IN_REFERENCE))
+    monkeypatch.setattr(pipeline, "reproduce", lambda *a, **k: pipeline.Reproducibility(4, 4, True))
+    monkeypatch.setattr(pipeline, "localise", lambda *a, **k: {"status": "not-localised"})
+    monkeypatch.setattr(pipeline, "reduce_case", lambda *a, **k: SimpleNamespace(case=case, failure=failure))
+    monkeypatch.setattr(pipeline, "explain", lambda *a, **k: None)
+    monkeypatch.setattr(pipeline, "shown_eagerly", lambda *a, **k: None)
+    runs = []
+
+    def alone(*a, **k):
+        runs.append(a[0])
+        return CaseOutcome(valid=True)
+    monkeypatch.setattr(pipeline, "on_cpu_alone", alone)
+    done = pipeline.triage(case, failure, SimpleNamespace(target_name="cuda"), ("crash",), timeout_s=5.0)
+    assert runs == [case]
+    assert done.failure.blame == "target" and "the target's call did" in done.failure.message

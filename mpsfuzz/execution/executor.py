@@ -24,7 +24,7 @@ import torch
 from ..generation import catalogue
 from ..generation import dtypes as dt
 from ..generation.catalogue import LARGE_FAMILY
-from ..generation.opspec import LARGE_REAL_NUMEL, aliased_out_input
+from ..generation.opspec import LARGE_REAL_NUMEL, aliased_out_input, written_input
 from ..generation.preparation import preparation
 from ..generation.recipes import (ALWAYS_MATERIALISABLE, Case, case_bytes, check_materialisable, host_max_bytes,
                                   main_input, out_cast_dtype_of, without_bit)
@@ -176,12 +176,6 @@ def _cast_out(like: torch.Tensor, case: Case) -> torch.Tensor:
 
 class VariantNotApplicable(Exception):
     """The variant cannot be formed for this case (e.g. a non-tensor result for out=)."""
-
-
-def written_input(variant: str) -> int | None:
-    """The input a call of ``variant`` writes as its result: self in place, the input
-    passed as ``out=`` itself (``SideResult.base_after`` is its base buffer)."""
-    return 0 if variant == "inplace" else aliased_out_input(variant)
 
 
 def call_variant(spec, case: Case, inputs: list, kwargs: dict, runner=None, functional=None):

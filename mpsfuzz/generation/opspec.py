@@ -204,6 +204,13 @@ def aliased_out_input(variant: str) -> int | None:
         return int(variant[len(OUT_ALIAS) + 1:])
     return None
 
+
+def written_input(variant: str) -> int | None:
+    """The input a call of ``variant`` writes as its result: self in place, the input
+    passed as ``out=`` itself (one definition for the strategies that keep such an input
+    writable and the oracles that read what the call wrote into it)."""
+    return 0 if variant == "inplace" else aliased_out_input(variant)
+
 # What an out= of another dtype means, by family (OpSpec.out_cast): "cast", the result is
 # computed in its own dtype and cast into out= (TensorIterator's ops: pytorch#173110's
 # maximum computing in the out= dtype is a bug); "computes", out='s dtype is the dtype

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from . import arg_extremes
 from . import dtypes as dt
-from .opspec import GRAD_DTYPES, LARGE_REAL_NUMEL, OpSpec, aliased_out_input, mixes_dtypes, ShapeBudget, integers_once, sampled_once, unique_lists_once
+from .opspec import GRAD_DTYPES, LARGE_REAL_NUMEL, OpSpec, mixes_dtypes, written_input, ShapeBudget, integers_once, sampled_once, unique_lists_once
 from .recipes import (DEVICE_GENERATED, MATRIX_DISTRIBUTIONS, NONFINITE_SPECIALS, SPECIAL_NAMES, Alias, Case, Layout,
                       TensorRecipe, ValueRecipe, storage_plan)
 
@@ -358,11 +358,9 @@ def _written_inputs(spec: OpSpec, variant: str) -> set[int]:
     passes as ``out=``, the ones the functional form mutates, and the self of
     in-place-only RNG ops (not the input of a large one, rand@huge's, which carries only
     the size of its draw: a stride-0 view)."""
-    written = set(spec.mutates)
-    if variant == "inplace" or "random" in spec.semantics and "large" not in spec.semantics:
+    written = set(spec.mutates) | ({written_input(variant)} - {None})
+    if "random" in spec.semantics and "large" not in spec.semantics:
         written.add(0)
-    if aliased_out_input(variant) is not None:
-        written.add(aliased_out_input(variant))
     return written
 
 

@@ -69,21 +69,20 @@ def check_crash(event: ProcessEvent) -> Failure | None:
     if event.kind != "died":
         return None
     sig = signal_name(event.returncode)
+    on_cpu = crashed_in_reference(event.stderr_tail)
     heap = heap_corruption(event.stderr_tail)
     if heap is not None:
         # keyed by the kind, never the frames: they are wherever the heap was next used
-        in_reference = crashed_in_reference(event.stderr_tail)
         return Failure(
             oracle="crash", kind="crash", severity="critical",
             title=f"`{event.op}` corrupts the heap ({heap}; {sig})",
             message=f"worker died with {sig} after the allocator found its heap corrupted ({heap}); the crash "
                     f"is keyed by the op, not by its frames, which are wherever the heap was next used"
-                    f"{' (the CPU reference was running: ' + HEAP_UNDECIDED + ')' if in_reference else ''}"
+                    f"{' (the CPU reference was running: ' + HEAP_UNDECIDED + ')' if on_cpu else ''}"
                     f"; last stderr lines:\n{event.stderr_tail.strip()}",
             dedup_key=("crash", HEAP_CORRUPTION),
             details={"signal": sig, "returncode": event.returncode, "heap": heap},
-            blame="undecided" if in_reference else "target")
-    on_cpu = crashed_in_reference(event.stderr_tail)
+            blame="undecided" if on_cpu else "target")
     where = "eager CPU (the reference)" if on_cpu else event.target_name
     return Failure(
         oracle="crash", kind="crash", severity="critical",

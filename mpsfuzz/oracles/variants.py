@@ -14,7 +14,8 @@ from __future__ import annotations
 import torch
 
 from . import Failure, form_keyed, oracle
-from ..execution.executor import cpu_side, functional_reference, written_input
+from ..execution.executor import cpu_side, functional_reference
+from ..generation.opspec import written_input
 from ..execution.observation import Observation, Raised
 from ..generation.recipes import with_bit, without_bit
 from .values import UNCOMPARABLE, compare_outputs, dut_alone_scale, variant_phrase

@@ -227,16 +227,13 @@ def heap_corruption_blame(case: Case, failure, pool, oracles, timeout_s: float |
 
 
 def eager_cpus_crash(case: Case, failure, pool, oracles, timeout_s: float | None) -> Failure | None:
-    """``failure`` as eager CPU's bug where it is a crash that implicates the reference
-    and eager CPU alone (a fresh worker, both sides eager CPU) fails the same way on
-    ``case``, else None (triage goes on: the target's call may be the cause). Asked
-    before reduction, so that a crash of the reference does not spend the target's
-    reduction and ablation budget: a heap corruption (its abort lands at the heap's next
-    use, so either side may have damaged it: heap_corruption_blame) and a crash with the
-    reference on the stack (blame ``cpu``: dies_on_cpu_too's rule, the same signal)."""
-    if is_heap_corruption(failure):
-        decided = heap_corruption_blame(case, failure, pool, oracles, timeout_s)
-        return decided if decided.blame == "cpu" else None
+    """``failure`` as eager CPU's bug where it is a crash with the reference on the stack
+    (blame ``cpu``) and eager CPU alone (a fresh worker, both sides eager CPU) dies the
+    same way on ``case`` (dies_on_cpu_too's rule, the same signal), else None (triage
+    goes on: the target's call may be the cause). Asked before reduction, so that a
+    crash of the reference does not spend the target's reduction and ablation budget.
+    A heap corruption is decided by heap_corruption_blame instead (its abort lands at
+    the heap's next use, so either side may have damaged it)."""
     if failure.oracle == "crash" and failure.blame == "cpu" \
             and dies_on_cpu_too(case, failure, pool, oracles, timeout_s):
         return replace(failure, message=failure.message + "\neager CPU alone dies the same way on this case, "
@@ -333,7 +330,12 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
     steps.done("reruns")
     if not repro.reliable:
         return Triage(case, failure, repro, None, None, case, time.monotonic() - start, steps=steps.seconds)
-    eager_cpus = eager_cpus_crash(case, failure, pool, oracles, timeout_s)
+    heap_before = None
+    if is_heap_corruption(failure):
+        heap_before = heap_corruption_blame(case, failure, pool, oracles, timeout_s)
+        eager_cpus = heap_before if heap_before.blame == "cpu" else None
+    else:
+        eager_cpus = eager_cpus_crash(case, failure, pool, oracles, timeout_s)
     steps.done("cpu-alone")
     if eager_cpus is not None:
         # The reference's own crash: filed as eager CPU's bug without the reduction and
@@ -382,7 +384,9 @@ def triage(case: Case, failure, pool, oracles, *, reruns: int = DEFAULT_RERUNS, 
             message=minimal_failure.message + "\n" + EDGE_REFUSAL,
             details=dict(minimal_failure.details, verdict="undecided", reason=EDGE_REFUSAL))
     if is_heap_corruption(minimal_failure):
-        minimal_failure = heap_corruption_blame(minimal, minimal_failure, pool, oracles, timeout_s)
+        # (eager CPU alone ran this very case before reduction: its answer stands)
+        minimal_failure = heap_before if minimal == case and heap_before is not None \
+            else heap_corruption_blame(minimal, minimal_failure, pool, oracles, timeout_s)
     elif minimal_failure.oracle == "crash" and minimal_failure.blame == "target" \
             and dies_on_cpu_too(minimal, minimal_failure, pool, oracles, timeout_s):
         minimal_failure = replace(
