@@ -291,3 +291,85 @@ def windows_of(out: torch.Tensor) -> torch.Tensor:
 def window_count(shape: tuple) -> int:
     """The elements :func:`windows_of` keeps of a draw of ``shape``."""
     return sum(b - a for a, b in rng_windows(math.prod(shape), shape[0] if shape else 1))
+
+
+# -- a range ----------------------------------------------------------------------------------
+#
+# pytorch#197673: CUDA torch.arange of int64 with a length past 2^32 returns wrong values
+# (a kernel whose element index, or whose length, is held in 32 bits). Element i of
+# arange(start, end, step) is start + i * step, a formula: the reference computes it with
+# Python integers at the judged positions (no kernel of CPU's), exactly for int64, and for
+# a floating dtype as the exact value rounded once to float64 and then to the dtype. A
+# device computes start + step * i in its accumulation type (float32 on CUDA for float32,
+# float16 and bfloat16: i itself is rounded there), a few of the dtype's ulps from the
+# exact value where start and step have one sign (no cancellation: the floating draws
+# keep start >= 0 < step), within the values oracle's tolerance of the dtype (float32:
+# 1.3e-6 relative, about 20 ulps); a wrapped index or length is wrong by 2^31 steps.
+# float16 is left out: past 65,504 its values are inf, and a range of 2^31 passes it.
+
+HUGE_RANGE_DTYPES = ("int64", "float32", "bfloat16", "float64")
+# int64 starts where a value passes 32 bits or double's 2^53 (each with a small offset and
+# a sign drawn), and steps: ones, small ones, wide ones whose values pass 2^53 at 2^32
+# elements (|start| + n * |step| stays below 2^62: every value fits in int64).
+RANGE_INT_STARTS = (0, 0, 2**31, 2**32, 2**40, 2**53)
+RANGE_INT_STEPS = (1, 1, 1, 2, 3, 7, 2**16 + 1, 2**21 + 3)
+# Floating starts and steps of one sign (no cancellation: see above), binary fractions
+# and not (0.1), values past 2^24 and 2^31 (float32 holds integers exactly up to 2^24).
+RANGE_FLOAT_STARTS = (0, 0, 0.5, 1, 3.25, 1000.5, 2**24, 2**31)
+RANGE_FLOAT_STEPS = (1, 1, 0.5, 0.25, 2, 3, 0.1, 1.5)
+
+
+def range_shapes(draw, budget: ShapeBudget) -> tuple:
+    """The length of a range, as the 1-D shape of the input that carries it (a stride-0
+    view of one element: triage names and shrinks it as an input's dim): just below, at
+    and past 2^31 or 2^32 elements where ``--max-bytes`` allows BYTES_PER_ELEMENT an
+    element (an int64 result: 8), else about 2^22."""
+    limit = max(1, max_bytes() // BYTES_PER_ELEMENT)
+    targets = tuple(t for t in BOUNDARIES if t + (t >> 10) <= limit) or (min(MEDIUM, limit),)
+    return ((max(1, draw(sampled_once(targets)) + draw(integers_once(-1, 2))),),)
+
+
+def range_args(draw, shapes, dtypes) -> dict:
+    """``start`` and ``step`` of a range (its length is the input's): int64's past 2^31,
+    2^32 and 2^53 with either sign, and negative steps; a floating dtype's of one sign,
+    not always binary fractions."""
+    if dtypes[0] == "int64":
+        start = draw(sampled_once(RANGE_INT_STARTS)) + draw(integers_once(-3, 3))
+        start = -start if draw(integers_once(0, 1)) else start
+        step = draw(sampled_once(RANGE_INT_STEPS)) * (-1 if draw(integers_once(0, 2)) == 0 else 1)
+        return {"start": start, "step": step}
+    start, step = draw(sampled_once(RANGE_FLOAT_STARTS)), draw(sampled_once(RANGE_FLOAT_STEPS))
+    return {"start": start, "step": step}
+
+
+def range_end(start, step, n: int):
+    """The end that gives arange(start, end, step) ``n`` elements: ``start + n * step``
+    for integers; half a step short of it otherwise (the length is ceil((end - start) /
+    step) in double, which a rounded start + n * step could push one further). (Plain
+    Python: a repro script carries its source.)"""
+    if isinstance(start, int) and isinstance(step, int):
+        return start + n * step
+    return start + (n - 0.5) * step
+
+
+def range_windows(n: int) -> list[tuple[int, int]]:
+    """Positions ``[a, b)`` of a range of ``n`` elements that are judged: those of a draw
+    (rng_windows: the start, the end, and across every power of two from 2^16, so 2^31 -
+    1, 2^31, 2^32 - 1 and 2^32)."""
+    return rng_windows(n, 1)
+
+
+def range_formula(start, step, n: int, dtype: torch.dtype) -> torch.Tensor:
+    """start + i * step at the judged positions of a range of ``n`` elements, in
+    ``dtype``, computed with Python integers: exact for an integer dtype; for a floating
+    one the exact value (start and step as the doubles torch receives, ratios of
+    integers) rounded once to float64 by Python's integer division, then to ``dtype``.
+    (Plain Python: a repro script carries its source.)"""
+    positions = [i for a, b in range_windows(n) for i in range(a, b)]
+    if not dtype.is_floating_point:
+        return torch.tensor([start + i * step for i in positions], dtype=dtype)
+    start_num, start_den = float(start).as_integer_ratio()
+    step_num, step_den = float(step).as_integer_ratio()
+    den = start_den * step_den
+    values = [(start_num * step_den + i * step_num * start_den) / den for i in positions]
+    return torch.tensor(values, dtype=torch.float64).to(dtype)

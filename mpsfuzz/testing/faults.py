@@ -977,6 +977,18 @@ def _draw_past_huge_limit(func, args, kwargs) -> bool:
     return isinstance(size, (list, tuple)) and math.prod(size) > HUGE_FORWARD_LIMIT
 
 
+def _range_past_huge_limit(func, args, kwargs) -> bool:
+    """aten::arange (any overload: end; start, end; start, end, step) of more than
+    HUGE_FORWARD_LIMIT elements, its length as torch computes it (ceil((end - start) /
+    step) in double)."""
+    names = [a.name for a in func._schema.arguments]
+    given = {name: _arg(func, args, kwargs, i) for i, name in enumerate(names) if name in ("start", "end", "step")}
+    start, end, step = given.get("start", 0) or 0, given.get("end"), given.get("step", 1) or 1
+    if end is None:
+        return False
+    return math.ceil((float(end) - float(start)) / float(step)) > HUGE_FORWARD_LIMIT
+
+
 def _backward_past_huge_limit(func, args, kwargs) -> bool:
     """A backward kernel (never the forward) whose input holds more than
     HUGE_BACKWARD_LIMIT elements."""
@@ -1672,6 +1684,11 @@ FAULTS: dict[str, Fault] = _registry(
           "32 bits, restarts past that limit (2^31 scaled to the @huge class's size here): the elements from "
           "there on repeat the first ones", ("aten::rand",), _draw_past_huge_limit, "wrap_int32",
           wrap_at=HUGE_FORWARD_LIMIT),
+    Fault("arange_length_past_int32_wraps", "the class of pytorch#197673 (CUDA int64 torch.arange of more than "
+          "2^32 elements gives wrong values): a range of more elements than the @large class makes, whose element "
+          "index is held in 32 bits, writes the elements past that limit (2^31 scaled to the @huge class's size "
+          "here) where the index wrapped: they repeat the first values", ("aten::arange",), _range_past_huge_limit,
+          "wrap_int32", wrap_at=HUGE_FORWARD_LIMIT),
     Fault("cumsum_leak", "like pytorch#145503: cumsum leaks memory on every call",
           ("aten::cumsum",), _always, "leak"),
     # nn, losses, attention, backward, indexing, out=, in-place and RNG bugs
