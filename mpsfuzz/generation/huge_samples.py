@@ -319,14 +319,21 @@ RANGE_FLOAT_STARTS = (0, 0, 0.5, 1, 3.25, 1000.5, 2**24, 2**31)
 RANGE_FLOAT_STEPS = (1, 1, 0.5, 0.25, 2, 3, 0.1, 1.5)
 
 
+# Lengths a range is drawn near: 2^31, 2^32 (pytorch#197673's int64 N > 2^32) and 2^33
+# (a length held in 32 bits wraps to a small one there), and how far past them: a length
+# just below, at and past each, or a block of 4,097 past it (a kernel's tile past the wrap).
+RANGE_LENGTHS = (*BOUNDARIES, 2**33)
+RANGE_PAST = (1, 0, -1, 2, 4097)
+
+
 def range_shapes(draw, budget: ShapeBudget) -> tuple:
     """The length of a range, as the 1-D shape of the input that carries it (a stride-0
-    view of one element: triage names and shrinks it as an input's dim): just below, at
-    and past 2^31 or 2^32 elements where ``--max-bytes`` allows BYTES_PER_ELEMENT an
-    element (an int64 result: 8), else about 2^22."""
+    view of one element: triage names and shrinks it as an input's dim): near 2^31, 2^32
+    or 2^33 elements where ``--max-bytes`` allows BYTES_PER_ELEMENT an element (an int64
+    result: 8), else about 2^22."""
     limit = max(1, max_bytes() // BYTES_PER_ELEMENT)
-    targets = tuple(t for t in BOUNDARIES if t + (t >> 10) <= limit) or (min(MEDIUM, limit),)
-    return ((max(1, draw(sampled_once(targets)) + draw(integers_once(-1, 2))),),)
+    targets = tuple(t for t in RANGE_LENGTHS if t + (t >> 10) <= limit) or (min(MEDIUM, limit),)
+    return ((max(1, draw(sampled_once(targets)) + draw(sampled_once(RANGE_PAST))),),)
 
 
 def range_args(draw, shapes, dtypes) -> dict:
