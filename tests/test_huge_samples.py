@@ -2,8 +2,9 @@
 mask's selection, pytorch#164048) against the input rows its compared rows come from,
 found in closed form; rand@huge (a draw, pytorch#155293) by the distribution oracle on
 windows of the draw; arange@huge (a range, pytorch#197673) against its formula computed
-with Python integers on windows. Each has a fault past the class's scaled 2^31 that a
-campaign finds."""
+with Python integers on windows; embedding@huge (a lookup in a weight past 2^31 elements,
+pytorch#188756) against the rows looked up alone. Each has a fault past the class's scaled
+2^31 that a campaign finds."""
 from __future__ import annotations
 
 import json
@@ -19,7 +20,7 @@ from mpsfuzz.generation.strategies import example_cases
 from mpsfuzz.oracles.distribution import judge_output
 from mpsfuzz.testing import faults
 
-MASK, RAND, RANGE = "getitem_mask@huge", "rand@huge", "arange@huge"
+MASK, RAND, RANGE, LOOKUP = "getitem_mask@huge", "rand@huge", "arange@huge", "embedding@huge"
 
 
 def _mask(rows: int, seed: int) -> TensorRecipe:
@@ -242,9 +243,55 @@ def test_the_range_fault_wraps_only_a_range_past_the_limit():
     assert out[-1].item() == 0 and target.fired["arange_length_past_int32_wraps"] == 2
 
 
+# -- the lookup -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", [1, 3])
+def test_a_lookup_equals_the_base_op_on_the_rows_looked_up_alone(seed):
+    """With the default --max-bytes (a weight of about 2^22 elements): embedding on the whole
+    weight equals eager CPU's embedding of the looked-up rows alone (made from the hash)
+    with the indices renumbered into them; the reference holds a few rows."""
+    spec = catalogue.get(LOOKUP)
+    drawn = example_cases(spec, 6, seed=seed)
+    for case in drawn:
+        idx, w = case.inputs
+        assert w.numel > MAX_ELEMENTS and w.values.distribution == idx.values.distribution == "index_hash"
+        reference = spec.reference_inputs(case)
+        assert reference[1].shape[0] <= idx.numel and reference[0].dtype == getattr(torch, idx.dtype)
+        got, want = spec.fn(*case.materialize("cpu")), spec.reference_fn(*reference)
+        assert got.dtype == want.dtype and torch.equal(got, want), [r.shape for r in case.inputs]
+
+
+def test_lookups_reach_weights_past_2_32_and_indices_past_row_2_31_over_dim(with_settings):
+    """At --max-bytes 140 GB: weights past 2^31 and 2^32 elements, looked up at indices
+    past row 2^31 / dim (pytorch#188756: the row's offset passes 32 bits), in int32 and
+    int64; none past what --max-bytes allows."""
+    limit = 140 * 10**9
+    with_settings(max_bytes=limit)
+    drawn = example_cases(catalogue.get(LOOKUP), 60, seed=1)
+    assert max(c.inputs[1].numel for c in drawn) * 12 <= limit
+    past = [c for c in drawn if c.inputs[1].numel > 2**32
+            and bool((c.inputs[0].materialize("cpu").long() * c.inputs[1].shape[1] >= 2**31).any())]
+    assert len(past) >= 5 and {c.inputs[0].dtype for c in past} == {"int32", "int64"}
+
+
+def test_the_lookup_fault_reads_only_rows_past_the_limit_wrongly():
+    """embedding_row_offset_past_int32: rows whose offset index * dim reaches MAX_ELEMENTS
+    are read where it wrapped; rows before it are right, and a weight of MAX_ELEMENTS
+    elements is untouched."""
+    target = faults.FaultTarget(["embedding_row_offset_past_int32"])
+    dim = 64
+    w = (torch.arange((MAX_ELEMENTS // dim + 5) * dim) % 241 - 120).to(torch.float16).view(-1, dim)
+    idx = torch.tensor([0, MAX_ELEMENTS // dim - 1, MAX_ELEMENTS // dim, MAX_ELEMENTS // dim + 4])
+    got = target.run(torch.nn.functional.embedding, idx, w)
+    assert torch.equal(got[:2], w[idx[:2]]) and torch.equal(got[2], w[0]) and not torch.equal(got[3], w[idx[3]])
+    assert target.fired["embedding_row_offset_past_int32"] == 1
+    assert torch.equal(target.run(torch.nn.functional.embedding, idx[:2], w[:MAX_ELEMENTS // dim]), w[idx[:2]])
+    assert target.fired["embedding_row_offset_past_int32"] == 1
+
+
 # -- all: the size classes and the campaigns --------------------------------------------------
 
-@pytest.mark.parametrize("op", [MASK, RAND, RANGE])
+@pytest.mark.parametrize("op", [MASK, RAND, RANGE, LOOKUP])
 def test_the_large_selection_draws_them_and_coverage_counts_them_as_huge(op):
     base = catalogue.get(op).base
     assert op in catalogue.large_class([base]) and op not in catalogue.select("all")
@@ -256,7 +303,8 @@ def test_the_large_selection_draws_them_and_coverage_counts_them_as_huge(op):
 @pytest.mark.slow
 @pytest.mark.parametrize("fault, op, oracle", [("mask_select_past_int32", MASK, "values"),
                                                 ("rand_stream_past_int32", RAND, "distribution"),
-                                                ("arange_length_past_int32_wraps", RANGE, "values")])
+                                                ("arange_length_past_int32_wraps", RANGE, "values"),
+                                                ("embedding_row_offset_past_int32", LOOKUP, "values")])
 def test_a_fault_past_the_limit_is_found_explained_by_the_size_and_minimised_keeping_it(fault, op, oracle, tmp_path):
     """A campaign of the op finds the fault (about 40 s on two cores), explains it by the
     long dim, minimises it with more than MAX_ELEMENTS elements kept, and verifies a
@@ -271,7 +319,7 @@ def test_a_fault_past_the_limit_is_found_explained_by_the_size_and_minimised_kee
     assert (finding["op"], finding["oracle"]) == (op, oracle), finding["title"]
     assert finding["minimisation"] and "side>=65536" in finding["conditions"], finding["explanation"]
     assert "has a dim of 65,536 or more" in finding["explanation"], finding["explanation"]
-    assert math.prod(finding["case"]["inputs"][0]["shape"]) > MAX_ELEMENTS
+    assert max(math.prod(r["shape"]) for r in finding["case"]["inputs"]) > MAX_ELEMENTS
     assert finding["repro"]["verified"], json.dumps(finding["repro"])[:500]
     rss_kib = int(run.stderr.strip().splitlines()[-1])
     assert rss_kib < 2 * 1024 * 1024, rss_kib

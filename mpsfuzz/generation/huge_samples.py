@@ -380,3 +380,60 @@ def range_formula(start, step, n: int, dtype: torch.dtype) -> torch.Tensor:
     den = start_den * step_den
     values = [(start_num * step_den + i * step_num * start_den) / den for i in positions]
     return torch.tensor(values, dtype=torch.float64).to(dtype)
+
+
+# -- a lookup (embedding) ---------------------------------------------------------------------
+#
+# pytorch#188756: MPS index_select and embedding of a weight past 2^31 elements return
+# wrong rows for indices past row 2^31 / dim (the row's offset, index * dim, held in 32
+# bits). The weight's rows are not the result's rows, so the @huge class's cut into rows
+# does not apply; but the result is small (one row per index), so it is compared whole,
+# against eager CPU's embedding of the rows looked up alone: those rows made from the
+# weight's hash (recipes.index_hash_values), the indices renumbered into them. The indices
+# are made from the hash too, in [0, rows): for a weight of 2^32 elements about half of
+# them point past row 2^31 / dim.
+
+LOOKUP_DTYPES = ("float16", "bfloat16", "float32")
+# Row widths (a width of 1 at 2^32 elements would need indices past 2^31 - 1, which the
+# bounded hash does not reach). 3 first, where shrinking goes: a narrow weight keeps more
+# than 65,536 rows at any size past 2^21 elements, so that triage names its long dim.
+LOOKUP_DIMS = (3, 64, 1000, 4096, 2)
+# How many indices, in one or two dims.
+LOOKUP_COUNTS = (16, 1, 5, 64, 257)
+
+
+def lookup_shapes(draw, budget: ShapeBudget) -> tuple:
+    """(indices, weight) of an embedding: a few indices (1-D or 2-D), a weight of just
+    below, at or past 2^31 or 2^32 elements where ``--max-bytes`` allows BYTES_PER_ELEMENT
+    an element (else about 2^22), rows of LOOKUP_DIMS elements."""
+    limit = max(1, max_bytes() // BYTES_PER_ELEMENT)
+    dim = draw(sampled_once(LOOKUP_DIMS))
+    targets = tuple(t for t in BOUNDARIES if t + 2 * dim <= limit) or (min(MEDIUM, limit),)
+    rows = max(1, draw(sampled_once(targets)) // dim + draw(integers_once(-1, 2)))
+    count = draw(sampled_once(LOOKUP_COUNTS))
+    indices = (count,) if draw(integers_once(0, 1)) == 0 or count == 1 else (2, -(-count // 2))
+    return (indices, (rows, dim))
+
+
+def lookup_index_values(shapes, kwargs) -> dict:
+    """The indices: from the hash, made on the device, in [0, rows of the weight)."""
+    return {"distribution": "index_hash", "low": 0, "high": max(0, shapes[1][0] - 1)}
+
+
+def lookup_reference_inputs(case) -> list[torch.Tensor] | None:
+    """The CPU reference's (indices, weight) of an ``embedding@huge`` case: the weight's
+    rows that the indices look up (modulo its rows, as the call takes them), alone, made from
+    its hash (sorted, each once), and the indices renumbered into them (same shape and
+    dtype); None where the weight is not made from the hash (a small case or a probe's:
+    the reference runs on the case whole)."""
+    indices, weight = case.inputs[0], case.inputs[1]
+    if weight.values.distribution not in DEVICE_GENERATED or weight.rank != 2:
+        return None
+    idx = indices.materialize("cpu").to(torch.int64).remainder(max(1, weight.shape[0]))
+    rows = torch.unique(idx.reshape(-1))
+    cut = weight.rows_values(_merged((r, r + 1) for r in rows.tolist()))
+    return [torch.searchsorted(rows, idx.contiguous()).to(dt.to_torch(indices.dtype)), cut]
+
+
+# (a repro script cuts no rows from the device's inputs: the renumbered indices are no cut)
+lookup_reference_inputs.blocks = lambda case: {}

@@ -977,6 +977,22 @@ def _draw_past_huge_limit(func, args, kwargs) -> bool:
     return isinstance(size, (list, tuple)) and math.prod(size) > HUGE_FORWARD_LIMIT
 
 
+def _lookup_past_huge_limit(func, args, kwargs) -> bool:
+    """aten::embedding of a weight of more than HUGE_FORWARD_LIMIT elements."""
+    weight = _arg(func, args, kwargs, 0)
+    return isinstance(weight, torch.Tensor) and weight.dim() == 2 and weight.numel() > HUGE_FORWARD_LIMIT
+
+
+def _rows_read_at_wrapped_offsets(func, args, kwargs) -> torch.Tensor:
+    """``embedding(weight, indices)`` whose kernel computes a row's offset, index * dim,
+    in 32 bits (scaled to HUGE_FORWARD_LIMIT): an element at that offset or past it is
+    read from the offset wrapped (modulo the limit). Rows before it are right."""
+    weight, indices = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    dim = weight.shape[1]
+    offsets = (indices.to(torch.int64)[..., None] * dim + torch.arange(dim)) % HUGE_FORWARD_LIMIT
+    return weight.reshape(-1)[offsets]
+
+
 def _range_past_huge_limit(func, args, kwargs) -> bool:
     """aten::arange (any overload: end; start, end; start, end, step) of more than
     HUGE_FORWARD_LIMIT elements, its length as torch computes it (ceil((end - start) /
@@ -1689,6 +1705,11 @@ FAULTS: dict[str, Fault] = _registry(
           "index is held in 32 bits, writes the elements past that limit (2^31 scaled to the @huge class's size "
           "here) where the index wrapped: they repeat the first values", ("aten::arange",), _range_past_huge_limit,
           "wrap_int32", wrap_at=HUGE_FORWARD_LIMIT),
+    Fault("embedding_row_offset_past_int32", "the class of pytorch#188756 (MPS index_select and embedding of a "
+          "weight past 2^31 elements give wrong rows for indices past row 2^31 / dim): embedding of a weight of "
+          "more elements than the @large class makes computes each row's offset, index * dim, in 32 bits (2^31 "
+          "scaled to the @huge class's size here): a row at or past that offset is read where it wrapped",
+          ("aten::embedding",), _lookup_past_huge_limit, "reimplement", instead=_rows_read_at_wrapped_offsets),
     Fault("cumsum_leak", "like pytorch#145503: cumsum leaks memory on every call",
           ("aten::cumsum",), _always, "leak"),
     # nn, losses, attention, backward, indexing, out=, in-place and RNG bugs
