@@ -977,6 +977,12 @@ def _draw_past_huge_limit(func, args, kwargs) -> bool:
     return isinstance(size, (list, tuple)) and math.prod(size) > HUGE_FORWARD_LIMIT
 
 
+def _half_5d_past_huge_limit(func, args, kwargs) -> bool:
+    """An op on a 5-D float16 or bfloat16 input of more than HUGE_FORWARD_LIMIT elements."""
+    x = _input(func, args, kwargs)
+    return x.dim() == 5 and x.dtype in (torch.float16, torch.bfloat16) and x.numel() > HUGE_FORWARD_LIMIT
+
+
 def _lookup_past_huge_limit(func, args, kwargs) -> bool:
     """aten::embedding of a weight of more than HUGE_FORWARD_LIMIT elements."""
     weight = _arg(func, args, kwargs, 0)
@@ -1705,6 +1711,12 @@ FAULTS: dict[str, Fault] = _registry(
           "index is held in 32 bits, writes the elements past that limit (2^31 scaled to the @huge class's size "
           "here) where the index wrapped: they repeat the first values", ("aten::arange",), _range_past_huge_limit,
           "wrap_int32", wrap_at=HUGE_FORWARD_LIMIT),
+    Fault("neg_half_5d_past_int32", "the class of pytorch#154828 (MPS elementwise ops on a 5-D bfloat16 or "
+          "float16 tensor of about 2^32 elements give wrong values): neg of a 5-D half-precision input of more "
+          "elements than the @large class makes, whose 5-D index arithmetic is held in 32 bits, writes the "
+          "elements past that limit (2^31 scaled to the @huge class's size here) where the index wrapped; "
+          "fewer dims or another dtype are right", ("aten::neg",), _half_5d_past_huge_limit, "wrap_int32",
+          wrap_at=HUGE_FORWARD_LIMIT),
     Fault("embedding_row_offset_past_int32", "the class of pytorch#188756 (MPS index_select and embedding of a "
           "weight past 2^31 elements give wrong rows for indices past row 2^31 / dim): embedding of a weight of "
           "more elements than the @large class makes computes each row's offset, index * dim, in 32 bits (2^31 "
