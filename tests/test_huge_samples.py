@@ -1,7 +1,10 @@
 """Results past 2^31 elements judged on samples (issue 38): getitem_mask@huge (a boolean
 mask's selection, pytorch#164048) against the input rows its compared rows come from,
 found in closed form; rand@huge (a draw, pytorch#155293) by the distribution oracle on
-windows of the draw. Each has a fault past the class's scaled 2^31 that a campaign finds."""
+windows of the draw; arange@huge (a range, pytorch#197673) against its formula computed
+with Python integers on windows; embedding@huge (a lookup in a weight past 2^31 elements,
+pytorch#188756) against the rows looked up alone. Each has a fault past the class's scaled
+2^31 that a campaign finds."""
 from __future__ import annotations
 
 import json
@@ -17,7 +20,7 @@ from mpsfuzz.generation.strategies import example_cases
 from mpsfuzz.oracles.distribution import judge_output
 from mpsfuzz.testing import faults
 
-MASK, RAND = "getitem_mask@huge", "rand@huge"
+MASK, RAND, RANGE, LOOKUP = "getitem_mask@huge", "rand@huge", "arange@huge", "embedding@huge"
 
 
 def _mask(rows: int, seed: int) -> TensorRecipe:
@@ -178,9 +181,117 @@ def test_the_rand_fault_restarts_only_a_draw_past_the_limit():
     assert target.fired["rand_stream_past_int32"] == 1 and not torch.equal(out[-100:], out[:100])
 
 
-# -- both: the size classes and the campaigns --------------------------------------------------
+# -- the range ------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("op", [MASK, RAND])
+def test_the_range_formula_is_exact_where_doubles_are_not():
+    """int64 values past 2^53 (where a double stops holding every integer) are start + i *
+    step exactly; a float32 value is the exact one rounded once (0.1 as the double torch
+    receives: 2^31 steps of it are not 2^31 * 0.1 in float32 arithmetic)."""
+    n = 2**32 + 2
+    windows = huge_samples.range_windows(n)
+    positions = [i for a, b in windows for i in range(a, b)]
+    assert {0, 2**31 - 1, 2**31, 2**32 - 1, 2**32, n - 1, 65535, 65536} <= set(positions)
+    start, step = 2**53 + 1, 2**21 + 3
+    values = huge_samples.range_formula(start, step, n, torch.int64)
+    assert values[positions.index(2**32)].item() == start + 2**32 * step
+    assert values[-1].item() == start + (n - 1) * step
+    got = huge_samples.range_formula(0, 0.1, n, torch.float32)[positions.index(2**31)]
+    assert got.item() == float(torch.tensor(2**31 * 0.1, dtype=torch.float64).to(torch.float32))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_a_range_cut_to_its_windows_agrees_with_the_formula_at_the_default_size(seed):
+    """With the default --max-bytes (about 2^22 elements: CI's size), eager CPU's arange
+    (a witness) cut to the windows equals the formula in int64 and is within a few ulps in
+    the floating dtypes; the input that carries the length is a stride-0 view."""
+    spec = catalogue.get(RANGE)
+    drawn = example_cases(spec, 12, seed=seed)
+    assert {c.inputs[0].dtype for c in drawn} >= {"int64"}
+    for case in drawn:
+        (x,) = case.materialize("cpu")
+        assert x.stride() == (0,) and x.numel() > MAX_ELEMENTS
+        got, want = spec.fn(x, **case.kwargs_dict()), spec.reference_fn(x, **case.kwargs_dict())
+        assert got.dtype == want.dtype and got.shape == want.shape, case.kwargs
+        if got.dtype == torch.int64:
+            assert torch.equal(got, want), case.kwargs
+        else:
+            assert torch.allclose(got.double(), want.double(), rtol=4 * torch.finfo(got.dtype).eps), case.kwargs
+
+
+def test_ranges_reach_2_31_and_2_32_elements_int64_past_2_32_within_max_bytes(with_settings):
+    """At --max-bytes 140 GB: lengths past 2^31 and 2^32 (pytorch#197673's int64 N > 2^32),
+    none past what --max-bytes allows at BYTES_PER_ELEMENT an element."""
+    limit = 140 * 10**9
+    with_settings(max_bytes=limit)
+    drawn = example_cases(catalogue.get(RANGE), 80, seed=1)
+    lengths = [c.inputs[0].shape[0] for c in drawn]
+    assert max(lengths) * 12 <= limit and any(n >= 2**31 for n in lengths)
+    assert any(n > 2**32 and c.inputs[0].dtype == "int64" for n, c in zip(lengths, drawn))
+    assert {c.inputs[0].dtype for c in drawn} == set(huge_samples.HUGE_RANGE_DTYPES)
+
+
+def test_the_range_fault_wraps_only_a_range_past_the_limit():
+    """arange_length_past_int32_wraps: the elements of a range of more than MAX_ELEMENTS
+    from that position on repeat the first ones; a range of MAX_ELEMENTS is untouched,
+    whichever overload (end; start, end, step) is called."""
+    target = faults.FaultTarget(["arange_length_past_int32_wraps"])
+    out = target.run(torch.arange, 5, 5 + 3 * (MAX_ELEMENTS + 100), 3)
+    assert torch.equal(out[MAX_ELEMENTS:], out[:100]) and target.fired["arange_length_past_int32_wraps"] == 1
+    assert torch.equal(target.run(torch.arange, MAX_ELEMENTS), torch.arange(MAX_ELEMENTS))
+    assert target.fired["arange_length_past_int32_wraps"] == 1
+    out = target.run(torch.arange, MAX_ELEMENTS + 1)
+    assert out[-1].item() == 0 and target.fired["arange_length_past_int32_wraps"] == 2
+
+
+# -- the lookup -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("seed", [1, 3])
+def test_a_lookup_equals_the_base_op_on_the_rows_looked_up_alone(seed):
+    """With the default --max-bytes (a weight of about 2^22 elements): embedding on the whole
+    weight equals eager CPU's embedding of the looked-up rows alone (made from the hash)
+    with the indices renumbered into them; the reference holds a few rows."""
+    spec = catalogue.get(LOOKUP)
+    drawn = example_cases(spec, 6, seed=seed)
+    for case in drawn:
+        idx, w = case.inputs
+        assert w.numel > MAX_ELEMENTS and w.values.distribution == idx.values.distribution == "index_hash"
+        reference = spec.reference_inputs(case)
+        assert reference[1].shape[0] <= idx.numel and reference[0].dtype == getattr(torch, idx.dtype)
+        got, want = spec.fn(*case.materialize("cpu")), spec.reference_fn(*reference)
+        assert got.dtype == want.dtype and torch.equal(got, want), [r.shape for r in case.inputs]
+
+
+def test_lookups_reach_weights_past_2_32_and_indices_past_row_2_31_over_dim(with_settings):
+    """At --max-bytes 140 GB: weights past 2^31 and 2^32 elements, looked up at indices
+    past row 2^31 / dim (pytorch#188756: the row's offset passes 32 bits), in int32 and
+    int64; none past what --max-bytes allows."""
+    limit = 140 * 10**9
+    with_settings(max_bytes=limit)
+    drawn = example_cases(catalogue.get(LOOKUP), 60, seed=1)
+    assert max(c.inputs[1].numel for c in drawn) * 12 <= limit
+    past = [c for c in drawn if c.inputs[1].numel > 2**32
+            and bool((c.inputs[0].materialize("cpu").long() * c.inputs[1].shape[1] >= 2**31).any())]
+    assert len(past) >= 5 and {c.inputs[0].dtype for c in past} == {"int32", "int64"}
+
+
+def test_the_lookup_fault_reads_only_rows_past_the_limit_wrongly():
+    """embedding_row_offset_past_int32: rows whose offset index * dim reaches MAX_ELEMENTS
+    are read where it wrapped; rows before it are right, and a weight of MAX_ELEMENTS
+    elements is untouched."""
+    target = faults.FaultTarget(["embedding_row_offset_past_int32"])
+    dim = 64
+    w = (torch.arange((MAX_ELEMENTS // dim + 5) * dim) % 241 - 120).to(torch.float16).view(-1, dim)
+    idx = torch.tensor([0, MAX_ELEMENTS // dim - 1, MAX_ELEMENTS // dim, MAX_ELEMENTS // dim + 4])
+    got = target.run(torch.nn.functional.embedding, idx, w)
+    assert torch.equal(got[:2], w[idx[:2]]) and torch.equal(got[2], w[0]) and not torch.equal(got[3], w[idx[3]])
+    assert target.fired["embedding_row_offset_past_int32"] == 1
+    assert torch.equal(target.run(torch.nn.functional.embedding, idx[:2], w[:MAX_ELEMENTS // dim]), w[idx[:2]])
+    assert target.fired["embedding_row_offset_past_int32"] == 1
+
+
+# -- all: the size classes and the campaigns --------------------------------------------------
+
+@pytest.mark.parametrize("op", [MASK, RAND, RANGE, LOOKUP])
 def test_the_large_selection_draws_them_and_coverage_counts_them_as_huge(op):
     base = catalogue.get(op).base
     assert op in catalogue.large_class([base]) and op not in catalogue.select("all")
@@ -191,7 +302,9 @@ def test_the_large_selection_draws_them_and_coverage_counts_them_as_huge(op):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fault, op, oracle", [("mask_select_past_int32", MASK, "values"),
-                                                ("rand_stream_past_int32", RAND, "distribution")])
+                                                ("rand_stream_past_int32", RAND, "distribution"),
+                                                ("arange_length_past_int32_wraps", RANGE, "values"),
+                                                ("embedding_row_offset_past_int32", LOOKUP, "values")])
 def test_a_fault_past_the_limit_is_found_explained_by_the_size_and_minimised_keeping_it(fault, op, oracle, tmp_path):
     """A campaign of the op finds the fault (about 40 s on two cores), explains it by the
     long dim, minimises it with more than MAX_ELEMENTS elements kept, and verifies a
@@ -206,7 +319,7 @@ def test_a_fault_past_the_limit_is_found_explained_by_the_size_and_minimised_kee
     assert (finding["op"], finding["oracle"]) == (op, oracle), finding["title"]
     assert finding["minimisation"] and "side>=65536" in finding["conditions"], finding["explanation"]
     assert "has a dim of 65,536 or more" in finding["explanation"], finding["explanation"]
-    assert math.prod(finding["case"]["inputs"][0]["shape"]) > MAX_ELEMENTS
+    assert max(math.prod(r["shape"]) for r in finding["case"]["inputs"]) > MAX_ELEMENTS
     assert finding["repro"]["verified"], json.dumps(finding["repro"])[:500]
     rss_kib = int(run.stderr.strip().splitlines()[-1])
     assert rss_kib < 2 * 1024 * 1024, rss_kib

@@ -291,3 +291,149 @@ def windows_of(out: torch.Tensor) -> torch.Tensor:
 def window_count(shape: tuple) -> int:
     """The elements :func:`windows_of` keeps of a draw of ``shape``."""
     return sum(b - a for a, b in rng_windows(math.prod(shape), shape[0] if shape else 1))
+
+
+# -- a range ----------------------------------------------------------------------------------
+#
+# pytorch#197673: CUDA torch.arange of int64 with a length past 2^32 returns wrong values
+# (a kernel whose element index, or whose length, is held in 32 bits). Element i of
+# arange(start, end, step) is start + i * step, a formula: the reference computes it with
+# Python integers at the judged positions (no kernel of CPU's), exactly for int64, and for
+# a floating dtype as the exact value rounded once to float64 and then to the dtype. A
+# device computes start + step * i in its accumulation type (float32 on CUDA for float32,
+# float16 and bfloat16: i itself is rounded there), a few of the dtype's ulps from the
+# exact value where start and step have one sign (no cancellation: the floating draws
+# keep start >= 0 < step), within the values oracle's tolerance of the dtype (float32:
+# 1.3e-6 relative, about 20 ulps); a wrapped index or length is wrong by 2^31 steps.
+# float16 is left out: past 65,504 its values are inf, and a range of 2^31 passes it.
+
+HUGE_RANGE_DTYPES = ("int64", "float32", "bfloat16", "float64")
+# int64 starts where a value passes 32 bits or double's 2^53 (each with a small offset and
+# a sign drawn), and steps: ones, small ones, wide ones whose values pass 2^53 at 2^32
+# elements (|start| + n * |step| stays below 2^62: every value fits in int64).
+RANGE_INT_STARTS = (0, 0, 2**31, 2**32, 2**40, 2**53)
+RANGE_INT_STEPS = (1, 1, 1, 2, 3, 7, 2**16 + 1, 2**21 + 3)
+# Floating starts and steps of one sign (no cancellation: see above), binary fractions
+# and not (0.1), values past 2^24 and 2^31 (float32 holds integers exactly up to 2^24).
+RANGE_FLOAT_STARTS = (0, 0, 0.5, 1, 3.25, 1000.5, 2**24, 2**31)
+RANGE_FLOAT_STEPS = (1, 1, 0.5, 0.25, 2, 3, 0.1, 1.5)
+
+
+# Lengths a range is drawn near: 2^31, 2^32 (pytorch#197673's int64 N > 2^32) and 2^33
+# (a length held in 32 bits wraps to a small one there), and how far past them: a length
+# just below, at and past each, or a block of 4,097 past it (a kernel's tile past the wrap).
+RANGE_LENGTHS = (*BOUNDARIES, 2**33)
+RANGE_PAST = (1, 0, -1, 2, 4097)
+
+
+def range_shapes(draw, budget: ShapeBudget) -> tuple:
+    """The length of a range, as the 1-D shape of the input that carries it (a stride-0
+    view of one element: triage names and shrinks it as an input's dim): near 2^31, 2^32
+    or 2^33 elements where ``--max-bytes`` allows BYTES_PER_ELEMENT an element (an int64
+    result: 8), else about 2^22."""
+    limit = max(1, max_bytes() // BYTES_PER_ELEMENT)
+    targets = tuple(t for t in RANGE_LENGTHS if t + (t >> 10) <= limit) or (min(MEDIUM, limit),)
+    return ((max(1, draw(sampled_once(targets)) + draw(sampled_once(RANGE_PAST))),),)
+
+
+def range_args(draw, shapes, dtypes) -> dict:
+    """``start`` and ``step`` of a range (its length is the input's): int64's past 2^31,
+    2^32 and 2^53 with either sign, and negative steps; a floating dtype's of one sign,
+    not always binary fractions."""
+    if dtypes[0] == "int64":
+        start = draw(sampled_once(RANGE_INT_STARTS)) + draw(integers_once(-3, 3))
+        start = -start if draw(integers_once(0, 1)) else start
+        step = draw(sampled_once(RANGE_INT_STEPS)) * (-1 if draw(integers_once(0, 2)) == 0 else 1)
+        return {"start": start, "step": step}
+    start, step = draw(sampled_once(RANGE_FLOAT_STARTS)), draw(sampled_once(RANGE_FLOAT_STEPS))
+    return {"start": start, "step": step}
+
+
+def range_end(start, step, n: int):
+    """The end that gives arange(start, end, step) ``n`` elements: ``start + n * step``
+    for integers; half a step short of it otherwise (the length is ceil((end - start) /
+    step) in double, which a rounded start + n * step could push one further). (Plain
+    Python: a repro script carries its source.)"""
+    if isinstance(start, int) and isinstance(step, int):
+        return start + n * step
+    return start + (n - 0.5) * step
+
+
+def range_windows(n: int) -> list[tuple[int, int]]:
+    """Positions ``[a, b)`` of a range of ``n`` elements that are judged: those of a draw
+    (rng_windows: the start, the end, and across every power of two from 2^16, so 2^31 -
+    1, 2^31, 2^32 - 1 and 2^32)."""
+    return rng_windows(n, 1)
+
+
+def range_formula(start, step, n: int, dtype: torch.dtype) -> torch.Tensor:
+    """start + i * step at the judged positions of a range of ``n`` elements, in
+    ``dtype``, computed with Python integers: exact for an integer dtype; for a floating
+    one the exact value (start and step as the doubles torch receives, ratios of
+    integers) rounded once to float64 by Python's integer division, then to ``dtype``.
+    (Plain Python: a repro script carries its source.)"""
+    positions = [i for a, b in range_windows(n) for i in range(a, b)]
+    if not dtype.is_floating_point:
+        return torch.tensor([start + i * step for i in positions], dtype=dtype)
+    start_num, start_den = float(start).as_integer_ratio()
+    step_num, step_den = float(step).as_integer_ratio()
+    den = start_den * step_den
+    values = [(start_num * step_den + i * step_num * start_den) / den for i in positions]
+    return torch.tensor(values, dtype=torch.float64).to(dtype)
+
+
+# -- a lookup (embedding) ---------------------------------------------------------------------
+#
+# pytorch#188756: MPS index_select and embedding of a weight past 2^31 elements return
+# wrong rows for indices past row 2^31 / dim (the row's offset, index * dim, held in 32
+# bits). The weight's rows are not the result's rows, so the @huge class's cut into rows
+# does not apply; but the result is small (one row per index), so it is compared whole,
+# against eager CPU's embedding of the rows looked up alone: those rows made from the
+# weight's hash (recipes.index_hash_values), the indices renumbered into them. The indices
+# are made from the hash too, in [0, rows): for a weight of 2^32 elements about half of
+# them point past row 2^31 / dim.
+
+LOOKUP_DTYPES = ("float16", "bfloat16", "float32")
+# Row widths (a width of 1 at 2^32 elements would need indices past 2^31 - 1, which the
+# bounded hash does not reach). 3 first, where shrinking goes: a narrow weight keeps more
+# than 65,536 rows at any size past 2^21 elements, so that triage names its long dim.
+LOOKUP_DIMS = (3, 64, 1000, 4096, 2)
+# How many indices, in one or two dims.
+LOOKUP_COUNTS = (16, 1, 5, 64, 257)
+
+
+def lookup_shapes(draw, budget: ShapeBudget) -> tuple:
+    """(indices, weight) of an embedding: a few indices (1-D or 2-D), a weight of just
+    below, at or past 2^31 or 2^32 elements where ``--max-bytes`` allows BYTES_PER_ELEMENT
+    an element (else about 2^22), rows of LOOKUP_DIMS elements."""
+    limit = max(1, max_bytes() // BYTES_PER_ELEMENT)
+    dim = draw(sampled_once(LOOKUP_DIMS))
+    targets = tuple(t for t in BOUNDARIES if t + 2 * dim <= limit) or (min(MEDIUM, limit),)
+    rows = max(1, draw(sampled_once(targets)) // dim + draw(integers_once(-1, 2)))
+    count = draw(sampled_once(LOOKUP_COUNTS))
+    indices = (count,) if draw(integers_once(0, 1)) == 0 or count == 1 else (2, -(-count // 2))
+    return (indices, (rows, dim))
+
+
+def lookup_index_values(shapes, kwargs) -> dict:
+    """The indices: from the hash, made on the device, in [0, rows of the weight)."""
+    return {"distribution": "index_hash", "low": 0, "high": max(0, shapes[1][0] - 1)}
+
+
+def lookup_reference_inputs(case) -> list[torch.Tensor] | None:
+    """The CPU reference's (indices, weight) of an ``embedding@huge`` case: the weight's
+    rows that the indices look up (modulo its rows, as the call takes them), alone, made from
+    its hash (sorted, each once), and the indices renumbered into them (same shape and
+    dtype); None where the weight is not made from the hash (a small case or a probe's:
+    the reference runs on the case whole)."""
+    indices, weight = case.inputs[0], case.inputs[1]
+    if weight.values.distribution not in DEVICE_GENERATED or weight.rank != 2:
+        return None
+    idx = indices.materialize("cpu").to(torch.int64).remainder(max(1, weight.shape[0]))
+    rows = torch.unique(idx.reshape(-1))
+    cut = weight.rows_values(_merged((r, r + 1) for r in rows.tolist()))
+    return [torch.searchsorted(rows, idx.contiguous()).to(dt.to_torch(indices.dtype)), cut]
+
+
+# (a repro script cuts no rows from the device's inputs: the renumbered indices are no cut)
+lookup_reference_inputs.blocks = lambda case: {}

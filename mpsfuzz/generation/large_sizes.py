@@ -90,6 +90,11 @@ class Grows:
     # (a shrinker's dropped ``dim``) outside the op's declaration (issue 38: more ops in
     # the class past 2^31 elements).
     rows_args: Callable[[tuple, dict], dict] | None = None
+    # A share of the @huge cases drawn 5-D and just past 2^32 elements together
+    # (pytorch#154828: MPS elementwise ops on a 5-D bfloat16 or float16 tensor of about
+    # 2^32 elements): apart, rank 5 and a size past 2^32 each come in a few cases of a
+    # hundred, together in almost none.
+    five_d_past_2_32: bool = False
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -100,12 +105,14 @@ class Grows:
             raise ValueError(f"sliced=True with dims={self.dims!r}: rows are dim 0 of each input")
         if self.rows_args is not None and not self.sliced:
             raise ValueError("rows_args without sliced=True: only the @huge class keeps rows apart")
+        if self.five_d_past_2_32 and not self.sliced:
+            raise ValueError("five_d_past_2_32 without sliced=True: only the @huge class draws past 2^32")
 
 
 def grows(kind: str, *dims: tuple[int, int], min_rank: int = 0, sliced: bool = False, broadcasts: bool = True,
           when: Callable[[tuple], bool] | None = None, rearranges: bool = False,
-          rows_args: Callable[[tuple, dict], dict] | None = None) -> Grows:
-    return Grows(kind, tuple(dims), min_rank, sliced, broadcasts, when, rearranges, rows_args)
+          rows_args: Callable[[tuple, dict], dict] | None = None, five_d_past_2_32: bool = False) -> Grows:
+    return Grows(kind, tuple(dims), min_rank, sliced, broadcasts, when, rearranges, rows_args, five_d_past_2_32)
 
 
 def dim_off_rows(*, name: str = "dim", new_dim: bool = False) -> Callable[[tuple, dict], dict]:
@@ -371,9 +378,13 @@ def _huge_shapes(spec: OpSpec, group: Grows, bytes_per_element: int = BYTES_PER_
     base = spec.shapes
 
     def shapes(draw, budget: ShapeBudget) -> tuple:
-        # (ranks to 5: a 5-D bfloat16 input past 2^32 elements, pytorch#154828)
-        small = ShapeBudget(min_rank=max(1, spec.min_rank, group.min_rank), max_rank=min(budget.max_rank, 5),
-                            max_side=min(budget.max_side, 4), allow_empty=False, max_numel=64)
+        # (ranks to 5: a 5-D bfloat16 input past 2^32 elements, pytorch#154828; where the
+        # group declares it, a third of the cases are that joint form, the last choice, so
+        # that shrinking leaves it)
+        joint = group.five_d_past_2_32 and budget.max_rank >= 5 and draw(integers_once(0, 2)) == 2
+        small = ShapeBudget(min_rank=5 if joint else max(1, spec.min_rank, group.min_rank),
+                            max_rank=min(budget.max_rank, 5), max_side=min(budget.max_side, 4), allow_empty=False,
+                            max_numel=64)
         drawn = base(draw, small)
         if not applies(group, drawn):
             return drawn
@@ -381,6 +392,9 @@ def _huge_shapes(spec: OpSpec, group: Grows, bytes_per_element: int = BYTES_PER_
         per_row = max(max(1, math.prod(drawn[i][1:])) for i in grown_inputs)
         limit = max_bytes() // bytes_per_element
         targets = tuple(t for t in BOUNDARIES if t + 2 * per_row <= limit) or (min(MEDIUM, limit),)
+        if joint and targets[-1] == BOUNDARIES[-1]:
+            # just past 2^32 elements: one or two rows more
+            return grown(drawn, group, targets[-1] // per_row + draw(integers_once(1, 2)))
         target = draw(sampled_once(targets))
         rows = max(1, target // per_row + draw(integers_once(-1, 2)))   # below, at and past it
         return grown(drawn, group, rows)

@@ -993,6 +993,40 @@ def _draw_past_huge_limit(func, args, kwargs) -> bool:
     return isinstance(size, (list, tuple)) and math.prod(size) > HUGE_FORWARD_LIMIT
 
 
+def _half_5d_past_huge_limit(func, args, kwargs) -> bool:
+    """An op on a 5-D float16 or bfloat16 input of more than HUGE_FORWARD_LIMIT elements."""
+    x = _input(func, args, kwargs)
+    return x.dim() == 5 and x.dtype in (torch.float16, torch.bfloat16) and x.numel() > HUGE_FORWARD_LIMIT
+
+
+def _lookup_past_huge_limit(func, args, kwargs) -> bool:
+    """aten::embedding of a weight of more than HUGE_FORWARD_LIMIT elements."""
+    weight = _arg(func, args, kwargs, 0)
+    return isinstance(weight, torch.Tensor) and weight.dim() == 2 and weight.numel() > HUGE_FORWARD_LIMIT
+
+
+def _rows_read_at_wrapped_offsets(func, args, kwargs) -> torch.Tensor:
+    """``embedding(weight, indices)`` whose kernel computes a row's offset, index * dim,
+    in 32 bits (scaled to HUGE_FORWARD_LIMIT): an element at that offset or past it is
+    read from the offset wrapped (modulo the limit). Rows before it are right."""
+    weight, indices = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    dim = weight.shape[1]
+    offsets = (indices.to(torch.int64)[..., None] * dim + torch.arange(dim)) % HUGE_FORWARD_LIMIT
+    return weight.reshape(-1)[offsets]
+
+
+def _range_past_huge_limit(func, args, kwargs) -> bool:
+    """aten::arange (any overload: end; start, end; start, end, step) of more than
+    HUGE_FORWARD_LIMIT elements, its length as torch computes it (ceil((end - start) /
+    step) in double)."""
+    names = [a.name for a in func._schema.arguments]
+    given = {name: _arg(func, args, kwargs, i) for i, name in enumerate(names) if name in ("start", "end", "step")}
+    start, end, step = given.get("start", 0) or 0, given.get("end"), given.get("step", 1) or 1
+    if end is None:
+        return False
+    return math.ceil((float(end) - float(start)) / float(step)) > HUGE_FORWARD_LIMIT
+
+
 def _backward_past_huge_limit(func, args, kwargs) -> bool:
     """A backward kernel (never the forward) whose input holds more than
     HUGE_BACKWARD_LIMIT elements."""
@@ -1688,6 +1722,22 @@ FAULTS: dict[str, Fault] = _registry(
           "32 bits, restarts past that limit (2^31 scaled to the @huge class's size here): the elements from "
           "there on repeat the first ones", ("aten::rand",), _draw_past_huge_limit, "wrap_int32",
           wrap_at=HUGE_FORWARD_LIMIT),
+    Fault("arange_length_past_int32_wraps", "the class of pytorch#197673 (CUDA int64 torch.arange of more than "
+          "2^32 elements gives wrong values): a range of more elements than the @large class makes, whose element "
+          "index is held in 32 bits, writes the elements past that limit (2^31 scaled to the @huge class's size "
+          "here) where the index wrapped: they repeat the first values", ("aten::arange",), _range_past_huge_limit,
+          "wrap_int32", wrap_at=HUGE_FORWARD_LIMIT),
+    Fault("neg_half_5d_past_int32", "the class of pytorch#154828 (MPS elementwise ops on a 5-D bfloat16 or "
+          "float16 tensor of about 2^32 elements give wrong values): neg of a 5-D half-precision input of more "
+          "elements than the @large class makes, whose 5-D index arithmetic is held in 32 bits, writes the "
+          "elements past that limit (2^31 scaled to the @huge class's size here) where the index wrapped; "
+          "fewer dims or another dtype are right", ("aten::neg",), _half_5d_past_huge_limit, "wrap_int32",
+          wrap_at=HUGE_FORWARD_LIMIT),
+    Fault("embedding_row_offset_past_int32", "the class of pytorch#188756 (MPS index_select and embedding of a "
+          "weight past 2^31 elements give wrong rows for indices past row 2^31 / dim): embedding of a weight of "
+          "more elements than the @large class makes computes each row's offset, index * dim, in 32 bits (2^31 "
+          "scaled to the @huge class's size here): a row at or past that offset is read where it wrapped",
+          ("aten::embedding",), _lookup_past_huge_limit, "reimplement", instead=_rows_read_at_wrapped_offsets),
     Fault("cumsum_leak", "like pytorch#145503: cumsum leaks memory on every call",
           ("aten::cumsum",), _always, "leak"),
     # nn, losses, attention, backward, indexing, out=, in-place and RNG bugs

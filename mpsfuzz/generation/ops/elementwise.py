@@ -675,6 +675,8 @@ register(
 # rows and many of them, broadcast operands alike.
 _ROWS = (grows("length", (0, -1), (1, -1), (2, -1)), grows("rows", (0, -2), (1, -2), (2, -2)))
 # (a unary op's rows are also independent whatever its arguments: past 2^31 elements too)
-_UNARY_ROWS = (grows("length", (0, -1)), grows("rows", (0, 0), sliced=True))
+# (past 2^32 elements 5-D in a share of their own: pytorch#154828's elementwise ops on a
+# 5-D bfloat16/float16 tensor of about 2^32 elements)
+_UNARY_ROWS = (grows("length", (0, -1)), grows("rows", (0, 0), sliced=True, five_d_past_2_32=True))
 declare_grows({**{op: _ROWS for op in ("add", "sub", "mul", "div", "where", "maximum", "pow")},
                **{op: _UNARY_ROWS for op in ("neg", "abs", "exp", "tanh", "sigmoid", "clamp")}})

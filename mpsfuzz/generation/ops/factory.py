@@ -44,6 +44,8 @@ import torch
 from hypothesis import strategies as st
 
 from .. import dtypes as dt
+from ..huge_samples import HUGE_RANGE_DTYPES, range_args, range_end, range_formula, range_shapes, range_windows
+from ..large_sizes import HUGE_SUFFIX, SIZE_CLASS
 from ..opspec import OpSpec, ShapeBudget, any_shape, draw_rank, draw_side, fit, integers_once, register, sampled_once
 from ..recipes import DtypeArg
 
@@ -183,6 +185,23 @@ def _arange_args(draw, shapes, dtypes):
 def _arange(x, **kw):
     _dtype_of(x, kw)
     return torch.arange(**kw, device=x.device)
+
+
+# -- past 2^31 and 2^32 elements: arange judged on windows against its formula (issue 38) ----
+
+def _range_windows(x, *, start, step):
+    """``torch.arange`` of ``x``'s length (``x``: a stride-0 view that carries the length,
+    the dtype and the device) from ``start`` by ``step``, made whole on the device and cut
+    there to the windows that are judged (generation/huge_samples.py)."""
+    n = x.shape[0]
+    out = torch.arange(start, range_end(start, step, n), step, dtype=x.dtype, device=x.device)
+    return torch.cat([out[a:b] for a, b in range_windows(out.numel())])
+
+
+def _range_formula(x, *, start, step):
+    """The reference: start + i * step at the same windows, computed with Python integers
+    (no CPU kernel makes the range)."""
+    return range_formula(start, step, x.shape[0], x.dtype)
 
 
 # -- linspace, logspace ---------------------------------------------------------------------
@@ -435,6 +454,16 @@ register(
        "arange(end) / (start, end) / (start, end, step): negative steps, ends short of a step, every integer "
        "dtype's bounds, int64 values past 2^31, 2^32, 2^53 and near its bounds, float steps (the dummy input "
        "names device and dtype)", args=_arange_args, out=True),
+    # arange past 2^31 and 2^32 elements (pytorch#197673: CUDA int64 arange of N > 2^32 gives
+    # wrong values), its length riding on the input's shape so that triage names and shrinks
+    # it; judged against the formula, so its arbiter has nothing to add (the reference is
+    # exact).
+    op("arange" + HUGE_SUFFIX, _range_windows, range_shapes, HUGE_RANGE_DTYPES,
+       "arange past 2^31 and 2^32 elements (int64 starts past 2^31, 2^32, 2^53, negative steps; float32, "
+       "bfloat16, float64 of one sign), judged against start + i * step computed with Python integers on "
+       "windows at the start, the end and across every power of two", args=range_args,
+       allow_specials=False, allow_nonfinite=False, semantics=frozenset({"large"}), reference_fn=_range_formula,
+       size_class=SIZE_CLASS, base="arange"),
     op("linspace", _linspace, _dummy_shapes, RANGE_DTYPES,
        "linspace with 0, 1, a few and a few hundred steps, integer dtypes (truncated, unambiguous), int64 past "
        "2^31 and 2^32", args=_linspace_args, out=True),

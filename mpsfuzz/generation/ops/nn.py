@@ -30,7 +30,8 @@ from hypothesis import strategies as st
 from .. import dtypes as dt
 from ..grad_points import (dims_of, has_tie, is_zero, kinks, near, rows, slack, vector_norm_reason, when, wide,
                            zero_crossings)
-from ..large_sizes import dim_off_rows, grows
+from ..huge_samples import LOOKUP_DTYPES, lookup_index_values, lookup_reference_inputs, lookup_shapes
+from ..large_sizes import HUGE_SUFFIX, SIZE_CLASS, dim_off_rows, grows
 from ..opspec import declare_grows
 from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcast_shapes, expand, integers_once, prod, register,
                       sampled_once, writable_copy)
@@ -804,6 +805,13 @@ def _embedding(idx, w, **kw):
     return F.embedding(idx, _renormable(w, kw), **kw)
 
 
+def _lookup(idx, w):
+    """embedding of ``idx`` taken modulo ``w``'s rows (a no-op as drawn: the indices are in
+    range), so that an index stays in range where triage shrinks or caps the weight's rows
+    (the @huge class: the size probe then says whether the long dim is needed)."""
+    return F.embedding(idx.remainder(w.shape[0]) if w.shape[0] else idx, w)
+
+
 def _bag_shapes(draw, budget: ShapeBudget):
     two_d = draw(st.booleans())
     if two_d:
@@ -887,6 +895,16 @@ register(
        "row lookup (int64/int32 indices in range, padding_idx, scale_grad_by_freq)",
        args=_embedding_args, input_dtypes=(INDEX, None), input_values=(_index_into(1), None),
        grad=True, grad_inputs=(1,), rtol_scale=4, atol_scale=4, evaluation_steps=_renorm_steps),
+    # A weight past 2^31 and 2^32 elements, indices past row 2^31 / dim (pytorch#188756: MPS
+    # embedding's row offset held in 32 bits); compared whole (a row per index) with the
+    # rows looked up alone (generation/huge_samples.py). No grad variant: the weight's
+    # gradient is a scatter over all its rows.
+    nn("embedding" + HUGE_SUFFIX, _lookup, lookup_shapes, LOOKUP_DTYPES,
+       "row lookup in a weight past 2^31 and 2^32 elements, indices from the hash over all its rows (past "
+       "row 2^31 / dim), compared with the rows looked up alone", input_dtypes=(INDEX, None),
+       input_values=(lookup_index_values, "index_hash"), allow_specials=False, allow_nonfinite=False,
+       semantics=frozenset({"large"}), reference_fn=_lookup, reference_inputs=lookup_reference_inputs,
+       size_class=SIZE_CLASS, base="embedding"),
     nn("embedding_bag", _embedding_bag, _bag_shapes, FLOAT,
        "bags of rows summed or averaged (offsets, include_last_offset, per-sample weights, padding_idx)",
        args=_bag_args(("sum", "mean")), input_dtypes=(INDEX, None, None),
