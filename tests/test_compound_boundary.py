@@ -57,11 +57,11 @@ def _mixed_integers_with_an_extreme_value(case: Case) -> bool:
 
 def test_addcmul_siblings_carry_mixed_integer_dtypes_and_an_extreme_value_together():
     spec = catalogue.get("addcmul")
-    # (seeds 1-3: which cases a seed draws moves with the modules loaded, as Hypothesis
-    # draws constants it finds in them; 2-5 of 900 a seed)
+    # (seeds 1-3: which cases a seed draws moves with the source of the modules loaded,
+    # as Hypothesis draws constants it finds there; 11-27 of 900 a seed, 0 before)
     both = [s for seed in (1, 2, 3) for c in example_cases(spec, 300, seed=seed) for salt in (1, 2, 3)
             for s in siblings(spec, c, salt, 1, boundaries=True) if _mixed_integers_with_an_extreme_value(s)]
-    assert len(both) >= 4, len(both)
+    assert len(both) >= 20, len(both)
     for s in both:
         # the extreme is one the mixed case's number dtype holds (not an undefined conversion)
         assert number_holds(number_dtype(s), dict(s.kwargs)["value"]), s
@@ -73,7 +73,7 @@ def test_cosine_similarity_siblings_carry_mixed_dtypes_beside_a_0d_operand_and_a
     both = [s for _, _, s in _boundaries("cosine_similarity") if s is not None and _mixed(s)
             and "eps" in extreme_arguments(s) and any(r.rank == 0 for r in s.inputs)
             and any(r.rank > 0 for r in s.inputs)]
-    assert len(both) >= 3, len(both)
+    assert len(both) >= 10, len(both)
 
 
 def test_a_compound_is_the_single_sibling_moved_once_more_and_the_rest_are_unchanged(monkeypatch):

@@ -612,7 +612,10 @@ def _compound(spec: OpSpec, case: Case, kind: str, salt: int) -> Case | None:
     choose = SeededChoices(_mix(salt, _COMPOUND_STREAM))
     if choose.integer(0, 2) >= COMPOUND_THIRDS:
         return None
-    others = [b if a == kind else a for a, b in COMPOUNDS if kind in (a, b) and {a, b} <= set(BOUNDARIES)]
+    # (each pair's other kind than the mix: every kind of the pairs for a mixed sibling,
+    # the kind itself for another)
+    others = [b if a == "mixed-dtypes" else a for a, b in COMPOUNDS
+              if kind in (a, b) and {a, b} <= set(BOUNDARIES)]
     mixed = _moved(spec, case, "mixed-dtypes", choose, same_class=True) \
         if others and _boundary_applies(spec, case, "mixed-dtypes") else None
     if mixed is None:
