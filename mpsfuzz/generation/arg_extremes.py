@@ -199,8 +199,9 @@ _FLOAT_TINY, _FLOAT_HUGE = 1.1754943508222875e-38, 3.4028234663852886e38
 def is_extreme(value: Any, dtype: str | None = None) -> bool:
     """Whether a value (or an element of a tuple) lies where the extremes drawn here do:
     an integer at or past int32's edges, a float that is subnormal in float32 (not 0) or
-    at or past float32's largest, or at a floating ``dtype``'s own ends (float16's 65504
-    or its smallest subnormal)."""
+    at or past float32's largest, or at a floating ``dtype``'s own ends (float16's 65504,
+    its smallest normal 6.1e-05 and below: :func:`own_ends` draws it, and a sibling
+    carrying it reads as extreme)."""
     if isinstance(value, tuple):
         return any(is_extreme(v, dtype) for v in value)
     if isinstance(value, bool) or not isinstance(value, (int, float)):
@@ -212,7 +213,7 @@ def is_extreme(value: Any, dtype: str | None = None) -> bool:
     if math.isinf(value):
         return True
     ends = own_ends(dtype)
-    if ends and (abs(value) >= ends[0] or abs(value) <= ends[3]):
+    if ends and (abs(value) >= ends[0] or abs(value) <= ends[2]):
         return True
     return abs(value) <= _FLOAT_TINY or abs(value) >= _FLOAT_HUGE
 

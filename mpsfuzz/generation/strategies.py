@@ -568,13 +568,68 @@ def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
     non-finite inputs to linalg, whose draws hold none); ``neg-view``, a real floating
     input viewed with the negative bit (``x._neg_view()``: a kernel that reads the
     storage gets -x; pytorch#178379's solve_triangular into a negative view of ``B``),
-    which draws give complex inputs only. The inputs keep their layouts and value seeds,
-    without aliasing; None where no kind applies or the case is there already."""
+    which draws give complex inputs only. One sibling in three whose kind is one of a
+    pair of :data:`COMPOUNDS` carries both kinds of the pair where both apply (the
+    dtypes mixed and an argument at an extreme: pytorch#153210); the other two are the
+    single kind's sibling, the same as a salt gave it before compounds were drawn. The
+    inputs keep their layouts and value seeds, without aliasing; None where no kind
+    applies or the case is there already."""
     kinds = [k for k in BOUNDARIES if _boundary_applies(spec, case, k)]
     if not kinds:
         return None
     choose = SeededChoices(_mix(salt, len(case.inputs)))
     kind = choose.choice(kinds)
+    sibling = _moved(spec, case, kind, choose)
+    if sibling is None:
+        return None
+    return _compound(spec, case, kind, salt) or sibling
+
+
+# Pairs of boundary kinds one sibling may carry together: the mixed dtypes with a kind
+# that moves something else (an argument, an entry, a view bit). Upstream reports need
+# both at once: pytorch#153210 (CUDA addcmul of an int64 0-d, an int16 and an int32 0-d
+# operand with ``value`` ~1e18) and #153209 (cosine_similarity of a float64 0-d operand
+# beside float16 NaNs with ``eps=-9.7e23``); a kernel's cast path taken only for mixed
+# operands meets the entry's NaN or the view's bit as rarely.
+COMPOUNDS = (("mixed-dtypes", "argument-extreme"), ("mixed-dtypes", "nan-entry"), ("mixed-dtypes", "neg-view"))
+# How often (in thirds) a sibling whose kind is one of a pair that applies carries the
+# pair instead: the single kind stays the sibling two times in three (it is still drawn
+# then, and carried the third time too).
+COMPOUND_THIRDS = 1
+# Mixed into the salt for the compound's own choices, apart from the single kind's: the
+# single sibling a salt gives is the one it gave before compounds were drawn.
+_COMPOUND_STREAM = 0xC0B0
+
+
+def _compound(spec: OpSpec, case: Case, kind: str, salt: int) -> Case | None:
+    """``case`` moved to two boundaries of a pair of :data:`COMPOUNDS` that ``kind`` (the
+    single kind drawn) belongs to, one sibling in three where the pair applies; else None.
+    The dtypes are mixed first and the other kind is applied to the mixed case, so an
+    argument's extreme is one the mixed case's number dtype holds
+    (arg_extremes.number_dtype) and a view bit sits on an input of its final dtype."""
+    choose = SeededChoices(_mix(salt, _COMPOUND_STREAM))
+    if choose.integer(0, 2) >= COMPOUND_THIRDS:
+        return None
+    # (each pair's other kind than the mix: every kind of the pairs for a mixed sibling,
+    # the kind itself for another)
+    others = [b if a == "mixed-dtypes" else a for a, b in COMPOUNDS
+              if kind in (a, b) and {a, b} <= set(BOUNDARIES)]
+    mixed = _moved(spec, case, "mixed-dtypes", choose, same_class=True) \
+        if others and _boundary_applies(spec, case, "mixed-dtypes") else None
+    if mixed is None:
+        return None
+    others = [k for k in others if _boundary_applies(spec, mixed, k)]
+    if not others:
+        return None
+    both = _moved(spec, mixed, choose.choice(others), choose)
+    return None if both is None or both == mixed else both
+
+
+def _moved(spec: OpSpec, case: Case, kind: str, choose, *, same_class: bool = False) -> Case | None:
+    """``case`` moved to boundary ``kind`` (which applies to it), the choices drawn from
+    ``choose``; None where that leaves it as it was. ``same_class``: mixed dtypes of one
+    class where the op has another dtype of the input's class (a compound's: the reports
+    mix integers with integers, #153210, and floats with floats, #153209)."""
     inputs = tuple(replace(r, alias=None) for r in case.inputs)
     if kind == "argument-extreme":
         name, slot, extremes = choose.choice(arg_extremes.candidates(spec, case.kwargs, arg_extremes.number_dtype(case)))
@@ -606,6 +661,8 @@ def boundary_sibling(spec: OpSpec, case: Case, salt: int) -> Case | None:
     else:
         i = max(i for i in range(1, len(inputs)) if _free_dtype(spec, i))
         others = [d for d in spec.dtypes if d != inputs[i].dtype]
+        if same_class:
+            others = [d for d in others if dt.dtype_class(d) == dt.dtype_class(inputs[i].dtype)] or others
         name = choose.choice(others)
         # (values made on the device stay so: a @huge input of billions of elements is
         # never drawn on the host, and its reference builds a few rows from the hash)

@@ -793,6 +793,40 @@ def _in_the_narrower_float(func, args, kwargs):
     return out.to(torch.result_type(a, b))
 
 
+def _mixed_integers_with_value_past_int32(func, args, kwargs) -> bool:
+    """addcmul's three operands integral and of two or more dtypes, and ``value`` at or
+    past int32's edges (pytorch#153210's call: int64, int16 and int32 operands, ``value``
+    ~1e18); a separate ``out=`` left alone."""
+    tensors = [_arg(func, args, kwargs, i) for i in range(3)]
+    value = kwargs.get("value", 1)
+    return ("out" not in kwargs and all(isinstance(t, torch.Tensor) and not t.is_floating_point()
+                                        and not t.is_complex() and t.dtype != torch.bool for t in tensors)
+            and len({t.dtype for t in tensors}) > 1 and isinstance(value, int) and not isinstance(value, bool)
+            and not -2**31 < value < 2**31 - 1)
+
+
+def _wrapped_into(value: int, dtype: torch.dtype) -> int:
+    """``value`` as an integer of ``dtype`` holds it after an unchecked conversion."""
+    info = torch.iinfo(dtype)
+    span = info.max - info.min + 1
+    return (value - info.min) % span + info.min
+
+
+def _addcmul_in_the_narrowest_integer(func, args, kwargs):
+    """addcmul computed in its narrowest operand's dtype, ``value`` converted into it
+    unchecked, the result promoted: a kernel whose mixed-integer path takes its compute
+    type from an operand, not from type promotion. Where eager CPU refuses the call, so
+    does this (the real result first)."""
+    real = _real_result(func, args, kwargs)
+    tensors = [_arg(func, args, kwargs, i) for i in range(3)]
+    narrow = min((t.dtype for t in tensors), key=lambda d: torch.iinfo(d).bits)
+    try:
+        out = torch.addcmul(*(t.to(narrow) for t in tensors), value=_wrapped_into(kwargs.get("value", 1), narrow))
+    except (RuntimeError, NotImplementedError):   # a dtype without a CPU kernel (uint32): the real one
+        return real
+    return out.to(real.dtype)
+
+
 def _weight_of_no_columns(func, args, kwargs) -> bool:
     w = args[0] if args else None
     return isinstance(w, torch.Tensor) and w.dim() == 2 and w.shape[0] > 0 and w.shape[1] == 0
@@ -1822,6 +1856,13 @@ FAULTS: dict[str, Fault] = _registry(
           "ignoring dtype=bool): an int fill other than 0 and 1 is stored into bool by its lowest bit, not as "
           "fill != 0", ("aten::full.default",), _int_fill_into_bool, "reimplement",
           instead=_fill_truncated_to_its_low_bit),
+    # issue 38, two boundaries at once (a compound boundary sibling): found only by
+    # drawing mixed integer dtypes and an extreme `value` in one case
+    Fault("addcmul_mixed_integers_with_a_huge_value_in_the_narrowest", "like pytorch#153210 (CUDA addcmul of "
+          "int64, int16 and int32 operands with value ~1e18): integer operands of different dtypes with a "
+          "`value` at or past int32's edges are computed in the narrowest operand's dtype, value converted into "
+          "it unchecked; one dtype, or an ordinary value, is right", ("aten::addcmul",),
+          _mixed_integers_with_value_past_int32, "reimplement", instead=_addcmul_in_the_narrowest_integer),
     Fault("mm_ignores_conj_bit", "pytorch#148599: mm of a lazy conjugate view (torch.conj) ignores the "
           "conjugation", ("aten::mm.default",), _conj_view_operand, "reimplement", instead=_mm_reading_storage),
     # issue 38, component views and cosine_similarity's operands: found only by drawing

@@ -27,6 +27,10 @@ A condition is a short stable string:
 ``specials``        an input holds a finite special value (-0.0, a subnormal, an extreme)
 ``negative``        an input holds a negative value
 ``kwarg:NAME``      the argument NAME (with a value other than its default) is passed
+``extreme:NAME``    the argument NAME is at an extreme of its range (arg_extremes); an
+                    ordinary value passes. Each feature is taken away on its own, so a
+                    bug needing two (a compound boundary sibling's: pytorch#153210's mixed
+                    integer dtypes and ``value`` ~1e18) is explained by both
 ``variant:V``       the op is called in form V (method, inplace, out, out-strided,
                     out-resized, out-alias, grad); the functional form passes
 ``alias:J``         input J shares a storage with an earlier input (adjacent or

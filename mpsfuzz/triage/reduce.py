@@ -4,8 +4,8 @@ Hypothesis shrinks the choices that *drew* a case; it cannot see that a 5-D inpu
 fail as a 1-D one once another draw changes, or that two inputs could swap their
 awkwardness. This reducer works on the recipe itself: it proposes simpler cases (drop
 the variant, aliasing, optional arguments and dims; shrink sizes, jointly where shapes are tied;
-simplify the layout and move it to the first input; move to the simplest dtype of the
-class; simplify values to small integers and the one special value that matters) and
+simplify the layout and move it to the first input; give inputs of several dtypes
+one; move to the simplest dtype of the class; simplify values to small integers and the one special value that matters) and
 keeps a proposal only when it is strictly simpler by :func:`cost` *and* a run in a
 worker still fails the same way (same symptom). It stops at a fixed point or when its
 time budget is spent, so it always terminates, and it is deterministic given the runs'
@@ -20,6 +20,7 @@ from dataclasses import dataclass, replace
 
 from ..generation import catalogue
 from ..generation import dtypes as dt
+from ..generation.input_classes import free_inputs
 from ..generation.opspec import aliased_out_input
 from ..generation.recipes import MATRIX_DISTRIBUTIONS, SPECIAL_NAMES, Case, main_input
 from . import edits
@@ -91,6 +92,7 @@ def cost(case: Case) -> tuple:
         sum(w for _, w, _ in layouts),
         sum(m for _, _, m in layouts),
         sum(i + 1 for i, r in enumerate(inputs) if not r.layout.is_plain()),
+        len({r.dtype for r in inputs}),
         preference.index(main) if main in preference else len(preference),
         sum(len(r.values.specials) for r in inputs),
         sum(_SPECIAL_RANK.get(n, 99) for r in inputs for _, n in r.values.specials),
@@ -179,6 +181,25 @@ def _layouts(case: Case):
                 yield edits.with_inputs(case, swapped)
 
 
+def _free_inputs(case: Case) -> list[int]:
+    try:
+        return free_inputs(catalogue.get(case.op), len(case.inputs))
+    except KeyError:
+        return list(range(len(case.inputs)))
+
+
+def _one_dtype(case: Case):
+    """The free inputs (not an index or a mask) all in the main input's dtype, where they
+    are of several: a boundary sibling that mixed dtypes beside another change (a
+    compound, strategies.COMPOUNDS) keeps the mix only where the failure needs it."""
+    free = _free_inputs(case)
+    if not case.inputs or len({case.inputs[i].dtype for i in free}) < 2:
+        return
+    m = main_input(case)
+    one = case.inputs[m if m in free else free[0]].dtype
+    yield edits.with_inputs(case, [edits.with_dtype(r, one) if i in free else r for i, r in enumerate(case.inputs)])
+
+
 def _dtypes(case: Case):
     if not case.inputs:
         return
@@ -229,7 +250,7 @@ def _kwarg_values(case: Case):
                 yield edits.set_kwarg(case, name, t)
 
 
-PASSES = (_variant, _aliasing, _kwargs, _dims, _sizes, _layouts, _dtypes, _values, _kwarg_values)
+PASSES = (_variant, _aliasing, _kwargs, _dims, _sizes, _layouts, _one_dtype, _dtypes, _values, _kwarg_values)
 
 
 @dataclass
