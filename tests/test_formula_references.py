@@ -26,6 +26,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from mpsfuzz.execution.executor import grad_inputs, upstream_gradient
 from mpsfuzz.generation import catalogue, strategies
+from mpsfuzz.oracles.conversions import excuse_undefined
 from mpsfuzz.oracles.jury.formulas import FORMULAS
 from mpsfuzz.oracles.jury.formulas.resampling import output_sizes
 from mpsfuzz.oracles.jury.references import NotApplicable
@@ -267,6 +268,10 @@ def test_reference_matches_eager_and_shares_no_kernel(op):
         except NotApplicable:
             continue
         covered += 1
+        # a conversion C++ leaves undefined (the cast family: a float past an integer
+        # dtype's range, pytorch#160744) is no result: the reference's stand-in there is
+        # not compared (oracles/conversions.py)
+        eager_out = excuse_undefined(case, spec, eager_out, ref_out)
         assert_close(ref_out, eager_out, what)
         if (eager_grads is not None or ref_grads is not None) and not grad_undefined(spec, case, kwargs):
             assert eager_grads is not None and ref_grads is not None, f"{what}: gradients on one side only"

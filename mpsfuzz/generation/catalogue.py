@@ -31,7 +31,7 @@ def _load() -> None:
             if not _LOADED and not _LOADING:
                 _LOADING = True
                 try:
-                    from .ops import (elementwise, factory, fft, indexing, large, large_rows,  # (they register)
+                    from .ops import (cast, elementwise, factory, fft, indexing, large, large_rows,  # (they register)
                                       linalg, nn, nn_losses, programs, random, reduction)
                     _register_size_classes()
                     _LOADED = True

@@ -88,6 +88,10 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 
 # Semantics an op may declare (``OpSpec.semantics``):
 #   mixed_dtypes_sometimes  inputs after the first may take another dtype of the op's set
+#   dtype-pairs             each free input draws its dtype on its own from the op's set,
+#                           every case (the cast family: a copy_'s destination and source
+#                           of any two dtypes, pytorch#160744); its result converts an
+#                           input (``OpSpec.converts``)
 #   promotes                its tensor inputs may be of any dtypes of the op's set, the
 #                           result of torch.result_type's (type promotion): a boundary
 #                           sibling mixes them (every binary and ternary elementwise op)
@@ -158,7 +162,7 @@ GradUndefined = Callable[[list, dict, float], "str | None"]
 #                           convolutions: L_out = (L - 1) * stride + dilation * (k - 1)
 #                           + ...): they size an output and take no argument extremes (a
 #                           stride of 2^31 - 1 asks the host for billions of elements)
-SEMANTICS = ("mixed_dtypes_sometimes", "promotes", "structural-later-sizes", "undefined-when-empty", "window-sizes-output", "ties_unspecified", "undefined-values", "random", "order-dependent",
+SEMANTICS = ("mixed_dtypes_sometimes", "promotes", "dtype-pairs", "structural-later-sizes", "undefined-when-empty", "window-sizes-output", "ties_unspecified", "undefined-values", "random", "order-dependent",
              "accumulates", "structure-unknown", "determined-as-a-whole", "large", "zero-taps",
              "shifted-argument", "computed-weights", "slices-as-inputs", "tensor-list")
 
@@ -190,7 +194,7 @@ def mixes_dtypes(spec) -> bool:
     a boundary sibling): declared ``mixed_dtypes_sometimes`` or ``promotes``, with more
     than one dtype to mix. ``promotes`` speaks of the op at its ordinary sizes: its
     ``@large``/``@huge`` forms, judged on rows of one dtype's references, do not mix."""
-    declared = ("mixed_dtypes_sometimes" in spec.semantics
+    declared = ("mixed_dtypes_sometimes" in spec.semantics or "dtype-pairs" in spec.semantics
                 or "promotes" in spec.semantics and not getattr(spec, "size_class", ""))
     return declared and len(spec.dtypes) > 1
 
@@ -329,6 +333,12 @@ class OpSpec:
     # first-order rounding bound (oracles/jury/rounding_bound.py) is measured on it
     # (complex pow: exp(w log z), whose rounding of w log z costs |w log z| roundoffs).
     rounding_form: Callable | None = None
+    # The input whose values the result holds converted to the result's dtype (and
+    # broadcast to its shape): ``copy_``'s source, ``to``'s input (the cast family). The
+    # values and layout oracles give no verdict on an element whose conversion C++
+    # leaves undefined (a float or complex value whose truncation an integer dtype cannot
+    # hold, NaN or inf into an integer: oracles/conversions.py; pytorch#160744).
+    converts: int | None = None
     # Non-smooth ops: where their gradient is undefined (see GradUndefined).
     grad_undefined: GradUndefined | None = None
     # Random ops: judged by what their output should follow (the distribution oracle)

@@ -45,7 +45,7 @@ ALIAS_KINDS = ("adjacent", "overlap")
 GAP_FILLER = 77
 
 DISTRIBUTIONS = ("normal", "uniform", "small_int", "int_range", "bool", "positive",
-                 "spd", "diag_dominant", "cholesky_factor", "index_hash")
+                 "spd", "diag_dominant", "cholesky_factor", "index_hash", "cast_edges")
 # Values made where the tensor is used, not on the host and moved (see index_hash_values):
 # tensors of billions of elements, which the host could neither build nor send.
 DEVICE_GENERATED = ("index_hash",)
@@ -633,6 +633,38 @@ def generate_values(recipe: ValueRecipe, shape: tuple[int, ...], dtype_name: str
     return values
 
 
+# ``cast_edges``: the values a conversion into any integer dtype is decided at (the cast
+# family's sources, pytorch#160744): each integer dtype's limits, and half and one past
+# them (a float whose truncation still fits, and one whose truncation does not: C++
+# leaves that conversion undefined), small values of both signs and their fractions
+# (truncation toward zero, in-range negatives for signed destinations, -1 into an
+# unsigned one). Each element takes one of these, or in one case of five a value
+# uniform in [-300, 300] (fractions within uint8's and int8's ranges).
+_INTEGER_LIMITS = ((-128, 127), (0, 255), (-32768, 32767), (0, 65535), (-2**31, 2**31 - 1), (0, 2**32 - 1),
+                   (-2**63, 2**63 - 1), (0, 2**64 - 1))
+CAST_EDGES = tuple(sorted({float(edge) + delta for limits in _INTEGER_LIMITS for edge in limits
+                           for delta in (-1.0, -0.5, 0.0, 0.5, 1.0)}
+                          | {-2.5, -1.5, -1.0, -0.75, -0.5, 0.0, 0.5, 0.75, 1.0, 1.5, 2.5, 100.25, -100.25}))
+
+
+def _cast_edges(shape, real_name: str, gen) -> torch.Tensor:
+    """``cast_edges`` values of ``shape`` (see CAST_EDGES) in float64, or int64 for an
+    integer dtype (the edges truncated toward zero, those past int64 left out), within
+    ``real_name``'s range."""
+    integral = real_name in dt.INTEGRAL
+    info = dt.finfo_or_iinfo(real_name)
+    if integral:
+        lo, hi = max(int(info.min), -2**63), min(int(info.max), 2**63 - 1)
+        pool = sorted({min(max(int(v), lo), hi) for v in CAST_EDGES if -2**63 <= v < 2**63})
+        table = torch.tensor(pool, dtype=torch.int64)
+        uniform = torch.randint(max(lo, -300), min(hi, 300) + 1, shape, generator=gen, dtype=torch.int64)
+    else:
+        table = torch.tensor(CAST_EDGES, dtype=torch.float64).clamp(float(info.min), float(info.max))
+        uniform = torch.rand(shape, generator=gen, dtype=torch.float64) * 600.0 - 300.0
+    picks = table[torch.randint(0, len(table), shape, generator=gen)]
+    return torch.where(torch.randint(0, 5, shape, generator=gen) == 0, uniform, picks)
+
+
 # small_int's range where a recipe sets no bound.
 SMALL_INT_BOUNDS = (-4, 4)
 
@@ -661,6 +693,8 @@ def _real_values(recipe: ValueRecipe, shape, real_name: str, gen) -> torch.Tenso
     info = dt.finfo_or_iinfo(real_name)
     lo_limit = float(info.min) if info is not None else 0.0
     hi_limit = float(info.max) if info is not None else 1.0
+    if dist == "cast_edges" and real_name != "bool":
+        return _cast_edges(shape, real_name, gen)
     if dist in ("small_int", "int_range") or (integral and dist not in ("bool",)):
         low, high = integer_bounds(recipe, real_name)
         values = torch.randint(low, high + 1, shape, generator=gen, dtype=torch.int64)

@@ -461,6 +461,8 @@ def _draw_bones(draw, spec: OpSpec, budget: ShapeBudget, mixed_dtype_ratio) -> t
     for i in range(n):
         allowed = per_input[i] if i < len(per_input) else None
         name = draw(sampled_once(allowed)) if allowed else main
+        if i > 0 and allowed is None and "dtype-pairs" in spec.semantics:
+            name = draw(sampled_once(spec.dtypes))
         if (i > 0 and allowed is None and "mixed_dtypes_sometimes" in spec.semantics
                 and draw(integers_once(0, 99)) >= round(100 * (1 - mixed_dtype_ratio))):
             name = draw(sampled_once(spec.dtypes))

@@ -157,7 +157,7 @@ def _seeded_values(recipe: TensorRecipe) -> list[str] | None:
     v = recipe.values
     shape = recipe._value_shape()
     real = dt.real_dtype_name(recipe.dtype)
-    if recipe.dtype == "bool" or v.distribution in MATRIX_DISTRIBUTIONS + DEVICE_GENERATED:
+    if recipe.dtype == "bool" or v.distribution in MATRIX_DISTRIBUTIONS + DEVICE_GENERATED + ("cast_edges",):
         return None
     integral = recipe.dtype in dt.INTEGRAL
     if integral or v.distribution in ("small_int", "int_range"):

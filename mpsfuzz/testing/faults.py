@@ -825,6 +825,57 @@ def _addcmul_in_the_narrowest_integer(func, args, kwargs):
     except (RuntimeError, NotImplementedError):   # a dtype without a CPU kernel (uint32): the real one
         return real
     return out.to(real.dtype)
+def _broadcast_source_of_another_dtype(func, args, kwargs) -> bool:
+    """copy_ of a source of another dtype that broadcasts (fewer elements than the
+    destination, or a stride-0 dim) into a destination of more than one element: the
+    shape of pytorch#160744's call."""
+    dst, src = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    return (isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor) and dst.numel() > 1
+            and src.dtype != dst.dtype
+            and (src.numel() < dst.numel() or any(s == 0 and n > 1 for s, n in zip(src.stride(), src.shape))))
+
+
+def _converted_into_the_first_element_only(func, args, kwargs, out):
+    """The destination's first element (in logical order) converted right, every other
+    one 0: a kernel that converts the broadcast value once and writes it to one element."""
+    dst = _arg(func, args, kwargs, 0)
+    first = dst.reshape(-1)[:1].clone()
+    dst.zero_()
+    dst[(0,) * dst.dim()].copy_(first[0])
+    return dst
+
+
+def _out_of_range_into_an_integer(func, args, kwargs) -> bool:
+    """A broadcast copy_ (as above) of a floating or complex source holding a value whose
+    truncation the integer destination cannot hold (or NaN, inf): a conversion C++
+    leaves undefined."""
+    if not _broadcast_source_of_another_dtype(func, args, kwargs):
+        return False
+    dst, src = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    if dst.is_floating_point() or dst.is_complex() or dst.dtype == torch.bool:
+        return False
+    if not (src.is_floating_point() or src.is_complex()):
+        return False
+    x = (src.real if src.is_complex() else src).to(torch.float64)
+    info = torch.iinfo(dst.dtype)
+    whole = torch.trunc(x)
+    return bool((~torch.isfinite(x) | (whole < info.min) | (whole > info.max)).any())
+
+
+def _undefined_conversions_as_zero(func, args, kwargs, out):
+    """The real copy, then 0 wherever the (broadcast) source's conversion is undefined:
+    MPS's answer in pytorch#160744 (-1.0 into a uint8 destination of 3 elements: 0,
+    where eager CPU wraps through int64 to 255)."""
+    dst, src = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
+    x = (src.real if src.is_complex() else src).to(torch.float64).broadcast_to(dst.shape)
+    info = torch.iinfo(dst.dtype)
+    whole = torch.trunc(x)
+    undefined = ~torch.isfinite(x) | (whole < info.min) | (whole > info.max)
+    import numpy as np
+    values = dst.contiguous().numpy().copy()
+    values[undefined.numpy()] = 0
+    dst.copy_(torch.from_numpy(values))
+    return dst
 
 
 def _weight_of_no_columns(func, args, kwargs) -> bool:
@@ -1863,6 +1914,19 @@ FAULTS: dict[str, Fault] = _registry(
           "`value` at or past int32's edges are computed in the narrowest operand's dtype, value converted into "
           "it unchecked; one dtype, or an ordinary value, is right", ("aten::addcmul",),
           _mixed_integers_with_value_past_int32, "reimplement", instead=_addcmul_in_the_narrowest_integer),
+    # issue 38, the cast family: found only by drawing a copy_ whose source of another
+    # dtype broadcasts into several elements (pytorch#160744's call), judged where the
+    # conversion is defined
+    Fault("copy_broadcast_cast_converts_the_first_element_only", "the class of pytorch#160744 (MPS copy_ of a "
+          "0-d float32 into a uint8 destination of 3 elements wrong past one element), on defined conversions: "
+          "a source of another dtype broadcast into more than one element converted into the first element "
+          "only, the rest left 0", ("aten::copy_",), _broadcast_source_of_another_dtype, "rewrite",
+          rewrite=_converted_into_the_first_element_only),
+    Fault("copy_broadcast_cast_out_of_range_as_zero", "not a bug: pytorch#160744's own behaviour (MPS copy_ of "
+          "-1.0 into a uint8 destination of 3 elements gives 0, eager CPU 255): a float out of an integer "
+          "dtype's range, broadcast into more than one element, converted to 0; undefined in C++ (the "
+          "maintainer's answer, PR #189038)", ("aten::copy_",), _out_of_range_into_an_integer, "rewrite",
+          rewrite=_undefined_conversions_as_zero),
     Fault("mm_ignores_conj_bit", "pytorch#148599: mm of a lazy conjugate view (torch.conj) ignores the "
           "conjugation", ("aten::mm.default",), _conj_view_operand, "reimplement", instead=_mm_reading_storage),
     # issue 38, component views and cosine_similarity's operands: found only by drawing
@@ -2029,7 +2093,7 @@ FAULTS: dict[str, Fault] = _registry(
 NOT_BUGS = ("hypot_overflows_naively", "addcdiv_divides_first", "sum_half_accumulates_in_dtype", "tanh_caches_once", "fftn_splits_dims",
             "cosine_similarity_accepts_a_negative_eps", "round_nudged", "prod_pairwise", "embedding_renorm_accumulates_in_float32",
             "mul_casts_a_wider_0d_operand", "convolution_backward_multiplies_padding_taps",
-            "complex_pow_through_exp_log")
+            "complex_pow_through_exp_log", "copy_broadcast_cast_out_of_range_as_zero")
 
 
 def _broad(name: str, effect: str, when: Trigger, what: str, message: str = "") -> Fault:

@@ -57,7 +57,7 @@ from ..generation import dtypes as dt
 from ..generation.large_sizes import long_dim_phrase
 from ..generation.input_classes import free_inputs
 from ..generation.opspec import aliased_out_input
-from ..generation.recipes import NONFINITE_SPECIALS, Case, main_input
+from ..generation.recipes import NONFINITE_SPECIALS, Case, Layout, main_input
 from . import edits
 from .probe import PASSES, SAME, Prober, out_of_time
 from .reduce import DTYPE_PREFERENCE
@@ -168,7 +168,32 @@ def holds(condition: str, case: Case) -> bool:
         return (i, j, d) in _grouped_dims(inputs)
     if condition == MIXED_DTYPES:
         return _mixed_dtypes(case)
+    if kind == "broadcast":
+        j = int(arg)
+        return j < len(inputs) and inputs[j].shape != _broadcast_shape(inputs)
     return False
+
+
+def _broadcast_shape(inputs) -> tuple | None:
+    """The shape all inputs broadcast to, or None where they do not."""
+    try:
+        return tuple(torch.broadcast_shapes(*(r.shape for r in inputs)))
+    except RuntimeError:
+        return None
+
+
+def _broadcast_source(case: Case) -> int | None:
+    """The input the op's result converts (``OpSpec.converts``: the cast family's source)
+    where its shape broadcasts to a larger one (0-d, sides of 1, fewer dims): the class of
+    pytorch#160744, a 0-d source converted into several elements."""
+    try:
+        j = catalogue.get(case.op).converts
+    except KeyError:
+        return None
+    if j is None or j >= len(case.inputs):
+        return None
+    full = _broadcast_shape(case.inputs)
+    return j if full is not None and case.inputs[j].shape != full else None
 
 
 def _grouped_dims(inputs) -> list[tuple[int, int, int]]:
@@ -326,6 +351,11 @@ def _ablations(case: Case, names: list[str]):
     for i, r in enumerate(inputs):
         if r.rank == 0 and top > 0 or (r.rank == 0 and i == main_input(case)):
             yield f"0-d:{i}", f"a 1-element 1-D `{names[i]}`", edits.with_input(case, i, edits.add_leading_dim(r))
+    j = _broadcast_source(case)
+    if j is not None:
+        r, full = inputs[j], _broadcast_shape(inputs)
+        whole = replace(r, shape=full, layout=Layout(offset=r.layout.offset, bit=r.layout.bit))
+        yield f"broadcast:{j}", f"`{names[j]}` of the shape {list(full)} (not broadcast)", edits.with_input(case, j, whole)
     if case.variant != "autocast" and _mixed_dtypes(case):
         # (autocast's inputs are mixed by design: its own probe below takes them to one dtype)
         one = _one_dtype(case)
@@ -564,6 +594,11 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
         a, b = case.inputs[i].shape[d], case.inputs[j].shape[d]
         return (f"dim {d} of `{names[i]}` is a multiple of `{names[j]}`'s ({a} over {b} here; "
                 f"equal, it passes)")
+    if kind == "broadcast":
+        j = int(arg)
+        full = _broadcast_shape(case.inputs)
+        return (f"`{names[j]}` is broadcast ({list(case.inputs[j].shape)} into {list(full or ())} here; "
+                f"of the full shape, it passes)")
     if condition == MIXED_DTYPES:
         free = _free_inputs(case)
         return ("the inputs are of different dtypes ("

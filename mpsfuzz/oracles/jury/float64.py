@@ -37,6 +37,7 @@ from ...execution.observation import Observation, Raised
 from ...generation import dtypes as dt
 from ...generation.dtypes import name_of
 from ...generation.recipes import NONFINITE_SPECIALS, Case
+from ..conversions import excuse_undefined
 from ..accuracy import LOW_PRECISION, OVERFLOWING_SPECIALS, overflow_possible, summands
 from ..grads import BACKWARD_SCALE
 from ..intermediate_moves import moved_intermediates, moving_mode
@@ -560,6 +561,11 @@ def verdict(obs: Observation, failure: Failure) -> tuple[str, dict]:
             cpu = excuse_skipped_zero_taps(obs.case, obs.spec, dut, cpu)
             if exact is not None and not isinstance(exact, Raised):
                 cpu = excuse_multiplied_zero_taps(obs.case, obs.spec, dut, cpu, exact)
+    if failure.oracle in ("values", "layout") and dut is not None and cpu is not None \
+            and not isinstance(dut, Raised) and not isinstance(cpu, Raised):
+        # no ballot where a conversion is undefined, as the oracles gave none
+        # (oracles/conversions.py; pytorch#160744)
+        dut = excuse_undefined(obs.case, obs.spec, dut, cpu)
     if dut is None or cpu is None or exact is None:
         return "undecided", {"reason": "no float64 result to compare with"}
     overflowed = intermediates_overflow(obs, grads)

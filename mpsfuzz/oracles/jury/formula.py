@@ -10,7 +10,7 @@ from .reference_vote import table_vote
 @juror("formula", witness="independent",
        doc="the documented formula in float64, written from elementary ops (interpolation, pooling, padding, "
            "normalisations, losses, convolutions, products, embeddings with their max_norm renorm, factories: arange, "
-           "linspace, logspace, full, eye, *_like)")
+           "linspace, logspace, full, eye, *_like; conversions between dtypes: copy_, to)")
 def formula_vote(obs, failure, ballots):
     from .formulas import FORMULAS
     fn = FORMULAS.get(obs.spec.base_name)

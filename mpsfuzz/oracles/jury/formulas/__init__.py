@@ -11,12 +11,12 @@ ordinary inputs.
 from __future__ import annotations
 
 from ..references import Reference
-from . import (attention, class_losses, convolution, ctc, embeddings, factories, margin_losses, norms, padding, pointwise_losses,
+from . import (attention, casts, class_losses, convolution, ctc, embeddings, factories, margin_losses, norms, padding, pointwise_losses,
                pooling, products, resampling)
 
 FORMULAS: dict[str, Reference] = {}
 for _module in (resampling, pooling, padding, norms, pointwise_losses, margin_losses, class_losses, ctc,
-                convolution, products, embeddings, factories, attention):
+                convolution, products, embeddings, factories, attention, casts):
     for _name, _reference in _module.FORMULAS.items():
         if _name in FORMULAS:
             raise ValueError(f"formula for {_name!r} defined twice")

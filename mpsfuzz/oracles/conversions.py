@@ -1,0 +1,82 @@
+"""Conversions C++ leaves undefined: no verdict on them (issue 38, pytorch#160744).
+
+An op that declares ``OpSpec.converts`` (the cast family: ``copy_``'s source, ``to``'s
+input) returns that input converted to its result's dtype. The conversion is defined
+(C++ [conv.fpint], [conv.integral]; numpy and Python agree) except where a floating or
+complex value (complex: its real part) goes to an integer dtype and its truncation
+toward zero is outside the dtype's range, or it is NaN or an infinity. There the
+result is whatever the kernel's instructions give: eager CPU goes through int64 and
+wraps (-1.0 into uint8 is 255), MPS saturated or gave 0 depending on the destination's
+size. pytorch#160744 reported that MPS difference; the maintainer's answer (PR #189038)
+is that the cast is undefined and need not match, so such an element gets no verdict.
+
+Defined, and judged: integer to integer (modular, two's complement), any value to bool
+(x != 0, a complex one when either part is), bool to any (0 or 1), a float to a
+narrower float (rounded to nearest even; past the range it is an infinity: IEEE 754,
+which every backend follows), an integer to a float (rounded likewise), complex to real
+(the real part).
+
+**A target contradicting itself on undefined elements is not reported either.** The
+layout oracle compares the target with itself on contiguous copies; where a conversion is
+undefined, two kernels of one backend (a stride-0 source against its dense copy, a 0-d
+source into one element against into several, pytorch#160744's very symptom) may
+legitimately answer differently, so those elements are masked there too: the
+maintainer's position is that undefined casts need not agree with anything.
+"""
+from __future__ import annotations
+
+import torch
+
+
+def undefined_conversions(source: torch.Tensor, result_dtype: torch.dtype) -> torch.Tensor | None:
+    """Where converting ``source``'s values to ``result_dtype`` is undefined (a bool
+    tensor of ``source``'s shape), or None where every conversion is defined (the result
+    is not of an integer dtype, or the source is not floating or complex)."""
+    if result_dtype.is_floating_point or result_dtype.is_complex or result_dtype == torch.bool:
+        return None
+    if not (source.is_floating_point() or source.is_complex()):
+        return None
+    x = source.detach().cpu().resolve_conj().resolve_neg()
+    x = (x.real if x.is_complex() else x).to(torch.float64)
+    info = torch.iinfo(result_dtype)
+    whole = torch.trunc(x)
+    # (float64 holds the int64 and uint64 limits only rounded: 2^63 - 1 is 2^63, and
+    # 2^63 truncated is out of int64's range, as it should be)
+    return ~torch.isfinite(x) | (whole < float(info.min)) | (whole > float(info.max))
+
+
+def converted_source(case, spec, shape) -> torch.Tensor | None:
+    """The input ``spec`` declares its result converts, on the CPU, broadcast to
+    ``shape``; None where the op declares none or it does not broadcast so."""
+    if getattr(spec, "converts", None) is None or spec.converts >= len(case.inputs):
+        return None
+    source = case.materialize("cpu")[spec.converts]
+    try:
+        return source.broadcast_to(tuple(shape))
+    except RuntimeError:
+        return None
+
+
+def excuse_undefined(case, spec, outputs, like):
+    """``outputs`` with each element whose conversion is undefined taken from ``like``
+    (the result compared with), so that those elements agree whatever either side
+    gave; the rest as they were. For ops that declare ``converts``; ``outputs``
+    unchanged otherwise."""
+    from .values import flatten_outputs
+    if getattr(spec, "converts", None) is None:
+        return outputs
+    mine, theirs = flatten_outputs(outputs), flatten_outputs(like)
+    if len(mine) != 1 or len(theirs) != 1:
+        return outputs
+    d, r = mine[0], theirs[0]
+    if (not isinstance(d, torch.Tensor) or not isinstance(r, torch.Tensor) or d.shape != r.shape
+            or d.dtype != r.dtype):
+        return outputs
+    source = converted_source(case, spec, d.shape)
+    mask = None if source is None else undefined_conversions(source, d.dtype)
+    if mask is None or not bool(mask.any()):
+        return outputs
+    import numpy as np
+    # numpy has every integer dtype's kernels, whatever this torch's CPU lacks (uint16-64)
+    return torch.from_numpy(np.where(mask.numpy(), r.detach().cpu().contiguous().numpy(),
+                                     d.detach().cpu().contiguous().numpy()))
