@@ -160,7 +160,25 @@ def test_pytorch_160744s_answer_is_no_bug():
     expanded = Case("copy_", (_dst((2, 3)), TensorRecipe((2, 3), "float32", Layout(expanded=(0,)),
                                                          ValueRecipe("small_int", 1, low=-3, high=-1))))
     assert _failures(expanded, [AS_ZERO]) == []
+    # a negative view of the source: -127 is undefined into uint8, 126.5 is not (the
+    # fault reads the view's logical values: inside the mode a kernel reads the storage)
+    neg = TensorRecipe((3, 1), "float64", Layout(bit="neg"), ValueRecipe("cast_edges", 4294967295))
+    negated = Case("copy_", (_dst((3, 2)), neg))
+    assert bool((neg.cpu_values() < -1).any()) and bool((neg.cpu_values() > 0).any())
+    assert _failures(negated, [AS_ZERO]) == []
     assert AS_ZERO in NOT_BUGS
+
+
+def test_reduction_moves_no_view_bit_onto_a_dtype_that_cannot_carry_it():
+    """Reducing a copy_ whose float source carries the negative bit proposes moving the
+    source's layout onto the uint8 destination: the bit stays behind (it raised, a
+    harness error of triage, before)."""
+    from mpsfuzz.triage.reduce import _layouts
+    neg = TensorRecipe((3, 2), "float64", Layout(offset=1, bit="neg"), ValueRecipe("cast_edges", 1))
+    proposals = list(_layouts(Case("copy_", (_dst((3, 2)), neg))))
+    assert proposals
+    moved = [c for c in proposals if c.inputs[0].layout.offset == 1]
+    assert moved and all(c.inputs[0].layout.bit == "" for c in moved)
 
 
 def test_without_the_rule_the_undefined_answer_would_be_filed(registered):

@@ -243,6 +243,17 @@ for _name in ("addcmul", "addcdiv"):
     declare(_name, Public(f"torch.{_name}", ranges={"value": ALPHA}))
 
 # Indexing: subscripts, index_put's (self, values, *indices) order, fixed accumulate.
+# the cast family (issue 38, pytorch#160744): conversions between dtypes
+_ASYNC = "an asynchronous host-device transfer: a copy within one device is ordered on its stream alike"
+declare("copy_", Public("torch.Tensor.copy_", signature="copy_(self, src, non_blocking=False)",
+                        inputs=("self", "src"), excluded={"non_blocking": _ASYNC}))
+declare("to", Public("torch.Tensor.to", signature="to(self, dtype, non_blocking=False, copy=False, *, "
+                                                   "memory_format=torch.preserve_format)",
+                     inputs=("self",), excluded={
+                         "non_blocking": _ASYNC,
+                         "copy": "forces a new tensor where the dtype is already the input's: no conversion runs",
+                         "memory_format": "the result's memory format, not a conversion: left to the layout "
+                                          "ops (not drawn by the cast family)"}))
 declare("getitem", Public("torch.Tensor.__getitem__", flags=("lead",)))
 declare("getitem2", Public("torch.Tensor.__getitem__", inputs=("self", "key", "key"), flags=("lead", "gap")))
 declare("getitem_mask", Public("torch.Tensor.__getitem__"))

@@ -845,6 +845,15 @@ def _converted_into_the_first_element_only(func, args, kwargs, out):
     return dst
 
 
+def _logical_real(t: torch.Tensor) -> torch.Tensor:
+    """``t``'s logical values (its real part) in float64, read element by element: at
+    dispatch, inside the mode, a kernel run on a negative or conjugate view reads its
+    storage (the bit's fallback is not in the way), so trunc of a negative view of -127
+    gave 127."""
+    values = torch.tensor(t.tolist(), dtype=torch.complex128 if t.is_complex() else torch.float64)
+    return values.real if values.is_complex() else values
+
+
 def _out_of_range_into_an_integer(func, args, kwargs) -> bool:
     """A broadcast copy_ (as above) of a floating or complex source holding a value whose
     truncation the integer destination cannot hold (or NaN, inf): a conversion C++
@@ -856,7 +865,7 @@ def _out_of_range_into_an_integer(func, args, kwargs) -> bool:
         return False
     if not (src.is_floating_point() or src.is_complex()):
         return False
-    x = (src.real if src.is_complex() else src).to(torch.float64)
+    x = _logical_real(src)
     info = torch.iinfo(dst.dtype)
     whole = torch.trunc(x)
     return bool((~torch.isfinite(x) | (whole < info.min) | (whole > info.max)).any())
@@ -867,7 +876,7 @@ def _undefined_conversions_as_zero(func, args, kwargs, out):
     MPS's answer in pytorch#160744 (-1.0 into a uint8 destination of 3 elements: 0,
     where eager CPU wraps through int64 to 255)."""
     dst, src = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 1)
-    x = (src.real if src.is_complex() else src).to(torch.float64).broadcast_to(dst.shape)
+    x = _logical_real(src).broadcast_to(dst.shape)
     info = torch.iinfo(dst.dtype)
     whole = torch.trunc(x)
     undefined = ~torch.isfinite(x) | (whole < info.min) | (whole > info.max)

@@ -22,7 +22,7 @@ from ..generation import catalogue
 from ..generation import dtypes as dt
 from ..generation.input_classes import free_inputs
 from ..generation.opspec import aliased_out_input
-from ..generation.recipes import MATRIX_DISTRIBUTIONS, SPECIAL_NAMES, Case, main_input
+from ..generation.recipes import MATRIX_DISTRIBUTIONS, SPECIAL_NAMES, VIEW_BIT_DTYPES, Case, main_input
 from . import edits
 from .probe import SAME, Prober, out_of_time
 
@@ -172,7 +172,10 @@ def _layouts(case: Case):
                 continue
             if ri.rank == rj.rank:
                 moved = list(case.inputs)
-                moved[i], moved[j] = replace(ri, layout=rj.layout), edits.plain(rj)
+                # (a view bit the earlier input's dtype cannot carry stays behind: a neg
+                # bit moved from a float source onto copy_'s uint8 destination is no case)
+                bit = rj.layout.bit if not rj.layout.bit or ri.dtype in VIEW_BIT_DTYPES[rj.layout.bit] else ""
+                moved[i], moved[j] = replace(ri, layout=replace(rj.layout, bit=bit)), edits.plain(rj)
                 yield edits.with_inputs(case, moved)
             if ri.dtype == rj.dtype:
                 # Symmetric ops (add, bitwise_and, ...) take their inputs either way round.
