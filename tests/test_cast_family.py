@@ -128,6 +128,13 @@ def test_the_reference_is_the_documented_conversion():
     # complex -> real takes the real part; a floating result is exact, rounded by the jury
     assert to_formula([torch.tensor([1.5 - 7j, -2.25 + 1j])], {"dtype": f64}).tolist() == [1.5, -2.25]
     assert to_formula([torch.tensor([2**53 + 1])], {"dtype": f64}).tolist() == [float(2**53)]
+    # a narrower float rounds to nearest even, an infinity past its range (numpy's and
+    # float32's bits, never torch's cast): 65520 is float16's first value past its max,
+    # 1 + 2^-8 a tie of bfloat16 (to 1), 1 + 3 * 2^-8 one that rounds up to even
+    assert to_formula([torch.tensor([65519.0, 65520.0], dtype=f64)], {"dtype": torch.float16}).tolist() == \
+        [65504.0, math.inf]
+    assert to_formula([torch.tensor([1 + 2**-8, 1 + 3 * 2**-8], dtype=f64)], {"dtype": torch.bfloat16}).tolist() == \
+        [1.0, 1 + 2**-6]
     # the source broadcast into the destination's shape
     out = copy_formula([torch.zeros(2, 3, dtype=torch.int16), torch.tensor([[1.5], [-1.5]], dtype=f64)], {})
     assert out.tolist() == [[1, 1, 1], [-1, -1, -1]]

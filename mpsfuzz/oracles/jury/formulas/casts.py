@@ -7,10 +7,12 @@ element in Python numbers, never through a torch cast or copy kernel (pytorch#16
   dtype cannot hold, NaN or an infinity is undefined: 0 stands there, and the values
   oracle gives those elements no verdict (oracles/conversions.py);
 - to bool: ``x != 0`` (a complex number: either part);
-- to a floating dtype: the value itself, exact in float64 (an integer past 2^53 rounded
-  to nearest even by Python's int-to-float), a complex number's real part for a real
-  dtype; the jury rounds float64 to the result's dtype (round to nearest even, an
-  infinity past the range, as IEEE 754 says);
+- to a floating dtype: the value (a complex number's real part for a real dtype) rounded
+  to nearest even in the dtype, an infinity past its range (IEEE 754), by numpy's
+  conversions and float32's bits for bfloat16, handed back in float64 (an integer past
+  2^53 rounded first by Python's int-to-float); where the jury's inputs arrive widened
+  (a floating destination, ``dtype=`` widened to float64) the jury rounds to the
+  backends' dtype itself;
 - to a complex dtype: the value with a zero imaginary part where it is real.
 
 ``copy_(dst, src)``: ``src`` converted to ``dst``'s dtype and broadcast to its shape
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from ..references import NotApplicable
@@ -58,15 +61,44 @@ def _integer(value, dtype: torch.dtype) -> int:
     return (value - info.min) % span + info.min
 
 
+def _rounded(values: list[float], dtype: torch.dtype) -> np.ndarray:
+    """``values`` rounded to nearest even in ``dtype``'s format (an infinity past its
+    range), in float64, by numpy's conversions, never torch's cast kernel: float32 and
+    float16 by numpy's own; bfloat16 as the upper half of float32's bits, rounded (the
+    carry of rounding up from the largest value makes the exponent's all ones: inf)."""
+    wide = np.array(values, dtype=np.float64)
+    if dtype == torch.float64:
+        return wide
+    if dtype == torch.float16:
+        with np.errstate(over="ignore"):
+            return wide.astype(np.float16).astype(np.float64)
+    with np.errstate(over="ignore"):
+        single = wide.astype(np.float32)
+    if dtype == torch.float32:
+        return single.astype(np.float64)
+    if dtype != torch.bfloat16:
+        raise NotApplicable(f"no rounding to {dtype}")
+    bits = single.view(np.uint32).astype(np.uint64)
+    up = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    out = up.astype(np.uint32).view(np.float32).astype(np.float64)
+    return np.where(np.isnan(wide), wide, out)
+
+
+_REAL_OF = {torch.complex32: torch.float16, torch.complex64: torch.float32, torch.complex128: torch.float64}
+
+
 def _made(values: list, shape, dtype: torch.dtype) -> torch.Tensor:
     shape = tuple(shape)
     if dtype == torch.bool:
         return torch.tensor([bool(v) for v in values] or [], dtype=torch.bool).reshape(shape)
     if dtype.is_complex:
-        return torch.tensor([complex(v) for v in values], dtype=torch.complex128).reshape(shape)
+        parts = [complex(v) for v in values]
+        real = _rounded([z.real for z in parts], _REAL_OF[dtype])
+        imag = _rounded([z.imag for z in parts], _REAL_OF[dtype])
+        return torch.from_numpy(real + 1j * imag).to(torch.complex128).reshape(shape)
     if dtype.is_floating_point:
-        return torch.tensor([float(v.real if isinstance(v, complex) else v) for v in values],
-                            dtype=torch.float64).reshape(shape)
+        rounded = _rounded([float(v.real if isinstance(v, complex) else v) for v in values], dtype)
+        return torch.from_numpy(rounded).reshape(shape)
     ints = [_integer(v, dtype) for v in values]
     if dtype == torch.uint64:
         # (torch.tensor takes no Python int past int64 for uint64: the same bits as int64)
