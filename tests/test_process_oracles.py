@@ -317,3 +317,18 @@ def test_eager_cpu_alone_runs_a_heap_corruption_once_where_reduction_kept_the_ca
     done = pipeline.triage(case, failure, SimpleNamespace(target_name="cuda"), ("crash",), timeout_s=5.0)
     assert runs == [case]
     assert done.failure.blame == "target" and "the target's call did" in done.failure.message
+
+
+def test_an_input_with_a_view_bit_is_not_the_layout_oracles_copy_of_itself():
+    """A layout failure of a contiguous case is state-dependent only where the oracle's
+    copies are the inputs; a negative or conjugate bit is resolved in the copies, so a
+    kernel that ignores the bit (eager CPU's copy_ of float32 into a float16 negative
+    view) is a layout bug, not a flaky one."""
+    from dataclasses import replace
+
+    from mpsfuzz.generation.recipes import Case, TensorRecipe
+    from mpsfuzz.triage.pipeline import _contiguous_already
+    dst, src = TensorRecipe((3,), "float16"), TensorRecipe((3,), "float32")
+    assert _contiguous_already(Case("copy_", (dst, src)))
+    negative = replace(dst, layout=replace(dst.layout, bit="neg"))
+    assert not _contiguous_already(Case("copy_", (negative, src)))

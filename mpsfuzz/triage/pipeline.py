@@ -104,9 +104,11 @@ class Triage:
 
 def _contiguous_already(case: Case) -> bool:
     """Whether every input is contiguous as torch sees it (a storage offset or a size-1
-    dim's stride does not count) in a storage of its own, so that the layout oracle's
-    copies are the inputs."""
-    if case.is_aliased():
+    dim's stride does not count) in a storage of its own, without a conjugate or negative
+    bit (the layout oracle's copies resolve it: eager CPU's copy_ of float32 into a
+    float16 negative view ignores the bit where its resolved copy cannot), so that the
+    layout oracle's copies are the inputs."""
+    if case.is_aliased() or any(r.layout.bit for r in case.inputs):
         return False
     try:
         return all(t.is_contiguous() for t in case.materialize("cpu"))
