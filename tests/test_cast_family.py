@@ -70,17 +70,18 @@ def test_the_cast_family_holds_copy_and_to_between_every_dtype():
 
 
 def test_copy_draws_every_dtype_pair_broadcast_sources_and_awkward_destinations():
-    cases = example_cases(catalogue.get("copy_"), 300, seed=1)
+    cases = [c for seed in (1, 2) for c in example_cases(catalogue.get("copy_"), 300, seed=seed)]
     pairs = {(c.inputs[0].dtype, c.inputs[1].dtype) for c in cases}
-    # 256 pairs, drawn as Hypothesis draws them (unevenly: about 70 in 300 cases), every
-    # dtype on both sides
-    assert len(pairs) > 60, len(pairs)
+    # 256 pairs, drawn as Hypothesis draws them (unevenly: about 100 in 600 cases, a
+    # quarter of them a floating source into an integer destination), every dtype on
+    # both sides
+    assert len(pairs) > 80, len(pairs)
     assert {d for d, _ in pairs} == {s for _, s in pairs} == set(dt.ALL_DTYPE_NAMES)
-    assert sum(c.inputs[0].dtype != c.inputs[1].dtype for c in cases) > 200
+    assert sum(c.inputs[0].dtype != c.inputs[1].dtype for c in cases) > 400
     sources = [c.inputs[1] for c in cases if c.inputs[0].numel > 1]
-    assert sum(s.rank == 0 for s in sources) > 30
-    assert sum(0 < s.numel < c.inputs[0].numel for c in cases for s in c.inputs[1:]) > 20
-    assert sum(bool(s.layout.expanded) for s in sources) > 20
+    assert sum(s.rank == 0 for s in sources) > 60
+    assert sum(0 < s.numel < c.inputs[0].numel for c in cases for s in c.inputs[1:]) > 40
+    assert sum(bool(s.layout.expanded) for s in sources) > 40
     kinds = {k for c in cases for k in c.inputs[0].layout.kinds()}
     assert {"offset", "gapped", "transposed"} <= kinds, kinds
     # a written destination never shares memory between its elements
@@ -95,8 +96,10 @@ def test_to_draws_every_target_dtype():
 
 def test_pytorch_160744s_trigger_is_drawn():
     spec = catalogue.get("copy_")
-    count = sum(is_160744_trigger(c) for seed in (1, 2, 3) for c in example_cases(spec, 300, seed=seed))
-    assert count >= 3, count
+    # (a quarter of copy_'s pairs are a floating source into an integer destination;
+    # the count varies by seed, 0-9 in 300: five seeds keep a margin)
+    count = sum(is_160744_trigger(c) for seed in range(1, 6) for c in example_cases(spec, 300, seed=seed))
+    assert count >= 5, count
 
 
 def test_cast_edges_hold_each_integer_limit_half_and_one_past_it_and_in_range_negatives():
@@ -148,6 +151,17 @@ def test_undefined_conversions_are_float_or_complex_values_whose_truncation_an_i
     assert undefined_conversions(z, torch.uint8).tolist() == [True, False]
     for defined in ((x, torch.float16), (x, torch.bool), (torch.tensor([-1, 300]), torch.uint8)):
         assert undefined_conversions(*defined) is None
+
+
+@pytest.mark.parametrize("dtype, bits", [(torch.uint64, 64), (torch.int64, 63), (torch.uint32, 32), (torch.int32, 31)])
+def test_a_value_at_the_power_of_two_past_an_integers_max_is_undefined(dtype, bits):
+    """float64's nearest value to uint64's 2^64 - 1 is 2^64 itself: compared with the max
+    as a float, 2^64 read as in range (CUDA's complex64 2^64 into uint64 gave 2^64 - 1,
+    eager CPU 0, and the difference was filed as the target's)."""
+    x = torch.tensor([2.0**bits, 2.0**bits - 2.0**(bits - 24), -1.0], dtype=torch.float32)
+    assert undefined_conversions(x, dtype).tolist() == [True, False, dtype.is_signed is False]
+    z = torch.tensor([2.0**bits + 0j], dtype=torch.complex64)
+    assert undefined_conversions(z, dtype).tolist() == [True]
 
 
 # -- the rule: no verdict on an undefined conversion ------------------------------------------

@@ -44,12 +44,10 @@ def test_the_out_tensor_takes_the_main_inputs_cast_dtype(seed, into):
     assert torch.equal(out, torch.maximum(*inputs).to(into))
 
 
-def test_both_narrower_dtypes_of_int64_are_drawn_for_fmin():
-    from mpsfuzz.generation.recipes import out_cast_dtype_of
-    from mpsfuzz.generation.strategies import example_cases
-    cases = [c for c in example_cases(catalogue.get("fmin"), 300, seed=1)
-             if c.variant == "out-cast" and c.inputs[0].dtype == "int64"]
-    assert {out_cast_dtype_of(c) for c in cases} == {"uint8", "int16"}, len(cases)
+def test_int64_is_written_into_both_narrower_dtypes_by_the_value_seed():
+    assert {dt.out_cast_dtype("int64", seed) for seed in range(4)} == {"uint8", "int16"}
+    assert dt.out_cast_dtype("int64", 7) == dt.out_cast_dtype("int64", 7)
+    assert dt.out_cast_dtype("float32", 1) is None
 
 
 def test_an_out_cast_computed_right_is_no_finding_and_one_computed_in_the_out_dtype_is():

@@ -40,9 +40,10 @@ def undefined_conversions(source: torch.Tensor, result_dtype: torch.dtype) -> to
     x = (x.real if x.is_complex() else x).to(torch.float64)
     info = torch.iinfo(result_dtype)
     whole = torch.trunc(x)
-    # (float64 holds the int64 and uint64 limits only rounded: 2^63 - 1 is 2^63, and
-    # 2^63 truncated is out of int64's range, as it should be)
-    return ~torch.isfinite(x) | (whole < float(info.min)) | (whole > float(info.max))
+    # Against the powers of two either side, which float64 holds exactly: its nearest to
+    # uint64's 2^64 - 1 is 2^64, and "> max" let 2^64 into uint64 as defined (CUDA gave
+    # 2^64 - 1, eager CPU 0).
+    return ~torch.isfinite(x) | (whole < float(info.min)) | (whole >= float(info.max + 1))
 
 
 def converted_source(case, spec, shape) -> torch.Tensor | None:

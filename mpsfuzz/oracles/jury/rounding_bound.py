@@ -144,11 +144,20 @@ class _Rounded(torch.fx.Interpreter):
     @staticmethod
     def _magnitude(target, args, kwargs, out):
         """The kernel on its arguments' absolute values (the sum of its terms'
-        magnitudes), or None where that cannot be run."""
+        magnitudes), or None where that cannot be run. An integer argument is a sum's
+        data too (cumsum of int64 with ``dtype=float32`` sums the converted values: its
+        partial sums of +-4.6e18 round by 2^-24 of their own size, which the signed
+        result's magnitude, 6.8e15 after cancelling, does not bound); in float64, whose
+        absolute value of int64's minimum does not wrap."""
+        def absolute_of(a):
+            if not isinstance(a, torch.Tensor) or a.dtype == torch.bool:
+                return a
+            if a.is_floating_point() or a.is_complex():
+                return a.detach().abs()
+            return a.detach().to(torch.float64).abs()
         try:
             with torch.no_grad():
-                absolute = target(*[a.detach().abs() if isinstance(a, torch.Tensor) and (
-                    a.is_floating_point() or a.is_complex()) else a for a in args], **kwargs)
+                absolute = target(*[absolute_of(a) for a in args], **kwargs)
         except Exception:
             return None
         return absolute.abs() if isinstance(absolute, torch.Tensor) and absolute.shape == out.shape else None
