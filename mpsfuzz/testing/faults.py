@@ -983,6 +983,25 @@ def _backward_past_huge_limit(func, args, kwargs) -> bool:
     return _in_backward(func, args, kwargs) and _input(func, args, kwargs).numel() > HUGE_BACKWARD_LIMIT
 
 
+def _expanded_pool_input_past_huge_limit(func, args, kwargs) -> bool:
+    """An adaptive average pool's backward (aten::_adaptive_avg_pool{2,3}d_backward: the
+    upstream gradient, then the forward's input) whose input has a stride-0 dim (an
+    expanded view) and more than HUGE_BACKWARD_LIMIT elements."""
+    x = _arg(func, args, kwargs, 1)
+    return (isinstance(x, torch.Tensor) and x.numel() > HUGE_BACKWARD_LIMIT
+            and any(s == 0 and n > 1 for s, n in zip(x.stride(), x.shape)))
+
+
+def _gradient_wrapped_in_memory_order(func, args, kwargs, out):
+    """The gradient with its elements past HUGE_BACKWARD_LIMIT, in the order the kernel
+    writes them (its memory: contiguous or channels-last), set where a 32-bit index
+    wrapped (_wrapped_past_int32)."""
+    order = list(out.dim_order())
+    dense = out.permute(*order).contiguous()
+    _wrapped_past_int32(dense, HUGE_BACKWARD_LIMIT)
+    return out.copy_(dense.permute(*[order.index(d) for d in range(out.dim())]))
+
+
 def _dim_65536_under_int32(func, args, kwargs) -> bool:
     x = _input(func, args, kwargs)
     return x.numel() < 2**31 and any(n >= 65536 for n in x.shape)
@@ -1662,6 +1681,13 @@ FAULTS: dict[str, Fault] = _registry(
           "makes writes the gradient's elements past that limit (2^31 scaled to the @huge class's size here) "
           "where the index wrapped; the forward is right", ("aten::gelu_backward",), _backward_past_huge_limit,
           "wrap_int32", wrap_at=HUGE_BACKWARD_LIMIT),
+    Fault("adaptive_pool_backward_of_an_expanded_input_past_int32", "the class of pytorch#193096 (CUDA "
+          "adaptive_avg_pool3d's backward of a stride-0 expanded input past 2^31 elements): the backward of an "
+          "adaptive average pool whose input is expanded (a stride-0 dim) and holds more elements than the @large "
+          "class makes writes the gradient's elements past that limit (2^31 scaled to the @huge class's size "
+          "here) where the index wrapped; the forward, and the backward of a dense input, are right",
+          ("aten::_adaptive_avg_pool2d_backward", "aten::_adaptive_avg_pool3d_backward"),
+          _expanded_pool_input_past_huge_limit, "rewrite", rewrite=_gradient_wrapped_in_memory_order),
     Fault("mask_select_past_int32", "the class of pytorch#164048 (CUDA's boolean-mask gather, its grid and offsets "
           "past 32-bit sizes): x[mask] of more elements than the @large class makes reads each selected element "
           "past that limit (2^31 scaled to the @huge class's size here) at its offset wrapped; the result's shape "
