@@ -4,6 +4,9 @@ reports need and the class did not draw (docs/large-sizes.md).
 - An expanded (stride-0) input past 2^31 elements (pytorch#193096: CUDA
   adaptive_avg_pool3d's backward of such an input): an input of a @huge op made from the
   hash keeps its drawn stride-0 dims, and the reference rebuilds the expanded rows.
+- An output side times an input side past 2^31 - 1 (pytorch#176784: CUDA
+  adaptive_avg_pool2d's START_IND product in 32 bits): the @large class draws it (a
+  side near 65,536, the output size drawn after the growth); a fault proves it judged.
 """
 from __future__ import annotations
 
@@ -143,3 +146,65 @@ def test_an_expanded_pool_backward_past_the_limit_is_found_explained_and_minimis
     assert finding["repro"]["verified"], json.dumps(finding["repro"])[:500]
     rss_kib = int(run.stderr.strip().splitlines()[-1])
     assert rss_kib < 2 * 1024 * 1024, rss_kib
+
+
+# -- pytorch#176784: an output side times an input side past 2^31 - 1 -----------------
+
+START_FAULT = "adaptive_pool_start_index_past_int32"
+
+
+def _start_product_past_int32(case) -> bool:
+    """Whether a pooled dim's last output index times its input side passes 2^31 - 1
+    (CUDA's START_IND product, pytorch#176784)."""
+    x, size = case.inputs[0], dict(case.kwargs)["output_size"]
+    nd = 2 if case.op.startswith("adaptive_avg_pool2d") else 3
+    sizes = (size,) * nd if isinstance(size, int) else tuple(size)
+    return any(((o if o is not None else n) - 1) * n > 2**31 - 1 for o, n in zip(sizes, x.shape[-nd:]))
+
+
+def test_the_large_adaptive_pools_draw_an_output_side_times_the_input_side_past_int32():
+    """pytorch#176784's trigger is drawn by the @large class (a side of 65,537 or 131,073,
+    its output size drawn after the growth, up to the side + 1): measured 47/300 for the
+    2-D pool and 16/300 for the 3-D one (seed 1)."""
+    for op, least in (("adaptive_avg_pool2d@large", 30), ("adaptive_avg_pool3d@large", 8)):
+        drawn = [c for c in example_cases(catalogue.get(op), 300, seed=1) if _start_product_past_int32(c)]
+        assert len(drawn) >= least, (op, len(drawn))
+
+
+def test_the_start_index_fault_moves_only_the_windows_whose_product_wraps():
+    """adaptive_pool_start_index_past_int32: output columns whose index times the input
+    side passes 2^31 - 1 average a wrong window; the columns before, and a pool whose
+    products stay within int32, are right."""
+    target = faults.FaultTarget([START_FAULT])
+    x = (torch.arange(2 * 3 * 65537) % 9 - 4).float().view(2, 1, 3, 65537)
+    got, want = target.run(F.adaptive_avg_pool2d, x, (2, 40000)), F.adaptive_avg_pool2d(x, (2, 40000))
+    first = (2**31 - 1) // 65537 + 1            # the first column whose product wraps: 32,768
+    assert torch.equal(got[..., :first], want[..., :first]) and not torch.allclose(got[..., first:], want[..., first:])
+    assert target.fired[START_FAULT] == 1
+    x3 = x.view(2, 1, 1, 3, 65537)
+    assert not torch.equal(target.run(F.adaptive_avg_pool3d, x3, (1, 3, 40000)), F.adaptive_avg_pool3d(x3, (1, 3, 40000)))
+    assert torch.equal(target.run(F.adaptive_avg_pool2d, x, (3, first)), F.adaptive_avg_pool2d(x, (3, first)))
+    assert target.fired[START_FAULT] == 2
+
+
+@pytest.mark.slow
+def test_a_start_index_that_wraps_past_int32_is_found_and_minimised_keeping_the_product(tmp_path):
+    """A campaign of adaptive_avg_pool2d@large finds the fault (about 9 minutes on two busy
+    cores, a grad case's verdict among them) as a values finding and minimises it with a
+    pooled dim whose output index times its input side still passes 2^31 - 1; a script
+    is verified. (The explanation cannot name the product: ablation drops or caps inputs'
+    sizes and optional arguments, and output_size is required.)"""
+    from test_fault_campaigns import FAULT_TARGET, findings_in
+    from test_large import mpsfuzz_measured
+    from mpsfuzz.generation.recipes import Case
+    corpus = tmp_path / "corpus"
+    run = mpsfuzz_measured("run", "--ops", "adaptive_avg_pool2d@large", "--target", FAULT_TARGET, "--seed", "2",
+                           "--corpus", str(corpus), "--max-findings", "1", "--no-progress",
+                           faults=START_FAULT, cwd=tmp_path, timeout=1500)
+    assert run.returncode == 1, run.stdout + run.stderr
+    (finding,) = [f for f in findings_in(corpus) if f["status"] == "new"]
+    assert (finding["op"], finding["oracle"]) == ("adaptive_avg_pool2d@large", "values"), finding["title"]
+    assert finding["minimisation"]
+    assert _start_product_past_int32(Case.from_json(finding["case"])), finding["case"]
+    assert finding["localisation"]["kernel"] == "aten::_adaptive_avg_pool2d.default"
+    assert finding["repro"]["verified"], json.dumps(finding["repro"])[:500]

@@ -1002,6 +1002,45 @@ def _gradient_wrapped_in_memory_order(func, args, kwargs, out):
     return out.copy_(dense.permute(*[order.index(d) for d in range(out.dim())]))
 
 
+def _adaptive_pool_sides(func, args, kwargs) -> list[tuple[int, int]]:
+    """(input side, output side) of each pooled dim of aten::_adaptive_avg_pool{2,3}d."""
+    x, size = _input(func, args, kwargs), list(_arg(func, args, kwargs, 1))
+    return list(zip(x.shape[x.dim() - len(size):], size))
+
+
+def _adaptive_pool_start_past_int32(func, args, kwargs) -> bool:
+    """An adaptive average pool with a pooled dim whose last output index times the input
+    side passes 2^31 - 1 (CUDA's START_IND product ``(o % osize) * isize`` in 32 bits,
+    pytorch#176784): a side of 65,536 or so pooled to more than half of it."""
+    return any((o - 1) * n > 2**31 - 1 for n, o in _adaptive_pool_sides(func, args, kwargs))
+
+
+def _adaptive_pool_with_wrapped_starts(func, args, kwargs) -> torch.Tensor:
+    """The pool with each window's start computed as pytorch#176784's kernel did, the
+    product ``o * isize`` wrapped to a signed 32-bit integer (then divided by the output
+    side, truncating as C does), clamped into the input (the kernel read out of bounds;
+    this reads a wrong window inside it). The windows' ends, and every output element
+    whose starts do not wrap, are right."""
+    x = _input(func, args, kwargs)
+    out = func(*args, **kwargs)
+    sides = _adaptive_pool_sides(func, args, kwargs)
+    wide = x.double()
+    wrapped = torch.zeros(out.shape, dtype=torch.bool)
+    first = x.dim() - len(sides)
+    for k, (n, size) in enumerate(sides):
+        d = first + k
+        o = torch.arange(size, dtype=torch.int64)
+        product = (o * n + 2**31) % 2**32 - 2**31
+        start = torch.where(product < 0, -((-product) // size), product // size).clamp(0, n - 1)
+        end = -((-(o + 1) * n) // size)
+        start = torch.minimum(start, end - 1)
+        prefix = torch.nn.functional.pad(wide.cumsum(d).movedim(d, -1), (1, 0)).movedim(-1, d)
+        wide = (prefix.index_select(d, end) - prefix.index_select(d, start)) \
+            / (end - start).double().view([-1 if i == d else 1 for i in range(x.dim())])
+        wrapped |= (o * n > 2**31 - 1).view([-1 if i == d else 1 for i in range(x.dim())])
+    return torch.where(wrapped.to(out.device), wide.to(out.dtype), out)
+
+
 def _dim_65536_under_int32(func, args, kwargs) -> bool:
     x = _input(func, args, kwargs)
     return x.numel() < 2**31 and any(n >= 65536 for n in x.shape)
@@ -1688,6 +1727,11 @@ FAULTS: dict[str, Fault] = _registry(
           "here) where the index wrapped; the forward, and the backward of a dense input, are right",
           ("aten::_adaptive_avg_pool2d_backward", "aten::_adaptive_avg_pool3d_backward"),
           _expanded_pool_input_past_huge_limit, "rewrite", rewrite=_gradient_wrapped_in_memory_order),
+    Fault("adaptive_pool_start_index_past_int32", "pytorch#176784 (CUDA AdaptiveAvgPool2d's START_IND macro "
+          "multiplies the output index by the input side in 32 bits): where that product passes 2^31 - 1 (a side "
+          "of 65,536 or so pooled to more than half of it), each window starts where the wrapped product "
+          "puts it; the other output elements are right", ("aten::_adaptive_avg_pool2d", "aten::_adaptive_avg_pool3d"),
+          _adaptive_pool_start_past_int32, "reimplement", instead=_adaptive_pool_with_wrapped_starts),
     Fault("mask_select_past_int32", "the class of pytorch#164048 (CUDA's boolean-mask gather, its grid and offsets "
           "past 32-bit sizes): x[mask] of more elements than the @large class makes reads each selected element "
           "past that limit (2^31 scaled to the @huge class's size here) at its offset wrapped; the result's shape "
