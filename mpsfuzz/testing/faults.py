@@ -1041,6 +1041,20 @@ def _adaptive_pool_with_wrapped_starts(func, args, kwargs) -> torch.Tensor:
     return torch.where(wrapped.to(out.device), wide.to(out.dtype), out)
 
 
+def _a_listed_tensor_past_huge_limit(func, args, kwargs) -> bool:
+    """_foreach_norm(self, ord, dtype) of a list holding a tensor of more than
+    HUGE_FORWARD_LIMIT elements."""
+    return any(t.numel() > HUGE_FORWARD_LIMIT for t in _arg(func, args, kwargs, 0))
+
+
+def _norms_of_the_elements_before_the_limit(func, args, kwargs):
+    """Each norm over the tensor's first HUGE_FORWARD_LIMIT elements only: a kernel whose
+    32-bit element count or chunk offset stops (or wraps) at 2^31 (scaled) drops the rest."""
+    tensors = [t.reshape(-1)[:HUGE_FORWARD_LIMIT] if t.numel() > HUGE_FORWARD_LIMIT else t
+               for t in _arg(func, args, kwargs, 0)]
+    return func(tensors, *args[1:], **kwargs)
+
+
 def _dim_65536_under_int32(func, args, kwargs) -> bool:
     x = _input(func, args, kwargs)
     return x.numel() < 2**31 and any(n >= 65536 for n in x.shape)
@@ -1732,6 +1746,11 @@ FAULTS: dict[str, Fault] = _registry(
           "of 65,536 or so pooled to more than half of it), each window starts where the wrapped product "
           "puts it; the other output elements are right", ("aten::_adaptive_avg_pool2d", "aten::_adaptive_avg_pool3d"),
           _adaptive_pool_start_past_int32, "reimplement", instead=_adaptive_pool_with_wrapped_starts),
+    Fault("foreach_norm_drops_elements_past_int32", "the class of pytorch#169930 (CUDA's foreach norm, what "
+          "clip_grad_norm_ calls, of a tensor of 2^31 + 1 elements): the norm of a listed tensor of more elements "
+          "than the @large class makes counts only those before that limit (2^31 scaled to the @huge class's "
+          "size here)", ("aten::_foreach_norm",), _a_listed_tensor_past_huge_limit, "reimplement",
+          instead=_norms_of_the_elements_before_the_limit),
     Fault("mask_select_past_int32", "the class of pytorch#164048 (CUDA's boolean-mask gather, its grid and offsets "
           "past 32-bit sizes): x[mask] of more elements than the @large class makes reads each selected element "
           "past that limit (2^31 scaled to the @huge class's size here) at its offset wrapped; the result's shape "
