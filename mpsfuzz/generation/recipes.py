@@ -439,11 +439,20 @@ class TensorRecipe:
 
     def rows_values(self, blocks) -> torch.Tensor:
         """The logical values of the rows ``[a, b)`` of each block, one after the other, on
-        the CPU, without the rest of the tensor (index_hash values only)."""
+        the CPU, without the rest of the tensor (index_hash values only), dense: an
+        expanded dim repeats its one value row (dim 0 expanded: every row is row 0)."""
         shape = self._value_shape()
         row = math.prod(shape[1:])
-        parts = [self.hash_block(a * row, (b - a) * row, "cpu").view((b - a,) + tuple(shape[1:])) for a, b in blocks]
-        return torch.cat(parts) if parts else torch.empty((0,) + tuple(shape[1:]), dtype=dt.to_torch(self.dtype))
+        rows_expanded = 0 in self.layout.expanded
+        parts = []
+        for a, b in blocks:
+            first, count = (0, 1) if rows_expanded else (a, b - a)
+            part = self.hash_block(first * row, count * row, "cpu").view((count,) + tuple(shape[1:]))
+            parts.append(part.expand((b - a,) + tuple(self.shape[1:])).contiguous() if self.layout.expanded
+                         else part)
+        if parts:
+            return torch.cat(parts)
+        return torch.empty((0,) + tuple(self.shape[1:]), dtype=dt.to_torch(self.dtype))
 
     def _pristine_base(self) -> torch.Tensor:
         """The flat CPU base buffer (filler, and the values in the view), shared through

@@ -417,12 +417,15 @@ def _overlaps_allowed(inputs: tuple, j: int, written: set[int]) -> bool:
     return True
 
 
-def _constant_if_large(recipe: TensorRecipe) -> TensorRecipe:
+def _constant_if_large(recipe: TensorRecipe, keeps_expanded: bool = False) -> TensorRecipe:
     """An input of the large family past LARGE_REAL_NUMEL elements: a stride-0 view of
-    one element (its one value drawn as usual, specials included)."""
+    one element (its one value drawn as usual, specials included). One made from the
+    hash keeps its stride-0 dims only where ``keeps_expanded`` (the @huge class, whose
+    reference rebuilds the expanded rows from the hash, TensorRecipe.rows_values)."""
     if recipe.values.distribution in DEVICE_GENERATED:
-        # Made on the device row by row, compared on a few rows: every row its own values.
-        return replace(recipe, layout=replace(recipe.layout, expanded=()))
+        # Made on the device row by row, compared on a few rows: every row its own values
+        # (or, expanded, the values of the row it repeats).
+        return recipe if keeps_expanded else replace(recipe, layout=replace(recipe.layout, expanded=()))
     if recipe.numel <= LARGE_REAL_NUMEL:
         return recipe
     return replace(recipe, layout=Layout(expanded=tuple(d for d, n in enumerate(recipe.shape) if n != 1)))
@@ -491,8 +494,20 @@ def _dress_inputs(choose, spec: OpSpec, shapes: tuple, names: tuple, kwargs: dic
                      **_value_options(values[i] if i < len(values) else None, shapes, kwargs, spec))
         for i in range(len(shapes)))
     if "large" in spec.semantics:
-        inputs = tuple(_constant_if_large(r) for r in inputs)
+        keeps = expanded_rows_rebuilt(spec)
+        inputs = tuple(_constant_if_large(r, keeps) for r in inputs)
     return inputs
+
+
+def expanded_rows_rebuilt(spec: OpSpec) -> bool:
+    """Whether an input of ``spec`` made from the hash keeps a drawn stride-0 (expanded)
+    dim: the @huge class of a sliced group, whose reference rebuilds any rows of an
+    expanded input from the hash (issue 38: pytorch#193096, adaptive_avg_pool3d's
+    backward of an expanded input past 2^31 elements; a kernel that reads an input by its
+    strides meets a stride of 0 there). Not the sample-judged @huge ops (a mask's true
+    rows are known in closed form of a mask that is not expanded) nor the large rows'
+    ops (generation/ops/large_rows.py: rows of dense inputs)."""
+    return spec.reference_inputs is not None and any(g.sliced for g in spec.grows)
 
 
 def _autocast_inputs(draw, inputs: tuple) -> tuple:

@@ -1127,6 +1127,78 @@ def _backward_past_huge_limit(func, args, kwargs) -> bool:
     return _in_backward(func, args, kwargs) and _input(func, args, kwargs).numel() > HUGE_BACKWARD_LIMIT
 
 
+def _expanded_pool_input_past_huge_limit(func, args, kwargs) -> bool:
+    """An adaptive average pool's backward (aten::_adaptive_avg_pool{2,3}d_backward: the
+    upstream gradient, then the forward's input) whose input has a stride-0 dim (an
+    expanded view) and more than HUGE_BACKWARD_LIMIT elements."""
+    x = _arg(func, args, kwargs, 1)
+    return (isinstance(x, torch.Tensor) and x.numel() > HUGE_BACKWARD_LIMIT
+            and any(s == 0 and n > 1 for s, n in zip(x.stride(), x.shape)))
+
+
+def _gradient_wrapped_in_memory_order(func, args, kwargs, out):
+    """The gradient with its elements past HUGE_BACKWARD_LIMIT, in the order the kernel
+    writes them (its memory: contiguous or channels-last), set where a 32-bit index
+    wrapped (_wrapped_past_int32)."""
+    order = list(out.dim_order())
+    dense = out.permute(*order).contiguous()
+    _wrapped_past_int32(dense, HUGE_BACKWARD_LIMIT)
+    return out.copy_(dense.permute(*[order.index(d) for d in range(out.dim())]))
+
+
+def _adaptive_pool_sides(func, args, kwargs) -> list[tuple[int, int]]:
+    """(input side, output side) of each pooled dim of aten::_adaptive_avg_pool{2,3}d."""
+    x, size = _input(func, args, kwargs), list(_arg(func, args, kwargs, 1))
+    return list(zip(x.shape[x.dim() - len(size):], size))
+
+
+def _adaptive_pool_start_past_int32(func, args, kwargs) -> bool:
+    """An adaptive average pool with a pooled dim whose last output index times the input
+    side passes 2^31 - 1 (CUDA's START_IND product ``(o % osize) * isize`` in 32 bits,
+    pytorch#176784): a side of 65,536 or so pooled to more than half of it."""
+    return any((o - 1) * n > 2**31 - 1 for n, o in _adaptive_pool_sides(func, args, kwargs))
+
+
+def _adaptive_pool_with_wrapped_starts(func, args, kwargs) -> torch.Tensor:
+    """The pool with each window's start computed as pytorch#176784's kernel did, the
+    product ``o * isize`` wrapped to a signed 32-bit integer (then divided by the output
+    side, truncating as C does), clamped into the input (the kernel read out of bounds;
+    this reads a wrong window inside it). The windows' ends, and every output element
+    whose starts do not wrap, are right."""
+    x = _input(func, args, kwargs)
+    out = func(*args, **kwargs)
+    sides = _adaptive_pool_sides(func, args, kwargs)
+    wide = x.double()
+    wrapped = torch.zeros(out.shape, dtype=torch.bool)
+    first = x.dim() - len(sides)
+    for k, (n, size) in enumerate(sides):
+        d = first + k
+        o = torch.arange(size, dtype=torch.int64)
+        product = (o * n + 2**31) % 2**32 - 2**31
+        start = torch.where(product < 0, -((-product) // size), product // size).clamp(0, n - 1)
+        end = -((-(o + 1) * n) // size)
+        start = torch.minimum(start, end - 1)
+        prefix = torch.nn.functional.pad(wide.cumsum(d).movedim(d, -1), (1, 0)).movedim(-1, d)
+        wide = (prefix.index_select(d, end) - prefix.index_select(d, start)) \
+            / (end - start).double().view([-1 if i == d else 1 for i in range(x.dim())])
+        wrapped |= (o * n > 2**31 - 1).view([-1 if i == d else 1 for i in range(x.dim())])
+    return torch.where(wrapped.to(out.device), wide.to(out.dtype), out)
+
+
+def _a_listed_tensor_past_huge_limit(func, args, kwargs) -> bool:
+    """_foreach_norm(self, ord, dtype) of a list holding a tensor of more than
+    HUGE_FORWARD_LIMIT elements."""
+    return any(t.numel() > HUGE_FORWARD_LIMIT for t in _arg(func, args, kwargs, 0))
+
+
+def _norms_of_the_elements_before_the_limit(func, args, kwargs):
+    """Each norm over the tensor's first HUGE_FORWARD_LIMIT elements only: a kernel whose
+    32-bit element count or chunk offset stops (or wraps) at 2^31 (scaled) drops the rest."""
+    tensors = [t.reshape(-1)[:HUGE_FORWARD_LIMIT] if t.numel() > HUGE_FORWARD_LIMIT else t
+               for t in _arg(func, args, kwargs, 0)]
+    return func(tensors, *args[1:], **kwargs)
+
+
 def _dim_65536_under_int32(func, args, kwargs) -> bool:
     x = _input(func, args, kwargs)
     return x.numel() < 2**31 and any(n >= 65536 for n in x.shape)
@@ -1806,6 +1878,23 @@ FAULTS: dict[str, Fault] = _registry(
           "makes writes the gradient's elements past that limit (2^31 scaled to the @huge class's size here) "
           "where the index wrapped; the forward is right", ("aten::gelu_backward",), _backward_past_huge_limit,
           "wrap_int32", wrap_at=HUGE_BACKWARD_LIMIT),
+    Fault("adaptive_pool_backward_of_an_expanded_input_past_int32", "the class of pytorch#193096 (CUDA "
+          "adaptive_avg_pool3d's backward of a stride-0 expanded input past 2^31 elements): the backward of an "
+          "adaptive average pool whose input is expanded (a stride-0 dim) and holds more elements than the @large "
+          "class makes writes the gradient's elements past that limit (2^31 scaled to the @huge class's size "
+          "here) where the index wrapped; the forward, and the backward of a dense input, are right",
+          ("aten::_adaptive_avg_pool2d_backward", "aten::_adaptive_avg_pool3d_backward"),
+          _expanded_pool_input_past_huge_limit, "rewrite", rewrite=_gradient_wrapped_in_memory_order),
+    Fault("adaptive_pool_start_index_past_int32", "pytorch#176784 (CUDA AdaptiveAvgPool2d's START_IND macro "
+          "multiplies the output index by the input side in 32 bits): where that product passes 2^31 - 1 (a side "
+          "of 65,536 or so pooled to more than half of it), each window starts where the wrapped product "
+          "puts it; the other output elements are right", ("aten::_adaptive_avg_pool2d", "aten::_adaptive_avg_pool3d"),
+          _adaptive_pool_start_past_int32, "reimplement", instead=_adaptive_pool_with_wrapped_starts),
+    Fault("foreach_norm_drops_elements_past_int32", "the class of pytorch#169930 (CUDA's foreach norm, what "
+          "clip_grad_norm_ calls, of a tensor of 2^31 + 1 elements): the norm of a listed tensor of more elements "
+          "than the @large class makes counts only those before that limit (2^31 scaled to the @huge class's "
+          "size here)", ("aten::_foreach_norm",), _a_listed_tensor_past_huge_limit, "reimplement",
+          instead=_norms_of_the_elements_before_the_limit),
     Fault("mask_select_past_int32", "the class of pytorch#164048 (CUDA's boolean-mask gather, its grid and offsets "
           "past 32-bit sizes): x[mask] of more elements than the @large class makes reads each selected element "
           "past that limit (2^31 scaled to the @huge class's size here) at its offset wrapped; the result's shape "

@@ -26,10 +26,11 @@ from hypothesis import strategies as st
 from .. import dtypes as dt
 from ..grad_points import (any_of, constant_slices, dims_of, near, rows, slack, ties, vector_norm_kinks,
                            vector_norm_reason, wide, zero_crossings)
-from ..large_sizes import dim_off_rows, grows
+from ..large_sizes import HUGE_SUFFIX, SIZE_CLASS, dim_off_rows, grows
 from ..opspec import declare_grows
 from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcast_shapes, combine_args, dim_arg, draw_rank, draw_side,
                       expand, first_dtype, fit, gather_at_indices, integers_once, prod, register)
+from ..opspec import LARGE_REAL_NUMEL, sampled_once
 from ..preparation import preparation
 from ..recipes import DtypeArg
 
@@ -643,3 +644,134 @@ declare_grows({op: _ALONG_OR_ACROSS for op in (
 # ones, which gather from the whole input.)
 _ACROSS_ROWS = (grows("length", (0, -1)), grows("rows", (0, 0), min_rank=2, sliced=True, rows_args=dim_off_rows()))
 declare_grows({op: _ACROSS_ROWS for op in ("sum", "mean", "amax", "amin", "logsumexp", "cumsum", "std", "var")})
+
+
+# -- the foreach norm past 2^31 elements: spikes of known values ---------------------------
+#
+# pytorch#169930: CUDA's foreach norm (clip_grad_norm_'s kernel) of a tensor of 2^31 + 1
+# elements. A whole-tensor norm has no rows to cut (the @huge class's judgement), and its
+# fused kernel takes dense tensors only (a stride-0 constant falls back to one norm per
+# tensor). So the tensor is made dense on the device, zero but for a few known values at
+# flat offsets around 2^31 and 2^32, at the middle and at both ends: its norm, of any
+# order, is known exactly in float64 from those values alone, and a kernel that drops,
+# wraps or double-counts elements past 2^31 misses or adds one of them.
+
+# The flat offsets of the spikes (those inside the tensor), and their values: small
+# integers of both signs, exact in every float dtype, whose squares' sum is exact in
+# float32; the last element's the largest in magnitude (an infinity norm that drops the
+# elements past 2^31 misses it).
+_SPIKE_OFFSETS = (0, 2**31 - 1, 2**31, 2**32 - 1, 2**32)
+_SPIKE_VALUES = (3, -5, 2, -6, 4, 1)
+_LAST_SPIKE = -7
+
+
+def spike_offsets(numel: int) -> list[int]:
+    """The offsets holding a spike in a tensor of ``numel`` elements: around 2^31 and
+    2^32, the middle (past the scaled 2^31 of the sizes drawn where --max-bytes allows no
+    2^31) and the last."""
+    return sorted({o for o in (*_SPIKE_OFFSETS, numel // 2, numel - 1) if 0 <= o < numel})
+
+
+def spike_values(numel: int) -> list[int]:
+    """The spikes' values, offset by offset (spike_offsets)."""
+    count = len(spike_offsets(numel))
+    return [_SPIKE_VALUES[k % len(_SPIKE_VALUES)] for k in range(count - 1)] + [_LAST_SPIKE] * (count > 0)
+
+
+def spiked(carrier: torch.Tensor) -> torch.Tensor:
+    """A dense tensor of ``carrier``'s shape, dtype and device (the carrier: a stride-0
+    view of one element, whose value is not read), zero but for the spikes. (A repro
+    script carries its source: plain torch.)"""
+    out = torch.zeros(tuple(carrier.shape), dtype=carrier.dtype, device=carrier.device)
+    flat = out.view(-1)
+    offsets = spike_offsets(flat.numel())
+    flat[torch.tensor(offsets, device=carrier.device)] = torch.tensor(
+        spike_values(flat.numel()), dtype=carrier.dtype, device=carrier.device)
+    return out
+
+
+def _spike_carrier(t: torch.Tensor) -> bool:
+    """An input that stands for a spiked tensor: more elements than a real input of the
+    class holds (the strategies make it a stride-0 view of one element)."""
+    return t.numel() > LARGE_REAL_NUMEL
+
+
+def _foreach_norm_of_spikes(*ts, **kw):
+    """``torch._foreach_norm`` of the list, each large input made dense and spiked on its
+    device first."""
+    return torch._foreach_norm([spiked(t) if _spike_carrier(t) else t for t in ts], **kw)
+
+
+def spikes_norm(numel: int, ord=2) -> float:
+    """The ``ord``-norm of a spiked tensor of ``numel`` elements, in float64 from its
+    spikes alone (every other element is 0)."""
+    values = [abs(float(v)) for v in spike_values(numel)]
+    if ord == 0:
+        return float(len(values))
+    if ord == math.inf:
+        return max(values)
+    if ord == -math.inf:
+        return 0.0 if numel > len(values) else min(values)
+    return sum(v ** ord for v in values) ** (1.0 / ord)
+
+
+def _foreach_norm_of_spikes_reference(*ts, **kw):
+    """The CPU side: the analytic norm of each spiked tensor (the host makes none of it),
+    eager CPU's of the others, one list."""
+    out = []
+    for t in ts:
+        if _spike_carrier(t):
+            dtype = kw.get("dtype") or t.dtype
+            out.append(torch.tensor(spikes_norm(t.numel(), kw.get("ord", 2)), dtype=torch.float64).to(dtype))
+        else:
+            out.append(torch._foreach_norm([t], **kw)[0])
+    return out
+
+
+# Device memory an element of the spiked tensor may need: itself (up to 4 bytes), the
+# kernel's per-chunk partials, and the reference's nothing.
+SPIKED_BYTES_PER_ELEMENT = 8
+_SPIKED_TAILS = ((), (3,), (64,), (1000,))
+
+
+def _spiked_list_shapes(draw, budget: ShapeBudget):
+    """The spiked tensor (first: shrinking keeps it) of 2^31 - 1 to 2^31 + 2 or 2^32 - 1
+    to 2^32 + 2 elements where --max-bytes allows SPIKED_BYTES_PER_ELEMENT an element (else
+    about 2^22: the scaled size CI runs), flat or with a short last dim, then 0 to 2 small
+    tensors."""
+    from ..large_sizes import BOUNDARIES, MEDIUM
+    from ..recipes import max_bytes
+    limit = max(1, max_bytes() // SPIKED_BYTES_PER_ELEMENT)
+    targets = tuple(t for t in BOUNDARIES if t + (t >> 10) <= limit) or (min(MEDIUM, limit),)
+    target = draw(integers_once(0, len(targets) - 1))
+    tail = draw(sampled_once(_SPIKED_TAILS))
+    per = math.prod(tail)
+    rows = targets[target] // per
+    # just below, at and past the boundary in elements (a flat tensor of 2^31 + 1: the report's)
+    numel_shift = draw(integers_once(-1, 2)) if not tail else draw(integers_once(-1, 1))
+    big = ((targets[target] + numel_shift,) if not tail else (rows + numel_shift, *tail))
+    small_budget = dataclasses.replace(budget, max_numel=min(budget.max_numel, 64), allow_empty=False)
+    others = tuple(fit([draw_side(draw, small_budget) for _ in range(draw_rank(draw, small_budget, 0, 3))],
+                       small_budget) for _ in range(draw(integers_once(0, 2))))
+    return (big, *others)
+
+
+def _spiked_norm_args(draw, shapes, dtypes):
+    """An order the fused kernels take (2, 1, inf; 0 and -inf fall back), or the default;
+    sometimes a wider ``dtype=``."""
+    ords = (2, 1, math.inf, 0, -math.inf)
+    how = draw(integers_once(0, len(ords)))
+    out = {} if how == len(ords) else {"ord": ords[how]}
+    out.update(_accumulate_dtype(floating_only=True)(draw, shapes, dtypes))
+    return out
+
+
+register(OpSpec(
+    name="foreach_norm" + HUGE_SUFFIX, family=FAMILY, fn=_foreach_norm_of_spikes, shapes=_spiked_list_shapes,
+    dtypes=("float32", "float16", "bfloat16"), args=_spiked_norm_args,
+    doc="the foreach norm of a dense tensor past 2^31 or 2^32 elements made on the device, zero but for known "
+        "values around 2^31, 2^32, the middle and the ends (its norm known exactly), and 0 to 2 small tensors "
+        "(pytorch#169930)",
+    allow_specials=False, allow_nonfinite=False, rtol_scale=16, atol_scale=16,
+    semantics=ORDER | {"tensor-list", "large"}, reference_fn=_foreach_norm_of_spikes_reference,
+    size_class=SIZE_CLASS, base="foreach_norm"))
