@@ -55,6 +55,11 @@ _LEAVES = frozenset({
 MAX_POSITIONS = 16
 MAX_BATCHED_POSITIONS = 1024
 BATCH_ELEMENTS = 1 << 24
+# All batches together compute about positions x intermediates derivatives: held to
+# MAX_DERIVATIVES, so that a wide op (an adaptive pool of a side of 65,537 into 56,375,
+# millions of intermediates) measures fewer positions rather than taking past a
+# verdict's time (320 s measured, a harness error and a worker restart each case).
+MAX_DERIVATIVES = 1 << 27
 
 
 def _differentiable_table() -> dict:
@@ -226,7 +231,7 @@ def _bounds_at(flat: torch.Tensor, positions: list[int], errors: list, unit: flo
     per_row = max(1, sum(e.numel() for e in errors))
     chunk = max(1, min(256, BATCH_ELEMENTS // per_row))
     try:
-        wanted = positions[:MAX_BATCHED_POSITIONS]
+        wanted = positions[:max(1, min(MAX_BATCHED_POSITIONS, MAX_DERIVATIVES // per_row))]
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*performance drop.*")   # vmap's fallback: slower, right
             for start in range(0, len(wanted), chunk):
@@ -241,7 +246,7 @@ def _bounds_at(flat: torch.Tensor, positions: list[int], errors: list, unit: flo
                     bound[at] = unit * total.to(torch.float64)
     except Exception:   # an op whose backward vmap cannot batch: one backward per position
         bound.zero_()
-        for pos in positions[:MAX_POSITIONS]:
+        for pos in positions[:max(1, min(MAX_POSITIONS, MAX_DERIVATIVES // per_row))]:
             parts = torch.autograd.grad(values[pos], errors, retain_graph=True, allow_unused=True)
             bound[pos] = unit * sum(float(_finite(p).abs().sum()) for p in parts if p is not None)
     # a NaN or infinite input makes the derivatives say nothing
