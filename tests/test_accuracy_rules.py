@@ -93,9 +93,10 @@ class SumsInHalf(_CpuTarget):
         return acc
 
 
-def _recipe(shape, dtype="float32", *, specials=(), layout=Layout(), distribution="normal", seed=3, high=None):
+def _recipe(shape, dtype="float32", *, specials=(), layout=Layout(), distribution="normal", seed=3, low=None,
+            high=None):
     return TensorRecipe(tuple(shape), dtype, layout,
-                        ValueRecipe(distribution, seed, high=high, specials=tuple(specials)))
+                        ValueRecipe(distribution, seed, low=low, high=high, specials=tuple(specials)))
 
 
 def test_which_inputs_make_overflow_possible():
@@ -382,6 +383,78 @@ def test_undefined_float_to_integer_conversions_are_not_compared(registered):
         wrong = judge_case(case, NanToZero(off_by_one=True), DEFAULT).failures
         assert [f["oracle"] for f in wrong] == ["values"], dtype
 
+
+
+class _Converting:
+    """A target whose conversions to an integer dtype give ``value`` wherever the input
+    (the conversion's source) is below ``below`` or at least ``at_least``."""
+    name, device = "converting", "cpu"
+
+    def __init__(self, value, *, below=None, at_least=None):
+        self.value, self.below, self.at_least = value, below, at_least
+
+    def run(self, fn, *args, **kwargs):
+        out, x = fn(*args, **kwargs), args[0]
+        where = torch.zeros(x.shape, dtype=torch.bool)
+        if self.below is not None:
+            where |= x < self.below
+        if self.at_least is not None:
+            where |= x >= self.at_least
+        return torch.where(where, torch.full((), self.value, dtype=out.dtype), out)
+
+    def synchronize(self):
+        pass
+
+    def memory_allocated(self):
+        return 0
+
+
+def test_conversions_of_ops_declaring_no_source_follow_the_one_rule(registered):
+    """An op that declares no ``converts`` is masked by the same rule as the cast family
+    (oracles/conversions.py): the truncation is what must fit, so -0.7 into uint8 is
+    defined (0) and judged; 2^64 into uint64 is past the max, though float64 rounds
+    uint64's max up to 2^64 (CUDA gave 2^64 - 1, eager CPU 0: no verdict)."""
+    from mpsfuzz.generation.opspec import OpSpec, any_shape
+
+    registered(OpSpec(name="test.uint8", family="test", fn=lambda x: x.to(torch.uint8), shapes=any_shape(1),
+                      dtypes=("float32",), doc="conversion"))
+    registered(OpSpec(name="test.uint64", family="test", fn=lambda x: x.to(torch.uint64), shapes=any_shape(1),
+                      dtypes=("float32",), doc="conversion"))
+    fractions = Case("test.uint8", (_recipe((4,), distribution="uniform", low=-0.9, high=-0.1),))
+    wrapped = judge_case(fractions, _Converting(255, below=0.0), DEFAULT).failures
+    assert [f["oracle"] for f in wrapped] == ["values"]
+    huge = Case("test.uint64", (_recipe((4,), distribution="uniform", low=2.0**64, high=2.0**64),))
+    assert judge_case(huge, _Converting(2**64 - 1, at_least=2.0**64), DEFAULT).failures == ()
+
+
+class _NanPositionsOff:
+    """A target whose integer results are off by one where the input is NaN."""
+    name, device = "nan-positions-off", "cpu"
+
+    def run(self, fn, *args, **kwargs):
+        out = fn(*args, **kwargs)
+        return out + torch.isnan(args[0]).to(out.dtype)
+
+    def synchronize(self):
+        pass
+
+    def memory_allocated(self):
+        return 0
+
+
+def test_an_integer_result_beside_a_float_input_of_its_shape_is_no_conversion_unless_it_agrees(registered):
+    """Integer results of an input's shape that are not its conversion (indices, counts:
+    ``searchsorted`` of NaN values) are judged at NaN positions too."""
+    from mpsfuzz.generation.opspec import OpSpec, any_shape
+
+    registered(OpSpec(name="test.positions", family="test", shapes=any_shape(1), dtypes=("float32",),
+                      fn=lambda x: torch.arange(x.numel()).reshape(x.shape) + 7 * torch.isnan(x), doc="indices"))
+    case = Case("test.positions", (_recipe((4,), specials=[(1, "nan")]),))
+    assert [f["oracle"] for f in judge_case(case, _NanPositionsOff(), DEFAULT).failures] == ["values"]
+    registered(OpSpec(name="test.int64", family="test", fn=lambda x: x.long(), shapes=any_shape(1),
+                      dtypes=("float32",), doc="conversion"))
+    conversion = Case("test.int64", (_recipe((4,), specials=[(1, "nan")]),))
+    assert judge_case(conversion, _NanPositionsOff(), DEFAULT).failures == ()
 
 def test_complex_logarithms_compare_modulo_two_pi():
     spec = catalogue.get("logcumsumexp")

@@ -300,3 +300,18 @@ def test_a_found_cases_repro_script_runs(monkeypatch):
     script = Script(text=record["script"], expect=record["expect"], body_lines=record["lines"])
     clean = run_and_judge(script, target_spec=FAULT_TARGET, timeout_s=60)
     assert not clean.reproduced, (clean.detail, record["script"])
+
+
+def test_the_floating_source_of_a_dtype_pair_is_the_input_the_op_declares_it_converts(registered):
+    """The quarter of pairs that put a floating source into an integer destination retype
+    ``OpSpec.converts``'s input, wherever the op puts it (here the third)."""
+    from mpsfuzz.generation.opspec import OpSpec, same_shapes
+
+    spec = registered(OpSpec(name="test.copy_third", family="test", shapes=same_shapes(3),
+                             fn=lambda dst, other, src: dst.copy_(src), dtypes=catalogue.get("copy_").dtypes,
+                             doc="copy_ of the third input", mutates=(0,), converts=2,
+                             semantics=frozenset({"dtype-pairs"})))
+    cases = example_cases(spec, 200, seed=1)
+    float_sources = [c for c in cases if c.inputs[0].dtype in dt.INTEGRAL and c.inputs[2].dtype in dt.FLOAT]
+    # a quarter of the cases by the rule, and an eighth of the rest by chance: about 34%
+    assert len(float_sources) >= 200 // 4, len(float_sources)

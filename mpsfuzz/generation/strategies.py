@@ -470,15 +470,18 @@ def _draw_bones(draw, spec: OpSpec, budget: ShapeBudget, mixed_dtype_ratio) -> t
                 and draw(integers_once(0, 99)) >= round(100 * (1 - mixed_dtype_ratio))):
             name = draw(sampled_once(spec.dtypes))
         names.append(name)
-    if "dtype-pairs" in spec.semantics and n > 1 and draw(integers_once(0, 3)) == 0:
-        # A quarter of the pairs: a floating source into an integer destination, the
-        # conversions whose out-of-range values C++ leaves undefined and backends answer
-        # differently (pytorch#160744's -1.0 into uint8), their in-range values defined.
+    source = spec.converts
+    if "dtype-pairs" in spec.semantics and source is not None and 0 < source < n \
+            and draw(integers_once(0, 3)) == 0:
+        # A quarter of the pairs: a floating source (the input the result converts) into
+        # an integer destination (the first input, of the main dtype), the conversions
+        # whose out-of-range values C++ leaves undefined and backends answer differently
+        # (pytorch#160744's -1.0 into uint8), their in-range values defined.
         ints = [d for d in spec.dtypes if d in dt.INTEGRAL]
         floats = [d for d in spec.dtypes if d in dt.FLOAT]
         if ints and floats:
             main = names[0] = draw(sampled_once(ints))
-            names[1] = draw(sampled_once(floats))
+            names[source] = draw(sampled_once(floats))
     # Arguments come before values: an input's values may depend on them (indices
     # into the dim that ``dim`` names).
     kwargs = spec.args(draw, tuple(shapes), tuple(names)) if spec.args else {}

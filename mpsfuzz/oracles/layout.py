@@ -11,6 +11,7 @@ from dataclasses import replace
 
 from . import Failure, oracle
 from ..execution.observation import Observation, Raised
+from .conversions import excuse_undefined
 from .values import compare_outputs, dut_alone_scale, error_profile, excuse_zero_taps_either_way
 
 OVERFLOWING = ("max", "lowest", "big")
@@ -41,10 +42,9 @@ def check_layout(obs: Observation) -> Failure | None:
     scale = dut_alone_scale(obs.spec, obs.dut)
     contiguous = excuse_zero_taps_either_way(obs.case, obs.spec, obs.dut, other.outputs)
     mismatch = compare_outputs(obs.dut, contiguous, obs.spec, scale=scale)
-    if mismatch is not None and obs.spec.converts is not None:
+    if mismatch is not None:
         # Undefined conversions need not agree, not even with the target's own other
         # kernel (oracles/conversions.py; pytorch#160744)
-        from .conversions import excuse_undefined
         mismatch = compare_outputs(excuse_undefined(obs.case, obs.spec, obs.dut, contiguous), contiguous,
                                    obs.spec, scale=scale)
     if mismatch is None:
