@@ -195,7 +195,7 @@ def test_the_large_selection_draws_it_and_coverage_counts_it_as_huge():
 
 @pytest.mark.slow
 def test_a_bag_max_backward_past_the_limit_is_found_explained_by_the_size_and_minimised(tmp_path):
-    """A campaign of embedding_bag_max@huge finds the fault (about 2 minutes on two busy
+    """A campaign of embedding_bag_max@huge finds the fault (2 to 3 minutes on two busy
     cores, 33 s of it minimising) as a gradient finding, explained by the weight's long
     dim, minimised keeping int32 indices, a weight of more than MAX_ELEMENTS elements and
     a looked-up row past that offset, localised to the backward kernel, with a verified

@@ -933,7 +933,11 @@ register(
        "bags reduced by max over a weight past 2^31 and 2^32 elements, indices from the hash past row "
        "2^31 / dim; its weight's gradient judged on the rows looked up and the boundary rows",
        args=bag_args, input_dtypes=(INDEX, None, None), input_values=(bag_index_values, "index_hash", "index_hash"),
-       allow_specials=False, allow_nonfinite=False, semantics=frozenset({"large"}),
+       allow_specials=False, allow_nonfinite=False,
+       # (the backward adds up to 16 bags' upstream gradients on a row, in the dtype on a
+       # device: CUDA's atomics in float16; a row's offset that wraps moves whole gradients)
+       rtol_scale=ACCUMULATES["rtol_scale"], atol_scale=ACCUMULATES["atol_scale"],
+       semantics=frozenset({"large", "accumulates"}),
        reference_fn=bag_max_formula, reference_inputs=bag_reference_inputs, size_class=SIZE_CLASS,
        base="embedding_bag_max", grad=True, grad_inputs=(1,), grad_undefined=_bag_max_ties,
        judged_grads=bag_judged_grads),
