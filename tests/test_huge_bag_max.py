@@ -137,6 +137,24 @@ def test_the_whole_weight_cut_to_the_judged_rows_equals_max_by_definition_on_tho
     assert checked >= 6
 
 
+@pytest.mark.parametrize("mode", ["max", "sum", "mean"])
+def test_the_reference_follows_the_call_where_triage_drops_the_mode_or_the_offsets(mode):
+    """The reference is max's definition, and the other modes' where an ablation drops
+    ``mode`` (the call then means): equal to eager CPU's embedding_bag on small bags,
+    offsets with empty bags and include_last_offset among them; 1-D indices without
+    offsets raise on both sides."""
+    w = (torch.arange(40 * 3) * 40503 % 241 - 120).float().div(4).view(40, 3)
+    idx = torch.tensor([3, 7, 7, 1, 30, 2], dtype=torch.int32)
+    for offsets, last in (((0, 2, 2, 5), False), ((0, 3, 6), True)):
+        got = huge_samples.bag_max_formula(idx, w, None, offsets=offsets, include_last_offset=last, mode=mode)
+        want = F.embedding_bag(idx, w, torch.tensor(offsets, dtype=torch.int32), mode=mode, include_last_offset=last)
+        torch.testing.assert_close(got, want, rtol=1e-6, atol=0)
+    assert torch.equal(huge_samples.bag_max_formula(idx.view(2, 3), w, None, mode=mode),
+                       F.embedding_bag(idx.view(2, 3), w, mode=mode))
+    with pytest.raises(ValueError):
+        huge_samples.bag_max_formula(idx, w, None, mode=mode)
+
+
 def test_a_right_target_passes_the_class_and_the_fault_fails_its_int32_gradients(monkeypatch):
     """The fault target with no fault passes forward and grad cases; with the fault, int32
     grad cases whose max lies past MAX_ELEMENTS fail the grads oracle and nothing else."""

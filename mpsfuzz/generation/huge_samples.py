@@ -530,18 +530,24 @@ def bag_split(idx: torch.Tensor, offsets=None, include_last_offset: bool = False
     return [idx[start:end] for start, end in zip(cuts, ends)]
 
 
-def bag_max_formula(idx, w, psw, *, offsets=None, include_last_offset=False, mode="max"):
-    """embedding_bag(mode="max") by its definition, in float64 (no embedding_bag kernel):
-    each bag's column-wise maximum of its rows (indices taken modulo the weight's rows, as
-    the op's call takes them), zeros for an empty bag, rounded once to the weight's dtype.
-    Its gradient is max's: at (row r, column c) the sum, in float64, of the upstream
-    gradient at (bag, c) over the bags whose max in column c is row r (a row twice in a
-    bag is one row: amax splits its share in halves that add up on it)."""
+def bag_max_formula(idx, w, psw, *, offsets=None, include_last_offset=False, mode="mean"):
+    """embedding_bag by its definition, in float64 (no embedding_bag kernel): for mode
+    "max" each bag's column-wise maximum of its rows (indices taken modulo the weight's
+    rows, as the op's call takes them), zeros for an empty bag, rounded once to the
+    weight's dtype. Its gradient is max's: at (row r, column c) the sum, in float64, of
+    the upstream gradient at (bag, c) over the bags whose max in column c is row r (a row
+    twice in a bag is one row: amax splits its share in halves that add up on it). The
+    other modes (sum, mean: F.embedding_bag's default, where triage drops ``mode``) and a
+    missing ``offsets`` of 1-D indices (an error) as torch defines them, so that an
+    ablation compares the same call on both sides."""
+    if idx.dim() == 1 and offsets is None:
+        raise ValueError("offsets has to be a 1D Tensor but got None")
     rows, dim = w.shape
     idx = idx.remainder(rows).long() if rows else idx.long()
     wide = w.to(torch.float64)
+    reduce = {"max": lambda t: t.amax(0), "sum": lambda t: t.sum(0), "mean": lambda t: t.mean(0)}[mode]
     bags = bag_split(idx, offsets, include_last_offset)
-    out = [wide[b].amax(0) if b.numel() else wide.new_zeros(dim) for b in bags]
+    out = [reduce(wide[b]) if b.numel() else wide.new_zeros(dim) for b in bags]
     return (torch.stack(out) if out else wide.new_zeros((0, dim))).to(w.dtype)
 
 
