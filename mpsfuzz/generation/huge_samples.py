@@ -437,3 +437,172 @@ def lookup_reference_inputs(case) -> list[torch.Tensor] | None:
 
 # (a repro script cuts no rows from the device's inputs: the renumbered indices are no cut)
 lookup_reference_inputs.blocks = lambda case: {}
+
+
+# -- bags reduced by max (embedding_bag, mode="max") and its backward ---------------------------
+#
+# pytorch#188467: CUDA embedding_bag(mode="max")'s backward with int32 indices writes each
+# bag's gradient to the weight's row its max came from at the offset row * dim + column,
+# held in 32 bits: a row past 2^31 / dim loses its gradient (and it lands elsewhere). The
+# forward result is small (a row per bag) and compared whole; the weight's gradient is as
+# large as the weight, so it is cut on the device to sampled rows (:func:`bag_judged_rows`:
+# every row looked up, where the gradient goes; the boundary blocks of the weight; and the
+# rows a looked-up row's offsets reach wrapped at 2^31 and 2^32, where a wrapped write
+# lands), judged against :func:`bag_max_formula` on those rows alone, made from the hash:
+# max's definition in float64, whose gradient is, at (row r, column c), the sum of the
+# upstream gradient at (bag, c) over the bags whose max in column c is row r's. A max that
+# two distinct rows of a bag share has no such row (the kernels keep one of them: which
+# one is unspecified), so such a case has no gradient verdict (the op's grad_undefined,
+# on the rows the reference ran on).
+
+# Row widths: narrow ones, so that a bag's max in a column is rarely shared (the hash's
+# floats take 241 values: a bag of two distinct rows ties in a column once in 241). 3
+# first, where shrinking goes (more than 65,536 rows at any size past 2^21 elements); no
+# width of 1 or 2, whose rows at 2^32 elements would pass int32's indices.
+BAG_DIMS = (3, 16, 5, 8, 64)
+# Indices in one dim (cut into bags by offsets) or two (bags of equal length): few per
+# bag, for the same reason.
+BAG_COUNTS = (8, 1, 5, 16)
+BAG_ROWS = (4, 1, 16, 8)
+BAG_LENGTHS = (2, 1, 3, 4)
+# Rows below the weight's last boundary (2^31 or 2^32 elements) the indices start at:
+# the rows past it are the last few where the weight is just past 2^31 elements, and a
+# bag's max must land there (and sometimes before) for the backward's offset to wrap.
+BAG_ROWS_BELOW = 4
+# Device memory one element of the weight may need: itself and its gradient (up to 4
+# bytes each), and as much again for the kernels' temporaries.
+BAG_BYTES_PER_ELEMENT = 16
+
+
+def bag_shapes(draw, budget: ShapeBudget) -> tuple:
+    """(indices, weight, per-sample weights) of an embedding_bag: a few indices (1-D cut
+    by offsets, or 2-D bags of equal length), a weight of just below, at or past 2^31 or
+    2^32 elements where ``--max-bytes`` allows BAG_BYTES_PER_ELEMENT an element (else about
+    2^22), rows of BAG_DIMS elements; the per-sample weights (unused by max: the base op's
+    third input) shaped as the indices."""
+    limit = max(1, max_bytes() // BAG_BYTES_PER_ELEMENT)
+    dim = draw(sampled_once(BAG_DIMS))
+    targets = tuple(t for t in BOUNDARIES if t + 2 * dim <= limit) or (min(MEDIUM, limit),)
+    rows = max(1, draw(sampled_once(targets)) // dim + draw(integers_once(-1, 2)))
+    if draw(integers_once(0, 1)) == 0:
+        indices = (draw(sampled_once(BAG_COUNTS)),)
+    else:
+        indices = (draw(sampled_once(BAG_ROWS)), draw(sampled_once(BAG_LENGTHS)))
+    return (indices, (rows, dim), indices)
+
+
+def bag_args(draw, shapes, dtypes) -> dict:
+    """mode="max"; for 1-D indices, offsets cutting them into 1 to 4 bags (empty ones
+    among them), the last one the end or not (include_last_offset). No padding_idx and
+    no max_norm: the reference's rows are renumbered (a padding row would move), and a
+    renorm writes into the weight."""
+    out = {"mode": "max"}
+    idx = shapes[0]
+    if len(idx) == 1:
+        n = idx[0]
+        bags = draw(integers_once(1, 4))
+        cuts = sorted(draw(integers_once(0, n)) for _ in range(bags - 1))
+        last = draw(integers_once(0, 1)) == 1
+        out["offsets"] = tuple([0] + cuts + ([n] if last else []))
+        out["include_last_offset"] = last
+    return out
+
+
+def bag_index_values(shapes, kwargs) -> dict:
+    """The indices: from the hash, made on the device, from BAG_ROWS_BELOW rows below the
+    weight's last boundary of 2^31 or 2^32 elements (where it passes one) to its last row,
+    so that bags' maxima land past row 2^31 / dim (or 2^32 / dim) and before; over all
+    its rows where it passes none (CI's size)."""
+    rows, dim = shapes[1]
+    passed = [b for b in BOUNDARIES if b < rows * dim]
+    low = max(0, passed[-1] // max(1, dim) - BAG_ROWS_BELOW) if passed else 0
+    return {"distribution": "index_hash", "low": min(low, max(0, rows - 1)), "high": max(0, rows - 1)}
+
+
+def bag_split(idx: torch.Tensor, offsets=None, include_last_offset: bool = False) -> list[torch.Tensor]:
+    """The indices of each bag: the rows of a 2-D ``idx``, else the runs ``offsets`` cut
+    (its last entry the end with include_last_offset). (Plain torch: a repro script
+    carries its source.)"""
+    if idx.dim() == 2:
+        return list(idx)
+    cuts = list(offsets or (0,))
+    ends = cuts[1:] if include_last_offset else cuts[1:] + [idx.numel()]
+    return [idx[start:end] for start, end in zip(cuts, ends)]
+
+
+def bag_max_formula(idx, w, psw, *, offsets=None, include_last_offset=False, mode="mean"):
+    """embedding_bag by its definition, in float64 (no embedding_bag kernel): for mode
+    "max" each bag's column-wise maximum of its rows (indices taken modulo the weight's
+    rows, as the op's call takes them), zeros for an empty bag, rounded once to the
+    weight's dtype. Its gradient is max's: at (row r, column c) the sum, in float64, of
+    the upstream gradient at (bag, c) over the bags whose max in column c is row r (a row
+    twice in a bag is one row: amax splits its share in halves that add up on it). The
+    other modes (sum, mean: F.embedding_bag's default, where triage drops ``mode``) and a
+    missing ``offsets`` of 1-D indices (an error) as torch defines them, so that an
+    ablation compares the same call on both sides."""
+    if idx.dim() == 1 and offsets is None:
+        raise ValueError("offsets has to be a 1D Tensor but got None")
+    rows, dim = w.shape
+    idx = idx.remainder(rows).long() if rows else idx.long()
+    wide = w.to(torch.float64)
+    reduce = {"max": lambda t: t.amax(0), "sum": lambda t: t.sum(0), "mean": lambda t: t.mean(0)}[mode]
+    bags = bag_split(idx, offsets, include_last_offset)
+    out = [reduce(wide[b]) if b.numel() else wide.new_zeros(dim) for b in bags]
+    return (torch.stack(out) if out else wide.new_zeros((0, dim))).to(w.dtype)
+
+
+def bag_judged_rows(case) -> list[int]:
+    """The weight's rows whose gradient is judged, in order: every row looked up (modulo
+    the rows, where the gradient of a bag's max goes), the weight's boundary blocks (rows
+    near 0, 65,536, 2^31 / dim, 2^32 / dim and the last: rows no bag reaches, which must
+    stay zero), and, for a looked-up row whose offsets row * dim + column pass 2^31 or
+    2^32, the rows those offsets reach wrapped there (where a 32-bit offset writes it)."""
+    idx, w = case.inputs[0], case.inputs[1]
+    rows, dim = w.shape
+    if not rows:
+        return []
+    looked = set(idx.materialize("cpu").to(torch.int64).remainder(rows).reshape(-1).tolist())
+    wanted = set(looked) | {r for a, b in boundary_blocks(tuple(w.shape)) for r in range(a, b)}
+    for r in looked:
+        for bound in BOUNDARIES:
+            if (r + 1) * dim > bound:
+                wanted |= {(r * dim % bound) // dim, ((r + 1) * dim - 1) % bound // dim}
+    return sorted(r for r in wanted if r < rows)
+
+
+def _bag_hashed(case) -> bool:
+    w = case.inputs[1]
+    return w.values.distribution in DEVICE_GENERATED and w.rank == 2
+
+
+def bag_reference_inputs(case) -> list[torch.Tensor] | None:
+    """The reference's (indices, weight, per-sample weights) of an
+    ``embedding_bag_max@huge`` case: the weight's judged rows (bag_judged_rows) alone,
+    made from its hash, the indices (modulo its rows) renumbered into them (same shape and
+    dtype); None where the weight is not made from the hash (a small case or a probe's:
+    the reference runs on the case whole). A few hundred rows of the host's memory."""
+    if not _bag_hashed(case):
+        return None
+    idx, w, psw = case.inputs
+    judged = bag_judged_rows(case)
+    cut = w.rows_values(_merged((r, r + 1) for r in judged))
+    looked = idx.materialize("cpu").to(torch.int64).remainder(max(1, w.shape[0]))
+    renumbered = torch.searchsorted(torch.tensor(judged, dtype=torch.int64), looked.contiguous())
+    return [renumbered.to(dt.to_torch(idx.dtype)), cut, psw.materialize("cpu")]
+
+
+# (a repro script cuts no rows from the device's inputs: the renumbered indices are no
+# cut; its reference runs on the whole case)
+bag_reference_inputs.blocks = lambda case: {}
+
+
+def bag_judged_grads(case, inputs, grads, wrt) -> list:
+    """``OpSpec.judged_grads`` of ``embedding_bag_max@huge``: the weight's gradient of the
+    whole weight cut to its judged rows on the device, before the copy to the host (the
+    reference's, of those rows alone, kept as it is); all of it for a small case."""
+    if not _bag_hashed(case):
+        return grads
+    rows = case.inputs[1].shape[0]
+    blocks = _merged((r, r + 1) for r in bag_judged_rows(case))
+    return [torch.cat([g[a:b] for a, b in blocks]) if i == 1 and g is not None and g.dim() == 2
+            and g.shape[0] == rows else g for g, i in zip(grads, wrt)]

@@ -1050,6 +1050,27 @@ def _bag_gradient_to_the_next_row(func, args, kwargs):
     return func(*args, **kwargs).roll(1, 0)
 
 
+def _bag_max_backward_past_huge_limit(func, args, kwargs) -> bool:
+    """embedding_bag's backward in max mode with int32 indices, of a weight (num_weights
+    rows of the gradient's width) of more than HUGE_BACKWARD_LIMIT elements."""
+    if not _bag_max_backward_of_int32_indices(func, args, kwargs):
+        return False
+    grad = _arg(func, args, kwargs, 0)
+    rows = _arg(func, args, kwargs, _BAG_BACKWARD_MODE[func._schema.name] - 2)
+    return (isinstance(grad, torch.Tensor) and grad.dim() == 2 and isinstance(rows, int)
+            and rows * grad.shape[1] > HUGE_BACKWARD_LIMIT)
+
+
+def _bag_gradient_at_wrapped_offsets(func, args, kwargs):
+    """The weight's gradient as a kernel writes it whose offset row * dim + column is held
+    in 32 bits (scaled to HUGE_BACKWARD_LIMIT): an element at that offset or past it is
+    added where the offset wrapped (modulo the limit), and its own place stays zero."""
+    right = func(*args, **kwargs)
+    flat = right.reshape(-1)
+    wrapped = torch.zeros_like(flat).index_add_(0, torch.arange(flat.numel()) % HUGE_BACKWARD_LIMIT, flat)
+    return wrapped.view(right.shape)
+
+
 # The 2^31 of a backward kernel's 32-bit index, scaled to the sizes the @huge class draws
 # where the device's memory (--max-bytes) allows no 2^31 (about 2^22 elements, CI's and
 # this CPU target's): more elements than any @large case holds, so only @huge reaches it.
@@ -2179,6 +2200,15 @@ FAULTS: dict[str, Fault] = _registry(
           "the forward, int64 indices and sum/mean are right",
           ("aten::_embedding_bag_backward", "aten::_embedding_bag_dense_backward"),
           _bag_max_backward_of_int32_indices, "reimplement", instead=_bag_gradient_to_the_next_row),
+    # the same class past the scaled 2^31 (the @huge class's embedding_bag_max@huge): only a
+    # weight of more elements than the @large class makes, and a bag's max past that offset
+    Fault("embedding_bag_max_backward_row_offset_past_int32", "the class of pytorch#188467 (CUDA "
+          "embedding_bag(mode='max') backward with int32 indices computes the row's offset in 32 bits): for a "
+          "weight of more elements than the @large class makes, the gradient of each element whose offset row * "
+          "dim + column passes that limit (2^31 scaled to the @huge class's size here) is added where the offset "
+          "wrapped; int64 indices, a smaller weight and the forward are right",
+          ("aten::_embedding_bag_backward", "aten::_embedding_bag_dense_backward"),
+          _bag_max_backward_past_huge_limit, "reimplement", instead=_bag_gradient_at_wrapped_offsets),
     # issue 38 (factories), modelled on pytorch#175966 ("arange times int64 wraps mod 2^32")
     # and #197673 ("arange past 2^32 leaves zeros"): found only by drawing int64 values
     # that large

@@ -30,7 +30,9 @@ from hypothesis import strategies as st
 from .. import dtypes as dt
 from ..grad_points import (dims_of, has_tie, is_zero, kinks, near, rows, slack, vector_norm_reason, when, wide,
                            zero_crossings)
-from ..huge_samples import LOOKUP_DTYPES, lookup_index_values, lookup_reference_inputs, lookup_shapes
+from ..huge_samples import (LOOKUP_DTYPES, bag_args, bag_index_values, bag_judged_grads, bag_max_formula,
+                            bag_reference_inputs, bag_shapes, lookup_index_values, lookup_reference_inputs,
+                            lookup_shapes)
 from ..large_sizes import HUGE_SUFFIX, SIZE_CLASS, dim_off_rows, grows
 from ..opspec import declare_grows
 from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcast_shapes, expand, integers_once, prod, register,
@@ -853,6 +855,12 @@ def _embedding_bag(idx, w, psw, *, offsets=None, per_sample_weights=False, **kw)
                            **kw)
 
 
+def _bag_lookup(idx, w, psw, **kw):
+    """embedding_bag of ``idx`` taken modulo ``w``'s rows (a no-op as drawn), so that an
+    index stays in range where triage shrinks the weight's rows (as ``_lookup``)."""
+    return _embedding_bag(idx.remainder(w.shape[0]) if w.shape[0] else idx, w, psw, **kw)
+
+
 def _bags(idx: torch.Tensor, kw) -> list[torch.Tensor]:
     """The indices of each bag: the rows of a 2-D ``idx``, else the runs ``offsets`` cut
     (its last entry the end with include_last_offset)."""
@@ -917,6 +925,22 @@ register(
        # the weight's gradient only: per-sample weights are for mode="sum" alone (issue 38,
        # pytorch#188467: max's backward routes each bag's gradient to the row its max came from)
        grad=True, grad_inputs=(1,), grad_undefined=_bag_max_ties),
+    # A weight past 2^31 and 2^32 elements, bags whose max lands past row 2^31 / dim, int32
+    # and int64 indices (pytorch#188467: CUDA max's backward with int32 indices computes the
+    # row's offset in 32 bits); the result compared whole, the weight's gradient on sampled
+    # rows, against max's definition in float64 on those rows alone (generation/huge_samples.py).
+    nn("embedding_bag_max" + HUGE_SUFFIX, _bag_lookup, bag_shapes, LOOKUP_DTYPES,
+       "bags reduced by max over a weight past 2^31 and 2^32 elements, indices from the hash past row "
+       "2^31 / dim; its weight's gradient judged on the rows looked up and the boundary rows",
+       args=bag_args, input_dtypes=(INDEX, None, None), input_values=(bag_index_values, "index_hash", "index_hash"),
+       allow_specials=False, allow_nonfinite=False,
+       # (the backward adds up to 16 bags' upstream gradients on a row, in the dtype on a
+       # device: CUDA's atomics in float16; a row's offset that wraps moves whole gradients)
+       rtol_scale=ACCUMULATES["rtol_scale"], atol_scale=ACCUMULATES["atol_scale"],
+       semantics=frozenset({"large", "accumulates"}),
+       reference_fn=bag_max_formula, reference_inputs=bag_reference_inputs, size_class=SIZE_CLASS,
+       base="embedding_bag_max", grad=True, grad_inputs=(1,), grad_undefined=_bag_max_ties,
+       judged_grads=bag_judged_grads),
 )
 
 
