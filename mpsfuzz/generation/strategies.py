@@ -687,10 +687,15 @@ def _nan_value_applies(spec: OpSpec, case: Case) -> bool:
     without one, its values drawn on the host, and the op's draws admit non-finite
     values (a NaN there is one its own draws make, not a new kind of input)."""
     first = case.inputs[0] if case.inputs else None
-    return (spec.allow_specials and spec.allow_nonfinite and first is not None and first.numel > 0
-            and (first.dtype in dt.FLOAT or first.dtype in dt.COMPLEX)
-            and first.values.distribution not in DEVICE_GENERATED and "large" not in spec.semantics
-            and not any(name == "nan" for _, name in first.values.specials))
+    if first is None or first.numel == 0 or not (first.dtype in dt.FLOAT or first.dtype in dt.COMPLEX) \
+            or first.values.distribution in DEVICE_GENERATED or "large" in spec.semantics \
+            or any(name == "nan" for _, name in first.values.specials):
+        return False
+    # (what the op's builder asks of its first input's values: a matrix drawn well
+    # conditioned, a probability, takes no special value, and gets none here)
+    entry = spec.input_values[0] if spec.input_values else None
+    asked = _value_options(entry, tuple(r.shape for r in case.inputs), dict(case.kwargs), spec)
+    return bool(asked["allow_specials"] and asked["allow_nonfinite"])
 
 
 def _moved(spec: OpSpec, case: Case, kind: str, choose, *, same_class: bool = False,
