@@ -79,7 +79,8 @@ def test_cosine_similarity_siblings_carry_mixed_dtypes_beside_a_0d_operand_and_a
 def test_a_compound_is_the_single_sibling_moved_once_more_and_the_rest_are_unchanged(monkeypatch):
     """Where compounds are off (COMPOUND_THIRDS = 0) each salt gives the sibling it gave
     before compounds were drawn; with them on, at least half of these are unchanged and
-    each one that changed carries mixed dtypes and a second kind of its pair."""
+    each one that changed carries mixed dtypes and a second kind of its pair, or a third
+    change as well (strategies.THIRD_KIND_HALVES: pytorch#153209's three at once)."""
     ops = ("addcmul", "cosine_similarity", "fmax", "add", "linalg.solve")
     on = {(op, c, salt): s for op in ops for c, salt, s in _boundaries(op, 120)}
     _compound_off(monkeypatch)
@@ -91,7 +92,7 @@ def test_a_compound_is_the_single_sibling_moved_once_more_and_the_rest_are_uncha
         op, case, _ = key
         single, both = off[key], on[key]
         kinds = _kinds_added(catalogue.get(op), case, both)
-        assert MIXED_DTYPES in kinds and len(kinds) == 2 and "empty" not in kinds, (key, kinds)
+        assert MIXED_DTYPES in kinds and len(kinds) in (2, 3) and "empty" not in kinds, (key, kinds)
         # the single kind drawn is one of the pair, and the compound carries it too
         assert _kinds_added(catalogue.get(op), case, single) < kinds, (key, single)
 
@@ -103,7 +104,9 @@ def _kinds_added(spec, case: Case, sibling: Case) -> set[str]:
         kinds.add("empty")
         kinds.discard("empty-other")
     if _nan_added(case, sibling):
-        kinds.add("nan-entry")
+        # (an op whose result must carry the NaN gets the nan-entry kind; a NaN in another
+        # op's input is a compound's third change alone, strategies.NAN_VALUE)
+        kinds.add("nan-entry" if spec.nan_propagates else strategies.NAN_VALUE)
     return kinds
 
 
@@ -212,3 +215,174 @@ def test_ablation_names_both_conditions_of_a_failure_that_needs_both():
     assert {MIXED_CONDITION, "extreme:value"} <= set(explanation.conditions), explanation.conditions
     assert ("only when" in explanation.text and "the inputs are of different dtypes" in explanation.text
             and "`value` is at an extreme of its range (`value=2^63 - 1` here)" in explanation.text), explanation.text
+
+
+# -- three changes at once: two inputs retyped, or a NaN after the pair -------------------
+# (pytorch#153210: addcmul of int64, int16 and int32 operands with value ~1e18, three
+# dtypes in one call; #153209: cosine_similarity of a float64 0-d beside float16 NaNs with
+# an extreme eps, three conditions in one call)
+
+THREE_FAULT = "addcmul_three_integer_dtypes_take_value_as_int32"
+NAN_FAULT = "cosine_similarity_mixed_dtypes_nan_and_extreme_eps_give_zero"
+
+
+def _three_integer_dtypes_with_an_extreme_value(case: Case) -> bool:
+    return len({r.dtype for r in case.inputs}) == 3 and _mixed_integers_with_an_extreme_value(case)
+
+
+def _has_nan(case: Case) -> bool:
+    return any(n == "nan" for r in case.inputs for _, n in r.values.specials)
+
+
+def _mixed_with_nan_and_an_extreme_eps(case: Case) -> bool:
+    return _mixed(case) and _has_nan(case) and "eps" in extreme_arguments(case)
+
+
+def test_addcmul_siblings_carry_three_integer_dtypes_and_an_extreme_value_together():
+    # (seeds 1-3 measured 5, 13 and 4 of 900 each, 14 of the 22 past int32; 0 before two
+    # inputs were retyped)
+    spec = catalogue.get("addcmul")
+    per_seed = [[s for c in example_cases(spec, 300, seed=seed) for salt in (1, 2, 3)
+                 for s in siblings(spec, c, salt, 1, boundaries=True) if _three_integer_dtypes_with_an_extreme_value(s)]
+                for seed in (1, 2, 3)]
+    both = [s for seed in per_seed for s in seed]
+    assert len(both) >= 10 and sum(1 for seed in per_seed if seed) >= 2, [len(s) for s in per_seed]
+    assert any(abs(dict(s.kwargs)["value"]) > 2**31 for s in both)
+    for s in both:
+        assert number_holds(number_dtype(s), dict(s.kwargs)["value"]), s
+        # the first input keeps the drawn dtype; the two retyped ones each took one of their own
+        assert s.inputs[1].dtype != s.inputs[2].dtype != s.inputs[0].dtype != s.inputs[2].dtype, s
+
+
+def test_cosine_similarity_siblings_carry_mixed_dtypes_a_nan_and_an_extreme_eps_together():
+    # (seeds 1-3: 22, 42 and 42 of 900 each, 13 of them beside a 0-d operand; 7 in 2700
+    # before, drawn NaNs only, 1 beside a 0-d operand)
+    per_seed = [[s for _, _, s in _boundaries("cosine_similarity", seed=seed)
+                 if s is not None and _mixed_with_nan_and_an_extreme_eps(s)] for seed in (1, 2, 3)]
+    assert all(len(s) >= 8 for s in per_seed), [len(s) for s in per_seed]
+    both = [s for seed in per_seed for s in seed]
+    assert any(any(r.rank == 0 for r in s.inputs) and any(r.rank > 0 for r in s.inputs) for s in both)
+
+
+def test_the_single_siblings_of_each_kind_are_those_drawn_before_three_changes(monkeypatch):
+    """Two retyped inputs and a third change are compounds' own: with them off, each
+    salt gives the same sibling wherever the compound carried two kinds or none, and the
+    three-change siblings become two-change ones."""
+    ops = ("addcmul", "cosine_similarity")
+    on = {(op, c, salt): s for op in ops for c, salt, s in _boundaries(op, 120)}
+    monkeypatch.setattr(strategies, "TWO_RETYPED_HALVES", 0)
+    monkeypatch.setattr(strategies, "THIRD_KIND_HALVES", 0)
+    off = {(op, c, salt): s for op in ops for c, salt, s in _boundaries(op, 120)}
+    assert all(len({r.dtype for r in s.inputs}) < 3 for s in off.values() if s is not None)
+    assert not any(_mixed_with_nan_and_an_extreme_eps(s) and not _has_nan(c)
+                   for (_, c, _), s in off.items() if s is not None)
+    changed = [k for k in on if on[k] != off[k]]
+    assert changed and len(changed) <= len(on) // 3, (len(changed), len(on))
+    for key in changed:
+        op, case, _ = key
+        kinds = _kinds_added(catalogue.get(op), case, on[key])
+        assert MIXED_DTYPES in kinds, (key, kinds)
+
+
+def test_the_three_dtypes_fault_fires_on_three_integer_dtypes_with_a_value_past_int32_only():
+    bad, clean = FaultTarget([THREE_FAULT]), FaultTarget([])
+    for case in (_addcmul(("int64", "int16", "int32"), 2**31), _addcmul(("int64", "int8", "uint8"), 2**63 - 1),
+                 _addcmul(("int16", "int64", "int32"), 2**32 + 1, shapes=((3, 4), (4,), (3, 1)))):
+        assert judge_case(case, clean, DEFAULT).failures == (), case
+        (failure,) = judge_case(case, bad, DEFAULT).failures
+        assert (failure["oracle"], failure["blame"]) == ("values", "target"), failure
+    for case in (_addcmul(("int64", "int64", "int32"), 2**31),          # two dtypes
+                 _addcmul(("int64", "int16", "int32"), 2),              # an ordinary value
+                 _addcmul(("int64", "int16", "int32"), 2**31 - 1),      # inside int32
+                 _addcmul(("float64", "float32", "float16"), 2**31)):   # floating operands
+        assert judge_case(case, bad, DEFAULT).failures == (), case
+
+
+def _cosine(dtypes, eps, *, nan: bool = True, shapes=((3, 4), (3, 4))) -> Case:
+    return Case("cosine_similarity", tuple(
+        TensorRecipe(shape, d, Layout(), ValueRecipe("normal", k + 1, specials=((5, "nan"),) if nan and k == 0 else ()))
+        for k, (shape, d) in enumerate(zip(shapes, dtypes))), kwargs=(("dim", -1), ("eps", eps)))
+
+
+def test_the_nan_fault_fires_on_mixed_dtypes_with_a_nan_and_an_extreme_eps_only():
+    bad, clean = FaultTarget([NAN_FAULT]), FaultTarget([])
+    for case in (_cosine(("float16", "float64"), 65504.0), _cosine(("float32", "float64"), 5e-324),
+                 _cosine(("float16", "float64"), 3.4028234663852886e38, shapes=((3, 4), ()))):
+        assert judge_case(case, clean, DEFAULT).failures == (), case
+        (failure,) = judge_case(case, bad, DEFAULT).failures
+        assert (failure["oracle"], failure["blame"]) == ("values", "target"), failure
+    for case in (_cosine(("float16", "float16"), 65504.0),              # one dtype
+                 _cosine(("float16", "float64"), 1.0),                  # an ordinary eps
+                 _cosine(("float16", "float64"), 1e-8),                 # the default eps
+                 _cosine(("float16", "float64"), 65504.0, nan=False)):  # finite values
+        assert judge_case(case, bad, DEFAULT).failures == (), case
+
+
+def _three_dtypes_addcmul() -> Case:
+    return Case("addcmul", (TensorRecipe((2, 3, 4), "int64", Layout(gaps=(1, 2, 1)), ValueRecipe("normal", 4)),
+                            TensorRecipe((3, 4), "int16", Layout(), ValueRecipe("normal", 5)),
+                            TensorRecipe((2, 1, 4), "int32", Layout(), ValueRecipe("normal", 6))),
+                kwargs=(("value", 2**63 - 1),))
+
+
+def _three_dtypes(case: Case) -> bool:
+    return len({r.dtype for r in case.inputs}) == 3
+
+
+def test_the_reducer_keeps_three_dtypes_a_failure_needs_and_takes_the_third_away_where_two_do():
+    from mpsfuzz.triage.reduce import reduce_case
+    needs_three = _ConditionProber(lambda c: _three_dtypes(c) and "value" in extreme_arguments(c))
+    kept = reduce_case(_three_dtypes_addcmul(), None, ("values",), needs_three).case
+    assert _three_integer_dtypes_with_an_extreme_value(kept) and kept.inputs[0].rank <= 1, kept
+    # a failure of mixed dtypes (two will do) and the extreme: one retyped input goes back
+    needs_two = _ConditionProber(lambda c: _mixed(c) and "value" in extreme_arguments(c))
+    two = reduce_case(_three_dtypes_addcmul(), None, ("values",), needs_two).case
+    assert len({r.dtype for r in two.inputs}) == 2 and "value" in extreme_arguments(two), two
+
+
+def test_ablation_names_three_dtypes_where_a_failure_needs_them():
+    from mpsfuzz.triage.ablation import THREE_DTYPES, explain
+    failure = SimpleNamespace(oracle="values", kind="wrong-values")
+    needs_three = _ConditionProber(lambda c: _three_dtypes(c) and "value" in extreme_arguments(c))
+    explanation = explain(_three_dtypes_addcmul(), failure, ("values",), needs_three)
+    assert {MIXED_CONDITION, THREE_DTYPES, "extreme:value"} <= set(explanation.conditions), explanation.conditions
+    assert "the inputs are of three different dtypes" in explanation.text, explanation.text
+    assert holds(THREE_DTYPES, _three_dtypes_addcmul()) and not holds(THREE_DTYPES, _compound_addcmul())
+    # two dtypes will do: not a condition
+    needs_two = _ConditionProber(lambda c: _mixed(c) and "value" in extreme_arguments(c))
+    explanation = explain(_three_dtypes_addcmul(), failure, ("values",), needs_two)
+    assert MIXED_CONDITION in explanation.conditions and THREE_DTYPES not in explanation.conditions, explanation
+
+
+def _nan_cosine() -> Case:
+    return Case("cosine_similarity", (
+        TensorRecipe((4, 6), "float16", Layout(permutation=(1, 0)), ValueRecipe("normal", 3, specials=((7, "nan"), (2, "-0.0")))),
+        TensorRecipe((), "float64", Layout(), ValueRecipe("normal", 4))), kwargs=(("dim", 0), ("eps", 65504.0)))
+
+
+def test_the_reducer_keeps_the_nan_a_failure_needs_and_drops_it_where_not():
+    from mpsfuzz.triage.reduce import reduce_case
+    needs_all = _ConditionProber(_mixed_with_nan_and_an_extreme_eps)
+    kept = reduce_case(_nan_cosine(), None, ("values",), needs_all).case
+    assert _mixed_with_nan_and_an_extreme_eps(kept), kept
+    needs_mix_and_eps = _ConditionProber(lambda c: _mixed(c) and "eps" in extreme_arguments(c))
+    dropped = reduce_case(_nan_cosine(), None, ("values",), needs_mix_and_eps).case
+    assert not _has_nan(dropped) and _mixed(dropped) and "eps" in extreme_arguments(dropped), dropped
+
+
+@pytest.mark.slow
+def test_an_addcmul_campaign_finds_the_three_dtypes_fault_explained_by_its_conditions_and_minimised_with_them(tmp_path):
+    finding = one_fault_campaign(tmp_path, "addcmul", THREE_FAULT, budget="240s")
+    from mpsfuzz.triage.ablation import THREE_DTYPES
+    assert {MIXED_CONDITION, THREE_DTYPES, "extreme:value"} <= set(finding["conditions"]), finding["explanation"]
+    assert "three different dtypes" in finding["explanation"] and "`value` is at an extreme" in finding["explanation"]
+    assert _three_integer_dtypes_with_an_extreme_value(Case.from_json(finding["case"])), finding["case"]
+    assert_repro_proves_the_fault(finding, THREE_FAULT, tmp_path)
+
+
+@pytest.mark.slow
+def test_a_cosine_similarity_campaign_finds_the_nan_fault_explained_by_its_conditions_and_minimised_with_them(tmp_path):
+    finding = one_fault_campaign(tmp_path, "cosine_similarity", NAN_FAULT, budget="240s")
+    assert {MIXED_CONDITION, "nonfinite", "extreme:eps"} <= set(finding["conditions"]), finding["explanation"]
+    assert _mixed_with_nan_and_an_extreme_eps(Case.from_json(finding["case"])), finding["case"]
+    assert_repro_proves_the_fault(finding, NAN_FAULT, tmp_path)

@@ -628,14 +628,31 @@ COMPOUND_THIRDS = 1
 # Mixed into the salt for the compound's own choices, apart from the single kind's: the
 # single sibling a salt gives is the one it gave before compounds were drawn.
 _COMPOUND_STREAM = 0xC0B0
+# How often (in halves) a compound's mix retypes two inputs, each to a dtype of its own,
+# where the op has two inputs free to take one and its class has the dtypes: every
+# operand of a three-tensor op in a dtype of its own (pytorch#153210's addcmul of int64,
+# int16 and int32 operands). Compounds only: a single mixed sibling is the one it was.
+TWO_RETYPED_HALVES = 1
+# How often (in halves) a compound carries a third change after its pair, where one
+# applies: another kind of a pair, or a NaN entry in the first input of an op whose draws
+# admit non-finite values (``nan-value``: pytorch#153209's float16 NaNs beside a float64
+# 0-d operand with an extreme eps; the ``nan-entry`` kind is for ops whose result must
+# carry the NaN, OpSpec.nan_propagates). Compounds only, so no kind's single siblings
+# change.
+THIRD_KIND_HALVES = 1
+# The compound-only kind above.
+NAN_VALUE = "nan-value"
 
 
 def _compound(spec: OpSpec, case: Case, kind: str, salt: int) -> Case | None:
     """``case`` moved to two boundaries of a pair of :data:`COMPOUNDS` that ``kind`` (the
     single kind drawn) belongs to, one sibling in three where the pair applies; else None.
-    The dtypes are mixed first and the other kind is applied to the mixed case, so an
+    The dtypes are mixed first (two inputs retyped half the time where two are free:
+    :data:`TWO_RETYPED_HALVES`) and the other kind is applied to the mixed case, so an
     argument's extreme is one the mixed case's number dtype holds
-    (arg_extremes.number_dtype) and a view bit sits on an input of its final dtype."""
+    (arg_extremes.number_dtype) and a view bit sits on an input of its final dtype. Half
+    the time a third change follows where one applies (:data:`THIRD_KIND_HALVES`): mixed
+    dtypes, an extreme argument and a NaN in one call (pytorch#153209)."""
     choose = SeededChoices(_mix(salt, _COMPOUND_STREAM))
     if choose.integer(0, 2) >= COMPOUND_THIRDS:
         return None
@@ -643,22 +660,55 @@ def _compound(spec: OpSpec, case: Case, kind: str, salt: int) -> Case | None:
     # the kind itself for another)
     others = [b if a == "mixed-dtypes" else a for a, b in COMPOUNDS
               if kind in (a, b) and {a, b} <= set(BOUNDARIES)]
-    mixed = _moved(spec, case, "mixed-dtypes", choose, same_class=True) \
+    two = choose.integer(0, 1) < TWO_RETYPED_HALVES
+    mixed = _moved(spec, case, "mixed-dtypes", choose, same_class=True, retyped=2 if two else 1) \
         if others and _boundary_applies(spec, case, "mixed-dtypes") else None
     if mixed is None:
         return None
     others = [k for k in others if _boundary_applies(spec, mixed, k)]
     if not others:
         return None
-    both = _moved(spec, mixed, choose.choice(others), choose)
-    return None if both is None or both == mixed else both
+    second = choose.choice(others)
+    both = _moved(spec, mixed, second, choose)
+    if both is None or both == mixed:
+        return None
+    if choose.integer(0, 1) >= THIRD_KIND_HALVES:
+        return both
+    thirds = [k for a, b in COMPOUNDS for k in (a, b)
+              if k not in ("mixed-dtypes", second) and _boundary_applies(spec, both, k)]
+    if "nan-entry" not in thirds and _nan_value_applies(spec, both):
+        thirds.append(NAN_VALUE)
+    if not thirds:
+        return both
+    third = choose.choice(sorted(set(thirds)))
+    all_three = _moved(spec, both, third, choose)
+    return both if all_three is None else all_three
 
 
-def _moved(spec: OpSpec, case: Case, kind: str, choose, *, same_class: bool = False) -> Case | None:
+def _nan_value_applies(spec: OpSpec, case: Case) -> bool:
+    """Whether a compound may put a NaN in ``case``'s first input: floating, not empty,
+    without one, its values drawn on the host, and the op's draws admit non-finite
+    values (a NaN there is one its own draws make, not a new kind of input)."""
+    first = case.inputs[0] if case.inputs else None
+    if first is None or first.numel == 0 or not (first.dtype in dt.FLOAT or first.dtype in dt.COMPLEX) \
+            or first.values.distribution in DEVICE_GENERATED or "large" in spec.semantics \
+            or any(name == "nan" for _, name in first.values.specials):
+        return False
+    # (what the op's builder asks of its first input's values: a matrix drawn well
+    # conditioned, a probability, takes no special value, and gets none here)
+    entry = spec.input_values[0] if spec.input_values else None
+    asked = _value_options(entry, tuple(r.shape for r in case.inputs), dict(case.kwargs), spec)
+    return bool(asked["allow_specials"] and asked["allow_nonfinite"])
+
+
+def _moved(spec: OpSpec, case: Case, kind: str, choose, *, same_class: bool = False,
+           retyped: int = 1) -> Case | None:
     """``case`` moved to boundary ``kind`` (which applies to it), the choices drawn from
     ``choose``; None where that leaves it as it was. ``same_class``: mixed dtypes of one
     class where the op has another dtype of the input's class (a compound's: the reports
-    mix integers with integers, #153210, and floats with floats, #153209)."""
+    mix integers with integers, #153210, and floats with floats, #153209). ``retyped``:
+    how many inputs free to take a dtype the mix retypes (the last ones), each to a dtype
+    of its own other than the case's, where the op has them (fewer where not)."""
     inputs = tuple(replace(r, alias=None) for r in case.inputs)
     if kind == "argument-extreme":
         name, slot, extremes = choose.choice(arg_extremes.candidates(spec, case.kwargs, arg_extremes.number_dtype(case)))
@@ -675,9 +725,11 @@ def _moved(spec: OpSpec, case: Case, kind: str, choose, *, same_class: bool = Fa
         i = choose.choice(written) if written and choose.integer(0, 1) else choose.choice(eligible)
         inputs = tuple(r if j != i else replace(r, layout=replace(r.layout, bit="neg")) for j, r in enumerate(inputs))
         return replace(case, inputs=inputs)
-    if kind == "nan-entry":
+    if kind in ("nan-entry", NAN_VALUE):
+        # (a compound's NaN joins the specials the input was drawn with)
         first = inputs[0]
-        inputs = (replace(first, values=replace(first.values, specials=((choose.integer(0, 2**16), "nan"),))),
+        kept = first.values.specials if kind == NAN_VALUE else ()
+        inputs = (replace(first, values=replace(first.values, specials=kept + ((choose.integer(0, 2**16), "nan"),))),
                   *inputs[1:])
         return replace(case, inputs=inputs)
     if kind in ("empty", "empty-other"):
@@ -688,20 +740,31 @@ def _moved(spec: OpSpec, case: Case, kind: str, choose, *, same_class: bool = Fa
             size = choose.choice(_later_sizes(inputs))
         inputs = tuple(replace(r, shape=tuple(0 if n == size else n for n in r.shape)) for r in inputs)
     else:
-        i = max(i for i in range(1, len(inputs)) if _free_dtype(spec, i))
-        others = [d for d in spec.dtypes if d != inputs[i].dtype]
-        if same_class:
-            others = [d for d in others if dt.dtype_class(d) == dt.dtype_class(inputs[i].dtype)] or others
-        name = choose.choice(others)
-        # (values made on the device stay so: a @huge input of billions of elements is
-        # never drawn on the host, and its reference builds a few rows from the hash)
-        made_on_device = inputs[i].values.distribution in DEVICE_GENERATED
-        inputs = tuple(r if j != i else r.retyped(name, values=replace(
-            r.values, distribution=r.values.distribution if made_on_device else _distributions_for(name)[0],
-            low=None, high=None, specials=()))
-            for j, r in enumerate(inputs))
+        free = [i for i in range(1, len(inputs)) if _free_dtype(spec, i)]
+        taken = {inputs[free[-1]].dtype}
+        for i in reversed(free[-retyped:]):
+            others = [d for d in spec.dtypes if d not in taken]
+            if same_class:
+                others = [d for d in others if dt.dtype_class(d) == dt.dtype_class(inputs[i].dtype)] or others
+            if not others or (i != free[-1] and not [d for d in others if dt.dtype_class(d) == dt.dtype_class(inputs[i].dtype)]):
+                break       # (a second input retyped only within its class, to a dtype of its own)
+            name = choose.choice(others)
+            taken.add(name)
+            inputs = _retyped(inputs, i, name)
     sibling = replace(case, inputs=inputs)
     return None if sibling == case else sibling
+
+
+def _retyped(inputs: tuple, i: int, name: str) -> tuple:
+    """``inputs`` with input ``i`` in dtype ``name``, its values drawn for that dtype."""
+    # (values made on the device stay so: a @huge input of billions of elements is
+    # never drawn on the host, and its reference builds a few rows from the hash)
+    r = inputs[i]
+    made_on_device = r.values.distribution in DEVICE_GENERATED
+    return tuple(x if j != i else x.retyped(name, values=replace(
+        x.values, distribution=x.values.distribution if made_on_device else _distributions_for(name)[0],
+        low=None, high=None, specials=()))
+        for j, x in enumerate(inputs))
 
 
 def _real_float_inputs(case: Case) -> list[int]:

@@ -669,6 +669,32 @@ def _cosine_with_eps_in_float32(func, args, kwargs):
     return func(*args[:3], **dict(kwargs, eps=0.0))
 
 
+def _mixed_operands_with_nan_and_an_eps_past_the_narrower(func, args, kwargs) -> bool:
+    """cosine_similarity of floating operands of two dtypes, one holding a NaN, with an
+    eps the narrower operand's dtype holds as inf (at or past its largest value) or
+    float32 as 0 or a subnormal (at or below its smallest normal): pytorch#153209's
+    float64 0-d beside float16 NaNs with eps=-9.7e23 (torch now refuses a negative eps
+    before any kernel runs). The default eps (1e-8) and an ordinary one never."""
+    x1, x2 = _cosine_operands(args, kwargs)
+    eps = args[3] if len(args) > 3 else kwargs.get("eps", 1e-8)
+    if not all(isinstance(t, torch.Tensor) and t.is_floating_point() for t in (x1, x2)) or x1.dtype == x2.dtype:
+        return False
+    if not isinstance(eps, float) or eps == 0:
+        return False
+    narrow = min((x1.dtype, x2.dtype), key=lambda d: torch.finfo(d).max)
+    past = abs(eps) >= torch.finfo(narrow).max or abs(eps) <= torch.finfo(torch.float32).tiny
+    return past and bool(torch.isnan(x1).any() or torch.isnan(x2).any())
+
+
+def _cosine_with_nan_taken_as_zero(func, args, kwargs):
+    """cosine_similarity whose NaN results come out 0: a kernel that holds the
+    denominator in the narrower dtype (inf, or 0, for such an eps) and guards the
+    quotient with a where(isfinite) that takes every non-finite result, NaN included,
+    to 0; NaN is right where a slice holds one."""
+    out = func(*args, **kwargs)
+    return torch.where(torch.isnan(out), torch.zeros_like(out), out)
+
+
 def _negative_eps(func, args, kwargs) -> bool:
     eps = args[3] if len(args) > 3 else kwargs.get("eps", 1e-8)
     return isinstance(eps, (int, float)) and eps < 0
@@ -803,6 +829,27 @@ def _mixed_integers_with_value_past_int32(func, args, kwargs) -> bool:
                                         and not t.is_complex() and t.dtype != torch.bool for t in tensors)
             and len({t.dtype for t in tensors}) > 1 and isinstance(value, int) and not isinstance(value, bool)
             and not -2**31 < value < 2**31 - 1)
+
+
+def _three_integer_dtypes_with_value_past_int32(func, args, kwargs) -> bool:
+    """addcmul's three operands integral and each of a dtype of its own, and ``value``
+    past int32's range (pytorch#153210's call: int64, int16 and int32 operands, ``value``
+    ~1e18); a separate ``out=`` left alone. Two dtypes, or an ordinary value, never."""
+    tensors = [_arg(func, args, kwargs, i) for i in range(3)]
+    value = kwargs.get("value", 1)
+    return ("out" not in kwargs and all(isinstance(t, torch.Tensor) and not t.is_floating_point()
+                                        and not t.is_complex() and t.dtype != torch.bool for t in tensors)
+            and len({t.dtype for t in tensors}) == 3 and isinstance(value, int) and not isinstance(value, bool)
+            and not -2**31 <= value <= 2**31 - 1)
+
+
+def _addcmul_with_value_as_int32(func, args, kwargs):
+    """addcmul in the promoted dtype with ``value`` converted into int32 unchecked (a
+    kernel whose path for operands of three dtypes takes its scalar as an int): 2^31
+    reads as -2^31, 2^63 - 1 as -1. Where eager CPU refuses the call, so does this."""
+    real = _real_result(func, args, kwargs)
+    tensors = [_arg(func, args, kwargs, i) for i in range(3)]
+    return torch.addcmul(*tensors, value=_wrapped_into(kwargs["value"], torch.int32)).to(real.dtype)
 
 
 def _wrapped_into(value: int, dtype: torch.dtype) -> int:
@@ -2033,6 +2080,20 @@ FAULTS: dict[str, Fault] = _registry(
           "`value` at or past int32's edges are computed in the narrowest operand's dtype, value converted into "
           "it unchecked; one dtype, or an ordinary value, is right", ("aten::addcmul",),
           _mixed_integers_with_value_past_int32, "reimplement", instead=_addcmul_in_the_narrowest_integer),
+    # issue 38, three changes at once (a compound that retyped two inputs, or carried a
+    # NaN after its pair): found only by drawing three integer dtypes with an extreme
+    # `value`, and mixed dtypes with a NaN and an extreme eps, in one case
+    Fault("addcmul_three_integer_dtypes_take_value_as_int32", "like pytorch#153210 (CUDA addcmul of int64, "
+          "int16 and int32 operands with value ~1e18): integer operands of three different dtypes with a "
+          "`value` past int32's range compute with value converted into int32 unchecked; two dtypes, or an "
+          "ordinary value, are right", ("aten::addcmul",), _three_integer_dtypes_with_value_past_int32,
+          "reimplement", instead=_addcmul_with_value_as_int32),
+    Fault("cosine_similarity_mixed_dtypes_nan_and_extreme_eps_give_zero", "like pytorch#153209 (cosine_similarity "
+          "of a float64 0-d operand beside float16 NaNs with eps=-9.7e23): operands of two floating dtypes, one "
+          "holding a NaN, with an eps the narrower dtype holds as inf or float32 as 0 or a subnormal give 0 "
+          "where a slice's NaN makes the result NaN; one dtype, finite values or an ordinary eps are right",
+          (torch.cosine_similarity,), _mixed_operands_with_nan_and_an_eps_past_the_narrower, "reimplement",
+          instead=_cosine_with_nan_taken_as_zero),
     # issue 38, the cast family: found only by drawing a copy_ whose source of another
     # dtype broadcasts into several elements (pytorch#160744's call), judged where the
     # conversion is defined

@@ -21,6 +21,9 @@ A condition is a short stable string:
 ``mixed-dtypes``    the op's inputs of the drawn dtype (not an index or a mask) are of
                     several dtypes; all in the main input's dtype pass (issue 38's mixed
                     dtypes class: pytorch#153209's float64 0-d beside float16)
+``three-dtypes``    the op's free inputs are of three dtypes or more (a compound boundary
+                    sibling that retyped two inputs: pytorch#153210's int64, int16 and
+                    int32 operands); the third made the second's (two dtypes) passes
 ``classes:C+D``     only these dtype classes fail (float, complex, integral, bool)
 ``dtypes:A+B``      only these dtypes of their class fail (says nothing of other classes)
 ``nonfinite``       an input holds nan or an infinity
@@ -168,6 +171,8 @@ def holds(condition: str, case: Case) -> bool:
         return (i, j, d) in _grouped_dims(inputs)
     if condition == MIXED_DTYPES:
         return _mixed_dtypes(case)
+    if condition == THREE_DTYPES:
+        return len({case.inputs[i].dtype for i in _free_inputs(case)}) > 2
     if kind == "broadcast":
         j = int(arg)
         return j < len(inputs) and inputs[j].shape != _broadcast_shape(inputs)
@@ -207,6 +212,7 @@ def _grouped_dims(inputs) -> list[tuple[int, int, int]]:
 
 
 MIXED_DTYPES = "mixed-dtypes"
+THREE_DTYPES = "three-dtypes"
 
 
 def _free_inputs(case: Case) -> list[int]:
@@ -230,6 +236,15 @@ def _one_dtype(case: Case) -> str:
     free = _free_inputs(case)
     main = main_input(case)
     return case.inputs[main if main in free else free[0]].dtype
+
+
+def _two_dtypes(case: Case) -> tuple[list[int], str]:
+    """The free inputs the three-dtypes probe retypes, each to the dtype of the first
+    free input not of the main one's: every input of a dtype past the first two."""
+    free = _free_inputs(case)
+    one = _one_dtype(case)
+    second = next(case.inputs[i].dtype for i in free if case.inputs[i].dtype != one)
+    return [i for i in free if case.inputs[i].dtype not in (one, second)], second
 
 
 def _holds_negative(case: Case) -> bool:
@@ -361,6 +376,10 @@ def _ablations(case: Case, names: list[str]):
         one = _one_dtype(case)
         yield MIXED_DTYPES, f"every input in {one}", edits.with_inputs(
             case, [edits.with_dtype(r, one) if i in _free_inputs(case) else r for i, r in enumerate(inputs)])
+        if holds(THREE_DTYPES, case):
+            past, second = _two_dtypes(case)
+            yield THREE_DTYPES, f"{', '.join(f'`{names[i]}`' for i in past)} in {second} (two dtypes)", \
+                edits.with_inputs(case, [edits.with_dtype(r, second) if i in past else r for i, r in enumerate(inputs)])
     if any(n in NONFINITE_SPECIALS for r in inputs for _, n in r.values.specials):
         yield "nonfinite", "finite values", edits.with_inputs(case, [edits.without_nonfinite(r) for r in inputs])
     if any(n not in NONFINITE_SPECIALS for r in inputs for _, n in r.values.specials):
@@ -603,6 +622,11 @@ def _condition_phrase(condition: str, case: Case, names: list[str]) -> str:
         free = _free_inputs(case)
         return ("the inputs are of different dtypes ("
                 + ", ".join(f"`{names[i]}` {case.inputs[i].dtype}" for i in free) + ")")
+    if condition == THREE_DTYPES:
+        free = _free_inputs(case)
+        count = len({case.inputs[i].dtype for i in free})
+        return (f"the inputs are of {_COUNT_WORDS.get(count, count)} different dtypes ("
+                + ", ".join(f"`{names[i]}` {case.inputs[i].dtype}" for i in free) + ")")
     if kind == "extreme":
         value = dict(case.kwargs).get(arg)
         return f"`{arg}` is at an extreme of its range (`{arg}={_extreme_words(value)}` here)"
@@ -637,6 +661,9 @@ def _extreme_words(value) -> str:
                 if abs(value) == 2**exp + delta:
                     return f"{'-' if value < 0 else ''}2^{exp}{tail}"
     return repr(value)
+
+
+_COUNT_WORDS = {3: "three", 4: "four"}
 
 
 def _power_of_two(n: int) -> str:
@@ -719,6 +746,8 @@ def explain(case: Case, failure, symptom: tuple, prober: Prober, *, budget_s: fl
 def _sentence(case, failure, conditions, probes, names, failing, tested, classes_failing, classes_tested) -> str:
     phrase = symptom_phrase(failure)
     needs = [c for c in conditions if not c.startswith(("dtypes:", "classes:"))]
+    if THREE_DTYPES in needs and MIXED_DTYPES in needs:
+        needs.remove(MIXED_DTYPES)      # (three dtypes says the inputs are mixed, and lists them)
     parts = []
     if needs:
         parts.append(f"{phrase} only when " + " and ".join(_condition_phrase(c, case, names) for c in needs))
@@ -740,6 +769,8 @@ def _sentence(case, failure, conditions, probes, names, failing, tested, classes
         parts.append("finite values pass")
     if any(p.feature == MIXED_DTYPES and p.necessary for p in probes):
         parts.append("inputs of one dtype pass")
+    if any(p.feature == THREE_DTYPES and p.necessary for p in probes):
+        parts.append("inputs of two dtypes pass")
     if failing:
         cls = dt.dtype_class(failing[0])
         if len(failing) == len(tested) and len(tested) > 1:

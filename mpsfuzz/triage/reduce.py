@@ -201,6 +201,13 @@ def _one_dtype(case: Case):
     m = main_input(case)
     one = case.inputs[m if m in free else free[0]].dtype
     yield edits.with_inputs(case, [edits.with_dtype(r, one) if i in free else r for i, r in enumerate(case.inputs)])
+    # Of three dtypes or more (a compound that retyped two inputs: pytorch#153210's
+    # int64, int16 and int32 operands), one input at a time into the main dtype: a
+    # failure that needs the inputs mixed but not three dtypes keeps two.
+    if len({case.inputs[i].dtype for i in free}) > 2:
+        for j in reversed(free):
+            if case.inputs[j].dtype != one:
+                yield edits.with_input(case, j, edits.with_dtype(case.inputs[j], one))
 
 
 def _dtypes(case: Case):
