@@ -1239,6 +1239,51 @@ def _indices_moved_along_dim_0(func, args, kwargs, result):
     return result
 
 
+# pytorch#183885: MPS argsort of (3, 2^22 + 1) along dim 0 is wrong. The slices a sort
+# along one dim makes are as many as the other dims' elements; a kernel that maps them
+# onto 2^22 (a grid's or a 22-bit index's) goes wrong past it. Only the @large class's
+# sorts beside a side of 2^22 + 1 (large_sizes.SEGMENT_SIDES) reach it.
+SORT_SLICES_LIMIT = 2**22
+
+
+def _sort_arguments(func, args, kwargs):
+    """aten::sort's input and its ``dim`` (-1 where not given), whichever overload (the
+    stable ones take ``dim`` by name)."""
+    names = [a.name for a in func._schema.arguments]
+    at = names.index("dim")
+    dim = args[at] if at < len(args) else kwargs.get("dim", -1)
+    return _input(func, args, kwargs), -1 if dim is None else dim
+
+
+def _long_dim_beside_the_sorted_one(func, args, kwargs) -> int | None:
+    """The first dim other than the sorted one of more than SORT_SLICES_LIMIT elements,
+    where the sorted dim is not the last; else None."""
+    x, dim = _sort_arguments(func, args, kwargs)
+    if x.dim() < 2 or dim % x.dim() == x.dim() - 1:
+        return None
+    return next((d for d in range(x.dim()) if d != dim % x.dim() and x.shape[d] > SORT_SLICES_LIMIT), None)
+
+
+def _sort_beside_more_than_2_22_slices(func, args, kwargs) -> bool:
+    """sort (argsort's kernel) along a dim other than the last of an input with another
+    dim of more than SORT_SLICES_LIMIT elements."""
+    return _long_dim_beside_the_sorted_one(func, args, kwargs) is not None
+
+
+def _slices_past_2_22_in_the_order_of_earlier_ones(func, args, kwargs, result):
+    """The slices at or past SORT_SLICES_LIMIT along the long dim sorted in the order
+    (the indices) of the slice that many before, their values gathered by those indices,
+    as a kernel whose slice index wraps at 2^22 would (in place, so the out= overload's
+    tensors carry it too)."""
+    x, dim = _sort_arguments(func, args, kwargs)
+    values, indices = result
+    long = _long_dim_beside_the_sorted_one(func, args, kwargs)
+    wrapped = torch.arange(x.shape[long], device=indices.device) % SORT_SLICES_LIMIT
+    indices.copy_(indices.index_select(long, wrapped))
+    values.copy_(x.gather(dim, indices))
+    return result
+
+
 def _first_empty_before_a_nonempty(func, args, kwargs) -> int | None:
     """_foreach_norm(self, ord, dtype): the index of the list's first empty tensor where
     a tensor with elements follows it, else None."""
@@ -1834,6 +1879,10 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("topk_wrong_along_dim_0", "like pytorch#154890 (MPS topk of a 5-D input along dim 0): topk's "
           "indices wrong along dim 0 of an input of 3 or more dims, its values right",
           ("aten::topk",), _topk_along_dim_0, "rewrite", rewrite=_indices_moved_along_dim_0),
+    Fault("sort_slices_past_2_22_wrap", "like pytorch#183885 (MPS argsort of (3, 2^22 + 1) along dim 0): sort "
+          "and argsort along a dim other than the last, beside a dim of more than 2^22 elements, order each slice "
+          "past 2^22 as the slice 2^22 before it (a slice index that wraps at 2^22)", ("aten::sort",),
+          _sort_beside_more_than_2_22_slices, "rewrite", rewrite=_slices_past_2_22_in_the_order_of_earlier_ones),
     Fault("histc_counts_one_ulp_outside", "like pytorch#195076 (MPS histc): elements one ulp outside [min, max] "
           "counted in the first or last bin", ("aten::histc",), _a_value_one_ulp_outside, "rewrite",
           rewrite=_counted_one_ulp_outside),
