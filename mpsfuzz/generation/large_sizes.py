@@ -106,7 +106,7 @@ class Grows:
     # The group's dim may also take a side of SEGMENT_SIDES (past 2^22) where the op then
     # works along another, short dim (pytorch#183885: argsort of (3, 2^22 + 1) along dim 0):
     # ``(shapes, kwargs) -> kwargs`` moves the drawn arguments off the long dim
-    # (idempotent). A third of the op's @large cases are drawn so, within
+    # (idempotent). Half the op's @large cases are drawn so, within
     # MAX_RESULT_ELEMENTS (no tensor past 2^24 elements: the CPU reference runs on the
     # whole case) and --max-bytes at SEGMENT_BYTES_PER_ELEMENT.
     segments: Callable[[tuple, dict], dict] | None = None
@@ -251,9 +251,9 @@ def _large_shapes(spec: OpSpec):
     segmented = [g for g in spec.grows if g.segments is not None]
 
     def shapes(draw, budget: ShapeBudget) -> tuple:
-        # (a third of the cases past 2^22 slices where the op declares it, the last choice,
+        # (half the cases past 2^22 slices where the op declares it, the last choice,
         # so that shrinking leaves it)
-        if segmented and budget.max_rank >= 2 and draw(integers_once(0, 2)) == 2:
+        if segmented and budget.max_rank >= 2 and draw(integers_once(0, 1)) == 1:
             out = _segment_shapes(draw, base, spec, budget, segmented)
             if out is not None:
                 return out
