@@ -74,17 +74,15 @@ def test_dim_off_long_moves_only_a_dim_along_the_long_side_and_is_idempotent():
 
 
 def _hashed(shape, dtype=torch.float32):
-    """Small integers from a hash of the flat index; the first and last slice along the
-    last dim (0 and 2^22 + 1 - 1) in opposite orders, so that one sorted in the other's
-    order is wrong."""
+    """Small integers from a hash of the flat index, the first slice along the last dim
+    in descending order (so that it is no sorted slice of its own)."""
     x = (torch.arange(torch.Size(shape).numel()).reshape(shape) * 40503 % 65521 % 9 - 4).to(dtype)
-    x[:, 0] = torch.arange(shape[0], dtype=dtype)
-    x[:, -1] = torch.arange(shape[0], 0, -1, dtype=dtype)
+    x[:, 0] = torch.arange(shape[0], 0, -1, dtype=dtype)
     return x
 
 
-def test_fault_orders_slices_past_2_22_as_earlier_ones_only_beside_a_long_side():
-    target = FaultTarget(["sort_slices_past_2_22_wrap"])
+def test_fault_leaves_slices_unsorted_only_beside_a_side_past_2_22():
+    target = FaultTarget(["sort_beside_2_22_slices_unsorted"])
     x = _hashed((2, LONG))
     # along the long dim, or beside a side of 2^22 exactly: right
     assert torch.equal(target.run(lambda t: torch.argsort(t, dim=-1), x), torch.argsort(x, dim=-1))
@@ -92,27 +90,25 @@ def test_fault_orders_slices_past_2_22_as_earlier_ones_only_beside_a_long_side()
     assert torch.equal(target.run(lambda t: torch.argsort(t, dim=0), short), torch.argsort(short, dim=0))
     assert not target.fired
     got = target.run(lambda t: torch.argsort(t, dim=0, stable=True), x)
-    right = torch.argsort(x, dim=0, stable=True)
-    assert torch.equal(got[:, :SORT_SLICES_LIMIT], right[:, :SORT_SLICES_LIMIT])
-    assert torch.equal(got[:, SORT_SLICES_LIMIT], right[:, 0]) and not torch.equal(got, right)
+    assert torch.equal(got, torch.arange(2).view(2, 1).expand(2, LONG))
     values, indices = target.run(lambda t: torch.sort(t, dim=-2), x)
-    assert torch.equal(values, x.gather(0, indices)) and not torch.equal(values, x.sort(dim=0).values)
-    assert target.fired["sort_slices_past_2_22_wrap"] == 2
+    assert torch.equal(values, x) and torch.equal(indices, got)
+    assert target.fired["sort_beside_2_22_slices_unsorted"] == 2
 
 
-def test_the_wrapped_slice_is_caught_on_the_canonical_form_and_numpy_agrees_with_the_right_one():
+def test_unsorted_slices_are_caught_on_the_canonical_form_and_numpy_agrees_with_the_right_one():
     """The canonical form (the values the indices gather along the call's dim) of the
-    faulty argsort differs from the right one at the slice past 2^22 alone; numpy's
-    argsort (the jury's independent reference) gives the right one's. A tie-break
-    along dim 0 (descending, not stable) is no difference."""
+    faulty argsort differs from the right one at the unsorted slices; numpy's argsort
+    (the jury's independent reference) gives the right one's. A tie-break along dim 0
+    (descending, not stable) is no difference."""
     spec = catalogue.get("argsort@large")
     x = _hashed((3, LONG))
     kw = {"dim": 0}
     right = spec.canonical([x], torch.argsort(x, dim=0), kw)
-    wrong = spec.canonical([x], FaultTarget(["sort_slices_past_2_22_wrap"]).run(lambda t: torch.argsort(t, dim=0), x),
-                           kw)
-    off = (right[0] != wrong[0]).any(dim=0).nonzero().view(-1)
-    assert off.tolist() == [SORT_SLICES_LIMIT] and bool(wrong[1].all())
+    faulty = FaultTarget(["sort_beside_2_22_slices_unsorted"]).run(lambda t: torch.argsort(t, dim=0), x)
+    wrong = spec.canonical([x], faulty, kw)
+    off = (right[0] != wrong[0]).any(dim=0)
+    assert bool(off[0]) and int(off.sum()) > LONG // 2 and bool(wrong[1].all())
     assert torch.equal(spec.canonical([x], NUMPY["argsort"]([x], kw), kw)[0], right[0])
     down = {"dim": 0, "descending": True}
     flipped = torch.argsort(x.flip(0), dim=0, descending=True, stable=True).neg().add(2)   # later ties first
@@ -121,14 +117,15 @@ def test_the_wrapped_slice_is_caught_on_the_canonical_form_and_numpy_agrees_with
 
 @pytest.mark.slow
 def test_campaign_finds_a_sort_wrapping_past_2_22_slices_names_the_long_side_and_keeps_it(tmp_path):
-    """A default-length campaign of argsort@large finds the fault (its cases of 8-13
-    million elements run on both sides on this CPU: --timeout 90 so that a slow case on a
-    shared machine is no hang), decided by numpy, explained by the long side and the dim,
-    minimised with a side past 2^22 beside a short sorted dim, and a verified script."""
+    """A default-length campaign of argsort@large finds the fault, decided by numpy,
+    explained by the long side and the dim, minimised with a side past 2^22 beside a
+    short sorted dim, and a verified script. (--timeout 300: a failing case of 8-13
+    million elements is judged whole, the float64 arbiter's perturbed runs included, both
+    sides on this CPU: 20 to 90 s on a shared 2-core machine, no hang.)"""
     corpus = tmp_path / "corpus"
-    done = mpsfuzz("run", "--ops", "argsort@large", "--target", FAULT_TARGET, "--seed", "1", "--timeout", "90",
+    done = mpsfuzz("run", "--ops", "argsort@large", "--target", FAULT_TARGET, "--seed", "1", "--timeout", "300",
                    "--corpus", str(corpus), "--max-findings", "1", "--no-progress",
-                   faults="sort_slices_past_2_22_wrap", cwd=tmp_path, timeout=1200)
+                   faults="sort_beside_2_22_slices_unsorted", cwd=tmp_path, timeout=1800)
     assert done.returncode == 1 and "harness errors 0" in done.stdout, done.stdout + done.stderr
     found = [f for f in findings_in(corpus) if f["status"] == "new"]
     assert [f["oracle"] for f in found] == ["values"], done.stdout
@@ -140,4 +137,4 @@ def test_campaign_finds_a_sort_wrapping_past_2_22_slices_names_the_long_side_and
     shape, dim = case["inputs"][0]["shape"], dict(case["kwargs"]).get("dim", -1)
     assert max(shape) > SORT_SLICES_LIMIT and shape[dim % len(shape)] >= 2
     assert dim % len(shape) != len(shape) - 1 and shape[-1] == LONG, case
-    assert_repro_proves_the_fault(finding, "sort_slices_past_2_22_wrap", tmp_path)
+    assert_repro_proves_the_fault(finding, "sort_beside_2_22_slices_unsorted", tmp_path)

@@ -1270,17 +1270,17 @@ def _sort_beside_more_than_2_22_slices(func, args, kwargs) -> bool:
     return _long_dim_beside_the_sorted_one(func, args, kwargs) is not None
 
 
-def _slices_past_2_22_in_the_order_of_earlier_ones(func, args, kwargs, result):
-    """The slices at or past SORT_SLICES_LIMIT along the long dim sorted in the order
-    (the indices) of the slice that many before, their values gathered by those indices,
-    as a kernel whose slice index wraps at 2^22 would (in place, so the out= overload's
+def _slices_left_unsorted(func, args, kwargs, result):
+    """Every slice left in its input's order: the indices as a kernel initialises them
+    (0, 1, ... along the sorted dim) and the values as they were, as where the sort's
+    grid of more than 2^22 slices is never launched (in place, so the out= overload's
     tensors carry it too)."""
     x, dim = _sort_arguments(func, args, kwargs)
     values, indices = result
-    long = _long_dim_beside_the_sorted_one(func, args, kwargs)
-    wrapped = torch.arange(x.shape[long], device=indices.device) % SORT_SLICES_LIMIT
-    indices.copy_(indices.index_select(long, wrapped))
-    values.copy_(x.gather(dim, indices))
+    d = dim % x.dim()
+    order = torch.arange(x.shape[d], device=indices.device).view([-1 if k == d else 1 for k in range(x.dim())])
+    indices.copy_(order.expand(indices.shape))
+    values.copy_(x)
     return result
 
 
@@ -1879,10 +1879,10 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("topk_wrong_along_dim_0", "like pytorch#154890 (MPS topk of a 5-D input along dim 0): topk's "
           "indices wrong along dim 0 of an input of 3 or more dims, its values right",
           ("aten::topk",), _topk_along_dim_0, "rewrite", rewrite=_indices_moved_along_dim_0),
-    Fault("sort_slices_past_2_22_wrap", "like pytorch#183885 (MPS argsort of (3, 2^22 + 1) along dim 0): sort "
-          "and argsort along a dim other than the last, beside a dim of more than 2^22 elements, order each slice "
-          "past 2^22 as the slice 2^22 before it (a slice index that wraps at 2^22)", ("aten::sort",),
-          _sort_beside_more_than_2_22_slices, "rewrite", rewrite=_slices_past_2_22_in_the_order_of_earlier_ones),
+    Fault("sort_beside_2_22_slices_unsorted", "like pytorch#183885 (MPS argsort of (3, 2^22 + 1) along dim 0): "
+          "sort and argsort along a dim other than the last, beside a dim of more than 2^22 elements, leave every "
+          "slice in its input's order (a grid of more than 2^22 slices never launched)", ("aten::sort",),
+          _sort_beside_more_than_2_22_slices, "rewrite", rewrite=_slices_left_unsorted),
     Fault("histc_counts_one_ulp_outside", "like pytorch#195076 (MPS histc): elements one ulp outside [min, max] "
           "counted in the first or last bin", ("aten::histc",), _a_value_one_ulp_outside, "rewrite",
           rewrite=_counted_one_ulp_outside),
