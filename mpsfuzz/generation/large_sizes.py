@@ -53,6 +53,14 @@ SIDES = (65537, 65536, 65535, 131073)
 # The most elements one input of a large-class case holds (16 MiB in float64): the CPU
 # reference runs on the whole of it.
 MAX_ELEMENTS = 2 * LARGE_REAL_NUMEL
+# Sides past 2^22 for a dim the op does not work along (Grows.segments): the number of
+# slices a kernel sorts, each short (pytorch#183885: MPS argsort of (3, 2^22 + 1) along
+# dim 0 is wrong, 2^22 + 1 sorts of 3 elements), just past 2^22 and at it (the control a
+# bug of the boundary passes; 2^22 + 1 first, where shrinking goes).
+SEGMENT_SIDES = (4194305, 4194304)
+# Device memory one element of such a case may need: the input (up to 8 bytes), the sorted
+# values and the int64 indices (8 each), and a sort kernel's temporaries.
+SEGMENT_BYTES_PER_ELEMENT = 32
 
 
 @dataclass(frozen=True)
@@ -95,6 +103,13 @@ class Grows:
     # 2^32 elements): apart, rank 5 and a size past 2^32 each come in a few cases of a
     # hundred, together in almost none.
     five_d_past_2_32: bool = False
+    # The group's dim may also take a side of SEGMENT_SIDES (past 2^22) where the op then
+    # works along another, short dim (pytorch#183885: argsort of (3, 2^22 + 1) along dim 0):
+    # ``(shapes, kwargs) -> kwargs`` moves the drawn arguments off the long dim
+    # (idempotent). Half the op's @large cases are drawn so, within
+    # MAX_RESULT_ELEMENTS (no tensor past 2^24 elements: the CPU reference runs on the
+    # whole case) and --max-bytes at SEGMENT_BYTES_PER_ELEMENT.
+    segments: Callable[[tuple, dict], dict] | None = None
 
     def __post_init__(self):
         if self.kind not in KINDS:
@@ -107,12 +122,16 @@ class Grows:
             raise ValueError("rows_args without sliced=True: only the @huge class keeps rows apart")
         if self.five_d_past_2_32 and not self.sliced:
             raise ValueError("five_d_past_2_32 without sliced=True: only the @huge class draws past 2^32")
+        if self.segments is not None and self.sliced:
+            raise ValueError("segments with sliced=True: the @huge class cuts rows, not the slices of a sort")
 
 
 def grows(kind: str, *dims: tuple[int, int], min_rank: int = 0, sliced: bool = False, broadcasts: bool = True,
           when: Callable[[tuple], bool] | None = None, rearranges: bool = False,
-          rows_args: Callable[[tuple, dict], dict] | None = None, five_d_past_2_32: bool = False) -> Grows:
-    return Grows(kind, tuple(dims), min_rank, sliced, broadcasts, when, rearranges, rows_args, five_d_past_2_32)
+          rows_args: Callable[[tuple, dict], dict] | None = None, five_d_past_2_32: bool = False,
+          segments: Callable[[tuple, dict], dict] | None = None) -> Grows:
+    return Grows(kind, tuple(dims), min_rank, sliced, broadcasts, when, rearranges, rows_args, five_d_past_2_32,
+                 segments)
 
 
 def dim_off_rows(*, name: str = "dim", new_dim: bool = False) -> Callable[[tuple, dict], dict]:
@@ -129,6 +148,30 @@ def dim_off_rows(*, name: str = "dim", new_dim: bool = False) -> Callable[[tuple
         if value is None or value % rank == 0:
             return {**kwargs, name: -1}
         return kwargs
+    return move
+
+
+def dim_off_long(*, name: str = "dim", default: int = -1, bounded: str | None = None
+                 ) -> Callable[[tuple, dict], dict]:
+    """A ``segments``: where the op's ``name`` argument (absent: ``default``) points at a
+    dim of SEGMENT_SIDES of the first input, it is moved to the longest dim shorter than
+    that (the first of equals: dim 0 of #183885's (3, 2^22 + 1)); ``bounded``: an
+    argument at most the size of the dim worked along (topk's ``k``), lowered to the new
+    dim's size."""
+    def move(shapes, kwargs: dict) -> dict:
+        shape = tuple(shapes[0]) if shapes else ()
+        d = kwargs.get(name, default)
+        if len(shape) < 2 or not isinstance(d, int) or not -len(shape) <= d < len(shape) \
+                or shape[d] < min(SEGMENT_SIDES):
+            return kwargs
+        shorts = [i for i, n in enumerate(shape) if n < min(SEGMENT_SIDES)]
+        if not shorts:
+            return kwargs
+        short = max(shorts, key=lambda i: (shape[i], -i))
+        out = {**kwargs, name: short}
+        if bounded is not None and isinstance(out.get(bounded), int):
+            out[bounded] = min(out[bounded], shape[short])
+        return out
     return move
 
 
@@ -167,10 +210,53 @@ def grown(shapes, group: Grows, side: int) -> tuple:
     return tuple(tuple(s) for s in out)
 
 
+def segment_limit() -> int:
+    """The most elements an input of a case of SEGMENT_SIDES may have: MAX_RESULT_ELEMENTS
+    (the host's bound of the class), within --max-bytes at SEGMENT_BYTES_PER_ELEMENT."""
+    return min(MAX_RESULT_ELEMENTS, max_bytes() // SEGMENT_BYTES_PER_ELEMENT)
+
+
+def _segment_shapes(draw, base, spec: OpSpec, budget: ShapeBudget, groups: list) -> tuple | None:
+    """A case whose ``segments`` group is set to a side of SEGMENT_SIDES, the rest of the
+    first input's shape (2 or more dims) within segment_limit(); None where no side fits.
+    The small case is drawn as if the grown dim took none of the room, then its longest
+    other dim halved until the case fits, and where the other dims are all 1 the first
+    takes 2 or more (a sort of one element is no sort; the sorts' shapes are any
+    shapes)."""
+    side = draw(sampled_once(SEGMENT_SIDES))
+    limit = segment_limit()
+    if limit < 2 * side:
+        return None
+    small = ShapeBudget(min_rank=max(2, budget.min_rank, spec.min_rank), max_rank=min(budget.max_rank, 4),
+                        max_side=min(budget.max_side, 4), allow_empty=False, max_numel=4 * (limit // side))
+    drawn = base(draw, small)
+    fitting = [g for g in groups if applies(g, drawn)]
+    if not fitting:
+        return drawn
+    group = fitting[0] if len(fitting) == 1 else draw(sampled_once(fitting))
+    out = [list(s) for s in grown(drawn, group, side)]
+    i, d = group.dims[0]
+    d = _dim(out[i], d)
+    others = [j for j in range(len(out[i])) if j != d]
+    while math.prod(out[i]) > limit:
+        k = max(others, key=lambda j: out[i][j])
+        out[i][k] = max(1, out[i][k] // 2)
+    if all(out[i][j] == 1 for j in others):
+        out[i][others[0]] = draw(integers_once(2, limit // out[i][d]))
+    return tuple(tuple(s) for s in out)
+
+
 def _large_shapes(spec: OpSpec):
     base = spec.shapes
+    segmented = [g for g in spec.grows if g.segments is not None]
 
     def shapes(draw, budget: ShapeBudget) -> tuple:
+        # (half the cases past 2^22 slices where the op declares it, the last choice,
+        # so that shrinking leaves it)
+        if segmented and budget.max_rank >= 2 and draw(integers_once(0, 1)) == 1:
+            out = _segment_shapes(draw, base, spec, budget, segmented)
+            if out is not None:
+                return out
         side = draw(sampled_once(SIDES))
         # What is left for the other dims (a builder's own floors may take more: the
         # side is then lowered, or the case stays small).
@@ -232,11 +318,27 @@ def largest_tensor(fn, shapes, dtypes, kwargs) -> int | None:
     return None if on_meta(fn, shapes, dtypes, kwargs, seen) is None else seen.most
 
 
+def _segments_args(base, spec: OpSpec):
+    """The op's argument builder, then its arguments moved off a dim of SEGMENT_SIDES where
+    a group declares how (``Grows.segments``)."""
+    moves = [g.segments for g in spec.grows if g.segments is not None]
+    if not moves:
+        return base
+
+    def args(draw, shapes, dtypes) -> dict:
+        kwargs = base(draw, shapes, dtypes) if base else {}
+        for move in moves:
+            kwargs = move(shapes, kwargs)
+        return kwargs
+    return args
+
+
 def _bounded_args(spec: OpSpec):
-    """The op's argument builder, then the case given up (a Hypothesis rejection, rare)
-    where a tensor it makes would pass MAX_RESULT_ELEMENTS (unchecked where every group
-    declares that the op only rearranges its inputs)."""
-    base = spec.args
+    """The op's argument builder (its arguments moved off a dim of SEGMENT_SIDES where the
+    op declares how), then the case given up (a Hypothesis rejection, rare) where a tensor
+    it makes would pass MAX_RESULT_ELEMENTS (unchecked where every group declares that the
+    op only rearranges its inputs)."""
+    base = _segments_args(spec.args, spec)
     if all(g.rearranges for g in spec.grows):
         return base
 

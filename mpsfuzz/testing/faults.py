@@ -1307,6 +1307,51 @@ def _indices_moved_along_dim_0(func, args, kwargs, result):
     return result
 
 
+# pytorch#183885: MPS argsort of (3, 2^22 + 1) along dim 0 is wrong. The slices a sort
+# along one dim makes are as many as the other dims' elements; a kernel that maps them
+# onto 2^22 (a grid's or a 22-bit index's) goes wrong past it. Only the @large class's
+# sorts beside a side of 2^22 + 1 (large_sizes.SEGMENT_SIDES) reach it.
+SORT_SLICES_LIMIT = 2**22
+
+
+def _sort_arguments(func, args, kwargs):
+    """aten::sort's input and its ``dim`` (-1 where not given), whichever overload (the
+    stable ones take ``dim`` by name)."""
+    names = [a.name for a in func._schema.arguments]
+    at = names.index("dim")
+    dim = args[at] if at < len(args) else kwargs.get("dim", -1)
+    return _input(func, args, kwargs), -1 if dim is None else dim
+
+
+def _long_dim_beside_the_sorted_one(func, args, kwargs) -> int | None:
+    """The first dim other than the sorted one of more than SORT_SLICES_LIMIT elements,
+    where the sorted dim is not the last; else None."""
+    x, dim = _sort_arguments(func, args, kwargs)
+    if x.dim() < 2 or dim % x.dim() == x.dim() - 1:
+        return None
+    return next((d for d in range(x.dim()) if d != dim % x.dim() and x.shape[d] > SORT_SLICES_LIMIT), None)
+
+
+def _sort_beside_more_than_2_22_slices(func, args, kwargs) -> bool:
+    """sort (argsort's kernel) along a dim other than the last of an input with another
+    dim of more than SORT_SLICES_LIMIT elements."""
+    return _long_dim_beside_the_sorted_one(func, args, kwargs) is not None
+
+
+def _slices_left_unsorted(func, args, kwargs, result):
+    """Every slice left in its input's order: the indices as a kernel initialises them
+    (0, 1, ... along the sorted dim) and the values as they were, as where the sort's
+    grid of more than 2^22 slices is never launched (in place, so the out= overload's
+    tensors carry it too)."""
+    x, dim = _sort_arguments(func, args, kwargs)
+    values, indices = result
+    d = dim % x.dim()
+    order = torch.arange(x.shape[d], device=indices.device).view([-1 if k == d else 1 for k in range(x.dim())])
+    indices.copy_(order.expand(indices.shape))
+    values.copy_(x)
+    return result
+
+
 def _first_empty_before_a_nonempty(func, args, kwargs) -> int | None:
     """_foreach_norm(self, ord, dtype): the index of the list's first empty tensor where
     a tensor with elements follows it, else None."""
@@ -1902,6 +1947,10 @@ FAULTS: dict[str, Fault] = _registry(
     Fault("topk_wrong_along_dim_0", "like pytorch#154890 (MPS topk of a 5-D input along dim 0): topk's "
           "indices wrong along dim 0 of an input of 3 or more dims, its values right",
           ("aten::topk",), _topk_along_dim_0, "rewrite", rewrite=_indices_moved_along_dim_0),
+    Fault("sort_beside_2_22_slices_unsorted", "like pytorch#183885 (MPS argsort of (3, 2^22 + 1) along dim 0): "
+          "sort and argsort along a dim other than the last, beside a dim of more than 2^22 elements, leave every "
+          "slice in its input's order (a grid of more than 2^22 slices never launched)", ("aten::sort",),
+          _sort_beside_more_than_2_22_slices, "rewrite", rewrite=_slices_left_unsorted),
     Fault("histc_counts_one_ulp_outside", "like pytorch#195076 (MPS histc): elements one ulp outside [min, max] "
           "counted in the first or last bin", ("aten::histc",), _a_value_one_ulp_outside, "rewrite",
           rewrite=_counted_one_ulp_outside),

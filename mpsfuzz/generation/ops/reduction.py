@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from .. import dtypes as dt
 from ..grad_points import (any_of, constant_slices, dims_of, near, rows, slack, ties, vector_norm_kinks,
                            vector_norm_reason, wide, zero_crossings)
-from ..large_sizes import HUGE_SUFFIX, SIZE_CLASS, dim_off_rows, grows
+from ..large_sizes import HUGE_SUFFIX, SIZE_CLASS, dim_off_long, dim_off_rows, grows
 from ..opspec import declare_grows
 from ..opspec import (OpSpec, ShapeBudget, any_shape, broadcast_shapes, combine_args, dim_arg, draw_rank, draw_side,
                       expand, first_dtype, fit, gather_at_indices, integers_once, prod, register)
@@ -636,8 +636,14 @@ register(
 # Dims that may grow past 65,536 (the large size class, generation/large_sizes.py): along
 # the long dim (a reduction over 65,536+ elements) or across it (65,536+ of them).
 _ALONG_OR_ACROSS = (grows("length", (0, -1)), grows("rows", (0, 0)))
-declare_grows({op: _ALONG_OR_ACROSS for op in (
-    "argmax", "argmin", "cumprod", "sort", "argsort", "topk", "prod", "cummax")})
+declare_grows({op: _ALONG_OR_ACROSS for op in ("argmax", "argmin", "cumprod", "prod", "cummax")})
+# The sorts' last dim also passes 2^22 beside a short sorted dim (pytorch#183885: MPS
+# argsort of (3, 2^22 + 1) along dim 0): 2^22 + 1 sorts of a few elements each.
+declare_grows({
+    "sort": (grows("length", (0, -1), segments=dim_off_long()), grows("rows", (0, 0))),
+    "argsort": (grows("length", (0, -1), segments=dim_off_long()), grows("rows", (0, 0))),
+    "topk": (grows("length", (0, -1), segments=dim_off_long(bounded="k")), grows("rows", (0, 0))),
+})
 # Those whose rows also pass 2^31 elements in the @huge class, reduced or scanned along
 # a dim other than 0 (pytorch#167086: a scan along an outer dim past 2^32 elements). (Not
 # the products: a float16 product of 64 hashed values overflows; not the canonicalised
