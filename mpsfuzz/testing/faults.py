@@ -124,7 +124,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ..execution.dispatch_modes import _FLEX_MODULE, DenseHigherOrderOps
+from ..execution.dispatch_modes import DenseHigherOrderOps
 from ..generation.large_sizes import MAX_ELEMENTS
 
 EFFECTS = ("corrupt", "raise", "unsupported", "abort", "segfault", "hang", "leak", "noop", "densify",
@@ -2303,7 +2303,7 @@ class FaultMode(DenseHigherOrderOps):
         # not support backward on CPU"), a check of the device alone, which is lifted here
         # (the others kept: the check sees the inputs detached). The dense path it then
         # runs has a backward on every device.
-        flex = sys.modules.get(_FLEX_MODULE)
+        flex = sys.modules.get("torch.nn.attention.flex_attention")
         check = getattr(flex, "_validate_device", None)
         self.__dict__.setdefault("_flex_checks", []).append((flex, check))
         if check is not None:
