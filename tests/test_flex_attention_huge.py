@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from mpsfuzz.generation import catalogue
+from mpsfuzz.generation.large_sizes import MAX_ELEMENTS
 from mpsfuzz.generation.ops.nn_losses import (FLEX_GRID_BATCHES, FLEX_HUGE_ROW, SEQUENCE_MAJOR, _flex_attention,
                                               flex_huge_shapes)
 from mpsfuzz.generation.opspec import LARGE_REAL_NUMEL
@@ -65,7 +66,7 @@ def test_the_sizes_put_the_last_keys_offset_around_the_boundary():
         q, k, v = flex_huge_shapes(data.draw, ShapeBudget())
         b, h, s, e = k
         assert v == k and q[0] == b and q[1] % h == 0 and q[3] == e and q[2] <= e // 2
-        target = 1 << 22                      # the default --max-bytes: about 2^22 (CI's size)
+        target = MAX_ELEMENTS                 # the default --max-bytes (CI's size): the scaled 2^31
         base = target // (h * e * (s - 1))
         assert base - 1 <= b <= base + 2
         seen.add((s - 1) * b * h * e >= target)

@@ -41,7 +41,7 @@ import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from ..grad_points import equal_operands, is_zero, kinks, near, slack, vector_norm_reason, when, wide, zero_crossings
-from ..large_sizes import BOUNDARIES, MEDIUM, grows, huge_variant, without_reduction
+from ..large_sizes import BOUNDARIES, MAX_ELEMENTS, grows, huge_variant, without_reduction
 from ..opspec import declare_grows
 from ..opspec import (OpSpec, ShapeBudget, broadcast_shapes, broadcastable_to, draw_side, expand, fit,
                       integers_once, register, same_shapes, sampled_once)
@@ -1035,14 +1035,16 @@ def flex_huge_shapes(draw, budget: ShapeBudget) -> tuple:
     """q (B, Hq, L, E), k and v (B, Hkv, S, E): the last key's sequence-major offset
     (S - 1) * B * Hkv * E just below, at or past 2^31 or 2^32 (B drawn one below to two
     past the batch count that reaches it), so K and V hold that many elements and a few
-    batches more, where --max-bytes allows FLEX_HUGE_BYTES_PER_ELEMENT an element (else
-    about 2^22: CI's size); L a few queries, Hq = Hkv or twice it (GQA)."""
+    batches more, where --max-bytes allows FLEX_HUGE_BYTES_PER_ELEMENT an element; else
+    around MAX_ELEMENTS (CI's size: more than any @large case holds, the 2^31 that the
+    fault target scales, so that CI draws both sides of the boundary too); L a few
+    queries, Hq = Hkv or twice it (GQA)."""
     limit = max(1, max_bytes() // FLEX_HUGE_BYTES_PER_ELEMENT)
     e = draw(sampled_once(FLEX_HUGE_HEAD_DIMS))
     heads_kv = draw(sampled_once((1, 2, 4)))
     group = draw(sampled_once((1, 1, 2)))
     length = draw(sampled_once(tuple(n for n in FLEX_HUGE_QUERIES if n <= e // 2)))
-    targets = tuple(t for t in BOUNDARIES if t + 4 * FLEX_HUGE_ROW <= limit) or (min(MEDIUM, limit),)
+    targets = tuple(t for t in BOUNDARIES if t + 4 * FLEX_HUGE_ROW <= limit) or (min(MAX_ELEMENTS, limit),)
     target = draw(sampled_once(targets))
     per_key = heads_kv * e
     source = _flex_huge_keys(draw, target, per_key)
