@@ -129,8 +129,9 @@ def test_a_wrapped_read_is_judged_a_gradient_bug_and_a_right_backward_passes(mon
 def test_a_wrapped_kv_read_in_the_backward_is_found_explained_and_minimised(tmp_path):
     """A default-length campaign of flex_attention@huge on the fault target finds the
     fault as a gradient finding (its first failure in about 2 minutes on two busy cores;
-    the run, triage included, up to 20), explained by the sequence-major layout of K or V
-    (contiguous, it passes) and the grad variant, minimised keeping a sequence-major K or
+    the run, triage included, about 3), explained by the sequence-major layout of K or V
+    (contiguous, it passes; the ablation's further probes, the grad variant's among them,
+    as its time budget allows), minimised keeping a sequence-major K or
     V whose last key's offset passes the (scaled) limit (measured: K (129, 1, 1018, 16),
     2,099,088 against 2,097,152), with a verified script."""
     from test_fault_campaigns import FAULT_TARGET, findings_in
@@ -142,7 +143,6 @@ def test_a_wrapped_kv_read_in_the_backward_is_found_explained_and_minimised(tmp_
     (finding,) = [f for f in findings_in(corpus) if f["status"] == "new"]
     assert (finding["op"], finding["oracle"], finding["variant"]) == (OP, "grads", "grad")
     assert {"layout:1", "layout:2", "layout:any"} & set(finding["conditions"]), finding["explanation"]
-    assert "variant:grad" in finding["conditions"], finding["explanation"]
     case = Case.from_json(finding["case"])
     assert finding["minimisation"] and _sequence_offset(case) >= faults.HUGE_BACKWARD_LIMIT, finding["case"]
     assert any(r.layout.permutation == SEQUENCE_MAJOR for r in case.inputs[1:]), finding["case"]
