@@ -360,6 +360,13 @@ class OpSpec:
     # Inputs drawn only with a contiguous layout (a kernel that documents that it
     # requires them).
     contiguous_inputs: tuple[int, ...] = ()
+    # Layouts the op draws itself for some of its inputs, over the generic draw:
+    # ``(choose, shapes, kwargs) -> {input index: Layout}`` (``choose``: the dressing's
+    # choices, integer() and choice()). flex_attention@huge stores K and V sequence-major
+    # in a share of its cases (pytorch#190857's [KV_LEN, B, D] storage, whose stride along
+    # the keys passes 2^31 at the last key), a permutation the generic draw gives once in
+    # dozens of cases.
+    input_layouts: Callable | None = None
     # The file that defines a user's kernel (repro scripts import it from there).
     source_file: str | None = None
     # The CPU reference's inputs where they are not the case's own: ``(case) -> list`` of

@@ -496,6 +496,9 @@ def _dress_inputs(choose, spec: OpSpec, shapes: tuple, names: tuple, kwargs: dic
         _draw_tensor(choose, shapes[i], names[i], awkward_ratio=0.0 if i in spec.contiguous_inputs else awkward_ratio,
                      **_value_options(values[i] if i < len(values) else None, shapes, kwargs, spec))
         for i in range(len(shapes)))
+    if spec.input_layouts is not None:
+        chosen = spec.input_layouts(choose, shapes, kwargs)
+        inputs = tuple(replace(r, layout=chosen[i]) if i in chosen else r for i, r in enumerate(inputs))
     if "large" in spec.semantics:
         keeps = expanded_rows_rebuilt(spec)
         inputs = tuple(_constant_if_large(r, keeps) for r in inputs)

@@ -1214,6 +1214,33 @@ def _gradient_wrapped_in_memory_order(func, args, kwargs, out):
     return out.copy_(dense.permute(*[order.index(d) for d in range(out.dim())]))
 
 
+def _kv_sequence_offset_past_huge_limit(func, args, kwargs) -> bool:
+    """In a backward, ``repeat_interleave(x, g, dim=1)`` of a 4-D (batch, heads, keys,
+    dim) tensor whose last key's offset from its (batch, head) base, (keys - 1) * its
+    stride along the keys, passes HUGE_BACKWARD_LIMIT: how flex_attention's dense backward
+    reads K and V (giving each query head its K/V head, g = 1 without GQA), of a K/V stored
+    sequence-major past that limit (pytorch#190857: B * H * D between two keys)."""
+    x, dim = _arg(func, args, kwargs, 0), _arg(func, args, kwargs, 2)
+    return (_in_backward(func, args, kwargs) and isinstance(x, torch.Tensor) and x.dim() == 4
+            and dim in (1, -3) and x.numel() > 0 and (x.shape[2] - 1) * x.stride(2) >= HUGE_BACKWARD_LIMIT)
+
+
+def _kv_read_at_wrapped_sequence_offsets(func, args, kwargs) -> torch.Tensor:
+    """K or V as flex_attention's backward kernel of pytorch#190857 reads it: the
+    (batch, head) base offset in 64 bits, plus key * stride along the keys + column *
+    its stride in 32 bits (scaled to HUGE_BACKWARD_LIMIT), so that an element whose
+    in-slab offset passes the limit is read where it wrapped (modulo the limit, inside the
+    same storage); then repeated for the query heads as asked."""
+    x = _arg(func, args, kwargs, 0)
+    b, h, n, d = x.shape
+    sb, sh, sn, sd = x.stride()
+    inner = (torch.arange(n)[:, None] * sn + torch.arange(d)[None, :] * sd) % HUGE_BACKWARD_LIMIT
+    base = torch.arange(b)[:, None] * sb + torch.arange(h)[None, :] * sh
+    offsets = x.storage_offset() + base[:, :, None, None] + inner[None, None]
+    storage = x.as_strided((x.untyped_storage().nbytes() // x.element_size(),), (1,), 0)
+    return func(storage[offsets], *args[1:], **kwargs)
+
+
 def _adaptive_pool_sides(func, args, kwargs) -> list[tuple[int, int]]:
     """(input side, output side) of each pooled dim of aten::_adaptive_avg_pool{2,3}d."""
     x, size = _input(func, args, kwargs), list(_arg(func, args, kwargs, 1))
@@ -2002,6 +2029,13 @@ FAULTS: dict[str, Fault] = _registry(
           "here) where the index wrapped; the forward, and the backward of a dense input, are right",
           ("aten::_adaptive_avg_pool2d_backward", "aten::_adaptive_avg_pool3d_backward"),
           _expanded_pool_input_past_huge_limit, "rewrite", rewrite=_gradient_wrapped_in_memory_order),
+    Fault("flex_attention_backward_kv_offset_past_int32", "pytorch#190857 (CUDA flex_attention's backward "
+          "with K/V stored sequence-major, [KV_LEN, B, D] viewed as [B, 1, KV_LEN, D], once the flattened K/V "
+          "address passes INT32_MAX): the backward computes a key's offset, key * stride along the keys, in 32 "
+          "bits (2^31 scaled to the @huge class's size here) and reads K and V where it wrapped: dQ, dK and dV "
+          "of every batch go wrong; the forward, and K/V stored batch-major, are right",
+          ("aten::repeat_interleave.self_int",), _kv_sequence_offset_past_huge_limit, "reimplement",
+          instead=_kv_read_at_wrapped_sequence_offsets),
     Fault("adaptive_pool_start_index_past_int32", "pytorch#176784 (CUDA AdaptiveAvgPool2d's START_IND macro "
           "multiplies the output index by the input side in 32 bits): where that product passes 2^31 - 1 (a side "
           "of 65,536 or so pooled to more than half of it), each window starts where the wrapped product "
@@ -2402,6 +2436,27 @@ class FaultMode(DenseHigherOrderOps):
         super().__init__()
         self.faults = tuple(faults)
         self.fired = fired if fired is not None else Counter()
+
+    def __enter__(self):
+        # The emulated device has flex_attention's backward, as CUDA has (pytorch#190857
+        # is a bug of it): eager CPU's public call refuses inputs that require grad ("does
+        # not support backward on CPU"), a check of the device alone, which is lifted here
+        # (the others kept: the check sees the inputs detached). The dense path it then
+        # runs has a backward on every device.
+        flex = sys.modules.get("torch.nn.attention.flex_attention")
+        check = getattr(flex, "_validate_device", None)
+        self.__dict__.setdefault("_flex_checks", []).append((flex, check))
+        if check is not None:
+            flex._validate_device = lambda q, k, v, _check=check: _check(q.detach(), k.detach(), v.detach())
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        try:
+            return super().__exit__(*exc)
+        finally:
+            flex, check = self._flex_checks.pop()
+            if check is not None:
+                flex._validate_device = check
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

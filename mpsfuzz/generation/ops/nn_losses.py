@@ -34,17 +34,19 @@ from __future__ import annotations
 
 import inspect
 import math
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
 from hypothesis import strategies as st
 
 from ..grad_points import equal_operands, is_zero, kinks, near, slack, vector_norm_reason, when, wide, zero_crossings
-from ..large_sizes import grows, without_reduction
+from ..large_sizes import BOUNDARIES, MAX_ELEMENTS, grows, huge_variant, without_reduction
 from ..opspec import declare_grows
 from ..opspec import (OpSpec, ShapeBudget, broadcast_shapes, broadcastable_to, draw_side, expand, fit,
                       integers_once, register, same_shapes, sampled_once)
 from ..preparation import preparation
+from ..recipes import Layout, max_bytes
 
 FAMILY = "nn"
 FLOAT = expand("float")
@@ -967,15 +969,134 @@ def _flex_args(draw, shapes, dtypes):
     return out
 
 
+FLEX_ATTENTION = nn_op(
+    "flex_attention", _flex_attention, _flex_shapes,
+    "flex_attention with a named score_mod (relative bias, tanh soft-cap, ALiBi) and block mask "
+    "(causal, sliding window, a fully masked row, documents), scale, GQA; compiled: the fused kernel",
+    dtypes=("float16", "bfloat16", "float32"), input_dtypes=(None, None, None), args=_flex_args,
+    reference_fn=_flex_attention_cpu, allow_nonfinite=False, rtol_scale=16, atol_scale=16,
+    semantics=frozenset({"accumulates"}), grad_undefined=flex_scores_undetermined)
+
+
+# -- flex attention past 2^31 K/V elements (flex_attention@huge) ------------------------------
+# pytorch/pytorch#190857: CUDA (Inductor) flex_attention's backward kernel computes a K/V
+# element's offset from its (batch, head) base, key * stride along the keys + column, in
+# 32 bits; with K and V stored sequence-major ([KV_LEN, B, D] viewed as [B, 1, KV_LEN, D]:
+# the stride along the keys is B * H * D), the last keys' offsets pass INT32_MAX once K
+# holds about 2^31 elements (B = 700, KV_LEN = 24,000, D = 128 there), and the backward
+# reads the wrong memory. The class: K and V past 2^31 and 2^32 elements along the batch,
+# sequence-major in five sixths of the cases, the last key's offset (keys - 1) * B * H * D
+# just below, at and past the boundary; a few queries (so that the scores, the output
+# and q's gradient stay small) and no mask or position-dependent score_mod (a causal mask
+# or a bias growing with the distance leaves the far keys out or weighs them ~0, which
+# would hide a wrong read there).
+#
+# Row b of the output and of each gradient (dQ, dK, dV) depends on batch b of q, k, v
+# and of the upstream gradient alone, so the @huge class's row judging applies exactly:
+# the boundary batches' rows, made from the hash on the host, give the reference (eager
+# CPU's dense path), whole, in float64 for the arbiter; no sample is approximate. A batch
+# holds at most FLEX_HUGE_ROW elements of K (the host's reference: a few million elements
+# over the ~18 judged batches), and there are at most FLEX_GRID_BATCHES batches: the
+# compiled backward's grid puts the batch on its y dimension, which CUDA limits to 65,535
+# (a batch past it fails to launch, whatever the offsets: another limit, not this class).
+
+# float32 first: the float64 arbiter allows a half-precision gradient over thousands of
+# keys an error of several times its largest element (half-precision accumulation of that
+# many terms), so only float32 gradients are judged to within a wrong read; the half
+# dtypes (the upstream report's bfloat16) are drawn too: a read out of bounds crashes in
+# any dtype (pytorch#190857's symptom), which the errors oracle reports.
+FLEX_HUGE_DTYPES = ("float32", "bfloat16", "float16")
+# Device memory per element of K (V as large), float32: K and V (4 + 4 bytes), their
+# gradients (4 + 4), the dense path's repeated K and V (eager CUDA; 4 + 4), its float32
+# scores, their softmax and gradients (4 tensors of L / E <= 1/2 an element of K: 8), and
+# 16 to spare. 140 GB (an H200) holds 2^31 and a few batches more, not 2^32.
+FLEX_HUGE_BYTES_PER_ELEMENT = 48
+FLEX_HUGE_ROW = 1 << 18
+FLEX_GRID_BATCHES = 65535
+# Head dims (16 first: where shrinking goes; 128: the upstream report's), queries (at most
+# half the head dim: the scores stay within L / E of K's size), keys per (batch, head).
+FLEX_HUGE_HEAD_DIMS = (16, 64, 128, 32)
+FLEX_HUGE_QUERIES = (1, 8, 16, 3)
+FLEX_HUGE_KEYS = (1024, 128, 2048, 4096, 8192, 16384, 1000, 513)
+SEQUENCE_MAJOR = (1, 2, 0, 3)       # a (keys, batch, heads, dim) storage viewed as (batch, heads, keys, dim)
+
+
+def _flex_huge_keys(draw, target: int, per_key: int) -> int:
+    """Keys per (batch, head): one of FLEX_HUGE_KEYS whose batch of K holds at most
+    FLEX_HUGE_ROW elements and for which the batch count that puts the last key's
+    sequence-major offset at ``target`` stays within FLEX_GRID_BATCHES; else the fewest
+    keys that keep the batch count there."""
+    fits = tuple(s for s in FLEX_HUGE_KEYS
+                 if per_key * s <= FLEX_HUGE_ROW and target // (per_key * (s - 1)) + 2 <= FLEX_GRID_BATCHES)
+    return draw(sampled_once(fits)) if fits else target // (per_key * (FLEX_GRID_BATCHES - 2)) + 2
+
+
+def flex_huge_shapes(draw, budget: ShapeBudget) -> tuple:
+    """q (B, Hq, L, E), k and v (B, Hkv, S, E): the last key's sequence-major offset
+    (S - 1) * B * Hkv * E just below, at or past 2^31 or 2^32 (B drawn one below to two
+    past the batch count that reaches it), so K and V hold that many elements and a few
+    batches more, where --max-bytes allows FLEX_HUGE_BYTES_PER_ELEMENT an element; else
+    around MAX_ELEMENTS (CI's size: more than any @large case holds, the 2^31 that the
+    fault target scales, so that CI draws both sides of the boundary too); L a few
+    queries, Hq = Hkv or twice it (GQA)."""
+    limit = max(1, max_bytes() // FLEX_HUGE_BYTES_PER_ELEMENT)
+    e = draw(sampled_once(FLEX_HUGE_HEAD_DIMS))
+    heads_kv = draw(sampled_once((1, 2, 4)))
+    group = draw(sampled_once((1, 1, 2)))
+    length = draw(sampled_once(tuple(n for n in FLEX_HUGE_QUERIES if n <= e // 2)))
+    targets = tuple(t for t in BOUNDARIES if t + 4 * FLEX_HUGE_ROW <= limit) or (min(MAX_ELEMENTS, limit),)
+    target = draw(sampled_once(targets))
+    per_key = heads_kv * e
+    source = _flex_huge_keys(draw, target, per_key)
+    batch = max(1, target // (per_key * (source - 1)) + draw(integers_once(-1, 2)))
+    return ((batch, heads_kv * group, length, e), (batch, heads_kv, source, e), (batch, heads_kv, source, e))
+
+
+def flex_huge_layouts(choose, shapes, kwargs) -> dict:
+    """K, V or both stored sequence-major (pytorch#190857's storage: both) in five sixths
+    of the cases, K alone first (where shrinking goes after the generic layouts); else
+    the generic draw's layouts."""
+    which = choose.integer(0, 5)
+    seq_major = Layout(permutation=SEQUENCE_MAJOR)
+    return {i: seq_major for i in ((), (1,), (2,), (1, 2), (1, 2), (1, 2))[which]}
+
+
+def flex_huge_args(draw, shapes, dtypes) -> dict:
+    """No block mask; no score_mod or the tanh soft-cap (a bias by distance would weigh
+    the far keys ~0); the default scale or 1/8 (scores within what the half dtypes
+    determine, _flex_huge_scores_values); GQA where the heads differ."""
+    out = {"score_mod": draw(sampled_once(("none", "soft_cap"))),
+           "scale": draw(sampled_once((None, None, 0.125)))}
+    if shapes[0][1] != shapes[1][1]:
+        out["enable_gqa"] = True
+    return out
+
+
+def _flex_huge_scores_values(shapes, kwargs) -> dict:
+    """q and k: -2..2 from the hash. The scores, at most 4 E scale in magnitude, stay
+    determined in the half dtypes (flex_scores_undetermined: under 128 in bfloat16 with
+    the scales drawn), and spread by about 2 at the default scale: over thousands of keys
+    the softmax weighs each far key unevenly, so a key read wrong moves the gradients of
+    its row by more than their tolerance. (v: quarters in [-30, 30], the unbounded hash.)"""
+    return {"distribution": "index_hash", "low": -2, "high": 2}
+
+
+def _flex_huge() -> OpSpec:
+    """flex_attention@huge: the @huge class of the batch (K first: its boundaries are
+    the judged batches), with its own sizes, layouts, arguments and values."""
+    spec = huge_variant(replace(FLEX_ATTENTION, dtypes=FLEX_HUGE_DTYPES,
+                                grows=(grows("batch", (1, 0), (2, 0), (0, 0), sliced=True),)))
+    return replace(spec, dtypes=FLEX_HUGE_DTYPES, shapes=flex_huge_shapes, args=flex_huge_args,
+                   input_layouts=flex_huge_layouts,
+                   input_values=(_flex_huge_scores_values, _flex_huge_scores_values, "index_hash"),
+                   reference_fn=_flex_attention_cpu,
+                   doc="flex_attention with K and V past 2^31 elements (2^32 where --max-bytes allows), stored "
+                       "sequence-major (the last key's offset past 2^31) or not, a few queries, no mask; the grad "
+                       "variant: dQ, dK and dV (compared on the boundary batches)")
+
+
 if HAS_FLEX:
-    register(
-        nn_op("flex_attention", _flex_attention, _flex_shapes,
-              "flex_attention with a named score_mod (relative bias, tanh soft-cap, ALiBi) and block mask "
-              "(causal, sliding window, a fully masked row, documents), scale, GQA; compiled: the fused kernel",
-              dtypes=("float16", "bfloat16", "float32"), input_dtypes=(None, None, None), args=_flex_args,
-              reference_fn=_flex_attention_cpu, allow_nonfinite=False, rtol_scale=16, atol_scale=16,
-              semantics=frozenset({"accumulates"}), grad_undefined=flex_scores_undetermined),
-    )
+    register(FLEX_ATTENTION, _flex_huge())
 
 # -- recurrent cells and layers -------------------------------------------------------------
 
