@@ -18,6 +18,27 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def _import_every_mpsfuzz_module() -> None:
+    """Hypothesis draws, now and then, a constant of the code it finds loaded (its "local
+    constants": every literal of each module of this checkout in ``sys.modules``), so the
+    same seed draws other cases once another module of mpsfuzz has been imported: a test
+    that runs the CLI in this process (importing ``mpsfuzz.cli``) changed what every later
+    ``example_cases`` drew in the process, and draw counts depended on the tests' order.
+    Every module loaded before the first test: the constants are the same whatever the
+    order."""
+    import importlib
+    import pkgutil
+
+    import mpsfuzz
+    for module in pkgutil.walk_packages(mpsfuzz.__path__, "mpsfuzz."):
+        # (not the chaos module: importing it registers its oracles, by design)
+        if not module.name.endswith("__main__") and module.name != "mpsfuzz.testing.chaos":
+            importlib.import_module(module.name)
+
+
+_import_every_mpsfuzz_module()
+
+
 def _cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 

