@@ -309,6 +309,15 @@ def test_a_fault_past_the_limit_is_found_explained_by_the_size_and_minimised_kee
     """A campaign of the op finds the fault (about 40 s on two cores), explains it by the
     long dim, minimises it with more than MAX_ELEMENTS elements kept, and verifies a
     script; no process holds more than 2 GiB of host memory."""
+    finding = found_past_the_limit(op, fault, tmp_path)
+    assert (finding["op"], finding["oracle"]) == (op, oracle), finding["title"]
+    assert max(math.prod(r["shape"]) for r in finding["case"]["inputs"]) > MAX_ELEMENTS
+
+
+def found_past_the_limit(op: str, fault: str, tmp_path) -> dict:
+    """The one new finding of a campaign of ``op`` (seed 2) against ``fault``, asserted
+    explained by a long dim, minimised, with a verified script, and run with no process
+    holding more than 2 GiB of host memory."""
     from test_fault_campaigns import FAULT_TARGET, findings_in
     from test_large import mpsfuzz_measured
     corpus = tmp_path / "corpus"
@@ -316,10 +325,9 @@ def test_a_fault_past_the_limit_is_found_explained_by_the_size_and_minimised_kee
                            "--max-findings", "1", "--no-progress", faults=fault, cwd=tmp_path, timeout=900)
     assert run.returncode == 1, run.stdout + run.stderr
     (finding,) = [f for f in findings_in(corpus) if f["status"] == "new"]
-    assert (finding["op"], finding["oracle"]) == (op, oracle), finding["title"]
     assert finding["minimisation"] and "side>=65536" in finding["conditions"], finding["explanation"]
     assert "has a dim of 65,536 or more" in finding["explanation"], finding["explanation"]
-    assert max(math.prod(r["shape"]) for r in finding["case"]["inputs"]) > MAX_ELEMENTS
     assert finding["repro"]["verified"], json.dumps(finding["repro"])[:500]
     rss_kib = int(run.stderr.strip().splitlines()[-1])
     assert rss_kib < 2 * 1024 * 1024, rss_kib
+    return finding
