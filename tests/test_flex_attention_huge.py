@@ -37,8 +37,8 @@ def test_the_grad_variant_draws_kv_past_2_31_and_sequence_offsets_past_int32(wit
     """At 140 GB (an H200), of 200 cases: the grad variant with K and V past 2^31
     elements (measured 43, 40, 64 for seeds 1-3 with every module of mpsfuzz loaded, as
     the suite loads them: Hypothesis draws constants of the loaded modules), and with a
-    key's sequence-major offset past 2^31 - 1, the upstream trigger (14, 8, 26). Every case keeps a batch of K within
-    FLEX_HUGE_ROW elements (the host's reference) and at most FLEX_GRID_BATCHES batches
+    key's sequence-major offset past 2^31 - 1, the upstream trigger (14, 8, 26). Every
+    case keeps a batch of K within FLEX_HUGE_ROW elements (the host's reference) and at most FLEX_GRID_BATCHES batches
     (the compiled backward's grid)."""
     with_settings(max_bytes=140 * 10**9)
     cases = example_cases(catalogue.get(OP), 200, seed=seed)

@@ -36,9 +36,9 @@ def _sorted_along_a_short_dim_beside_a_long_side(case) -> bool:
 @pytest.mark.parametrize("op", ["argsort@large", "sort@large", "topk@large"])
 def test_sorts_are_drawn_along_a_short_dim_beside_a_side_past_2_22(op):
     """At the default --max-bytes (CI's), each seed draws the class in 7-28% of 200 cases
-    (sort@large 29, 15, 44, 22 for seeds 1-4; asserted: 5%); such inputs stay within MAX_RESULT_ELEMENTS (the host's bound of the
-    class: the CPU reference runs on the whole case), with 2 and 3 elements along the
-    sorted dim (#183885's 3) among them."""
+    (sort@large 29, 15, 44, 22 for seeds 1-4; asserted: 5%); such inputs stay within
+    MAX_RESULT_ELEMENTS (the host's bound of the class: the CPU reference runs on the
+    whole case), with 2 and 3 elements along the sorted dim (#183885's 3) among them."""
     along = set()
     for seed in (1, 2):
         drawn = example_cases(catalogue.get(op), 200, seed=seed)
