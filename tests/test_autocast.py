@@ -47,6 +47,22 @@ def test_an_extreme_that_autocast_rounds_to_inf_is_no_finding():
     assert result.valid and result.failures == (), result.failures
 
 
+
+def test_a_float64_operand_keeps_its_dtype_under_autocast_in_the_reference_too():
+    """Autocast rounds float32 and half inputs, never float64: mm of a float32 and a
+    float64 operand refuses the mixed dtypes on CPU as on the target (a reference that
+    rounded both had returned a result, and the target's refusal was filed); two float64
+    operands are computed in float64."""
+    from mpsfuzz.testing.faults import FaultTarget
+    target = FaultTarget([])    # no fault on: the fault target's mm of mixed dtypes dies (pytorch#143948)
+    mixed = Case("mm", (t((1, 1)), t((1, 1), "float64", seed=2)), variant="autocast")
+    result = judge_case(mixed, target, worker_oracles(DEFAULT))
+    assert result.failures == (), result.failures
+    wide = Case("mm", (t((2, 3), "float64"), t((3, 2), "float64", seed=2)), variant="autocast")
+    result = judge_case(wide, target, worker_oracles(DEFAULT))
+    assert result.valid and result.failures == (), result.failures
+
+
 @pytest.mark.slow
 def test_a_clean_target_under_autocast_gives_no_finding(tmp_path):
     corpus = tmp_path / "corpus"

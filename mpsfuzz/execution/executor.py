@@ -468,12 +468,15 @@ def _past_int64(case: Case) -> bool:
 
 
 def _autocast_reference(case: Case, spec, kwargs, dut_outputs, device_type: str) -> SideResult:
-    # Autocast hands the kernel each floating input rounded to its dtype: a float32
-    # extreme is inf in float16 on both sides, and the reference computes on what the
-    # kernel got, in float32.
+    # Autocast hands the kernel each float32 or half input rounded to its dtype: a
+    # float32 extreme is inf in float16 on both sides, and the reference computes on what
+    # the kernel got, in float32. A float64 input autocast leaves as it is, on every
+    # device (mm of a float32 and a float64 operand then refuses the mixed dtypes on CPU
+    # too, where a reference of both rounded had returned a result).
     low = autocast_dtype(device_type)
     functional = Case(case.op, case.inputs, case.kwargs)
-    inputs = [t.to(low).to(torch.float32) if t.is_floating_point() else t for t in case.materialize("cpu")]
+    inputs = [t.to(low).to(torch.float32) if t.is_floating_point() and t.dtype != torch.float64 else t
+              for t in case.materialize("cpu")]
     side = run_side(spec.as_reference(), functional, kwargs, "cpu", inputs=inputs)
     outputs = side.outputs
     if not isinstance(outputs, Raised) and dut_outputs is not None and not isinstance(dut_outputs, Raised):
