@@ -77,3 +77,31 @@ def test_a_kernel_declaration_says_which_cases_lie_outside_it():
                                       ((2, 8), "float32", Layout(0, (), (1, 0), ()), "not contiguous")]:
         case = Case("k", (TensorRecipe(shape, dtype, layout, ValueRecipe(seed=1)),))
         assert why in (spec.outside(case) or ""), (shape, dtype, layout, spec.outside(case))
+
+
+class SlowProber(FakeProber):
+    """A FakeProber whose every run takes ``seconds`` (a large case on two busy cores)."""
+
+    def __init__(self, fails, seconds):
+        super().__init__(fails)
+        self.seconds = seconds
+
+    def classify(self, case, symptom):
+        import time
+        time.sleep(self.seconds)
+        return super().classify(case, symptom)
+
+
+def test_a_failure_needing_either_of_two_awkward_inputs_is_explained_by_layout_within_a_short_budget():
+    """K or V awkward (flex_attention@huge's sequence-major K and V) fails; making one of
+    them contiguous leaves the other: each single probe fails the same. Under a budget
+    that allows two probes, all inputs made contiguous comes first and passes, so the
+    layout is the condition, and the explanation never says that contiguous inputs fail
+    too (the single probes, asked first, used it up and said so)."""
+    awkward = Layout(permutation=(1, 0))
+    case = Case("add", (TensorRecipe((4, 4), "float32", awkward, ValueRecipe(seed=1)),
+                        TensorRecipe((4, 4), "float32", awkward, ValueRecipe(seed=2))))
+    prober = SlowProber(lambda c: any(not r.layout.is_plain() for r in c.inputs), 0.1)
+    explanation = ablation.explain(case, WRONG, (), prober, budget_s=0.15)
+    assert "layout:any" in explanation.conditions, explanation.text
+    assert "contiguous inputs fail too" not in explanation.text

@@ -335,3 +335,22 @@ def test_the_cpu_functional_form_runs_only_for_a_variant_that_disagrees_with_the
 def test_unsupported_errors_are_told_from_bugs(message, unsupported):
     from mpsfuzz.execution.executor import is_unsupported
     assert is_unsupported(RuntimeError(message)) is unsupported
+
+
+def test_an_input_too_large_to_copy_back_is_not_rebuilt_on_the_host_to_check_the_others():
+    """The variants check compares the inputs the call copied back with the case's own;
+    an input of 2^31 elements is not copied back (None), and building it on the host
+    to compare nothing (past the host's bound: InputTooLarge) made every functional
+    case of flex_attention@huge no case on the device. The small input is still judged."""
+    from types import SimpleNamespace
+
+    from mpsfuzz.oracles.variants import _mutated_input
+    small, huge = t((4,)), TensorRecipe((1 << 40,), "float32", Layout(), ValueRecipe("index_hash", 3))
+    case = Case("test.huge_pair", (small, huge))
+    built = small.materialize("cpu")
+    spec = SimpleNamespace(mutates=(), semantics=frozenset())
+
+    def obs(after):
+        return SimpleNamespace(case=case, spec=spec, dut_side=SimpleNamespace(inputs_after=after))
+    assert _mutated_input(obs([built.clone(), None])) is None
+    assert _mutated_input(obs([built + 1, None])) == 0

@@ -54,7 +54,7 @@ def _mutated_input(obs: Observation, side=None) -> int | None:
     if case.is_aliased():
         footprints = case.footprints()
         written = [footprints[i] for i in outputs if i < len(footprints)]
-    before = case.materialize("cpu")
+    before = _inputs_as_built(case, after)
     for i, (now, was) in enumerate(zip(after, before)):
         if i in outputs or not isinstance(now, torch.Tensor):
             continue
@@ -63,6 +63,16 @@ def _mutated_input(obs: Observation, side=None) -> int | None:
         if not bitwise_equal(now, was):
             return i
     return None
+
+
+def _inputs_as_built(case, after) -> list:
+    """The case's inputs on the host, those the call copied back alone (an input too
+    large to copy, a K of 2^31 elements, is None after the call and not built here,
+    which would take it whole on the host: no case at all); every input where inputs
+    share a storage (built together)."""
+    if case.is_aliased():
+        return case.materialize("cpu")
+    return [r.materialize("cpu") if isinstance(t, torch.Tensor) else None for r, t in zip(case.inputs, after)]
 
 
 def _writes_outside_view(obs: Observation, side=None) -> bool:

@@ -995,10 +995,17 @@ FLEX_ATTENTION = nn_op(
 # and of the upstream gradient alone, so the @huge class's row judging applies exactly:
 # the boundary batches' rows, made from the hash on the host, give the reference (eager
 # CPU's dense path), whole, in float64 for the arbiter; no sample is approximate. A batch
-# holds at most FLEX_HUGE_ROW elements of K (the host's reference: a few million elements
-# over the ~18 judged batches), and there are at most FLEX_GRID_BATCHES batches: the
-# compiled backward's grid puts the batch on its y dimension, which CUDA limits to 65,535
-# (a batch past it fails to launch, whatever the offsets: another limit, not this class).
+# holds at most FLEX_HUGE_ROW elements of K (the host's reference: ~18 judged batches of
+# up to 2^22 elements, a few GB in float64 with the gradients), and there are at most
+# FLEX_GRID_BATCHES batches: the compiled backward's grid puts the batch on its y
+# dimension, which CUDA limits to 65,535 (a batch past it fails to launch, whatever the
+# offsets: another limit, not this class).
+#
+# Two regimes reach the boundary: long sequences over few batches (pytorch#190857's 700
+# batches of 24,000 keys: the upstream trigger, where a key's own offset is large) and
+# short ones over many batches (thousands of 1,024 keys: the batch's base offset is
+# large, where Inductor's flex template has its own 32-bit index paths). Keys are drawn
+# from both lists, so that each regime gets about half of the cases where the size allows.
 
 # float32 first: the float64 arbiter allows a half-precision gradient over thousands of
 # keys an error of several times its largest element (half-precision accumulation of that
@@ -1007,47 +1014,76 @@ FLEX_ATTENTION = nn_op(
 # any dtype (pytorch#190857's symptom), which the errors oracle reports.
 FLEX_HUGE_DTYPES = ("float32", "bfloat16", "float16")
 # Device memory per element of K (V as large), float32: K and V (4 + 4 bytes), their
-# gradients (4 + 4), the dense path's repeated K and V (eager CUDA; 4 + 4), its float32
-# scores, their softmax and gradients (4 tensors of L / E <= 1/2 an element of K: 8), and
-# 16 to spare. 140 GB (an H200) holds 2^31 and a few batches more, not 2^32.
-FLEX_HUGE_BYTES_PER_ELEMENT = 48
-FLEX_HUGE_ROW = 1 << 18
+# gradients (4 + 4), the dense path's repeated K and V (eager CUDA; 4 + 4), and 16 to
+# spare; and per score (B Hq L S of them: L Hq / (E Hkv) an element of K), the dense
+# path's float32 scores, their softmax and gradients (4 x 4). Measured on an H200 (torch
+# 2.11), peaks per element of K: eager CUDA's forward 17 (one query), compiled forward and
+# backward 9 (half precision, 128 queries). 140 GB holds 2^31 and a few batches more, not
+# 2^32; 128 GB (56 bytes, the flex-attention forward's) just 2^31.
+FLEX_HUGE_BYTES_PER_ELEMENT = 40
+FLEX_HUGE_BYTES_PER_SCORE = 16
+FLEX_HUGE_ROW = 1 << 22
 FLEX_GRID_BATCHES = 65535
-# Head dims (16 first: where shrinking goes; 128: the upstream report's), queries (at most
-# half the head dim: the scores stay within L / E of K's size), keys per (batch, head).
+# Inductor compiles flex_attention with fewer than 128 queries to its flex-decoding
+# kernel, with 128 or more to its flex-attention kernel, whose backward pytorch#190857's
+# report hit (128 queries, head dim 128): half the cases take each forward. The decoding
+# cases draw head dims (16 first: where shrinking goes), and queries whose query heads'
+# rows stay within half the head dim and a quarter of the keys (scores within half of
+# K's size); the attention cases have the report's 128 queries over head dim 128 and no
+# GQA group (scores as many as K's elements). Keys per (batch, head): below.
 FLEX_HUGE_HEAD_DIMS = (16, 64, 128, 32)
 FLEX_HUGE_QUERIES = (1, 8, 16, 3)
+FLEX_ATTENTION_QUERIES = 128
+FLEX_ATTENTION_HEAD_DIM = 128
 FLEX_HUGE_KEYS = (1024, 128, 2048, 4096, 8192, 16384, 1000, 513)
+FLEX_HUGE_LONG_KEYS = (24000, 32768, 65536, 131072, 262144, 40000, 12000)
 SEQUENCE_MAJOR = (1, 2, 0, 3)       # a (keys, batch, heads, dim) storage viewed as (batch, heads, keys, dim)
 
 
-def _flex_huge_keys(draw, target: int, per_key: int) -> int:
-    """Keys per (batch, head): one of FLEX_HUGE_KEYS whose batch of K holds at most
-    FLEX_HUGE_ROW elements and for which the batch count that puts the last key's
-    sequence-major offset at ``target`` stays within FLEX_GRID_BATCHES; else the fewest
-    keys that keep the batch count there."""
-    fits = tuple(s for s in FLEX_HUGE_KEYS
-                 if per_key * s <= FLEX_HUGE_ROW and target // (per_key * (s - 1)) + 2 <= FLEX_GRID_BATCHES)
-    return draw(sampled_once(fits)) if fits else target // (per_key * (FLEX_GRID_BATCHES - 2)) + 2
+def _flex_huge_keys(draw, target: int, per_key: int, min_keys: int) -> int:
+    """Keys per (batch, head): short (FLEX_HUGE_KEYS) or long (FLEX_HUGE_LONG_KEYS), each
+    list drawn half the time where it has a length that fits: at least ``min_keys``, a
+    batch of K within FLEX_HUGE_ROW elements and an eighth of ``target`` (so that even at
+    CI's size the boundary needs several batches, drawn one below to two past it), and
+    the batch count that puts the last key's sequence-major offset at ``target`` within
+    FLEX_GRID_BATCHES; else the fewest keys that keep the batch count there."""
+    row = min(FLEX_HUGE_ROW, target // 8)
+
+    def fitting(keys):
+        return tuple(s for s in keys if s >= min_keys and per_key * s <= row
+                     and target // (per_key * (s - 1)) + 2 <= FLEX_GRID_BATCHES)
+    short, long = fitting(FLEX_HUGE_KEYS), fitting(FLEX_HUGE_LONG_KEYS)
+    if short and long:
+        return draw(sampled_once(long if draw(st.booleans()) else short))
+    fits = short or long
+    return draw(sampled_once(fits)) if fits else max(min_keys, target // (per_key * (FLEX_GRID_BATCHES - 2)) + 2)
 
 
 def flex_huge_shapes(draw, budget: ShapeBudget) -> tuple:
     """q (B, Hq, L, E), k and v (B, Hkv, S, E): the last key's sequence-major offset
     (S - 1) * B * Hkv * E just below, at or past 2^31 or 2^32 (B drawn one below to two
     past the batch count that reaches it), so K and V hold that many elements and a few
-    batches more, where --max-bytes allows FLEX_HUGE_BYTES_PER_ELEMENT an element; else
-    around MAX_ELEMENTS (CI's size: more than any @large case holds, the 2^31 that the
-    fault target scales, so that CI draws both sides of the boundary too); L a few
-    queries, Hq = Hkv or twice it (GQA)."""
-    limit = max(1, max_bytes() // FLEX_HUGE_BYTES_PER_ELEMENT)
-    e = draw(sampled_once(FLEX_HUGE_HEAD_DIMS))
+    batches more, where --max-bytes allows FLEX_HUGE_BYTES_PER_ELEMENT an element and
+    FLEX_HUGE_BYTES_PER_SCORE a score; else around MAX_ELEMENTS (CI's size: more than any
+    @large case holds, the 2^31 that the fault target scales, so that CI draws both sides
+    of the boundary too); L a few queries (flex-decoding) or 128 (flex-attention), Hq =
+    Hkv or twice it (GQA, decoding)."""
+    attention = draw(st.booleans())
+    e = FLEX_ATTENTION_HEAD_DIM if attention else draw(sampled_once(FLEX_HUGE_HEAD_DIMS))
     heads_kv = draw(sampled_once((1, 2, 4)))
-    group = draw(sampled_once((1, 1, 2)))
-    length = draw(sampled_once(tuple(n for n in FLEX_HUGE_QUERIES if n <= e // 2)))
+    group = 1 if attention else draw(sampled_once((1, 1, 2)))
+    scores_per_element = FLEX_ATTENTION_QUERIES / e if attention else 0.5
+    limit = max(1, int(max_bytes() // (FLEX_HUGE_BYTES_PER_ELEMENT + FLEX_HUGE_BYTES_PER_SCORE * scores_per_element)))
     targets = tuple(t for t in BOUNDARIES if t + 4 * FLEX_HUGE_ROW <= limit) or (min(MAX_ELEMENTS, limit),)
     target = draw(sampled_once(targets))
     per_key = heads_kv * e
-    source = _flex_huge_keys(draw, target, per_key)
+    if attention:
+        source = _flex_huge_keys(draw, target, per_key, 4 * FLEX_ATTENTION_QUERIES)
+        length = FLEX_ATTENTION_QUERIES
+    else:
+        source = _flex_huge_keys(draw, target, per_key, 1)
+        length = draw(sampled_once(tuple(n for n in FLEX_HUGE_QUERIES
+                                         if 2 * n * group <= e and 4 * n * group <= source) or (1,)))
     batch = max(1, target // (per_key * (source - 1)) + draw(integers_once(-1, 2)))
     return ((batch, heads_kv * group, length, e), (batch, heads_kv, source, e), (batch, heads_kv, source, e))
 
