@@ -760,10 +760,9 @@ def _sentence(case, failure, conditions, probes, names, failing, tested, classes
     layout_probe = [p for p in probes if p.feature.startswith("layout:")]
     if any(p.necessary for p in layout_probe):
         parts.append("contiguous inputs pass")
-    elif any(p.verdict == SAME for p in layout_probe) and (
-            len(layout_probe) == 1 or any(p.feature == "layout:any" and p.verdict == SAME for p in layout_probe)):
-        # (said of all inputs only where all were made contiguous at once: one at a
-        # time, each may pass the failure to another awkward input)
+    elif any(p.verdict == SAME for p in layout_probe if p.feature == "layout:any" or len(layout_probe) == 1):
+        # (said only of the probe that made every input contiguous: "layout:any", or the
+        # one awkward input's own; one at a time, each may pass the failure to another)
         parts.append("contiguous inputs fail too")
     alias_probe = [p for p in probes if p.feature.startswith("alias:")]
     if any(p.necessary and p.feature != "alias:out" for p in alias_probe):
